@@ -1,0 +1,108 @@
+"""One record per request, appended to disk the moment the request ends.
+
+A crash or Ctrl-C loses nothing already taken. `requests.jsonl` keeps every field including
+the arrival time of each token-bearing chunk; `requests.csv` has the scalar columns.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import IO, Literal
+
+Status = Literal["ok", "http_error", "timeout", "transport_error", "bad_stream", "cancelled", "dropped"]
+STATUSES: tuple[Status, ...] = (
+    "ok", "http_error", "timeout", "transport_error", "bad_stream", "cancelled", "dropped",
+)
+
+
+@dataclass(slots=True)
+class RequestRecord:
+    request_id: str
+    phase: str
+    index: int
+    prompt_tokens_requested: int
+    max_tokens: int
+    intended_ns: int
+    sent_ns: int | None = None  # None: never sent (dropped, or cancelled before sending)
+    first_token_ns: int | None = None  # first chunk with answer *or reasoning* text
+    first_content_ns: int | None = None  # first chunk with answer text only
+    last_token_ns: int | None = None
+    end_ns: int = 0
+    chunk_ns: list[int] = field(default_factory=list)  # arrival of every token-bearing chunk
+    prompt_tokens: int | None = None  # server usage
+    completion_tokens: int | None = None  # server usage
+    batch: int | None = None  # fixed-batch phases: which batch
+    status: Status = "ok"
+    reason: str = ""
+    http_status: int | None = None
+
+    @property
+    def output_tokens(self) -> int:
+        """Server-reported completion tokens when given, else the count of token-bearing chunks."""
+        return self.completion_tokens if self.completion_tokens is not None else len(self.chunk_ns)
+
+    @property
+    def tokens_estimated(self) -> bool:
+        return self.completion_tokens is None
+
+    @property
+    def token_mismatch(self) -> bool:
+        """The server's count disagrees with the chunks seen (one chunk may carry several tokens)."""
+        return self.completion_tokens is not None and self.completion_tokens != len(self.chunk_ns)
+
+
+_SCALAR_COLUMNS = [f.name for f in fields(RequestRecord) if f.name != "chunk_ns"]
+CSV_COLUMNS = [*_SCALAR_COLUMNS, "num_chunks", "output_tokens", "tokens_estimated"]
+
+
+def _csv_row(rec: RequestRecord) -> list[object]:
+    values = [getattr(rec, name) for name in _SCALAR_COLUMNS]
+    return [*values, len(rec.chunk_ns), rec.output_tokens, rec.tokens_estimated]
+
+
+class RecordWriter:
+    """Appends each finished record to `requests.jsonl` and `requests.csv` and flushes."""
+
+    def __init__(self, run_dir: Path) -> None:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        self.jsonl_path = run_dir / "requests.jsonl"
+        self.csv_path = run_dir / "requests.csv"
+        self._jsonl: IO[str] = self.jsonl_path.open("a", encoding="utf-8")
+        self._csv_file: IO[str] = self.csv_path.open("a", encoding="utf-8", newline="")
+        self._csv = csv.writer(self._csv_file)
+        if self._csv_file.tell() == 0:
+            self._csv.writerow(CSV_COLUMNS)
+
+    def write(self, rec: RequestRecord) -> None:
+        self._jsonl.write(json.dumps(asdict(rec), separators=(",", ":")) + "\n")
+        self._jsonl.flush()
+        self._csv.writerow(_csv_row(rec))
+        self._csv_file.flush()
+
+    def close(self) -> None:
+        self._jsonl.close()
+        self._csv_file.close()
+
+    def __enter__(self) -> RecordWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def read_records(path: Path) -> Iterator[RequestRecord]:
+    """Records back from a `requests.jsonl`, for offline reports and tests."""
+    with path.open(encoding="utf-8") as fh:
+        for line in fh:
+            if line.strip():
+                yield RequestRecord(**json.loads(line))
+
+
+def write_all(run_dir: Path, records: Iterable[RequestRecord]) -> None:
+    with RecordWriter(run_dir) as writer:
+        for rec in records:
+            writer.write(rec)

@@ -1,0 +1,1 @@
+"""The bundled simulated accelerator server: an OpenAI-compatible endpoint with no model behind it."""

@@ -1,0 +1,205 @@
+"""A continuous-batching engine, one step at a time (vLLM V1 style), with no clock of its own.
+
+Each step the scheduler serves running requests first (one decode token each, or the next
+chunk of their prefill), then admits waiting requests first-come-first-served while the token
+budget, the sequence cap and the KV block pool allow. When a running request needs a KV block
+and none is free, the newest running request is preempted and later recomputed from scratch.
+All tokens of a step are released together at its end. Drivers (real time, virtual time)
+decide when a step ends; the engine only says what it does and how long it takes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from harness.sim.perfmodel import PerformanceModel, StepLoad
+
+BLOCK_TOKENS = 16
+
+
+@dataclass(frozen=True, slots=True)
+class EngineConfig:
+    max_num_seqs: int = 256
+    max_num_batched_tokens: int = 8192
+    kv_blocks: int = 26_000
+    noise_sigma: float = 0.03  # multiplicative, lognormal
+    seed: int = 0
+
+
+@dataclass(eq=False, slots=True)
+class SimRequest:
+    request_id: str
+    prompt_tokens: int
+    output_tokens: int  # how many tokens this request will generate
+    arrival_ns: int
+    on_token: Callable[[SimRequest], None] | None = None
+    computed: int = 0  # tokens whose KV is in the cache
+    generated: int = 0
+    blocks: int = 0
+    preemptions: int = 0
+    scheduled_ns: int | None = None  # when it first entered a step: the end of its queue time
+    token_ns: list[int] = field(default_factory=list)  # ground truth: emission time of each token
+    finished: bool = False
+    aborted: bool = False
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.generated
+
+
+@dataclass(slots=True)
+class Step:
+    work: list[tuple[SimRequest, int]]  # (request, tokens computed this step)
+    load: StepLoad
+    duration_ns: int
+
+
+def _blocks_for(tokens: int) -> int:
+    return math.ceil(tokens / BLOCK_TOKENS)
+
+
+class Engine:
+    def __init__(self, model: PerformanceModel, config: EngineConfig) -> None:
+        self.model = model
+        self.config = config
+        self.waiting: deque[SimRequest] = deque()
+        self.running: list[SimRequest] = []
+        self.free_blocks = config.kv_blocks
+        self.num_preemptions = 0
+        self._rng = np.random.default_rng(config.seed)
+
+    def add(self, req: SimRequest) -> None:
+        self.waiting.append(req)
+
+    def abort(self, req: SimRequest) -> None:
+        """Drop a request (client gone): its slot and blocks are free for the next step."""
+        if req.finished or req.aborted:
+            return
+        req.aborted = True
+        if req in self.running:
+            self.running.remove(req)
+        else:
+            self.waiting.remove(req)
+        self._free(req)
+
+    def has_work(self) -> bool:
+        return bool(self.running or self.waiting)
+
+    @property
+    def kv_usage(self) -> float:
+        return 1.0 - self.free_blocks / self.config.kv_blocks
+
+    def schedule(self, now_ns: int) -> Step:
+        budget = self.config.max_num_batched_tokens
+        work: list[tuple[SimRequest, int]] = []
+        for req in list(self.running):
+            if budget == 0:
+                break
+            if req not in self.running:  # preempted while making room for an earlier one
+                continue
+            n = min(req.total_tokens - req.computed, budget)
+            if not self._grow(req, n):
+                continue
+            work.append((req, n))
+            budget -= n
+        while self.waiting and budget > 0 and len(self.running) < self.config.max_num_seqs:
+            req = self.waiting[0]
+            n = min(req.total_tokens - req.computed, budget)
+            need = _blocks_for(req.computed + n) - req.blocks
+            if need > self.free_blocks:
+                break
+            self.waiting.popleft()
+            self.free_blocks -= need
+            req.blocks += need
+            self.running.append(req)
+            if req.scheduled_ns is None:
+                req.scheduled_ns = now_ns
+            work.append((req, n))
+            budget -= n
+        load = self._load(work)
+        return Step(work, load, self._duration_ns(load))
+
+    def _grow(self, req: SimRequest, n: int) -> bool:
+        """Give `req` the blocks for n more tokens, preempting the newest requests if needed."""
+        need = _blocks_for(req.computed + n) - req.blocks
+        while need > self.free_blocks:
+            victim = self.running[-1]
+            self._preempt(victim)
+            if victim is req:
+                return False
+        self.free_blocks -= need
+        req.blocks += need
+        return True
+
+    def _preempt(self, req: SimRequest) -> None:
+        # Recompute: the KV is dropped; later the prompt and the tokens generated so far are
+        # prefilled again, and generation resumes where it stopped.
+        self.running.remove(req)
+        self._free(req)
+        req.computed = 0
+        req.preemptions += 1
+        self.num_preemptions += 1
+        self.waiting.appendleft(req)
+
+    def _free(self, req: SimRequest) -> None:
+        self.free_blocks += req.blocks
+        req.blocks = 0
+
+    @staticmethod
+    def _load(work: list[tuple[SimRequest, int]]) -> StepLoad:
+        load = StepLoad(seqs=len(work))
+        for req, n in work:
+            load.tokens += n
+            if n == 1 and req.computed > 0:
+                load.decode_context += req.computed + 1
+            else:
+                load.prefill_cached += req.computed
+                load.prefill_attn += n * (req.computed + n / 2)
+        return load
+
+    def _duration_ns(self, load: StepLoad) -> int:
+        seconds = self.model.step_seconds(load)
+        if self.config.noise_sigma > 0:
+            seconds *= math.exp(self.config.noise_sigma * self._rng.standard_normal())
+        return max(1, round(seconds * 1e9))
+
+    def complete(self, step: Step, now_ns: int) -> None:
+        """Apply a finished step: advance KV, emit the tokens it sampled, retire finished requests."""
+        for req, n in step.work:
+            if req.aborted or req not in self.running:
+                continue
+            req.computed += n
+            if req.computed < req.total_tokens:
+                continue  # mid-prefill chunk: nothing sampled yet
+            req.generated += 1
+            req.token_ns.append(now_ns)
+            if req.generated >= req.output_tokens:
+                req.finished = True
+                self.running.remove(req)
+                self._free(req)
+            if req.on_token is not None:
+                req.on_token(req)
+
+
+def run_virtual(engine: Engine, arrivals: list[SimRequest]) -> int:
+    """Run requests (with their `arrival_ns`) to completion in virtual time; returns the end time.
+
+    Steps start back to back while there is work; an idle engine jumps to the next arrival.
+    """
+    pending = deque(sorted(arrivals, key=lambda r: r.arrival_ns))
+    now = pending[0].arrival_ns if pending else 0
+    while pending or engine.has_work():
+        while pending and pending[0].arrival_ns <= now:
+            engine.add(pending.popleft())
+        if not engine.has_work():
+            now = pending[0].arrival_ns
+            continue
+        step = engine.schedule(now)
+        now += step.duration_ns
+        engine.complete(step, now)
+    return now

@@ -1,0 +1,60 @@
+"""The simulator's /metrics, under vLLM's metric names and buckets so dashboards work unchanged."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from harness.sim.engine import Engine, SimRequest
+
+TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
+                10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
+ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+               20.0, 40.0, 80.0)
+REQUEST_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0,
+                   120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)
+
+
+class SimMetrics:
+    def __init__(self, model_name: str) -> None:
+        self.registry = CollectorRegistry()
+        labels = ["model_name"]
+        r = self.registry
+        self._running = Gauge("vllm:num_requests_running", "Requests in the running batch", labels, registry=r)
+        self._waiting = Gauge("vllm:num_requests_waiting", "Requests waiting", labels, registry=r)
+        self._kv = Gauge("vllm:kv_cache_usage_perc", "KV cache usage (1 = full)", labels, registry=r)
+        self._preempt = Counter("vllm:num_preemptions", "Preemptions", labels, registry=r)
+        self._prompt = Counter("vllm:prompt_tokens", "Prompt tokens processed", labels, registry=r)
+        self._gen = Counter("vllm:generation_tokens", "Generated tokens", labels, registry=r)
+        self._ttft = Histogram("vllm:time_to_first_token_seconds", "TTFT", labels, buckets=TTFT_BUCKETS,
+                               registry=r)
+        self._itl = Histogram("vllm:inter_token_latency_seconds", "ITL", labels, buckets=ITL_BUCKETS,
+                              registry=r)
+        self._e2e = Histogram("vllm:e2e_request_latency_seconds", "E2E", labels, buckets=REQUEST_BUCKETS,
+                              registry=r)
+        self._queue = Histogram("vllm:request_queue_time_seconds", "Queue time", labels,
+                                buckets=REQUEST_BUCKETS, registry=r)
+        self._label = model_name
+        self._preemptions_seen = 0
+
+    def observe_finished(self, req: SimRequest) -> None:
+        lab = self._label
+        self._prompt.labels(lab).inc(req.prompt_tokens)
+        self._gen.labels(lab).inc(len(req.token_ns))
+        if not req.token_ns:
+            return
+        self._ttft.labels(lab).observe((req.token_ns[0] - req.arrival_ns) / 1e9)
+        self._e2e.labels(lab).observe((req.token_ns[-1] - req.arrival_ns) / 1e9)
+        itl = self._itl.labels(lab)
+        for a, b in zip(req.token_ns, req.token_ns[1:], strict=False):
+            itl.observe((b - a) / 1e9)
+        if req.scheduled_ns is not None:
+            self._queue.labels(lab).observe(max(0, req.scheduled_ns - req.arrival_ns) / 1e9)
+
+    def render(self, engine: Engine) -> bytes:
+        lab = self._label
+        self._running.labels(lab).set(len(engine.running))
+        self._waiting.labels(lab).set(len(engine.waiting))
+        self._kv.labels(lab).set(engine.kv_usage)
+        self._preempt.labels(lab).inc(engine.num_preemptions - self._preemptions_seen)
+        self._preemptions_seen = engine.num_preemptions
+        return generate_latest(self.registry)

@@ -1,0 +1,75 @@
+"""OpenAI-shaped response bodies and stream chunks, pre-rendered per request for speed."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from aiohttp import web
+
+from harness.tokens import token_text
+
+
+def error_response(
+    status: int, message: str, err_type: str, param: str | None = None, code: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> web.Response:
+    body = {"error": {"message": message, "type": err_type, "param": param, "code": code}}
+    return web.json_response(body, status=status, headers=headers)
+
+
+class ChunkRenderer:
+    """Renders the SSE frames of one streamed response; the JSON around each token is built once."""
+
+    def __init__(self, chat: bool, response_id: str, model: str, created: int) -> None:
+        self.chat = chat
+        head = {"id": response_id, "object": "chat.completion.chunk" if chat else "text_completion",
+                "created": created, "model": model}
+        self._head = head
+        prefix = json.dumps(head, separators=(",", ":"))[:-1]
+        if chat:
+            self._pre = f'data: {prefix},"choices":[{{"index":0,"delta":{{"content":'.encode()
+            self._post = b'},"logprobs":null,"finish_reason":null}]}\n\n'
+        else:
+            self._pre = f'data: {prefix},"choices":[{{"index":0,"text":'.encode()
+            self._post = b',"logprobs":null,"finish_reason":null}]}\n\n'
+
+    def _frame(self, obj: dict[str, Any]) -> bytes:
+        return b"data: " + json.dumps({**self._head, **obj}, separators=(",", ":")).encode() + b"\n\n"
+
+    def role(self) -> bytes:
+        choice = {"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
+                  "finish_reason": None}
+        return self._frame({"choices": [choice]})
+
+    def tokens(self, first: int, count: int) -> bytes:
+        return b"".join(
+            self._pre + json.dumps(token_text(i)).encode() + self._post for i in range(first, first + count)
+        )
+
+    def finish(self, reason: str) -> bytes:
+        choice: dict[str, Any] = {"index": 0, "logprobs": None, "finish_reason": reason}
+        choice.update({"delta": {}} if self.chat else {"text": ""})
+        return self._frame({"choices": [choice]})
+
+    def usage(self, prompt_tokens: int, completion_tokens: int) -> bytes:
+        return self._frame({"choices": [], "usage": usage(prompt_tokens, completion_tokens)})
+
+
+def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
+    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens}
+
+
+def full_response(
+    chat: bool, response_id: str, model: str, created: int, text: str, reason: str,
+    prompt_tokens: int, completion_tokens: int,
+) -> dict[str, Any]:
+    if chat:
+        choice: dict[str, Any] = {"index": 0, "message": {"role": "assistant", "content": text},
+                                  "logprobs": None, "finish_reason": reason}
+    else:
+        choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": reason}
+    return {"id": response_id, "object": "chat.completion" if chat else "text_completion",
+            "created": created, "model": model, "choices": [choice],
+            "usage": usage(prompt_tokens, completion_tokens)}

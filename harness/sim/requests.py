@@ -1,0 +1,106 @@
+"""Parsing and validating OpenAI completion request bodies for the simulator.
+
+Unknown fields are ignored, as real servers do; wrong types are a 400 naming the field.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from harness.tokens import count_tokens
+
+
+class BadRequest(ValueError):
+    def __init__(self, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.param = param
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedRequest:
+    model: str
+    prompt_tokens: int
+    max_tokens: int | None
+    min_tokens: int
+    ignore_eos: bool
+    stream: bool
+    include_usage: bool
+    prompt_crc: int
+
+
+def _int_field(body: dict[str, Any], name: str) -> int | None:
+    value = body.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise BadRequest(f"'{name}' must be a non-negative integer", name)
+    return value
+
+
+def _chat_prompt(body: dict[str, Any]) -> str:
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise BadRequest("'messages' must be a non-empty list", "messages")
+    parts: list[str] = []
+    for msg in messages:
+        if not isinstance(msg, dict):
+            raise BadRequest("each message must be an object", "messages")
+        content = msg.get("content")
+        if isinstance(content, str):
+            parts.append(content)
+        elif isinstance(content, list):
+            parts.extend(p.get("text", "") for p in content if isinstance(p, dict))
+        elif content is not None:
+            raise BadRequest("message 'content' must be a string or a list of parts", "messages")
+    return " ".join(parts)
+
+
+def _completion_prompt(body: dict[str, Any]) -> str:
+    prompt = body.get("prompt")
+    if isinstance(prompt, str):
+        return prompt
+    if isinstance(prompt, list) and prompt and all(isinstance(p, str) for p in prompt):
+        return " ".join(prompt)
+    raise BadRequest("'prompt' must be a string or a list of strings", "prompt")
+
+
+def parse_body(body: object, chat: bool) -> ParsedRequest:
+    if not isinstance(body, dict):
+        raise BadRequest("request body must be a JSON object")
+    model = body.get("model")
+    if not isinstance(model, str):
+        raise BadRequest("'model' is required", "model")
+    prompt = _chat_prompt(body) if chat else _completion_prompt(body)
+    # max_completion_tokens supersedes max_tokens, as in the OpenAI API.
+    max_tokens = _int_field(body, "max_completion_tokens")
+    if max_tokens is None:
+        max_tokens = _int_field(body, "max_tokens")
+    options = body.get("stream_options") or {}
+    return ParsedRequest(
+        model=model,
+        prompt_tokens=count_tokens(prompt),
+        max_tokens=max_tokens,
+        min_tokens=_int_field(body, "min_tokens") or 0,
+        ignore_eos=bool(body.get("ignore_eos", False)),
+        stream=bool(body.get("stream", False)),
+        include_usage=isinstance(options, dict) and bool(options.get("include_usage", False)),
+        prompt_crc=zlib.crc32(prompt.encode()),
+    )
+
+
+def output_length(req: ParsedRequest, context_left: int, seed: int, default_max: int) -> int:
+    """How many tokens the simulated model generates for this request.
+
+    With `ignore_eos` exactly the maximum; otherwise a lognormal length (median 200) drawn from
+    a generator seeded by the prompt, so the same request always gets the same answer length.
+    """
+    cap = min(req.max_tokens if req.max_tokens is not None else default_max, context_left)
+    if req.ignore_eos:
+        return max(cap, 1)
+    rng = np.random.default_rng([seed, req.prompt_crc])
+    natural = int(rng.lognormal(np.log(200.0), 0.8))
+    return max(1, min(max(natural, req.min_tokens), cap))
