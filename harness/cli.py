@@ -1,17 +1,78 @@
-"""The `harness` command line: thin click commands over the library."""
+"""The `harness` command line: thin click commands over the library.
+
+Exit codes: 0 ok, 2 usage or bad input, 3 harness error (endpoint unreachable, simulator failed).
+"""
 
 from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
 
 import click
 
 from harness import __version__
+from harness.errors import EXIT_HARNESS, EXIT_USAGE, HarnessError
+from harness.report.table import render_table
+from harness.runner import resolve_and_run
+from harness.scenario import ScenarioError, load_scenario
 from harness.sim.cli import sim
+
+_REPO_SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
+
+
+def _default_scenario() -> Path:
+    local = Path("scenarios/quickstart.yaml")
+    return local if local.exists() else _REPO_SCENARIOS / "quickstart.yaml"
+
+
+def _api_key(flag_env: str | None, scenario_env: str | None) -> str | None:
+    name = flag_env or scenario_env
+    if name is None:
+        return os.environ.get("OPENAI_API_KEY") or None
+    value = os.environ.get(name)
+    if not value:
+        raise click.BadParameter(f"environment variable {name} is not set", param_hint="--api-key-env")
+    return value
 
 
 @click.group()
 @click.version_option(__version__, prog_name="harness")
 def main() -> None:
     """Benchmark LLM inference endpoints with realistic load."""
+
+
+@main.command()
+@click.argument("scenario_path", required=False, type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--endpoint", metavar="URL", help="OpenAI base URL (…/v1). Default: start the bundled simulator.")
+@click.option("--model", help="Model name to request. Default: the scenario's, else the endpoint's first.")
+@click.option("--api", type=click.Choice(["chat", "completions"]), help="Which OpenAI API to drive.")
+@click.option("--api-key-env", metavar="VAR", help="Environment variable holding the API key (default: "
+              "OPENAI_API_KEY if set). The key itself is never printed or saved.")
+@click.option("--reports-dir", type=click.Path(path_type=Path, file_okay=False), default=Path("reports"),
+              show_default=True)
+def run(scenario_path: Path | None, endpoint: str | None, model: str | None, api: str | None,
+        api_key_env: str | None, reports_dir: Path) -> None:
+    """Run SCENARIO (default scenarios/quickstart.yaml) and report each phase side by side."""
+    try:
+        scenario = load_scenario(scenario_path or _default_scenario())
+    except ScenarioError as exc:
+        raise SystemExit(_fail(str(exc), EXIT_USAGE)) from None
+    if endpoint is not None and not endpoint.startswith(("http://", "https://")):
+        raise click.BadParameter("must start with http:// or https://", param_hint="--endpoint")
+    key = _api_key(api_key_env, scenario.endpoint.api_key_env)
+    try:
+        result = asyncio.run(resolve_and_run(scenario, reports_dir, url=endpoint, model=model,
+                                             api=api, api_key=key))  # type: ignore[arg-type]
+    except HarnessError as exc:
+        raise SystemExit(_fail(str(exc), EXIT_HARNESS)) from None
+    click.echo(render_table(result.summary))
+    click.echo(f"\nreport: {result.run_dir}")
+
+
+def _fail(message: str, code: int) -> int:
+    click.echo(f"error: {message}", err=True)
+    return code
 
 
 main.add_command(sim)

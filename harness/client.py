@@ -1,0 +1,157 @@
+"""The OpenAI streaming client: one aiohttp session, one SSE parser, for chat and completions.
+
+Request failures are data: `execute` never raises for an HTTP error, a timeout, a broken
+connection or a malformed stream; it fills the record's status and reason instead. aiohttp's
+exceptions are translated here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+import aiohttp
+
+from harness.clock import Clock
+from harness.errors import HarnessError
+from harness.records import RequestRecord
+from harness.sse import BadChunk, SSEDecoder, interpret
+from harness.workload import RequestSpec
+
+Api = Literal["chat", "completions"]
+
+_READ_BUFFER = 1 << 20  # large enough that a burst of chunks is one read, not many
+
+
+class Backend(Protocol):
+    async def execute(self, spec: RequestSpec, rec: RequestRecord) -> None:
+        """Send `spec`, filling `rec` (sent, token times, usage, status). Never raises for request failures."""
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    base_url: str  # e.g. http://127.0.0.1:8000/v1
+    model: str
+    api: Api = "chat"
+    api_key: str | None = field(default=None, repr=False)  # never printed or saved
+
+    @property
+    def url(self) -> str:
+        path = "chat/completions" if self.api == "chat" else "completions"
+        return f"{self.base_url.rstrip('/')}/{path}"
+
+
+def request_body(spec: RequestSpec, model: str, api: Api) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "model": model,
+        "max_tokens": spec.max_tokens,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    if api == "chat":
+        body["messages"] = [{"role": "user", "content": spec.prompt}]
+    else:
+        body["prompt"] = spec.prompt
+    if spec.ignore_eos:
+        # vLLM/SGLang extensions: exactly max_tokens tokens, so every run asks for the same work.
+        body["ignore_eos"] = True
+        body["min_tokens"] = spec.max_tokens
+    return body
+
+
+def open_session(max_connections: int, connect_timeout_s: float, request_timeout_s: float) -> aiohttp.ClientSession:
+    connector = aiohttp.TCPConnector(limit=max_connections, limit_per_host=max_connections, ttl_dns_cache=None)
+    timeout = aiohttp.ClientTimeout(total=request_timeout_s, sock_connect=connect_timeout_s)
+    return aiohttp.ClientSession(connector=connector, timeout=timeout, read_bufsize=_READ_BUFFER)
+
+
+class OpenAIBackend:
+    def __init__(self, endpoint: Endpoint, session: aiohttp.ClientSession, clock: Clock) -> None:
+        self.endpoint = endpoint
+        self.session = session
+        self.clock = clock
+        self._headers = {"Content-Type": "application/json"}
+        if endpoint.api_key:
+            self._headers["Authorization"] = f"Bearer {endpoint.api_key}"
+
+    async def execute(self, spec: RequestSpec, rec: RequestRecord) -> None:
+        body = json.dumps(request_body(spec, self.endpoint.model, self.endpoint.api)).encode()
+        headers = {**self._headers, "X-Request-Id": spec.request_id}
+        try:
+            rec.sent_ns = self.clock.now_ns()
+            async with self.session.post(self.endpoint.url, data=body, headers=headers) as resp:
+                rec.http_status = resp.status
+                if resp.status != 200:
+                    rec.status, rec.reason = "http_error", await _error_reason(resp)
+                else:
+                    await self._read_stream(resp, rec)
+        except TimeoutError:
+            rec.status, rec.reason = "timeout", "request timeout"
+        except aiohttp.ClientError as exc:
+            rec.status, rec.reason = "transport_error", type(exc).__name__
+        except BadChunk as exc:
+            rec.status, rec.reason = "bad_stream", str(exc)
+        finally:
+            rec.end_ns = self.clock.now_ns()
+            if rec.chunk_ns:
+                rec.last_token_ns = rec.chunk_ns[-1]
+
+    async def _read_stream(self, resp: aiohttp.ClientResponse, rec: RequestRecord) -> None:
+        decoder = SSEDecoder()
+        now = self.clock.now_ns
+        async for piece in resp.content.iter_any():
+            t = now()  # every event in one read arrived together
+            for payload in decoder.feed(piece):
+                chunk = interpret(payload)
+                if chunk.done:
+                    _check_tokens(rec)
+                    return
+                if chunk.error is not None:
+                    rec.status, rec.reason = "http_error", f"error in stream: {chunk.error[:120]}"
+                    return
+                if chunk.carries_token:
+                    if rec.first_token_ns is None:
+                        rec.first_token_ns = t
+                    if chunk.has_content and rec.first_content_ns is None:
+                        rec.first_content_ns = t
+                    rec.chunk_ns.append(t)
+                if chunk.completion_tokens is not None:
+                    rec.completion_tokens = chunk.completion_tokens
+                    rec.prompt_tokens = chunk.prompt_tokens
+        rec.status, rec.reason = "bad_stream", "stream ended before [DONE]"
+
+
+def _check_tokens(rec: RequestRecord) -> None:
+    if not rec.chunk_ns:
+        rec.status, rec.reason = "bad_stream", "no token in stream"
+
+
+async def _error_reason(resp: aiohttp.ClientResponse) -> str:
+    """A short, low-cardinality cause: the status and the OpenAI error type when there is one."""
+    try:
+        body = json.loads(await asyncio.wait_for(resp.content.read(8192), 5))
+        err_type = body["error"]["type"]
+    except (ValueError, KeyError, TypeError, TimeoutError, aiohttp.ClientError):
+        return f"HTTP {resp.status}"
+    return f"HTTP {resp.status} {err_type}"
+
+
+async def list_models(session: aiohttp.ClientSession, base_url: str, api_key: str | None) -> list[str]:
+    """The endpoint's served models; also proves it is reachable before any load is sent."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    url = f"{base_url.rstrip('/')}/models"
+    try:
+        async with session.get(url, headers=headers, timeout=aiohttp.ClientTimeout(total=15)) as resp:
+            if resp.status != 200:
+                raise HarnessError(f"GET {url} answered {await _error_reason(resp)}")
+            body = await resp.json(content_type=None)
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        raise HarnessError(f"cannot reach endpoint {base_url}: {type(exc).__name__} {exc}".strip()) from None
+    except ValueError:
+        raise HarnessError(f"GET {url} did not return JSON") from None
+    try:
+        return [str(m["id"]) for m in body["data"]]
+    except (KeyError, TypeError):
+        raise HarnessError(f"GET {url} did not return an OpenAI model list") from None

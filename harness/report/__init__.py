@@ -1,0 +1,1 @@
+"""Reporters: the terminal table and the files of a run directory."""

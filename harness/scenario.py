@@ -1,0 +1,189 @@
+"""Scenario files: YAML in, validated configuration out.
+
+Every field is checked on load; an unknown key or a bad value becomes one `ScenarioError`
+line naming the file and the field, which the CLI turns into exit code 2.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from harness.sim.presets import ACCELERATORS, MODELS
+
+PositiveFloat = Annotated[float, Field(gt=0)]
+PositiveInt = Annotated[int, Field(gt=0)]
+
+
+class ScenarioError(ValueError):
+    """A scenario that cannot be run; the message is one line naming the file and field."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class _OpenLoop(_Strict):
+    rate: PositiveFloat = Field(description="mean arrivals per second")
+    requests: PositiveInt | None = None
+    duration_s: PositiveFloat | None = None
+
+    @model_validator(mode="after")
+    def _bounded(self) -> _OpenLoop:
+        if self.requests is None and self.duration_s is None:
+            raise ValueError("give 'requests' or 'duration_s' (or both) to bound the phase")
+        return self
+
+
+class PoissonLoad(_OpenLoop):
+    type: Literal["poisson"]
+
+
+class GammaLoad(_OpenLoop):
+    type: Literal["gamma"]
+    cv: PositiveFloat = Field(description="coefficient of variation of the gaps; 1 is Poisson")
+
+
+class ConstantLoad(_OpenLoop):
+    type: Literal["constant"]
+
+
+class BatchLoad(_Strict):
+    """Training-style: send `size` requests at once, wait for all of them, repeat `batches` times."""
+
+    type: Literal["batch"]
+    size: PositiveInt
+    batches: PositiveInt = 1
+
+
+class ConcurrencyLoad(_Strict):
+    """Closed loop: `concurrency` users, each sending its next request when the last one ends."""
+
+    type: Literal["concurrency"]
+    concurrency: PositiveInt
+    requests: PositiveInt
+    think_time_ms: Annotated[float, Field(ge=0)] = 0.0
+
+
+Load = Annotated[PoissonLoad | GammaLoad | ConstantLoad | BatchLoad | ConcurrencyLoad,
+                 Field(discriminator="type")]
+
+
+class Phase(_Strict):
+    name: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")]
+    load: Load
+
+
+class Workload(_Strict):
+    prompt_tokens: PositiveInt = 256
+    output_tokens: PositiveInt = 128
+    ignore_eos: bool = Field(True, description="ask the server for exactly output_tokens tokens")
+
+
+class SLOConfig(_Strict):
+    ttft_ms: PositiveFloat | None = None
+    tpot_ms: PositiveFloat | None = None
+    e2e_ms: PositiveFloat | None = None
+
+
+class EndpointConfig(_Strict):
+    url: str | None = Field(None, description="OpenAI base URL, e.g. http://host:8000/v1; none: the simulator")
+    model: str | None = None
+    api: Literal["chat", "completions"] = "chat"
+    api_key_env: str | None = Field(None, description="name of the environment variable holding the key")
+
+
+class SimulatorConfig(_Strict):
+    accelerator: str = "h100-sxm"
+    model: str = "llama-3.1-8b"
+    tp: PositiveInt = 1
+    max_num_seqs: PositiveInt = 256
+    max_num_batched_tokens: PositiveInt = 8192
+    seed: int = 0
+
+    @field_validator("accelerator")
+    @classmethod
+    def _known_accelerator(cls, v: str) -> str:
+        if v not in ACCELERATORS:
+            raise ValueError(f"unknown accelerator {v!r}; known: {', '.join(sorted(ACCELERATORS))}")
+        return v
+
+    @field_validator("model")
+    @classmethod
+    def _known_model(cls, v: str) -> str:
+        if v not in MODELS:
+            raise ValueError(f"unknown model {v!r}; known: {', '.join(sorted(MODELS))}")
+        return v
+
+
+class ClientConfig(_Strict):
+    connect_timeout_s: PositiveFloat = 10.0
+    request_timeout_s: PositiveFloat = 300.0
+    schedule_lag_bound_ms: PositiveFloat = 5.0
+
+
+class Scenario(_Strict):
+    name: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")]
+    description: str = ""
+    seed: int = 0
+    workload: Workload = Workload()
+    slo: SLOConfig = SLOConfig()
+    endpoint: EndpointConfig = EndpointConfig()
+    simulator: SimulatorConfig = SimulatorConfig()
+    client: ClientConfig = ClientConfig()
+    phases: Annotated[list[Phase], Field(min_length=1)]
+
+    @model_validator(mode="after")
+    def _unique_phase_names(self) -> Scenario:
+        names = [p.name for p in self.phases]
+        if len(set(names)) != len(names):
+            raise ValueError("phase names must be unique")
+        return self
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)
+
+
+def _field_path(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part in {"poisson", "gamma", "constant", "batch", "concurrency"}:
+            continue  # pydantic's tag of the union member, not a key the user wrote
+        else:
+            out += f".{part}" if out else str(part)
+    return out or "(top level)"
+
+
+def parse_scenario(data: Any, source: str) -> Scenario:
+    if not isinstance(data, dict):
+        raise ScenarioError(f"{source}: a scenario must be a mapping of fields")
+    try:
+        return Scenario.model_validate(data)
+    except ValidationError as exc:
+        # An unknown key is the likeliest typo and explains the errors that follow from it.
+        err = min(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = "unknown field"
+        more = f" (and {exc.error_count() - 1} more problems)" if exc.error_count() > 1 else ""
+        raise ScenarioError(f"{source}: {_field_path(err['loc'])}: {msg}{more}") from None
+
+
+def load_scenario(path: Path) -> Scenario:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ScenarioError(f"{path}: cannot read scenario: {exc.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}: " if mark is not None else ""
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        raise ScenarioError(f"{path}: {where}{problem}") from None
+    return parse_scenario(data, str(path))

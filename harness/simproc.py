@@ -1,0 +1,51 @@
+"""Starts the bundled simulator as a child process on a free loopback port.
+
+A separate process, so the simulator never competes with the harness for its event loop; the
+two share nothing but HTTP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import sys
+from collections.abc import AsyncIterator
+
+from harness.errors import HarnessError
+from harness.scenario import SimulatorConfig
+
+_START_TIMEOUT_S = 30.0
+
+
+def simulator_command(cfg: SimulatorConfig, host: str = "127.0.0.1", port: int = 0) -> list[str]:
+    return [
+        sys.executable, "-m", "harness", "sim", "serve", "--host", host, "--port", str(port),
+        "--accelerator", cfg.accelerator, "--model", cfg.model, "--tp", str(cfg.tp),
+        "--max-num-seqs", str(cfg.max_num_seqs), "--max-num-batched-tokens", str(cfg.max_num_batched_tokens),
+        "--seed", str(cfg.seed),
+    ]
+
+
+@contextlib.asynccontextmanager
+async def bundled_simulator(cfg: SimulatorConfig) -> AsyncIterator[tuple[str, str]]:
+    """Yields (base URL, model name) of a running simulator; stops it on exit."""
+    proc = await asyncio.create_subprocess_exec(
+        *simulator_command(cfg), stdout=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL
+    )
+    try:
+        assert proc.stdout is not None
+        try:
+            line = await asyncio.wait_for(proc.stdout.readline(), _START_TIMEOUT_S)
+            info = json.loads(line)
+        except (TimeoutError, ValueError):
+            raise HarnessError("the bundled simulator did not start (see its error output above)") from None
+        yield info["url"], info["model"]
+    finally:
+        if proc.returncode is None:
+            proc.terminate()
+            try:
+                await asyncio.wait_for(proc.wait(), 5)
+            except TimeoutError:
+                proc.kill()
+                await proc.wait()
