@@ -43,6 +43,7 @@ class Dispatcher:
         try:
             for spec, offset in zip(specs, offsets_ns, strict=True):
                 deadline = start + int(offset)
+                self.backend.prepare(spec)
                 await self.clock.sleep_until(deadline)
                 tasks.append(asyncio.create_task(self._one(spec, deadline)))
             return list(await asyncio.gather(*tasks))
@@ -53,6 +54,8 @@ class Dispatcher:
     async def fixed_batch(self, batches: Sequence[Sequence[RequestSpec]]) -> list[RequestRecord]:
         records: list[RequestRecord] = []
         for batch in batches:
+            for spec in batch:
+                self.backend.prepare(spec)
             intended = self.clock.now_ns()
             tasks = [asyncio.create_task(self._one(spec, intended)) for spec in batch]
             try:
@@ -70,6 +73,7 @@ class Dispatcher:
 
         async def user() -> None:
             for spec in queue:  # the shared iterator hands each spec to exactly one user
+                self.backend.prepare(spec)
                 records.append(await self._one(spec, self.clock.now_ns()))
                 if think_ns:
                     await self.clock.sleep_until(self.clock.now_ns() + think_ns)

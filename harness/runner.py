@@ -45,7 +45,7 @@ async def _run_plan(dispatcher: Dispatcher, plan: PhasePlan) -> list[RequestReco
         return await dispatcher.fixed_batch(plan.batches)
     if isinstance(plan, ClosedLoopPlan):
         return await dispatcher.closed_loop(plan.specs, plan.concurrency, plan.think_ns)
-    return await dispatcher.open_loop(plan.specs, plan.offsets_ns)
+    return await dispatcher.open_loop(plan.specs, plan.offsets_ns.tolist())
 
 
 def _header(scenario: Scenario, endpoint: Endpoint, run_id: str, clock: Clock, bundled: bool) -> dict[str, Any]:

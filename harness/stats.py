@@ -94,7 +94,7 @@ def itl_samples_ns(rec: RequestRecord) -> list[float]:
     k = max(1.0, (rec.output_tokens - 1) / (len(chunks) - 1)) if rec.completion_tokens else 1.0
     if k == 1.0:
         return list(gaps)
-    reps = int(round(k))
+    reps = round(k)
     return list(np.repeat(gaps / reps, reps))
 
 

@@ -49,7 +49,10 @@ class ChunkRenderer:
 
     def finish(self, reason: str) -> bytes:
         choice: dict[str, Any] = {"index": 0, "logprobs": None, "finish_reason": reason}
-        choice.update({"delta": {}} if self.chat else {"text": ""})
+        if self.chat:
+            choice["delta"] = {}
+        else:
+            choice["text"] = ""
         return self._frame({"choices": [choice]})
 
     def usage(self, prompt_tokens: int, completion_tokens: int) -> bytes:

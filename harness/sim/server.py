@@ -7,8 +7,8 @@ import contextlib
 import itertools
 import time
 from collections import OrderedDict
-from dataclasses import dataclass
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 from aiohttp import web
 

@@ -1,0 +1,178 @@
+"""The streaming client against real loopback servers that misbehave on purpose."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import pytest
+from aiohttp import web
+
+from harness.client import Endpoint, OpenAIBackend, list_models, open_session, request_body
+from harness.clock import MonotonicClock
+from harness.errors import HarnessError
+from harness.records import RequestRecord
+from harness.scenario import Workload
+from harness.workload import RequestSpec, build_requests
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+SEEN = web.AppKey("seen", list)
+
+
+def chunk(content: str) -> bytes:
+    return b"data: " + json.dumps({"choices": [{"index": 0, "delta": {"content": content}}]}).encode() + b"\n\n"
+
+
+USAGE = b'data: {"choices":[],"usage":{"prompt_tokens":8,"completion_tokens":3,"total_tokens":11}}\n\n'
+
+
+async def streaming(request: web.Request, frames: list[bytes], pause_s: float = 0.0) -> web.StreamResponse:
+    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+    await resp.prepare(request)
+    for frame in frames:
+        await resp.write(frame)
+        if pause_s:
+            await asyncio.sleep(pause_s)
+    return resp
+
+
+async def good(request: web.Request) -> web.StreamResponse:
+    body = await request.json()
+    assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
+    request.app[SEEN].append((request.headers.copy(), body))
+    return await streaming(request, [chunk(""), chunk(" a"), chunk(" b"), chunk(" c"), USAGE, b"data: [DONE]\n\n"],
+                           pause_s=0.01)
+
+
+async def reasoning_first(request: web.Request) -> web.StreamResponse:
+    think = b'data: {"choices":[{"index":0,"delta":{"reasoning_content":"hmm"}}]}\n\n'
+    return await streaming(request, [think, chunk(" answer"), b"data: [DONE]\n\n"], pause_s=0.02)
+
+
+async def overloaded(request: web.Request) -> web.StreamResponse:
+    return web.json_response({"error": {"message": "queue full", "type": "rate_limit_error"}}, status=429)
+
+
+async def malformed(request: web.Request) -> web.StreamResponse:
+    return await streaming(request, [chunk(" a"), b"data: {oops\n\n", b"data: [DONE]\n\n"])
+
+
+async def truncated(request: web.Request) -> web.StreamResponse:
+    return await streaming(request, [chunk(" a"), chunk(" b")])  # ends without [DONE]
+
+
+async def disconnect(request: web.Request) -> web.StreamResponse:
+    resp = await streaming(request, [chunk(" a")])
+    assert request.transport is not None
+    request.transport.close()  # hang up mid-stream
+    return resp
+
+
+async def stall(request: web.Request) -> web.StreamResponse:
+    await asyncio.sleep(1)
+    return await streaming(request, [chunk(" a"), b"data: [DONE]\n\n"])
+
+
+async def models(request: web.Request) -> web.Response:
+    return web.json_response({"object": "list", "data": [{"id": "m1"}, {"id": "m2"}]})
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[Callable[[Handler], Awaitable[str]]]:
+    runners: list[web.AppRunner] = []
+
+    async def start(handler: Handler) -> str:
+        app = web.Application()
+        app[SEEN] = []
+        app.router.add_post("/v1/chat/completions", handler)
+        app.router.add_post("/v1/completions", handler)
+        app.router.add_get("/v1/models", models)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", 0).start()
+        runners.append(runner)
+        return f"http://127.0.0.1:{runner.addresses[0][1]}/v1"
+
+    start.runners = runners  # type: ignore[attr-defined]
+    yield start
+    for runner in runners:
+        await runner.cleanup()
+
+
+SPEC = build_requests(Workload(prompt_tokens=8, output_tokens=3), "p", 0, 1, seed=0, run_id="t")[0]
+
+
+async def execute(url: str, spec: RequestSpec = SPEC, api: str = "chat", key: str | None = None,
+                  timeout_s: float = 10) -> RequestRecord:
+    rec = RequestRecord(spec.request_id, "p", 0, spec.prompt_tokens, spec.max_tokens, MonotonicClock().now_ns())
+    async with open_session(4, 5, timeout_s) as session:
+        await OpenAIBackend(Endpoint(url, "m", api, key), session, MonotonicClock()).execute(spec, rec)  # type: ignore[arg-type]
+    return rec
+
+
+async def test_good_stream_is_timed_and_counted(server) -> None:
+    url = await server(good)
+    rec = await execute(url, key="sk-secret")
+    assert rec.status == "ok", rec.reason
+    assert len(rec.chunk_ns) == 3  # the role-only first chunk is not a token
+    assert rec.completion_tokens == 3 and rec.prompt_tokens == 8 and not rec.token_mismatch
+    assert rec.sent_ns is not None and rec.intended_ns <= rec.sent_ns < rec.first_token_ns  # type: ignore[operator]
+    assert rec.first_token_ns == rec.chunk_ns[0] and rec.last_token_ns == rec.chunk_ns[-1]
+    assert rec.chunk_ns[-1] - rec.chunk_ns[0] >= 15_000_000  # the server paused 10 ms between chunks
+
+
+async def test_request_carries_id_key_and_ignore_eos(server) -> None:
+    url = await server(good)
+    await execute(url, key="sk-secret")
+    ((headers, body),) = server.runners[0].app[SEEN]
+    assert headers["X-Request-Id"] == SPEC.request_id
+    assert headers["Authorization"] == "Bearer sk-secret"
+    assert body["model"] == "m" and body["ignore_eos"] is True and body["max_tokens"] == 3
+
+
+async def test_reasoning_counts_for_ttft_and_first_content_is_kept_apart(server) -> None:
+    rec = await execute(await server(reasoning_first))
+    assert rec.status == "ok"
+    assert rec.first_content_ns is not None and rec.first_token_ns is not None
+    assert rec.first_content_ns - rec.first_token_ns >= 15_000_000
+    assert rec.tokens_estimated  # no usage chunk: counted from chunks
+
+
+@pytest.mark.parametrize(("handler", "status", "reason"), [
+    (overloaded, "http_error", "HTTP 429 rate_limit_error"),
+    (malformed, "bad_stream", "invalid JSON"),
+    (truncated, "bad_stream", "stream ended before [DONE]"),
+    (disconnect, "transport_error", ""),
+])
+async def test_failures_become_statuses(server, handler: Handler, status: str, reason: str) -> None:
+    rec = await execute(await server(handler))
+    assert rec.status == status
+    assert reason in rec.reason
+    assert rec.end_ns >= rec.intended_ns
+
+
+async def test_timeout_is_a_status(server) -> None:
+    rec = await execute(await server(stall), timeout_s=0.3)
+    assert rec.status == "timeout"
+
+
+async def test_refused_connection_is_a_transport_error(unused_tcp_port: int) -> None:
+    rec = await execute(f"http://127.0.0.1:{unused_tcp_port}/v1")
+    assert rec.status == "transport_error" and rec.sent_ns is None
+
+
+async def test_list_models_and_unreachable_endpoint(server, unused_tcp_port: int) -> None:
+    url = await server(good)
+    async with open_session(1, 5, 5) as session:
+        assert await list_models(session, url, None) == ["m1", "m2"]
+        with pytest.raises(HarnessError, match="cannot reach endpoint"):
+            await list_models(session, f"http://127.0.0.1:{unused_tcp_port}/v1", None)
+
+
+def test_request_body_shapes() -> None:
+    chat = request_body(SPEC, "m", "chat")
+    assert chat["messages"] == [{"role": "user", "content": SPEC.prompt}]
+    assert chat["max_tokens"] == 3 and chat["ignore_eos"] is True and chat["min_tokens"] == 3
+    comp = request_body(SPEC, "m", "completions")
+    assert comp["prompt"] == SPEC.prompt and "messages" not in comp

@@ -1,0 +1,107 @@
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from harness.cli import main
+from harness.plan import BatchPlan, OpenLoopPlan, plan_phase
+from harness.scenario import ScenarioError, load_scenario
+
+ROOT = Path(__file__).resolve().parent.parent
+
+GOOD = """
+name: t
+phases:
+  - name: a
+    load: {type: poisson, rate: 2, requests: 5}
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "s.yaml"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "scenarios").glob("*.yaml")), ids=lambda p: p.name)
+def test_shipped_scenarios_load(path: Path) -> None:
+    assert load_scenario(path).phases
+
+
+@pytest.mark.parametrize(("text", "field", "words"), [
+    (GOOD + "colour: red\n", "colour", "unknown field"),
+    (GOOD.replace("rate: 2", "rate: -2"), "phases[0].load.rate", "greater than 0"),
+    (GOOD.replace("rate: 2", "rate: fast"), "phases[0].load.rate", "number"),
+    (GOOD.replace("requests: 5", "requestz: 5"), "phases[0].load.requestz", "unknown field"),
+    (GOOD.replace(", requests: 5", ""), "phases[0].load", "bound the phase"),
+    (GOOD.replace("poisson", "zipf"), "phases[0].load", "zipf"),
+    (GOOD + "simulator: {accelerator: tpu9}\n", "simulator.accelerator", "unknown accelerator"),
+    (GOOD + "workload: {prompt_tokens: 0}\n", "workload.prompt_tokens", "greater than 0"),
+    ("name: t\nphases: []\n", "phases", "at least 1"),
+])
+def test_bad_scenarios_name_file_and_field(tmp_path: Path, text: str, field: str, words: str) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(ScenarioError) as err:
+        load_scenario(path)
+    message = str(err.value)
+    assert message.startswith(f"{path}: {field}: ")
+    assert words in message
+    assert "\n" not in message
+
+
+def test_yaml_syntax_error_names_the_line(tmp_path: Path) -> None:
+    path = write(tmp_path, "name: t\nphases: [\n  - {\n")
+    with pytest.raises(ScenarioError, match=rf"^{path}: line \d+: "):
+        load_scenario(path)
+
+
+def test_cli_exits_2_with_one_line_on_bad_scenario(tmp_path: Path) -> None:
+    path = write(tmp_path, GOOD + "colour: red\n")
+    result = CliRunner().invoke(main, ["run", str(path)])
+    assert result.exit_code == 2
+    assert result.output.strip() == f"error: {path}: colour: unknown field"
+
+
+def test_cli_exits_2_on_missing_file(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["run", str(tmp_path / "nope.yaml")])
+    assert result.exit_code == 2
+    assert "nope.yaml" in result.output
+
+
+def test_cli_exits_2_on_bad_flag(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["run", str(write(tmp_path, GOOD)), "--api", "grpc"])
+    assert result.exit_code == 2
+    assert "--api" in result.output
+
+
+def test_cli_exits_3_when_endpoint_unreachable(tmp_path: Path, unused_tcp_port: int) -> None:
+    result = CliRunner().invoke(main, ["run", str(write(tmp_path, GOOD)), "--endpoint",
+                                       f"http://127.0.0.1:{unused_tcp_port}/v1", "--reports-dir", str(tmp_path)])
+    assert result.exit_code == 3
+    assert "cannot reach endpoint" in result.output
+
+
+def test_plans_are_seeded_and_shaped(tmp_path: Path) -> None:
+    scenario = load_scenario(write(tmp_path, GOOD + """
+  - name: b
+    load: {type: batch, size: 3, batches: 2}
+""".replace("phases:\n", "")))
+    first = plan_phase(scenario, 0, "run")
+    again = plan_phase(scenario, 0, "run")
+    assert isinstance(first, OpenLoopPlan) and isinstance(again, OpenLoopPlan)
+    assert list(first.offsets_ns) == list(again.offsets_ns)
+    assert [s.prompt for s in first.specs] == [s.prompt for s in again.specs]
+    assert len({s.request_id for s in first.specs}) == 5
+    batches = plan_phase(scenario, 1, "run")
+    assert isinstance(batches, BatchPlan)
+    assert [len(b) for b in batches.batches] == [3, 3]
+    assert [s.batch for s in batches.specs] == [0, 0, 0, 1, 1, 1]
+    assert batches.specs[0].prompt != first.specs[0].prompt  # phases do not share prompts
+
+
+def test_duration_bounded_open_loop_stops_at_the_duration(tmp_path: Path) -> None:
+    scenario = load_scenario(write(tmp_path, GOOD.replace("type: poisson, rate: 2, requests: 5",
+                                                          "type: constant, rate: 10, duration_s: 3")))
+    plan = plan_phase(scenario, 0, "run")
+    assert isinstance(plan, OpenLoopPlan)
+    assert len(plan.specs) == 30

@@ -1,0 +1,118 @@
+"""The simulator's HTTP surface, served in-process on a free loopback port."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import aiohttp
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from harness.sim.server import SimConfig, serve
+from harness.tokens import make_text
+
+
+@pytest.fixture
+async def sim() -> AsyncIterator[str]:
+    runner, url = await serve(SimConfig(api_key=None, noise_sigma=0.0, max_model_len=4096), "127.0.0.1", 0)
+    yield url
+    await runner.cleanup()
+
+
+@pytest.fixture
+async def session() -> AsyncIterator[aiohttp.ClientSession]:
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as s:
+        yield s
+
+
+def chat(n_prompt: int = 10, **extra: object) -> dict[str, object]:
+    return {"model": "llama-3.1-8b", "messages": [{"role": "user", "content": make_text(n_prompt, 1)}], **extra}
+
+
+async def test_models_and_health(sim: str, session: aiohttp.ClientSession) -> None:
+    async with session.get(f"{sim}/models") as resp:
+        assert [m["id"] for m in (await resp.json())["data"]] == ["llama-3.1-8b"]
+    async with session.get(sim.removesuffix("/v1") + "/health") as resp:
+        assert resp.status == 200
+
+
+@pytest.mark.parametrize(("body", "status", "code"), [
+    ({**chat(), "model": "gpt-9"}, 404, "model_not_found"),
+    ({"model": "llama-3.1-8b"}, 400, None),
+    (chat(max_tokens="many"), 400, None),
+    (chat(4000, max_tokens=200), 400, "context_length_exceeded"),
+])
+async def test_openai_shaped_errors(sim: str, session: aiohttp.ClientSession, body: dict, status: int,
+                                    code: str | None) -> None:
+    async with session.post(f"{sim}/chat/completions", json=body) as resp:
+        assert resp.status == status
+        err = (await resp.json())["error"]
+        assert set(err) == {"message", "type", "param", "code"} and err["message"]
+        assert err["code"] == code
+
+
+async def test_api_key_is_enforced_when_configured(session: aiohttp.ClientSession) -> None:
+    runner, url = await serve(SimConfig(api_key="sk-1"), "127.0.0.1", 0)
+    try:
+        async with session.post(f"{url}/chat/completions", json=chat(max_tokens=2)) as resp:
+            assert resp.status == 401
+        async with session.post(f"{url}/chat/completions", json=chat(max_tokens=2),
+                                headers={"Authorization": "Bearer sk-1"}) as resp:
+            assert resp.status == 200
+    finally:
+        await runner.cleanup()
+
+
+async def test_non_streaming_chat_has_exact_usage(sim: str, session: aiohttp.ClientSession) -> None:
+    body = chat(37, max_tokens=50, max_completion_tokens=7, ignore_eos=True, unknown_field={"x": 1})
+    async with session.post(f"{sim}/chat/completions", json=body, headers={"X-Request-Id": "u1"}) as resp:
+        data = await resp.json()
+        assert resp.headers["X-Request-Id"] == "u1"
+    assert data["usage"] == {"prompt_tokens": 37, "completion_tokens": 7, "total_tokens": 44}
+    assert len(data["choices"][0]["message"]["content"].split()) == 7  # max_completion_tokens wins
+    async with session.get(sim.removesuffix("/v1") + "/sim/requests/u1") as resp:
+        truth = await resp.json()
+    assert len(truth["token_ns"]) == 7 and truth["arrival_ns"] < truth["token_ns"][0]
+
+
+async def test_length_without_ignore_eos_is_deterministic_and_clamped(sim: str, session: aiohttp.ClientSession) -> None:
+    async def length(max_tokens: int, min_tokens: int = 0) -> int:
+        body = chat(20, max_tokens=max_tokens, min_tokens=min_tokens)
+        async with session.post(f"{sim}/chat/completions", json=body) as resp:
+            return int((await resp.json())["usage"]["completion_tokens"])
+
+    free, again, short = await asyncio.gather(length(2000), length(2000), length(3))
+    assert free == again and short == min(3, free)
+    assert await length(2000, min_tokens=free + 5) == free + 5
+
+
+async def test_metrics_parse_and_count_tokens(sim: str, session: aiohttp.ClientSession) -> None:
+    for _ in range(2):
+        async with session.post(f"{sim}/completions", json={"model": "llama-3.1-8b", "prompt": "a b c",
+                                                             "max_tokens": 5, "ignore_eos": True}) as resp:
+            assert resp.status == 200
+    async with session.get(sim.removesuffix("/v1") + "/metrics") as resp:
+        text = await resp.text()
+    samples = {s.name: s.value for f in text_string_to_metric_families(text) for s in f.samples}
+    assert samples["vllm:generation_tokens_total"] == 10
+    assert samples["vllm:prompt_tokens_total"] == 6
+    assert samples["vllm:time_to_first_token_seconds_count"] == 2
+    assert samples["vllm:inter_token_latency_seconds_count"] == 8
+    assert samples["vllm:num_requests_running"] == 0
+
+
+async def test_client_disconnect_frees_the_slot(sim: str, session: aiohttp.ClientSession) -> None:
+    body = chat(10, max_tokens=2000, ignore_eos=True, stream=True)
+    async with session.post(f"{sim}/chat/completions", json=body) as resp:
+        await resp.content.readline()
+        async with session.get(sim.removesuffix("/v1") + "/sim/status") as st:
+            assert (await st.json())["running"] == 1
+        resp.close()
+    for _ in range(100):
+        async with session.get(sim.removesuffix("/v1") + "/sim/status") as st:
+            if (await st.json())["running"] == 0:
+                break
+        await asyncio.sleep(0.02)
+    else:
+        pytest.fail("the simulator kept running a request whose client had gone")

@@ -1,0 +1,82 @@
+import json
+
+import pytest
+
+from harness.sse import BadChunk, SSEDecoder, interpret
+
+
+def _chat(delta: dict, usage: dict | None = None) -> bytes:
+    obj = {"id": "x", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta}]}
+    if usage is not None:
+        obj = {"id": "x", "choices": [], "usage": usage}
+    return b"data: " + json.dumps(obj).encode() + b"\n\n"
+
+
+STREAM = (
+    _chat({"role": "assistant", "content": ""})
+    + _chat({"content": " Hello"})
+    + b": keep-alive comment\n\n"
+    + _chat({"content": " big chunk of three"})
+    + _chat({}, usage={"prompt_tokens": 5, "completion_tokens": 4, "total_tokens": 9})
+    + b"data: [DONE]\n\n"
+)
+
+
+@pytest.mark.parametrize("piece", [1, 3, 7, 64, len(STREAM)])
+def test_decoder_yields_same_events_however_the_bytes_are_split(piece: int) -> None:
+    dec = SSEDecoder()
+    events = []
+    for i in range(0, len(STREAM), piece):
+        events.extend(dec.feed(STREAM[i:i + piece]))
+    events.extend(dec.close())
+    assert len(events) == 5
+    assert events[-1] == b"[DONE]"
+    assert json.loads(events[1])["choices"][0]["delta"]["content"] == " Hello"
+
+
+def test_crlf_line_endings_and_no_space_after_colon() -> None:
+    dec = SSEDecoder()
+    assert dec.feed(b'data:{"a":1}\r\n\r\ndata: [DONE]\r\n\r\n') == [b'{"a":1}', b"[DONE]"]
+
+
+def test_multi_line_data_is_joined_with_newline() -> None:
+    assert SSEDecoder().feed(b"data: a\ndata: b\n\n") == [b"a\nb"]
+
+
+def test_close_flushes_an_event_without_final_blank_line() -> None:
+    dec = SSEDecoder()
+    assert dec.feed(b"data: [DONE]") == []
+    assert dec.close() == [b"[DONE]"]
+
+
+def test_role_only_and_empty_chunks_carry_no_token() -> None:
+    assert not interpret(_chat({"role": "assistant", "content": ""})[6:-2]).carries_token
+    assert not interpret(_chat({})[6:-2]).carries_token
+
+
+def test_content_reasoning_and_completions_text_carry_tokens() -> None:
+    content = interpret(_chat({"content": "hi"})[6:-2])
+    assert content.has_content and content.carries_token
+    for key in ("reasoning_content", "reasoning"):
+        chunk = interpret(_chat({key: "thinking"})[6:-2])
+        assert chunk.has_reasoning and chunk.carries_token and not chunk.has_content
+    completion = interpret(b'{"choices":[{"index":0,"text":" word","finish_reason":null}]}')
+    assert completion.has_content
+
+
+def test_usage_chunk_and_done() -> None:
+    usage = interpret(_chat({}, usage={"prompt_tokens": 5, "completion_tokens": 4})[6:-2])
+    assert (usage.prompt_tokens, usage.completion_tokens) == (5, 4)
+    assert not usage.carries_token
+    assert interpret(b"[DONE]").done
+
+
+def test_error_object_in_stream() -> None:
+    chunk = interpret(b'{"error": {"message": "overloaded", "type": "server_error"}}')
+    assert chunk.error == "overloaded"
+
+
+@pytest.mark.parametrize("payload", [b"{not json", b"[1, 2]"])
+def test_malformed_payload_raises_bad_chunk(payload: bytes) -> None:
+    with pytest.raises(BadChunk):
+        interpret(payload)

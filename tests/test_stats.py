@@ -1,0 +1,105 @@
+import pytest
+
+from harness.clock import NS_PER_MS
+from harness.records import RequestRecord
+from harness.stats import (
+    SLO,
+    distribution,
+    e2e_ns,
+    itl_samples_ns,
+    summarize_phase,
+    tpot_ns,
+    ttft_from_intended_ns,
+    ttft_ns,
+)
+
+MS = NS_PER_MS
+
+
+def rec(intended: int, sent: int, chunks: list[int], completion: int | None = None, status: str = "ok",
+        batch: int | None = None, idx: int = 0) -> RequestRecord:
+    r = RequestRecord(f"r{idx}", "p", idx, 100, 10, intended * MS, sent_ns=sent * MS, batch=batch)
+    r.chunk_ns = [c * MS for c in chunks]
+    r.first_token_ns = r.chunk_ns[0] if chunks else None
+    r.last_token_ns = r.chunk_ns[-1] if chunks else None
+    r.end_ns = (chunks[-1] if chunks else sent) * MS
+    r.completion_tokens = completion
+    r.status = status  # type: ignore[assignment]
+    return r
+
+
+def test_per_request_definitions() -> None:
+    r = rec(intended=0, sent=5, chunks=[105, 115, 125, 145], completion=4)
+    assert ttft_ns(r) == 100 * MS
+    assert ttft_from_intended_ns(r) == 105 * MS
+    assert e2e_ns(r) == 140 * MS
+    assert tpot_ns(r) == pytest.approx(40 * MS / 3)
+    assert itl_samples_ns(r) == [10 * MS, 10 * MS, 20 * MS]
+
+
+def test_single_token_request_has_no_tpot_or_itl() -> None:
+    r = rec(0, 0, [50], completion=1)
+    assert tpot_ns(r) is None
+    assert itl_samples_ns(r) == []
+
+
+def test_itl_is_token_normalised_when_chunks_carry_several_tokens() -> None:
+    # 3 chunks, 5 tokens: the first chunk's token opens the stream, then 4 tokens over 2 gaps.
+    r = rec(0, 0, [100, 120, 160], completion=5)
+    assert itl_samples_ns(r) == [10 * MS, 10 * MS, 20 * MS, 20 * MS]
+    assert r.token_mismatch
+    assert tpot_ns(r) == pytest.approx(60 * MS / 4)
+
+
+def test_output_tokens_fall_back_to_chunk_count_and_are_flagged_estimated() -> None:
+    r = rec(0, 0, [10, 20, 30])
+    assert r.output_tokens == 3 and r.tokens_estimated and not r.token_mismatch
+
+
+def test_distribution_percentiles_are_exact() -> None:
+    d = distribution([i * MS for i in range(1, 101)])  # 1..100 ms
+    assert d["count"] == 100
+    assert d["min"] == 1.0 and d["max"] == 100.0
+    assert d["mean"] == pytest.approx(50.5)
+    assert d["p50"] == pytest.approx(50.5)
+    assert d["p99"] == pytest.approx(99.01)
+    assert distribution([])["p50"] is None
+
+
+def test_phase_summary_counts_rates_and_goodput() -> None:
+    records = [
+        rec(0, 1, [101, 111, 121], completion=3, idx=0),        # ttft 100, tpot 10
+        rec(100, 100, [700, 710, 720], completion=3, idx=1),    # ttft 600: misses the 500 ms SLO
+        rec(200, 203, [303, 403, 503], completion=3, idx=2),    # tpot 100: misses the 50 ms SLO
+        rec(300, 300, [], status="http_error", idx=3),
+    ]
+    records[3].reason = "HTTP 503 server_error"
+    records[3].end_ns = 1000 * MS  # the window runs from t=0 to t=1 s
+    s = summarize_phase(records, SLO(ttft_ms=500, tpot_ms=50))
+    assert s["requests"]["ok"] == 3 and s["requests"]["failed"] == 1
+    assert s["requests"]["by_status"]["http_error"] == 1
+    assert s["requests"]["failure_reasons"] == {"HTTP 503 server_error": 1}
+    assert s["window"]["duration_s"] == pytest.approx(1.0)
+    assert s["throughput"]["output_tokens_per_s"] == pytest.approx(9.0)
+    assert s["throughput"]["requests_per_s"] == pytest.approx(3.0)
+    assert s["goodput"]["requests_per_s"] == pytest.approx(1.0)
+    assert s["goodput"]["fraction"] == pytest.approx(0.25)
+    assert s["latency_ms"]["ttft"]["max"] == pytest.approx(600.0)
+    assert s["latency_ms"]["schedule_lag"]["max"] == pytest.approx(3.0)
+    assert s["client_limited"] is False
+
+
+def test_schedule_lag_above_bound_marks_run_client_limited() -> None:
+    records = [rec(i * 10, i * 10 + 8, [i * 10 + 50], completion=1, idx=i) for i in range(10)]
+    assert summarize_phase(records, SLO(), lag_bound_ms=5.0)["client_limited"] is True
+    assert summarize_phase(records, SLO(), lag_bound_ms=10.0)["client_limited"] is False
+
+
+def test_batch_summary_times_each_batch_from_send_to_last_completion() -> None:
+    records = [rec(0, 0, [100, 200], completion=2, batch=0, idx=0), rec(0, 0, [100, 400], completion=2, batch=0,
+               idx=1), rec(500, 500, [600, 700], completion=2, batch=1, idx=2)]
+    b = summarize_phase(records, SLO())["batches"]
+    assert b["count"] == 2
+    assert b["batch_time_ms"]["max"] == pytest.approx(400.0)
+    assert b["batch_time_ms"]["min"] == pytest.approx(200.0)
+    assert b["output_tokens_per_s_mean"] == pytest.approx((4 / 0.4 + 2 / 0.2) / 2)
