@@ -67,6 +67,10 @@ def run(scenario_path: Path | None, endpoint: str | None, model: str | None, api
     except HarnessError as exc:
         raise SystemExit(_fail(str(exc), EXIT_HARNESS)) from None
     click.echo(render_table(result.summary))
+    for phase in result.summary["phases"]:
+        if phase["client_limited"]:
+            click.echo(f"warning: phase {phase['name']} was client-limited: {phase['client_limited_reason']}",
+                       err=True)
     click.echo(f"\nreport: {result.run_dir}")
 
 

@@ -184,3 +184,24 @@ async def list_models(session: aiohttp.ClientSession, base_url: str, api_key: st
         return [str(m["id"]) for m in body["data"]]
     except (KeyError, TypeError):
         raise HarnessError(f"GET {url} did not return an OpenAI model list") from None
+
+
+async def warm_connections(session: aiohttp.ClientSession, base_url: str, count: int, api_key: str | None) -> int:
+    """Open up to `count` pooled connections before a phase's clock starts; returns how many answered.
+
+    Connection set-up is the client's cost, not the server's latency: without this, the first
+    batch of a fixed-batch phase pays a TCP handshake per request inside its schedule lag.
+    """
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    url = f"{base_url.rstrip('/')}/models"
+
+    async def one() -> bool:
+        try:
+            async with session.get(url, headers=headers, timeout=aiohttp.ClientTimeout(total=10)) as resp:
+                await resp.read()
+                return resp.status == 200
+        except (aiohttp.ClientError, TimeoutError):
+            return False
+
+    results = await asyncio.gather(*(one() for _ in range(count)))
+    return sum(results)

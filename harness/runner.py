@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import __version__
-from harness.client import Api, Endpoint, OpenAIBackend, list_models, open_session
+from harness.client import Api, Endpoint, OpenAIBackend, list_models, open_session, warm_connections
 from harness.clock import Clock, MonotonicClock
 from harness.dispatch import Dispatcher
 from harness.errors import HarnessError
@@ -22,6 +22,7 @@ from harness.simproc import bundled_simulator
 from harness.stats import SLO, summarize_phase
 
 SUMMARY_SCHEMA = "harness.summary/1"
+_WARM_MAX = 256  # connections opened ahead of a phase; an open-loop phase may need more later
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +82,8 @@ async def run_scenario(
         with RecordWriter(run_dir) as writer:
             dispatcher = Dispatcher(OpenAIBackend(endpoint, session, clock), clock, writer.write)
             for phase, plan in zip(scenario.phases, plans, strict=True):
+                await warm_connections(session, endpoint.base_url, min(peak_connections(plan), _WARM_MAX),
+                                       endpoint.api_key)
                 records = await _run_plan(dispatcher, plan)
                 phases.append({"name": phase.name, "load": phase.load.model_dump(),
                                **summarize_phase(records, slo, cfg.schedule_lag_bound_ms)})

@@ -103,3 +103,13 @@ def test_batch_summary_times_each_batch_from_send_to_last_completion() -> None:
     assert b["batch_time_ms"]["max"] == pytest.approx(400.0)
     assert b["batch_time_ms"]["min"] == pytest.approx(200.0)
     assert b["output_tokens_per_s_mean"] == pytest.approx((4 / 0.4 + 2 / 0.2) / 2)
+
+
+def test_fixed_batch_send_spread_is_judged_against_the_batch_time() -> None:
+    # 8 ms of send spread in a 1 s batch is under 2% of it: not client-limited; in a 0.2 s batch it is.
+    slow = [rec(0, 8 * (i % 2), [1000], completion=1, batch=0, idx=i) for i in range(10)]
+    fast = [rec(0, 8 * (i % 2), [200], completion=1, batch=0, idx=i) for i in range(10)]
+    assert summarize_phase(slow, SLO())["client_limited"] is False
+    limited = summarize_phase(fast, SLO())
+    assert limited["client_limited"] is True
+    assert limited["client_limited_reason"] == "schedule lag p99 8.0 ms > 5.0 ms"

@@ -36,6 +36,7 @@ ROWS: list[Row] = [
     ("requests/s", lambda p: f"{p['throughput']['requests_per_s']:.2f}"),
     ("goodput req/s (share)", _goodput),
     ("schedule lag p99 ms", lambda p: _ms(p["latency_ms"]["schedule_lag"]["p99"])),
+    ("client limited", lambda p: "YES" if p["client_limited"] else "no"),
 ]
 
 
