@@ -10,7 +10,15 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from harness.sim.presets import ACCELERATORS, MODELS
 
@@ -104,18 +112,12 @@ class SimulatorConfig(_Strict):
     max_num_batched_tokens: PositiveInt = 8192
     seed: int = 0
 
-    @field_validator("accelerator")
+    @field_validator("accelerator", "model")
     @classmethod
-    def _known_accelerator(cls, v: str) -> str:
-        if v not in ACCELERATORS:
-            raise ValueError(f"unknown accelerator {v!r}; known: {', '.join(sorted(ACCELERATORS))}")
-        return v
-
-    @field_validator("model")
-    @classmethod
-    def _known_model(cls, v: str) -> str:
-        if v not in MODELS:
-            raise ValueError(f"unknown model {v!r}; known: {', '.join(sorted(MODELS))}")
+    def _known_preset(cls, v: str, info: ValidationInfo) -> str:
+        presets = ACCELERATORS if info.field_name == "accelerator" else MODELS
+        if v not in presets:
+            raise ValueError(f"unknown {info.field_name} {v!r}; known: {', '.join(sorted(presets))}")
         return v
 
 
