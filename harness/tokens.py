@@ -14,10 +14,6 @@ _VOCAB: tuple[str, ...] = tuple(
 )
 
 
-def count_tokens(text: str) -> int:
-    return len(text.split())
-
-
 def make_text(num_tokens: int, seed: int) -> str:
     """`num_tokens` words drawn from the vocabulary with a seeded generator."""
     rng = np.random.default_rng(seed)

@@ -1,16 +1,21 @@
 """The step engine in virtual time: batching, budgets, chunked prefill, KV exhaustion."""
 
 import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from harness.sim.engine import Engine, EngineConfig, SimRequest, run_virtual
+from harness.sim.kvcache import block_hashes, blocks_for
 from harness.sim.perfmodel import RooflineModel, StepLoad
 from harness.sim.presets import ACCELERATORS, MODELS
+from harness.tokens import make_text
 
-PERF = RooflineModel(ACCELERATORS["h100-sxm"], MODELS["llama-3.1-8b"])
+PERF = RooflineModel(ACCELERATORS["h100-sxm"], MODELS["llama-3.1-8b"])  # type: ignore[arg-type]
 
 
 def engine(**kw: int | float) -> Engine:
-    cfg = {"kv_blocks": 20_000, "noise_sigma": 0.0, **kw}
+    cfg = {"kv_blocks": 20_000, "noise_sigma": 0.0, "prefix_caching": False, **kw}
     return Engine(PERF, EngineConfig(**cfg))  # type: ignore[arg-type]
 
 
@@ -33,7 +38,7 @@ def test_every_request_gets_exactly_its_tokens_in_order() -> None:
         assert len(r.token_ns) == r.output_tokens
         assert r.finished and np.all(np.diff(r.token_ns) > 0)
         assert r.token_ns[0] > r.arrival_ns
-    assert eng.free_blocks == 20_000 and not eng.has_work()
+    assert eng.pool.available == 20_000 and not eng.has_work()
 
 
 def test_token_budget_and_max_seqs_are_respected() -> None:
@@ -69,7 +74,7 @@ def test_kv_exhaustion_queues_then_preempts_and_still_completes() -> None:
     run_virtual(eng, reqs)
     assert eng.num_preemptions > 0
     assert all(len(r.token_ns) == 400 for r in reqs)
-    assert eng.free_blocks == 400
+    assert eng.pool.available == 400
 
 
 def test_abort_frees_slot_and_blocks_at_once() -> None:
@@ -79,11 +84,11 @@ def test_abort_frees_slot_and_blocks_at_once() -> None:
     eng.add(b)
     step = eng.schedule(0)
     eng.complete(step, step.duration_ns)
-    used = 20_000 - eng.free_blocks
+    used = eng.pool.used
     eng.abort(a)
-    assert a not in eng.running and 20_000 - eng.free_blocks < used
+    assert a not in eng.running and eng.pool.used < used
     eng.abort(b)
-    assert eng.free_blocks == 20_000 and not eng.has_work()
+    assert eng.pool.available == 20_000 and not eng.has_work()
 
 
 def test_itl_flat_at_low_batch_then_rising() -> None:
@@ -105,3 +110,47 @@ def test_noise_is_seeded() -> None:
 
     assert run(1) == run(1)
     assert run(1) != run(2)
+
+
+def _words(n: int, seed: int) -> list[str]:
+    return make_text(n, seed).split()
+
+
+def test_prefix_cache_hit_skips_the_shared_prefill() -> None:
+    eng = engine(prefix_caching=True)
+    shared = _words(2048, 1)
+    first = SimRequest("a", 2048 + 16, 4, 0, block_hashes=block_hashes(shared + _words(16, 2)))
+    second = SimRequest("b", 2048 + 16, 4, 10**9, block_hashes=block_hashes(shared + _words(16, 3)))
+    cold = SimRequest("c", 2048 + 16, 4, 2 * 10**9, block_hashes=block_hashes(_words(2064, 4)))
+    run_virtual(eng, [first, second, cold])
+    ttft = {r.request_id: r.token_ns[0] - r.arrival_ns for r in (first, second, cold)}
+    assert ttft["b"] < ttft["a"] / 3  # only the 16 unshared tokens are prefilled
+    assert ttft["c"] == pytest.approx(ttft["a"], rel=0.05)
+    assert eng.pool.hit_tokens == 2048
+    assert eng.pool.available == eng.pool.total  # everything released, cached blocks evictable
+
+
+def test_identical_prompt_still_computes_its_last_token() -> None:
+    eng = engine(prefix_caching=True)
+    words = _words(160, 5)
+    reqs = [SimRequest(str(i), 160, 2, i * 10**9, block_hashes=block_hashes(words)) for i in range(2)]
+    run_virtual(eng, reqs)
+    assert eng.pool.hit_tokens == 144  # 9 of 10 blocks: the last block is recomputed for its logits
+    assert all(len(r.token_ns) == 2 for r in reqs)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    lengths=st.lists(st.tuples(st.integers(1, 600), st.integers(1, 80), st.integers(0, 3)), min_size=1, max_size=25),
+    kv_blocks=st.integers(60, 400),
+    caching=st.booleans(),
+)
+def test_block_accounting_never_leaks(lengths: list[tuple[int, int, int]], kv_blocks: int, caching: bool) -> None:
+    eng = Engine(PERF, EngineConfig(max_num_batched_tokens=512, kv_blocks=kv_blocks, noise_sigma=0,
+                                    prefix_caching=caching))
+    prefixes = [_words(600, s) for s in range(4)]
+    reqs = [SimRequest(str(i), p, o, i * 5_000_000, block_hashes=block_hashes(prefixes[k][:p] + _words(o, i)))
+            for i, (p, o, k) in enumerate(lengths) if blocks_for(p + o) <= kv_blocks]
+    run_virtual(eng, reqs)
+    assert all(len(r.token_ns) == r.output_tokens for r in reqs)
+    assert eng.pool.available == kv_blocks and eng.pool.free >= 0

@@ -17,9 +17,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from harness.sim.kvcache import BlockPool, BlockTable, blocks_for
 from harness.sim.perfmodel import PerformanceModel, StepLoad
-
-BLOCK_TOKENS = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +26,7 @@ class EngineConfig:
     max_num_seqs: int = 256
     max_num_batched_tokens: int = 8192
     kv_blocks: int = 26_000
+    prefix_caching: bool = True
     noise_sigma: float = 0.03  # multiplicative, lognormal
     seed: int = 0
 
@@ -38,14 +38,18 @@ class SimRequest:
     output_tokens: int  # how many tokens this request will generate
     arrival_ns: int
     on_token: Callable[[SimRequest], None] | None = None
+    block_hashes: list[int] = field(default_factory=list)  # chained hashes of the full token blocks
     computed: int = 0  # tokens whose KV is in the cache
     generated: int = 0
-    blocks: int = 0
+    table: BlockTable = field(init=False)
     preemptions: int = 0
     scheduled_ns: int | None = None  # when it first entered a step: the end of its queue time
     token_ns: list[int] = field(default_factory=list)  # ground truth: emission time of each token
     finished: bool = False
     aborted: bool = False
+
+    def __post_init__(self) -> None:
+        self.table = BlockTable(self.block_hashes)
 
     @property
     def total_tokens(self) -> int:
@@ -59,17 +63,13 @@ class Step:
     duration_ns: int
 
 
-def _blocks_for(tokens: int) -> int:
-    return math.ceil(tokens / BLOCK_TOKENS)
-
-
 class Engine:
     def __init__(self, model: PerformanceModel, config: EngineConfig) -> None:
         self.model = model
         self.config = config
         self.waiting: deque[SimRequest] = deque()
         self.running: list[SimRequest] = []
-        self.free_blocks = config.kv_blocks
+        self.pool = BlockPool(config.kv_blocks, config.prefix_caching)
         self.num_preemptions = 0
         self._rng = np.random.default_rng(config.seed)
 
@@ -85,37 +85,38 @@ class Engine:
             self.running.remove(req)
         else:
             self.waiting.remove(req)
-        self._free(req)
+        self.pool.release(req.table)
 
     def has_work(self) -> bool:
         return bool(self.running or self.waiting)
 
     @property
     def kv_usage(self) -> float:
-        return 1.0 - self.free_blocks / self.config.kv_blocks
+        return self.pool.used / self.pool.total
 
     def schedule(self, now_ns: int) -> Step:
         budget = self.config.max_num_batched_tokens
         work: list[tuple[SimRequest, int]] = []
-        for req in list(self.running):
-            if budget == 0:
-                break
-            if req not in self.running:  # preempted while making room for an earlier one
-                continue
+        i = 0
+        # Preemption only ever takes the newest running request, so the list shrinks from its end
+        # and an index walk visits each surviving request exactly once.
+        while i < len(self.running) and budget > 0:
+            req = self.running[i]
             n = min(req.total_tokens - req.computed, budget)
             if not self._grow(req, n):
-                continue
+                break  # req itself was the newest and got preempted
             work.append((req, n))
             budget -= n
+            i += 1
         while self.waiting and budget > 0 and len(self.running) < self.config.max_num_seqs:
             req = self.waiting[0]
+            if req.computed == 0:
+                # At least the last token is computed afresh: its logits are what samples the next.
+                req.computed = self.pool.match_prefix(req.table, req.total_tokens - 1)
             n = min(req.total_tokens - req.computed, budget)
-            need = _blocks_for(req.computed + n) - req.blocks
-            if need > self.free_blocks:
+            if not self.pool.allocate(req.table, blocks_for(req.computed + n) - req.table.blocks):
                 break
             self.waiting.popleft()
-            self.free_blocks -= need
-            req.blocks += need
             self.running.append(req)
             if req.scheduled_ns is None:
                 req.scheduled_ns = now_ns
@@ -126,29 +127,23 @@ class Engine:
 
     def _grow(self, req: SimRequest, n: int) -> bool:
         """Give `req` the blocks for n more tokens, preempting the newest requests if needed."""
-        need = _blocks_for(req.computed + n) - req.blocks
-        while need > self.free_blocks:
+        need = blocks_for(req.computed + n) - req.table.blocks
+        while not self.pool.allocate(req.table, need):
             victim = self.running[-1]
             self._preempt(victim)
             if victim is req:
                 return False
-        self.free_blocks -= need
-        req.blocks += need
         return True
 
     def _preempt(self, req: SimRequest) -> None:
         # Recompute: the KV is dropped; later the prompt and the tokens generated so far are
         # prefilled again, and generation resumes where it stopped.
         self.running.remove(req)
-        self._free(req)
+        self.pool.release(req.table)
         req.computed = 0
         req.preemptions += 1
         self.num_preemptions += 1
         self.waiting.appendleft(req)
-
-    def _free(self, req: SimRequest) -> None:
-        self.free_blocks += req.blocks
-        req.blocks = 0
 
     @staticmethod
     def _load(work: list[tuple[SimRequest, int]]) -> StepLoad:
@@ -156,6 +151,7 @@ class Engine:
         for req, n in work:
             load.tokens += n
             if n == 1 and req.computed > 0:
+                load.decodes += 1
                 load.decode_context += req.computed + 1
             else:
                 load.prefill_cached += req.computed
@@ -171,9 +167,10 @@ class Engine:
     def complete(self, step: Step, now_ns: int) -> None:
         """Apply a finished step: advance KV, emit the tokens it sampled, retire finished requests."""
         for req, n in step.work:
-            if req.aborted or req not in self.running:
+            if req.aborted:
                 continue
             req.computed += n
+            self.pool.promote(req.table, req.computed)
             if req.computed < req.total_tokens:
                 continue  # mid-prefill chunk: nothing sampled yet
             req.generated += 1
@@ -181,7 +178,7 @@ class Engine:
             if req.generated >= req.output_tokens:
                 req.finished = True
                 self.running.remove(req)
-                self._free(req)
+                self.pool.release(req.table)
             if req.on_token is not None:
                 req.on_token(req)
 

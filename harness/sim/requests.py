@@ -11,8 +11,6 @@ from typing import Any
 
 import numpy as np
 
-from harness.tokens import count_tokens
-
 
 class BadRequest(ValueError):
     def __init__(self, message: str, param: str | None = None) -> None:
@@ -23,13 +21,17 @@ class BadRequest(ValueError):
 @dataclass(frozen=True, slots=True)
 class ParsedRequest:
     model: str
-    prompt_tokens: int
+    prompt_words: list[str]
     max_tokens: int | None
     min_tokens: int
     ignore_eos: bool
     stream: bool
     include_usage: bool
     prompt_crc: int
+
+    @property
+    def prompt_tokens(self) -> int:
+        return len(self.prompt_words)
 
 
 def _int_field(body: dict[str, Any], name: str) -> int | None:
@@ -82,7 +84,7 @@ def parse_body(body: object, chat: bool) -> ParsedRequest:
     options = body.get("stream_options") or {}
     return ParsedRequest(
         model=model,
-        prompt_tokens=count_tokens(prompt),
+        prompt_words=prompt.split(),
         max_tokens=max_tokens,
         min_tokens=_int_field(body, "min_tokens") or 0,
         ignore_eos=bool(body.get("ignore_eos", False)),

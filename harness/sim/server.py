@@ -14,10 +14,11 @@ from aiohttp import web
 
 from harness.clock import MonotonicClock
 from harness.sim.engine import Engine, EngineConfig, SimRequest
+from harness.sim.kvcache import block_hashes
 from harness.sim.metrics import SimMetrics
 from harness.sim.openai_shapes import ChunkRenderer, error_response, full_response
-from harness.sim.perfmodel import RooflineModel
-from harness.sim.presets import ACCELERATORS, MODELS
+from harness.sim.perfmodel import Dtype, build_model
+from harness.sim.presets import MODELS
 from harness.sim.realtime import RealtimeDriver
 from harness.sim.requests import BadRequest, ParsedRequest, output_length, parse_body
 from harness.tokens import token_text
@@ -33,7 +34,7 @@ class SimConfig:
     model: str = "llama-3.1-8b"
     served_model_name: str | None = None
     tp: int = 1
-    dtype_bytes: int = 2
+    dtype: Dtype = "bf16"
     max_num_seqs: int = 256
     max_num_batched_tokens: int = 8192
     gpu_memory_utilization: float = 0.9
@@ -49,7 +50,7 @@ class SimConfig:
 
 
 def build_engine(cfg: SimConfig) -> Engine:
-    perf = RooflineModel(ACCELERATORS[cfg.accelerator], MODELS[cfg.model], cfg.dtype_bytes, cfg.tp)
+    perf = build_model(cfg.accelerator, cfg.model, cfg.dtype, cfg.tp)
     kv_blocks = perf.kv_capacity_tokens(cfg.gpu_memory_utilization) // 16
     return Engine(perf, EngineConfig(cfg.max_num_seqs, cfg.max_num_batched_tokens, kv_blocks,
                                      cfg.noise_sigma, cfg.seed))
@@ -152,7 +153,8 @@ class SimServer:
                 "invalid_request_error", "messages" if chat else "prompt", "context_length_exceeded")
         rid = request.headers.get("X-Request-Id") or f"sim-{next(self._ids)}"
         out = output_length(parsed, context_left, self.cfg.seed, self.cfg.default_max_tokens)
-        req = SimRequest(rid, parsed.prompt_tokens, out, arrival)
+        words = parsed.prompt_words + [token_text(i).strip() for i in range(out)]
+        req = SimRequest(rid, parsed.prompt_tokens, out, arrival, block_hashes=block_hashes(words))
         self._remember(req)
         renderer = ChunkRenderer(chat, f"{'chatcmpl' if chat else 'cmpl'}-{rid}", self.cfg.name, int(time.time()))
         if parsed.stream:
