@@ -21,7 +21,7 @@ from harness.sim.kvcache import BlockPool, BlockTable, blocks_for
 from harness.sim.perfmodel import PerformanceModel, StepLoad
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class EngineConfig:
     max_num_seqs: int = 256
     max_num_batched_tokens: int = 8192

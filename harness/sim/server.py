@@ -38,6 +38,7 @@ class SimConfig:
     max_num_seqs: int = 256
     max_num_batched_tokens: int = 8192
     gpu_memory_utilization: float = 0.9
+    prefix_caching: bool = True
     max_model_len: int | None = None
     default_max_tokens: int = 256
     seed: int = 0
@@ -52,8 +53,9 @@ class SimConfig:
 def build_engine(cfg: SimConfig) -> Engine:
     perf = build_model(cfg.accelerator, cfg.model, cfg.dtype, cfg.tp)
     kv_blocks = perf.kv_capacity_tokens(cfg.gpu_memory_utilization) // 16
-    return Engine(perf, EngineConfig(cfg.max_num_seqs, cfg.max_num_batched_tokens, kv_blocks,
-                                     cfg.noise_sigma, cfg.seed))
+    return Engine(perf, EngineConfig(max_num_seqs=cfg.max_num_seqs, max_num_batched_tokens=cfg.max_num_batched_tokens,
+                                     kv_blocks=kv_blocks, prefix_caching=cfg.prefix_caching,
+                                     noise_sigma=cfg.noise_sigma, seed=cfg.seed))
 
 
 class SimServer:
