@@ -5,10 +5,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.sim.engine import Engine, EngineConfig, SimRequest, run_virtual
+from harness.sim.engine import Engine, EngineConfig, SimRequest
 from harness.sim.kvcache import block_hashes, blocks_for
 from harness.sim.perfmodel import RooflineModel, StepLoad
 from harness.sim.presets import ACCELERATORS, MODELS
+from harness.sim.virtual import run_virtual
 from harness.tokens import make_text
 
 PERF = RooflineModel(ACCELERATORS["h100-sxm"], MODELS["llama-3.1-8b"])  # type: ignore[arg-type]
@@ -139,7 +140,7 @@ def test_identical_prompt_still_computes_its_last_token() -> None:
     assert all(len(r.token_ns) == 2 for r in reqs)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(
     lengths=st.lists(st.tuples(st.integers(1, 600), st.integers(1, 80), st.integers(0, 3)), min_size=1, max_size=25),
     kv_blocks=st.integers(60, 400),

@@ -2,9 +2,10 @@
 
 import pytest
 
-from harness.sim.engine import Engine, EngineConfig, SimRequest, run_virtual
+from harness.sim.engine import Engine, EngineConfig, SimRequest
 from harness.sim.perfmodel import RooflineModel, StepLoad
 from harness.sim.presets import ACCELERATORS, MODELS
+from harness.sim.virtual import run_virtual
 
 
 def model(acc: str = "h100-sxm") -> RooflineModel:

@@ -115,6 +115,10 @@ class Engine:
                 req.computed = self.pool.match_prefix(req.table, req.total_tokens - 1)
             n = min(req.total_tokens - req.computed, budget)
             if not self.pool.allocate(req.table, blocks_for(req.computed + n) - req.table.blocks):
+                # A waiting request must not pin cached blocks: a preempted request queued in front
+                # of it could need exactly those, and neither would ever run.
+                self.pool.release(req.table)
+                req.computed = 0
                 break
             self.waiting.popleft()
             self.running.append(req)
@@ -181,22 +185,3 @@ class Engine:
                 self.pool.release(req.table)
             if req.on_token is not None:
                 req.on_token(req)
-
-
-def run_virtual(engine: Engine, arrivals: list[SimRequest]) -> int:
-    """Run requests (with their `arrival_ns`) to completion in virtual time; returns the end time.
-
-    Steps start back to back while there is work; an idle engine jumps to the next arrival.
-    """
-    pending = deque(sorted(arrivals, key=lambda r: r.arrival_ns))
-    now = pending[0].arrival_ns if pending else 0
-    while pending or engine.has_work():
-        while pending and pending[0].arrival_ns <= now:
-            engine.add(pending.popleft())
-        if not engine.has_work():
-            now = pending[0].arrival_ns
-            continue
-        step = engine.schedule(now)
-        now += step.duration_ns
-        engine.complete(step, now)
-    return now

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from harness.sim.engine import Engine, SimRequest
+from harness.sim.engine import SimRequest
+from harness.sim.realtime import Snapshot
 
 TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
                 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
 ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
                20.0, 40.0, 80.0)
+LATENESS_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
 REQUEST_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0,
                    120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)
 
@@ -33,8 +35,15 @@ class SimMetrics:
                               registry=r)
         self._queue = Histogram("vllm:request_queue_time_seconds", "Queue time", labels,
                                 buckets=REQUEST_BUCKETS, registry=r)
+        self._prefix_q = Counter("vllm:prefix_cache_queries", "Prompt tokens looked up in the prefix cache",
+                                 labels, registry=r)
+        self._prefix_h = Counter("vllm:prefix_cache_hits", "Prompt tokens found in the prefix cache", labels,
+                                 registry=r)
+        # Not a vLLM metric: how late the simulator released each step against its own deadline.
+        self._lateness = Histogram("sim:step_lateness_seconds", "Step release time minus its deadline",
+                                   buckets=LATENESS_BUCKETS, registry=r)
         self._label = model_name
-        self._preemptions_seen = 0
+        self._seen = {"preemptions": 0, "prefix_query_tokens": 0, "prefix_hit_tokens": 0}
 
     def observe_finished(self, req: SimRequest) -> None:
         lab = self._label
@@ -50,11 +59,18 @@ class SimMetrics:
         if req.scheduled_ns is not None:
             self._queue.labels(lab).observe(max(0, req.scheduled_ns - req.arrival_ns) / 1e9)
 
-    def render(self, engine: Engine) -> bytes:
+    def observe_step_lateness(self, late_ns: int) -> None:
+        self._lateness.observe(max(late_ns, 0) / 1e9)
+
+    def render(self, snap: Snapshot) -> bytes:
         lab = self._label
-        self._running.labels(lab).set(len(engine.running))
-        self._waiting.labels(lab).set(len(engine.waiting))
-        self._kv.labels(lab).set(engine.kv_usage)
-        self._preempt.labels(lab).inc(engine.num_preemptions - self._preemptions_seen)
-        self._preemptions_seen = engine.num_preemptions
+        self._running.labels(lab).set(snap.running)
+        self._waiting.labels(lab).set(snap.waiting)
+        self._kv.labels(lab).set(snap.kv_usage)
+        # The engine keeps running totals; counters advance by what is new since the last scrape.
+        for counter, key in ((self._preempt, "preemptions"), (self._prefix_q, "prefix_query_tokens"),
+                             (self._prefix_h, "prefix_hit_tokens")):
+            value = getattr(snap, key)
+            counter.labels(lab).inc(value - self._seen[key])
+            self._seen[key] = value
         return generate_latest(self.registry)

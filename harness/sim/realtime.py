@@ -1,26 +1,76 @@
-"""Drives the engine in real time: each step ends at an absolute deadline, tokens are released then."""
+"""Real-time drivers: they decide when tokens are released, on absolute deadlines.
+
+`StepDriver` runs the step engine: each step ends at an absolute deadline and all its tokens are
+released then. `FixedTimingDriver` ignores load entirely: token i of a request is released at
+arrival + TTFT + i·ITL, which makes it the reference for calibrating clients.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import heapq
+import itertools
 from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
 
-from harness.clock import NS_PER_MS, Clock, MonotonicClock
+from harness.clock import NS_PER_MS, NS_PER_S, Clock, MonotonicClock
 from harness.sim.engine import Engine, SimRequest
 
 # Past this much lateness the simulator stops trying to catch up with its own schedule:
 # it is overloaded, and pretending otherwise would emit a burst of back-dated steps.
 _RESYNC_NS = 50 * NS_PER_MS
 
+LatenessObserver = Callable[[int], None]
 
-class RealtimeDriver:
-    def __init__(self, engine: Engine, clock: Clock | None = None) -> None:
-        self.engine = engine
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    running: int
+    waiting: int
+    kv_usage: float
+    preemptions: int
+    prefix_query_tokens: int
+    prefix_hit_tokens: int
+
+
+class Driver(Protocol):
+    steps: int
+    resyncs: int
+    lateness_ns: deque[int]
+
+    def submit(self, req: SimRequest) -> None: ...
+
+    def abort(self, req: SimRequest) -> None: ...
+
+    async def run(self) -> None: ...
+
+    def snapshot(self) -> Snapshot: ...
+
+
+class _DriverBase:
+    def __init__(self, clock: Clock | None, on_lateness: LatenessObserver | None) -> None:
         self.clock: Clock = clock or MonotonicClock()
         self.steps = 0
         self.resyncs = 0
-        self.lateness_ns: deque[int] = deque(maxlen=10_000)  # recent steps: woke − deadline
+        self.lateness_ns: deque[int] = deque(maxlen=10_000)  # recent releases: woke − deadline
+        self._on_lateness = on_lateness
         self._wake = asyncio.Event()
+
+    def _record_lateness(self, late_ns: int) -> None:
+        self.steps += 1
+        self.lateness_ns.append(late_ns)
+        if self._on_lateness is not None:
+            self._on_lateness(late_ns)
+
+
+class StepDriver(_DriverBase):
+    def __init__(self, engine: Engine, clock: Clock | None = None,
+                 on_lateness: LatenessObserver | None = None) -> None:
+        super().__init__(clock, on_lateness)
+        self.engine = engine
 
     def submit(self, req: SimRequest) -> None:
         self.engine.add(req)
@@ -28,6 +78,11 @@ class RealtimeDriver:
 
     def abort(self, req: SimRequest) -> None:
         self.engine.abort(req)
+
+    def snapshot(self) -> Snapshot:
+        e = self.engine
+        return Snapshot(len(e.running), len(e.waiting), e.kv_usage, e.num_preemptions, e.pool.query_tokens,
+                        e.pool.hit_tokens)
 
     async def run(self) -> None:
         deadline: int | None = None
@@ -46,6 +101,66 @@ class RealtimeDriver:
             deadline = start + step.duration_ns
             await self.clock.sleep_until(deadline)
             woke = self.clock.now_ns()
-            self.lateness_ns.append(woke - deadline)
-            self.steps += 1
+            self._record_lateness(woke - deadline)
             self.engine.complete(step, woke)
+
+
+class FixedTimingDriver(_DriverBase):
+    """Constant TTFT and ITL whatever the load, each request on its own exact schedule."""
+
+    def __init__(self, ttft_ns: int, itl_ns: int, clock: Clock | None = None,
+                 on_lateness: LatenessObserver | None = None) -> None:
+        super().__init__(clock, on_lateness)
+        self.ttft_ns = ttft_ns
+        self.itl_ns = itl_ns
+        self._due: list[tuple[int, int, SimRequest]] = []
+        self._seq = itertools.count()
+        self._active = 0
+
+    def submit(self, req: SimRequest) -> None:
+        heapq.heappush(self._due, (req.arrival_ns + self.ttft_ns, next(self._seq), req))
+        self._active += 1
+        self._wake.set()
+
+    def abort(self, req: SimRequest) -> None:
+        if not (req.aborted or req.finished):
+            req.aborted = True  # dropped lazily when its next deadline comes up
+            self._active -= 1
+
+    def snapshot(self) -> Snapshot:
+        return Snapshot(self._active, 0, 0.0, 0, 0, 0)
+
+    async def run(self) -> None:
+        while True:
+            if not self._due:
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            deadline = self._due[0][0]
+            lead = deadline - self.clock.now_ns()
+            if lead > 2 * NS_PER_MS:
+                # Wait coarsely, but wake for a new request whose first token may be due sooner.
+                self._wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), (lead - NS_PER_MS) / NS_PER_S)
+                continue
+            await self.clock.sleep_until(deadline)
+            self._release(deadline)
+
+    def _release(self, deadline: int) -> None:
+        now = self.clock.now_ns()
+        self._record_lateness(now - deadline)
+        while self._due and self._due[0][0] <= now:
+            _, _, req = heapq.heappop(self._due)
+            if req.aborted:
+                continue
+            req.generated += 1
+            req.token_ns.append(now)
+            if req.generated >= req.output_tokens:
+                req.finished = True
+                self._active -= 1
+            else:
+                due = req.arrival_ns + self.ttft_ns + req.generated * self.itl_ns
+                heapq.heappush(self._due, (due, next(self._seq), req))
+            if req.on_token is not None:
+                req.on_token(req)

@@ -1,29 +1,34 @@
-"""The simulator's HTTP surface: an OpenAI-compatible streaming server over the step engine."""
+"""The simulator's HTTP surface: an OpenAI-compatible streaming server over a timing driver."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import itertools
+import sys
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Literal
 
 from aiohttp import web
 
-from harness.clock import MonotonicClock
+from harness.clock import NS_PER_MS, NS_PER_S, MonotonicClock
 from harness.sim.engine import Engine, EngineConfig, SimRequest
+from harness.sim.faults import ERROR_TYPES, FaultConfig, FaultInjector, FaultPlan
 from harness.sim.kvcache import block_hashes
 from harness.sim.metrics import SimMetrics
 from harness.sim.openai_shapes import ChunkRenderer, error_response, full_response
 from harness.sim.perfmodel import Dtype, build_model
 from harness.sim.presets import MODELS
-from harness.sim.realtime import RealtimeDriver
+from harness.sim.realtime import Driver, FixedTimingDriver, StepDriver
 from harness.sim.requests import BadRequest, ParsedRequest, output_length, parse_body
 from harness.tokens import token_text
 
 _GROUND_TRUTH_KEEP = 200_000  # requests whose token times stay retrievable
+_BEHIND_WARN_EVERY_NS = 10 * NS_PER_S
+MALFORMED_FRAME = b"data: {this is not json\n\n"
 
 Emit = Callable[[int, int], Awaitable[None]]
 
@@ -33,8 +38,8 @@ class SimConfig:
     accelerator: str = "h100-sxm"
     model: str = "llama-3.1-8b"
     served_model_name: str | None = None
-    tp: int = 1
     dtype: Dtype = "bf16"
+    tp: int = 1
     max_num_seqs: int = 256
     max_num_batched_tokens: int = 8192
     gpu_memory_utilization: float = 0.9
@@ -43,7 +48,13 @@ class SimConfig:
     default_max_tokens: int = 256
     seed: int = 0
     noise_sigma: float = 0.03
-    api_key: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+    timing: Literal["engine", "fixed"] = "engine"
+    fixed_ttft_ms: float = 50.0
+    fixed_itl_ms: float = 10.0
+    max_waiting: int | None = None  # 429 beyond this many waiting requests
+    startup_delay_s: float = 0.0  # 503 until this long after start
+    faults: FaultConfig = field(default_factory=FaultConfig)
 
     @property
     def name(self) -> str:
@@ -61,13 +72,23 @@ def build_engine(cfg: SimConfig) -> Engine:
 class SimServer:
     def __init__(self, cfg: SimConfig) -> None:
         self.cfg = cfg
-        self.engine = build_engine(cfg)
         self.clock = MonotonicClock()
-        self.driver = RealtimeDriver(self.engine, self.clock)
         self.metrics = SimMetrics(cfg.name)
+        self.driver: Driver
         self.max_model_len = cfg.max_model_len or MODELS[cfg.model].max_model_len
+        if cfg.timing == "fixed":
+            self.driver = FixedTimingDriver(int(cfg.fixed_ttft_ms * NS_PER_MS), int(cfg.fixed_itl_ms * NS_PER_MS),
+                                            self.clock, self._observe_lateness)
+        else:
+            engine = build_engine(cfg)
+            # As vLLM does, never accept a context the KV cache could not hold on its own.
+            self.max_model_len = min(self.max_model_len, engine.pool.total * 16)
+            self.driver = StepDriver(engine, self.clock, self._observe_lateness)
+        self.faults = FaultInjector(cfg.faults)
         self.ground_truth: OrderedDict[str, SimRequest] = OrderedDict()
         self._ids = itertools.count()
+        self._ready_ns = self.clock.now_ns() + int(cfg.startup_delay_s * NS_PER_S)
+        self._warned_ns = -_BEHIND_WARN_EVERY_NS
         self._driver_task: asyncio.Task[None] | None = None
 
     def app(self) -> web.Application:
@@ -79,6 +100,8 @@ class SimServer:
         app.router.add_get("/metrics", self.prometheus)
         app.router.add_get("/sim/requests/{request_id}", self.request_truth)
         app.router.add_get("/sim/status", self.status)
+        app.router.add_get("/sim/faults", self.get_faults)
+        app.router.add_post("/sim/faults", self.set_faults)
         app.on_startup.append(self._start)
         app.on_cleanup.append(self._stop)
         return app
@@ -92,6 +115,20 @@ class SimServer:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._driver_task
 
+    def _observe_lateness(self, late_ns: int) -> None:
+        self.metrics.observe_step_lateness(late_ns)
+        if late_ns > 2 * NS_PER_MS:
+            now = self.clock.now_ns()
+            if now - self._warned_ns > _BEHIND_WARN_EVERY_NS:
+                self._warned_ns = now
+                sys.stderr.write(f"sim: falling behind real time: a step ended {late_ns / NS_PER_MS:.1f} ms late "
+                                 "(token times stay truthful; the simulated accelerator is slower than modelled)\n")
+
+    def _starting(self) -> web.Response | None:
+        if self.clock.now_ns() < self._ready_ns:
+            return error_response(503, "the server is starting", "server_error", headers={"Retry-After": "1"})
+        return None
+
     async def chat(self, request: web.Request) -> web.StreamResponse:
         return await self._complete(request, chat=True)
 
@@ -99,26 +136,38 @@ class SimServer:
         return await self._complete(request, chat=False)
 
     async def models(self, _: web.Request) -> web.Response:
+        if (starting := self._starting()) is not None:
+            return starting
         card = {"id": self.cfg.name, "object": "model", "created": 0, "owned_by": "harness-sim",
                 "max_model_len": self.max_model_len}
         return web.json_response({"object": "list", "data": [card]})
 
     async def health(self, _: web.Request) -> web.Response:
-        return web.Response(text="ok")
+        return self._starting() or web.Response(text="ok")
 
     async def prometheus(self, _: web.Request) -> web.Response:
-        return web.Response(body=self.metrics.render(self.engine),
-                            content_type="text/plain", charset="utf-8")
+        return web.Response(body=self.metrics.render(self.driver.snapshot()), content_type="text/plain",
+                            charset="utf-8")
 
     async def status(self, _: web.Request) -> web.Response:
         lateness = sorted(self.driver.lateness_ns)
         p99 = lateness[int(0.99 * (len(lateness) - 1))] if lateness else None
+        snap = self.driver.snapshot()
         return web.json_response({
-            "running": len(self.engine.running), "waiting": len(self.engine.waiting),
-            "kv_usage": self.engine.kv_usage, "steps": self.driver.steps,
-            "preemptions": self.engine.num_preemptions, "step_lateness_p99_ns": p99,
+            "running": snap.running, "waiting": snap.waiting, "kv_usage": snap.kv_usage,
+            "preemptions": snap.preemptions, "steps": self.driver.steps, "step_lateness_p99_ns": p99,
             "resyncs": self.driver.resyncs,
         })
+
+    async def get_faults(self, _: web.Request) -> web.Response:
+        return web.json_response(self.faults.config.to_json())
+
+    async def set_faults(self, request: web.Request) -> web.Response:
+        try:
+            self.faults.configure(FaultConfig.from_json(await request.json(), self.faults.config))
+        except (ValueError, TypeError) as exc:
+            return error_response(400, str(exc), "invalid_request_error")
+        return web.json_response(self.faults.config.to_json())
 
     async def request_truth(self, request: web.Request) -> web.Response:
         req = self.ground_truth.get(request.match_info["request_id"])
@@ -133,17 +182,7 @@ class SimServer:
     def _authorised(self, request: web.Request) -> bool:
         return self.cfg.api_key is None or request.headers.get("Authorization") == f"Bearer {self.cfg.api_key}"
 
-    async def _complete(self, request: web.Request, chat: bool) -> web.StreamResponse:
-        arrival = self.clock.now_ns()
-        if not self._authorised(request):
-            return error_response(401, "invalid or missing API key", "authentication_error",
-                                  code="invalid_api_key")
-        try:
-            parsed = parse_body(await request.json(), chat)
-        except BadRequest as exc:
-            return error_response(400, str(exc), "invalid_request_error", exc.param)
-        except ValueError:
-            return error_response(400, "request body is not valid JSON", "invalid_request_error")
+    def _admission_error(self, parsed: ParsedRequest, chat: bool) -> web.Response | None:
         if parsed.model != self.cfg.name:
             return error_response(404, f"the model '{parsed.model}' does not exist", "not_found_error",
                                   "model", "model_not_found")
@@ -153,14 +192,38 @@ class SimServer:
                 400, f"this model's maximum context length is {self.max_model_len} tokens; the request has "
                 f"{parsed.prompt_tokens} prompt tokens and asks for {parsed.max_tokens} more",
                 "invalid_request_error", "messages" if chat else "prompt", "context_length_exceeded")
+        if self.cfg.max_waiting is not None and self.driver.snapshot().waiting >= self.cfg.max_waiting:
+            return error_response(429, "too many requests waiting", "rate_limit_error",
+                                  headers={"Retry-After": "1"})
+        return None
+
+    async def _complete(self, request: web.Request, chat: bool) -> web.StreamResponse:
+        arrival = self.clock.now_ns()
+        if (starting := self._starting()) is not None:
+            return starting
+        if not self._authorised(request):
+            return error_response(401, "invalid or missing API key", "authentication_error",
+                                  code="invalid_api_key")
+        try:
+            parsed = parse_body(await request.json(), chat)
+        except BadRequest as exc:
+            return error_response(400, str(exc), "invalid_request_error", exc.param)
+        except ValueError:
+            return error_response(400, "request body is not valid JSON", "invalid_request_error")
+        if (refused := self._admission_error(parsed, chat)) is not None:
+            return refused
+        out = output_length(parsed, self.max_model_len - parsed.prompt_tokens, self.cfg.seed,
+                            self.cfg.default_max_tokens)
+        plan = self.faults.plan(out)
+        if plan.error_status is not None:
+            return error_response(plan.error_status, "injected fault", ERROR_TYPES[plan.error_status])
         rid = request.headers.get("X-Request-Id") or f"sim-{next(self._ids)}"
-        out = output_length(parsed, context_left, self.cfg.seed, self.cfg.default_max_tokens)
         words = parsed.prompt_words + [token_text(i).strip() for i in range(out)]
         req = SimRequest(rid, parsed.prompt_tokens, out, arrival, block_hashes=block_hashes(words))
         self._remember(req)
         renderer = ChunkRenderer(chat, f"{'chatcmpl' if chat else 'cmpl'}-{rid}", self.cfg.name, int(time.time()))
         if parsed.stream:
-            return await self._stream(request, req, parsed, renderer)
+            return await self._stream(request, req, parsed, renderer, plan)
         return await self._unary(req, parsed, chat)
 
     def _remember(self, req: SimRequest) -> None:
@@ -169,7 +232,7 @@ class SimServer:
             self.ground_truth.popitem(last=False)
 
     async def _drive(self, req: SimRequest, emit: Emit) -> None:
-        """Run `req` through the engine, calling `emit(first, count)` as its tokens are released."""
+        """Run `req` through the driver, calling `emit(first, count)` as its tokens are released."""
         wake = asyncio.Event()
         req.on_token = lambda _: wake.set()
         self.driver.submit(req)
@@ -188,25 +251,41 @@ class SimServer:
                 self.driver.abort(req)
 
     async def _stream(self, request: web.Request, req: SimRequest, parsed: ParsedRequest,
-                      renderer: ChunkRenderer) -> web.StreamResponse:
+                      renderer: ChunkRenderer, plan: FaultPlan) -> web.StreamResponse:
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
                                            "X-Request-Id": req.request_id})
         await resp.prepare(request)
         if renderer.chat:
             await resp.write(renderer.role())
 
+        def closing_frames() -> bytes:
+            frames = renderer.finish(_finish_reason(req, parsed))
+            if parsed.include_usage:
+                frames += renderer.usage(req.prompt_tokens, len(req.token_ns))
+            return frames + b"data: [DONE]\n\n"
+
         async def emit(first: int, count: int) -> None:
-            frames = renderer.tokens(first, count)
+            if plan.clean:
+                await resp.write(renderer.tokens(first, count) + (closing_frames() if req.finished else b""))
+                return
+            await self._emit_faulty(request, resp, renderer, plan, first, count)
             if req.finished:
-                frames += renderer.finish(_finish_reason(req, parsed))
-                if parsed.include_usage:
-                    frames += renderer.usage(req.prompt_tokens, len(req.token_ns))
-                frames += b"data: [DONE]\n\n"
-            await resp.write(frames)
+                await resp.write(closing_frames())
 
         with contextlib.suppress(ConnectionResetError):
             await self._drive(req, emit)
         return resp
+
+    async def _emit_faulty(self, request: web.Request, resp: web.StreamResponse, renderer: ChunkRenderer,
+                           plan: FaultPlan, first: int, count: int) -> None:
+        for i in range(first, first + count):
+            if i == plan.stall_before:
+                await asyncio.sleep(self.faults.config.stall_ms / 1e3)
+            await resp.write(MALFORMED_FRAME if i == plan.malformed_at else renderer.tokens(i, 1))
+            if i == plan.disconnect_after:
+                if request.transport is not None:
+                    request.transport.close()
+                raise ConnectionResetError("injected disconnect")
 
     async def _unary(self, req: SimRequest, parsed: ParsedRequest, chat: bool) -> web.Response:
         async def emit(first: int, count: int) -> None:
