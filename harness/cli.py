@@ -6,6 +6,7 @@ Exit codes: 0 ok, 2 usage or bad input, 3 harness error (endpoint unreachable, s
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from pathlib import Path
 
@@ -72,6 +73,21 @@ def run(scenario_path: Path | None, endpoint: str | None, model: str | None, api
             click.echo(f"warning: phase {phase['name']} was client-limited: {phase['client_limited_reason']}",
                        err=True)
     click.echo(f"\nreport: {result.run_dir}")
+
+
+@main.command()
+@click.argument("scenario_path", required=False, type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print summary.json instead of the table.")
+def predict(scenario_path: Path | None, as_json: bool) -> None:
+    """Predict SCENARIO on its simulated accelerator in virtual time: no network, no waiting."""
+    from harness.sim.predict import predict as run_prediction
+
+    try:
+        scenario = load_scenario(scenario_path or _default_scenario())
+    except ScenarioError as exc:
+        raise SystemExit(_fail(str(exc), EXIT_USAGE)) from None
+    summary = run_prediction(scenario)
+    click.echo(json.dumps(summary, indent=2) if as_json else render_table(summary))
 
 
 def _fail(message: str, code: int) -> int:

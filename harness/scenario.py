@@ -107,6 +107,7 @@ class EndpointConfig(_Strict):
 class SimulatorConfig(_Strict):
     accelerator: str = "h100-sxm"
     model: str = "llama-3.1-8b"
+    dtype: Literal["bf16", "fp8"] = "bf16"
     tp: PositiveInt = 1
     max_num_seqs: PositiveInt = 256
     max_num_batched_tokens: PositiveInt = 8192

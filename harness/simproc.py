@@ -21,7 +21,7 @@ _START_TIMEOUT_S = 30.0
 def simulator_command(cfg: SimulatorConfig, host: str = "127.0.0.1", port: int = 0) -> list[str]:
     return [
         sys.executable, "-m", "harness", "sim", "serve", "--host", host, "--port", str(port),
-        "--accelerator", cfg.accelerator, "--model", cfg.model, "--tp", str(cfg.tp),
+        "--accelerator", cfg.accelerator, "--model", cfg.model, "--dtype", cfg.dtype, "--tp", str(cfg.tp),
         "--max-num-seqs", str(cfg.max_num_seqs), "--max-num-batched-tokens", str(cfg.max_num_batched_tokens),
         "--seed", str(cfg.seed),
     ]

@@ -2,9 +2,10 @@
 
 import pytest
 
+from harness.sim.cli import preset_rows
 from harness.sim.engine import Engine, EngineConfig, SimRequest
-from harness.sim.perfmodel import RooflineModel, StepLoad
-from harness.sim.presets import ACCELERATORS, MODELS
+from harness.sim.perfmodel import RooflineModel, StepLoad, build_model
+from harness.sim.presets import ACCELERATORS, MODELS, PresetError, load_presets
 from harness.sim.virtual import run_virtual
 
 
@@ -62,3 +63,61 @@ def test_tensor_parallel_splits_weight_reads() -> None:
 def test_kv_capacity_from_memory_left_after_weights() -> None:
     # 80 GB × 0.9 − 16.06 GB of weights, at 128 KiB of KV per token.
     assert model().kv_capacity_tokens() == pytest.approx((72e9 - 8.03e9 * 2) / 131072, rel=1e-6)
+
+
+def test_mixture_of_experts_reads_more_experts_as_the_batch_grows() -> None:
+    mixtral = MODELS["mixtral-8x7b"]
+    one, many = mixtral.weight_params_read(1), mixtral.weight_params_read(256)
+    assert one == pytest.approx(mixtral.active_params, rel=1e-9)  # top-2 of 8: exactly the active weights
+    assert many == pytest.approx(46.7e9 - 32000 * 4096, rel=1e-3)  # every expert touched
+    m = build_model("h100-sxm", "mixtral-8x7b", tp=2)
+    itl_1 = m.step_seconds(StepLoad(tokens=1, seqs=1, decodes=1, decode_context=1024))
+    itl_64 = m.step_seconds(StepLoad(tokens=64, seqs=64, decodes=64, decode_context=64 * 1024))
+    assert itl_64 / itl_1 > 2  # a dense 8B model grows only 1.5× over the same range
+
+
+def test_fp8_weights_halve_the_weight_read() -> None:
+    load = StepLoad(tokens=1, seqs=1, decodes=1, decode_context=1024)
+    bf16 = build_model("h100-sxm", "llama-3.1-8b", "bf16").step_seconds(load)
+    fp8 = build_model("h100-sxm", "llama-3.1-8b", "fp8").step_seconds(load)
+    # t_m 5.97 → 2.99 ms; the other 2.4 ms (launch, CPU, attention) do not change.
+    assert bf16 - fp8 == pytest.approx(2.98e-3, rel=0.05)
+
+
+def test_sram_asic_latency_barely_grows_with_batch() -> None:
+    asic = build_model("sram-asic", "llama-3.1-8b")
+    itl_1 = asic.step_seconds(StepLoad(tokens=1, seqs=1, decodes=1, decode_context=1024))
+    itl_64 = asic.step_seconds(StepLoad(tokens=64, seqs=64, decodes=64, decode_context=64 * 1024))
+    assert itl_1 * 1e3 == pytest.approx(1.9, rel=0.1)
+    assert itl_64 / itl_1 < 1.15
+
+
+def test_custom_presets_from_yaml(tmp_path) -> None:
+    path = tmp_path / "p.yaml"
+    path.write_text("accelerators:\n  gpu-x: {tflops: 500, hbm_tbps: 1.675, memory_gb: 80}\n"
+                    "models:\n  tiny: {layers: 32, hidden: 4096, q_heads: 32, kv_heads: 8, head_dim: 128,"
+                    " params_b: 8.03, vocab: 128256}\n")
+    load_presets(path)
+    try:
+        load = StepLoad(tokens=1, seqs=1, decodes=1, decode_context=1024)
+        # Half the H100's bandwidth: the weight read (5.97 ms) doubles.
+        delta = build_model("gpu-x", "tiny").step_seconds(load) - build_model("h100-sxm", "tiny").step_seconds(load)
+        assert delta == pytest.approx(6.0e-3, rel=0.05)
+    finally:
+        ACCELERATORS.pop("gpu-x")
+        MODELS.pop("tiny")
+
+
+def test_custom_presets_bad_field_names_file_and_entry(tmp_path) -> None:
+    path = tmp_path / "p.yaml"
+    path.write_text("accelerators:\n  gpu-y: {tflops: 500, hbm: 2, memory_gb: 80}\n")
+    with pytest.raises(PresetError, match=r"p.yaml: gpu-y.hbm: unknown field"):
+        load_presets(path)
+    assert "gpu-y" not in ACCELERATORS
+
+
+def test_presets_listing_covers_every_pair() -> None:
+    rows = preset_rows()
+    assert len(rows) == len(ACCELERATORS) * len(MODELS)
+    h100 = next(r for r in rows if r[:2] == ("h100-sxm", "llama-3.1-8b"))
+    assert h100[2:5] == ("1", "8.3", "12.5")

@@ -11,6 +11,10 @@ from typing import Any
 
 import numpy as np
 
+from harness.sim.engine import SimRequest
+from harness.sim.kvcache import block_hashes
+from harness.tokens import token_text
+
 
 class BadRequest(ValueError):
     def __init__(self, message: str, param: str | None = None) -> None:
@@ -106,3 +110,9 @@ def output_length(req: ParsedRequest, context_left: int, seed: int, default_max:
     rng = np.random.default_rng([seed, req.prompt_crc])
     natural = int(rng.lognormal(np.log(200.0), 0.8))
     return max(1, min(max(natural, req.min_tokens), cap))
+
+
+def make_request(request_id: str, prompt_words: list[str], output_tokens: int, arrival_ns: int) -> SimRequest:
+    """An engine request whose KV blocks are hashed over its prompt and the answer it will give."""
+    words = prompt_words + [token_text(i).strip() for i in range(output_tokens)]
+    return SimRequest(request_id, len(prompt_words), output_tokens, arrival_ns, block_hashes=block_hashes(words))

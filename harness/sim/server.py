@@ -17,13 +17,12 @@ from aiohttp import web
 from harness.clock import NS_PER_MS, NS_PER_S, MonotonicClock
 from harness.sim.engine import Engine, EngineConfig, SimRequest
 from harness.sim.faults import ERROR_TYPES, FaultConfig, FaultInjector, FaultPlan
-from harness.sim.kvcache import block_hashes
 from harness.sim.metrics import SimMetrics
 from harness.sim.openai_shapes import ChunkRenderer, error_response, full_response
 from harness.sim.perfmodel import Dtype, build_model
 from harness.sim.presets import MODELS
 from harness.sim.realtime import Driver, FixedTimingDriver, StepDriver
-from harness.sim.requests import BadRequest, ParsedRequest, output_length, parse_body
+from harness.sim.requests import BadRequest, ParsedRequest, make_request, output_length, parse_body
 from harness.tokens import token_text
 
 _GROUND_TRUTH_KEEP = 200_000  # requests whose token times stay retrievable
@@ -218,8 +217,7 @@ class SimServer:
         if plan.error_status is not None:
             return error_response(plan.error_status, "injected fault", ERROR_TYPES[plan.error_status])
         rid = request.headers.get("X-Request-Id") or f"sim-{next(self._ids)}"
-        words = parsed.prompt_words + [token_text(i).strip() for i in range(out)]
-        req = SimRequest(rid, parsed.prompt_tokens, out, arrival, block_hashes=block_hashes(words))
+        req = make_request(rid, parsed.prompt_words, out, arrival)
         self._remember(req)
         renderer = ChunkRenderer(chat, f"{'chatcmpl' if chat else 'cmpl'}-{rid}", self.cfg.name, int(time.time()))
         if parsed.stream:
