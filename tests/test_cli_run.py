@@ -9,7 +9,11 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import pytest
 import yaml
+
+from harness.scenario import load_scenario
+from harness.sim.predict import predict
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -49,6 +53,15 @@ def test_default_run_is_the_quickstart_and_shows_the_thesis(tmp_path: Path) -> N
     # Training-style batches win on throughput; interactive arrivals win on time to first token.
     assert batch["throughput"]["output_tokens_per_s"] > 2 * interactive["throughput"]["output_tokens_per_s"]
     assert interactive["latency_ms"]["ttft"]["p50"] * 5 < batch["latency_ms"]["ttft"]["p50"]
+    # Virtual time predicts the same run: the real one adds only HTTP and the simulator's noise.
+    predicted = predict(load_scenario(ROOT / "scenarios" / "quickstart.yaml"))["phases"]
+    for real, virtual in zip(summary["phases"], predicted, strict=True):
+        for metric in ("output_tokens_per_s", "requests_per_s"):
+            assert real["throughput"][metric] == pytest.approx(virtual["throughput"][metric], rel=0.1)
+        # The mean, not the median: a batch's TTFTs fall on four prefill-chunk levels, and which level
+        # holds the median flips with microseconds of send jitter.
+        assert real["latency_ms"]["ttft"]["mean"] == pytest.approx(virtual["latency_ms"]["ttft"]["mean"], rel=0.15)
+        assert real["latency_ms"]["tpot"]["p50"] == pytest.approx(virtual["latency_ms"]["tpot"]["p50"], rel=0.1)
     rows = pd.read_csv(run_dir / "requests.csv")
     assert len(rows) == 60 + 128 and set(rows["status"]) == {"ok"}
     assert (yaml.safe_load((run_dir / "scenario.yaml").read_text())["name"]) == "quickstart"
