@@ -47,13 +47,11 @@ class Endpoint:
         return f"{self.base_url.rstrip('/')}/{path}"
 
 
-def request_body(spec: RequestSpec, model: str, api: Api) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "model": model,
-        "max_tokens": spec.max_tokens,
-        "stream": True,
-        "stream_options": {"include_usage": True},
-    }
+def request_body(spec: RequestSpec, model: str, api: Api, continuous_usage: bool = False) -> dict[str, Any]:
+    options: dict[str, bool] = {"include_usage": True}
+    if continuous_usage:
+        options["continuous_usage_stats"] = True  # vLLM: usage on every chunk, so tokens per chunk are known
+    body: dict[str, Any] = {"model": model, "max_tokens": spec.max_tokens, "stream": True, "stream_options": options}
     if api == "chat":
         body["messages"] = [{"role": "user", "content": spec.prompt}]
     else:
@@ -85,10 +83,13 @@ def open_session(max_connections: int, connect_timeout_s: float, request_timeout
 
 
 class OpenAIBackend:
-    def __init__(self, endpoint: Endpoint, session: aiohttp.ClientSession, clock: Clock) -> None:
+    def __init__(self, endpoint: Endpoint, session: aiohttp.ClientSession, clock: Clock,
+                 first_token_timeout_s: float | None = None, continuous_usage: bool = False) -> None:
         self.endpoint = endpoint
         self.session = session
         self.clock = clock
+        self.first_token_timeout_s = first_token_timeout_s
+        self.continuous_usage = continuous_usage
         self._headers = {"Content-Type": "application/json"}
         if endpoint.api_key:
             self._headers["Authorization"] = f"Bearer {endpoint.api_key}"
@@ -96,8 +97,9 @@ class OpenAIBackend:
 
     def prepare(self, spec: RequestSpec) -> None:
         # Serialising before the deadline keeps JSON encoding out of the schedule lag.
-        body = json.dumps(request_body(spec, self.endpoint.model, self.endpoint.api)).encode()
-        self._prepared[spec.request_id] = (body, {**self._headers, "X-Request-Id": spec.request_id})
+        body = request_body(spec, self.endpoint.model, self.endpoint.api, self.continuous_usage)
+        self._prepared[spec.request_id] = (json.dumps(body).encode(),
+                                           {**self._headers, "X-Request-Id": spec.request_id})
 
     async def execute(self, spec: RequestSpec, rec: RequestRecord) -> None:
         if spec.request_id not in self._prepared:
@@ -109,15 +111,18 @@ class OpenAIBackend:
             rec.sent_ns = now()
 
         try:
-            async with self.session.post(self.endpoint.url, data=body, headers=headers,
-                                         trace_request_ctx=stamp_sent) as resp:
-                rec.http_status = resp.status
-                if resp.status != 200:
-                    rec.status, rec.reason = "http_error", await _error_reason(resp)
-                else:
-                    await self._read_stream(resp, rec)
+            # Until the first token, the tighter first-token timeout applies; then only the total.
+            async with asyncio.timeout(self.first_token_timeout_s) as first_token_deadline:
+                async with self.session.post(self.endpoint.url, data=body, headers=headers,
+                                             trace_request_ctx=stamp_sent) as resp:
+                    rec.http_status = resp.status
+                    if resp.status != 200:
+                        rec.status, rec.reason = "http_error", await _error_reason(resp)
+                    else:
+                        await self._read_stream(resp, rec, first_token_deadline)
         except TimeoutError:
-            rec.status, rec.reason = "timeout", "request timeout"
+            rec.status = "timeout"
+            rec.reason = "first token timeout" if rec.first_token_ns is None else "request timeout"
         except aiohttp.ClientError as exc:
             rec.status, rec.reason = "transport_error", type(exc).__name__
         except BadChunk as exc:
@@ -127,9 +132,11 @@ class OpenAIBackend:
             if rec.chunk_ns:
                 rec.last_token_ns = rec.chunk_ns[-1]
 
-    async def _read_stream(self, resp: aiohttp.ClientResponse, rec: RequestRecord) -> None:
+    async def _read_stream(self, resp: aiohttp.ClientResponse, rec: RequestRecord,
+                           first_token_deadline: asyncio.Timeout) -> None:
         decoder = SSEDecoder()
         now = self.clock.now_ns
+        counted = 0  # completion tokens reported so far (continuous usage)
         async for piece in resp.content.iter_any():
             t = now()  # every event in one read arrived together
             for payload in decoder.feed(piece):
@@ -143,10 +150,14 @@ class OpenAIBackend:
                 if chunk.carries_token:
                     if rec.first_token_ns is None:
                         rec.first_token_ns = t
+                        first_token_deadline.reschedule(None)
                     if chunk.has_content and rec.first_content_ns is None:
                         rec.first_content_ns = t
                     rec.chunk_ns.append(t)
+                    if chunk.completion_tokens is not None:
+                        rec.chunk_tokens.append(chunk.completion_tokens - counted)
                 if chunk.completion_tokens is not None:
+                    counted = chunk.completion_tokens
                     rec.completion_tokens = chunk.completion_tokens
                     rec.prompt_tokens = chunk.prompt_tokens
         rec.status, rec.reason = "bad_stream", "stream ended before [DONE]"

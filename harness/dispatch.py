@@ -1,15 +1,21 @@
-"""The dispatcher: when each request is sent.
+"""The dispatcher: when each request is sent, and how a phase stops.
 
 Open loop sleeps to absolute deadlines (start + intended offset), never "a gap after the last
-send", which drifts and under-delivers the rate. Fixed batch sends B at once and waits for all.
-Closed loop starts a user's next request when its last one ends. Every record carries
-`intended` and `sent`, so any lateness is visible as schedule lag.
+send", which drifts and under-delivers the rate; an optional in-flight cap holds requests back,
+and the wait shows as schedule lag, never silently. Fixed batch sends B at once and waits for
+all. Closed loop starts a user's next request when its last one ends.
+
+Sending and requests in flight are separate tasks: `stop()` ends the sending at once, lets the
+requests in flight finish within a grace period, then cancels the rest, which are recorded as
+`cancelled`. Every record reaches the sink the moment its request ends.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import Callable, Coroutine, Iterator, Sequence
+from typing import Any
 
 from harness.client import Backend
 from harness.clock import Clock
@@ -24,6 +30,53 @@ class Dispatcher:
         self.backend = backend
         self.clock = clock
         self.sink = sink
+        self.stopping = False
+        self._sender: asyncio.Task[None] | None = None
+        self._in_flight: set[asyncio.Task[RequestRecord]] = set()
+        self._records: list[RequestRecord] = []
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Stop sending now; requests in flight get the grace period of the running phase."""
+        self.stopping = True
+        if self._sender is not None:
+            self._sender.cancel()
+
+    async def _phase(self, sender: Coroutine[Any, Any, None], grace_s: float) -> list[RequestRecord]:
+        self._records = []
+        self._sender = asyncio.ensure_future(sender)
+        try:
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sender
+            if not self.stopping:
+                await self._wait_in_flight(None)
+            else:
+                await self._wait_in_flight(grace_s)
+        except asyncio.CancelledError:
+            await self._cancel_in_flight()
+            raise
+        finally:
+            self._sender = None
+        await self._cancel_in_flight()
+        return sorted(self._records, key=lambda r: r.index)
+
+    async def _wait_in_flight(self, timeout_s: float | None) -> None:
+        if self._in_flight:
+            await asyncio.wait(set(self._in_flight), timeout=timeout_s)
+
+    async def _cancel_in_flight(self) -> None:
+        tasks = set(self._in_flight)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks)
+
+    def _launch(self, spec: RequestSpec, intended_ns: int) -> asyncio.Task[RequestRecord]:
+        task = asyncio.ensure_future(self._one(spec, intended_ns))
+        self._in_flight.add(task)
+        task.add_done_callback(self._in_flight.discard)
+        return task
 
     async def _one(self, spec: RequestSpec, intended_ns: int) -> RequestRecord:
         rec = RequestRecord(spec.request_id, spec.phase, spec.index, spec.prompt_tokens, spec.max_tokens,
@@ -32,62 +85,64 @@ class Dispatcher:
             await self.backend.execute(spec, rec)
         except asyncio.CancelledError:
             rec.status, rec.reason, rec.end_ns = "cancelled", "run stopped", self.clock.now_ns()
-            self.sink(rec)
             raise
-        self.sink(rec)
+        finally:
+            self._records.append(rec)
+            self.sink(rec)
         return rec
 
-    async def open_loop(self, specs: Sequence[RequestSpec], offsets_ns: Sequence[int]) -> list[RequestRecord]:
-        start = self.clock.now_ns()
-        tasks: list[asyncio.Task[RequestRecord]] = []
-        try:
-            for spec, offset in zip(specs, offsets_ns, strict=True):
-                deadline = start + int(offset)
-                self.backend.prepare(spec)
-                await self.clock.sleep_until(deadline)
-                tasks.append(asyncio.create_task(self._one(spec, deadline)))
-            return list(await asyncio.gather(*tasks))
-        except asyncio.CancelledError:
-            await _cancel_all(tasks)
-            raise
+    # -- load models ---------------------------------------------------------------------------
 
-    async def fixed_batch(self, batches: Sequence[Sequence[RequestSpec]]) -> list[RequestRecord]:
-        records: list[RequestRecord] = []
+    async def open_loop(self, specs: Sequence[RequestSpec], offsets_ns: Sequence[int],
+                        max_in_flight: int | None = None, grace_s: float = 30.0) -> list[RequestRecord]:
+        return await self._phase(self._send_open_loop(specs, offsets_ns, max_in_flight), grace_s)
+
+    async def _send_open_loop(self, specs: Sequence[RequestSpec], offsets_ns: Sequence[int],
+                              max_in_flight: int | None) -> None:
+        start = self.clock.now_ns()
+        for spec, offset in zip(specs, offsets_ns, strict=True):
+            deadline = start + int(offset)
+            self.backend.prepare(spec)
+            await self.clock.sleep_until(deadline)
+            if max_in_flight is not None:
+                while len(self._in_flight) >= max_in_flight:
+                    await asyncio.wait(set(self._in_flight), return_when=asyncio.FIRST_COMPLETED)
+            self._launch(spec, deadline)
+
+    async def fixed_batch(self, batches: Sequence[Sequence[RequestSpec]], grace_s: float = 30.0
+                          ) -> list[RequestRecord]:
+        return await self._phase(self._send_batches(batches), grace_s)
+
+    async def _send_batches(self, batches: Sequence[Sequence[RequestSpec]]) -> None:
         for batch in batches:
             for spec in batch:
                 self.backend.prepare(spec)
             intended = self.clock.now_ns()
-            tasks = [asyncio.create_task(self._one(spec, intended)) for spec in batch]
-            try:
-                records.extend(await asyncio.gather(*tasks))
-            except asyncio.CancelledError:
-                await _cancel_all(tasks)
-                raise
-        return records
+            tasks = {self._launch(spec, intended) for spec in batch}
+            await asyncio.wait(tasks)  # not gather: stopping the sender must not cancel the batch
 
-    async def closed_loop(
-        self, specs: Sequence[RequestSpec], concurrency: int, think_ns: int = 0
-    ) -> list[RequestRecord]:
-        queue = iter(specs)
-        records: list[RequestRecord] = []
+    async def closed_loop(self, specs: Iterator[RequestSpec], concurrency: int, think_ns: int = 0,
+                          duration_ns: int | None = None, grace_s: float = 30.0) -> list[RequestRecord]:
+        return await self._phase(self._send_closed_loop(specs, concurrency, think_ns, duration_ns), grace_s)
+
+    async def _send_closed_loop(self, specs: Iterator[RequestSpec], concurrency: int, think_ns: int,
+                                duration_ns: int | None) -> None:
+        end = None if duration_ns is None else self.clock.now_ns() + duration_ns
 
         async def user() -> None:
-            for spec in queue:  # the shared iterator hands each spec to exactly one user
+            for spec in specs:  # the shared iterator hands each spec to exactly one user
+                now = self.clock.now_ns()
+                if end is not None and now >= end:
+                    return
                 self.backend.prepare(spec)
-                records.append(await self._one(spec, self.clock.now_ns()))
+                await asyncio.wait({self._launch(spec, now)})
                 if think_ns:
                     await self.clock.sleep_until(self.clock.now_ns() + think_ns)
 
-        tasks = [asyncio.create_task(user()) for _ in range(concurrency)]
+        users = [asyncio.ensure_future(user()) for _ in range(concurrency)]
         try:
-            await asyncio.gather(*tasks)
-        except asyncio.CancelledError:
-            await _cancel_all(tasks)
-            raise
-        return sorted(records, key=lambda r: r.index)
+            await asyncio.gather(*users)
+        finally:
+            for u in users:
+                u.cancel()
 
-
-async def _cancel_all(tasks: Sequence[asyncio.Task[object]] | Sequence[asyncio.Task[RequestRecord]]) -> None:
-    for task in tasks:
-        task.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)

@@ -2,19 +2,38 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
-from harness.arrivals import OffsetsNs, constant_offsets, gamma_offsets, poisson_offsets, truncate_to_duration
-from harness.scenario import BatchLoad, ConcurrencyLoad, ConstantLoad, GammaLoad, Phase, PoissonLoad, Scenario
-from harness.workload import RequestSpec, build_requests
+from harness.arrivals import (
+    OffsetsNs,
+    constant_offsets,
+    gamma_offsets,
+    poisson_offsets,
+    ramp_offsets,
+    trace_offsets,
+    truncate_to_duration,
+)
+from harness.clock import NS_PER_S
+from harness.scenario import (
+    BatchLoad,
+    ConcurrencyLoad,
+    ConstantLoad,
+    GammaLoad,
+    PoissonLoad,
+    RampLoad,
+    Scenario,
+    TraceLoad,
+)
+from harness.workload import RequestSource, RequestSpec
 
 
 @dataclass(frozen=True, slots=True)
 class OpenLoopPlan:
     specs: list[RequestSpec]
     offsets_ns: OffsetsNs
+    max_in_flight: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,45 +47,54 @@ class BatchPlan:
 
 @dataclass(frozen=True, slots=True)
 class ClosedLoopPlan:
-    specs: list[RequestSpec]
+    source: RequestSource
     concurrency: int
-    think_ns: int = field(default=0)
+    requests: int | None  # None: until the duration ends
+    duration_ns: int | None
+    think_ns: int = 0
 
 
 PhasePlan = OpenLoopPlan | BatchPlan | ClosedLoopPlan
+OpenLoad = PoissonLoad | GammaLoad | ConstantLoad | RampLoad | TraceLoad
 
 
 def phase_seed(seed: int, phase_index: int) -> int:
     return int(np.random.SeedSequence([seed, phase_index, 0]).generate_state(1)[0])
 
 
-def _open_loop_offsets(load: PoissonLoad | GammaLoad | ConstantLoad, seed: int) -> OffsetsNs:
-    # With only a duration, draw comfortably more arrivals than it can hold, then cut at the end.
-    count = load.requests or int(load.rate * (load.duration_s or 0) * 1.5) + 100
-    if isinstance(load, PoissonLoad):
-        offsets = poisson_offsets(load.rate, count, seed)
-    elif isinstance(load, GammaLoad):
-        offsets = gamma_offsets(load.rate, load.cv, count, seed)
+def open_loop_offsets(load: OpenLoad, seed: int) -> OffsetsNs:
+    if isinstance(load, RampLoad):
+        offsets = ramp_offsets(load.start_rate, load.end_rate, load.duration_s,
+                               seed if load.process == "poisson" else None)
+    elif isinstance(load, TraceLoad):
+        offsets = truncate_to_duration(trace_offsets(load.timestamps, load.time_scale), load.duration_s)
     else:
-        offsets = constant_offsets(load.rate, count)
-    return truncate_to_duration(offsets, load.duration_s)
+        # With only a duration, draw comfortably more arrivals than it can hold, then cut at the end.
+        count = load.requests or int(load.rate * (load.duration_s or 0) * 1.5) + 100
+        if isinstance(load, PoissonLoad):
+            offsets = poisson_offsets(load.rate, count, seed)
+        elif isinstance(load, GammaLoad):
+            offsets = gamma_offsets(load.rate, load.cv, count, seed)
+        else:
+            offsets = constant_offsets(load.rate, count)
+        offsets = truncate_to_duration(offsets, load.duration_s)
+    return offsets[: load.requests] if load.requests is not None else offsets
 
 
 def plan_phase(scenario: Scenario, phase_index: int, run_id: str) -> PhasePlan:
-    phase: Phase = scenario.phases[phase_index]
+    phase = scenario.phases[phase_index]
     load = phase.load
     seed = phase_seed(scenario.seed, phase_index)
-
-    def specs(count: int, batch_size: int | None = None) -> list[RequestSpec]:
-        return build_requests(scenario.workload, phase.name, phase_index, count, seed, run_id, batch_size)
-
+    batch_size = load.size if isinstance(load, BatchLoad) else None
+    source = RequestSource(scenario.workload, phase.name, phase_index, seed, run_id, batch_size)
     if isinstance(load, BatchLoad):
-        flat = specs(load.size * load.batches, load.size)
+        flat = source.take(load.size * load.batches)
         return BatchPlan([flat[i:i + load.size] for i in range(0, len(flat), load.size)])
     if isinstance(load, ConcurrencyLoad):
-        return ClosedLoopPlan(specs(load.requests), load.concurrency, int(load.think_time_ms * 1e6))
-    offsets = _open_loop_offsets(load, seed)
-    return OpenLoopPlan(specs(len(offsets)), offsets)
+        duration = None if load.duration_s is None else int(load.duration_s * NS_PER_S)
+        return ClosedLoopPlan(source, load.concurrency, load.requests, duration, int(load.think_time_ms * 1e6))
+    offsets = open_loop_offsets(load, seed)
+    return OpenLoopPlan(source.take(len(offsets)), offsets, phase.max_in_flight)
 
 
 def peak_connections(plan: PhasePlan) -> int:
@@ -75,4 +103,4 @@ def peak_connections(plan: PhasePlan) -> int:
         return max(len(b) for b in plan.batches)
     if isinstance(plan, ClosedLoopPlan):
         return plan.concurrency
-    return max(1, len(plan.specs))
+    return max(1, min(len(plan.specs), plan.max_in_flight or len(plan.specs)))

@@ -33,6 +33,7 @@ class RequestRecord:
     last_token_ns: int | None = None
     end_ns: int = 0
     chunk_ns: list[int] = field(default_factory=list)  # arrival of every token-bearing chunk
+    chunk_tokens: list[int] = field(default_factory=list)  # tokens in each chunk, when the server says
     prompt_tokens: int | None = None  # server usage
     completion_tokens: int | None = None  # server usage
     batch: int | None = None  # fixed-batch phases: which batch
@@ -55,7 +56,7 @@ class RequestRecord:
         return self.completion_tokens is not None and self.completion_tokens != len(self.chunk_ns)
 
 
-_SCALAR_COLUMNS = [f.name for f in fields(RequestRecord) if f.name != "chunk_ns"]
+_SCALAR_COLUMNS = [f.name for f in fields(RequestRecord) if f.name not in ("chunk_ns", "chunk_tokens")]
 CSV_COLUMNS = [*_SCALAR_COLUMNS, "num_chunks", "output_tokens", "tokens_estimated"]
 
 

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import json
 import secrets
+import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,11 +20,13 @@ from harness.dispatch import Dispatcher
 from harness.errors import HarnessError
 from harness.plan import BatchPlan, ClosedLoopPlan, PhasePlan, peak_connections, plan_phase
 from harness.records import RecordWriter, RequestRecord
-from harness.scenario import Scenario
+from harness.scenario import ClientConfig, Phase, Scenario
+from harness.selfcheck import SelfCheck
 from harness.simproc import bundled_simulator
-from harness.stats import SLO, summarize_phase
+from harness.stats import SLO, ClientCheck, summarize_phase
 
 SUMMARY_SCHEMA = "harness.summary/1"
+Warn = Callable[[str], None]
 _WARM_MAX = 256  # connections opened ahead of a phase; an open-loop phase may need more later
 
 
@@ -41,12 +46,13 @@ def new_run_dir(reports_dir: Path, scenario_name: str) -> Path:
     return path
 
 
-async def _run_plan(dispatcher: Dispatcher, plan: PhasePlan) -> list[RequestRecord]:
+async def _run_plan(dispatcher: Dispatcher, plan: PhasePlan, grace_s: float) -> list[RequestRecord]:
     if isinstance(plan, BatchPlan):
-        return await dispatcher.fixed_batch(plan.batches)
+        return await dispatcher.fixed_batch(plan.batches, grace_s)
     if isinstance(plan, ClosedLoopPlan):
-        return await dispatcher.closed_loop(plan.specs, plan.concurrency, plan.think_ns)
-    return await dispatcher.open_loop(plan.specs, plan.offsets_ns.tolist())
+        return await dispatcher.closed_loop(plan.source.stream(plan.requests), plan.concurrency, plan.think_ns,
+                                            plan.duration_ns, grace_s)
+    return await dispatcher.open_loop(plan.specs, plan.offsets_ns.tolist(), plan.max_in_flight, grace_s)
 
 
 def _header(scenario: Scenario, endpoint: Endpoint, run_id: str, clock: Clock, bundled: bool) -> dict[str, Any]:
@@ -64,10 +70,52 @@ def _header(scenario: Scenario, endpoint: Endpoint, run_id: str, clock: Clock, b
     }
 
 
+class _Stopper:
+    """Ctrl-C / SIGTERM: the first stops sending and lets requests in flight finish within the grace
+    period; the second cancels them at once. Either way every record taken is written."""
+
+    def __init__(self, dispatcher: Dispatcher, warn: Warn) -> None:
+        self.dispatcher = dispatcher
+        self.warn = warn
+        self.signal: str | None = None
+        self._main = asyncio.current_task()
+        self._loop = asyncio.get_running_loop()
+        self._installed: list[signal.Signals] = []
+
+    def install(self) -> None:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                self._loop.add_signal_handler(sig, self._on_signal, sig)
+                self._installed.append(sig)
+            except (NotImplementedError, RuntimeError, ValueError):
+                pass  # not the main thread, or no signals on this platform: nothing to install
+
+    def remove(self) -> None:
+        for sig in self._installed:
+            self._loop.remove_signal_handler(sig)
+
+    def _on_signal(self, sig: signal.Signals) -> None:
+        if self.signal is None:
+            self.signal = sig.name
+            self.warn(f"{sig.name}: stopped sending; waiting for requests in flight (again to cancel them)")
+            self.dispatcher.stop()
+        elif self._main is not None:
+            self._main.cancel()
+
+
+def _phase_summary(phase: Phase, records: list[RequestRecord], slo: SLO, cfg: ClientConfig,
+                   check: ClientCheck) -> dict[str, Any]:
+    return {"name": phase.name, "load": phase.load.model_dump(),
+            **summarize_phase(records, slo, cfg.schedule_lag_bound_ms, warmup_s=phase.warmup_s,
+                              cooldown_s=phase.cooldown_s, client=check)}
+
+
 async def run_scenario(
     scenario: Scenario, endpoint: Endpoint, run_dir: Path, *, bundled: bool = False, clock: Clock | None = None,
+    warn: Warn | None = None,
 ) -> RunResult:
     clock = clock or MonotonicClock()
+    warn = warn or (lambda message: None)
     run_id = secrets.token_hex(4)
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "scenario.yaml").write_text(scenario.to_yaml(), encoding="utf-8")
@@ -78,25 +126,47 @@ async def run_scenario(
     cfg = scenario.client
     session = open_session(max(peak_connections(p) for p in plans), cfg.connect_timeout_s, cfg.request_timeout_s)
     summary: dict[str, Any] = {"schema": SUMMARY_SCHEMA, "run": header, "phases": phases}
+    check = SelfCheck(clock, cfg.loop_lag_bound_ms, cfg.cpu_bound, warn)
+    backend = OpenAIBackend(endpoint, session, clock, cfg.first_token_timeout_s, cfg.continuous_usage)
     try:
         with RecordWriter(run_dir) as writer:
-            dispatcher = Dispatcher(OpenAIBackend(endpoint, session, clock), clock, writer.write)
-            for phase, plan in zip(scenario.phases, plans, strict=True):
-                await warm_connections(session, endpoint.base_url, min(peak_connections(plan), _WARM_MAX),
-                                       endpoint.api_key)
-                records = await _run_plan(dispatcher, plan)
-                phases.append({"name": phase.name, "load": phase.load.model_dump(),
-                               **summarize_phase(records, slo, cfg.schedule_lag_bound_ms)})
+            taken: list[RequestRecord] = []
+
+            def sink(rec: RequestRecord) -> None:
+                writer.write(rec)
+                taken.append(rec)
+
+            dispatcher = Dispatcher(backend, clock, sink)
+            stopper = _Stopper(dispatcher, warn)
+            stopper.install()
+            check.start()
+            try:
+                for phase, plan in zip(scenario.phases, plans, strict=True):
+                    if dispatcher.stopping:
+                        break
+                    await warm_connections(session, endpoint.base_url, min(peak_connections(plan), _WARM_MAX),
+                                           endpoint.api_key)
+                    taken.clear()
+                    mark = check.mark()
+                    try:
+                        await _run_plan(dispatcher, plan, cfg.stop_grace_s)
+                    finally:
+                        if taken:
+                            phases.append(_phase_summary(phase, list(taken), slo, cfg, check.since(mark)))
+            finally:
+                stopper.remove()
+                header["stopped"] = stopper.signal
     finally:
+        await check.stop()
         await session.close()
-        summary["run"]["complete"] = len(phases) == len(plans)
+        header["complete"] = len(phases) == len(plans) and header.get("stopped") is None
         (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     return RunResult(run_dir, summary)
 
 
 async def resolve_and_run(
     scenario: Scenario, reports_dir: Path, *, url: str | None, model: str | None, api: Api | None,
-    api_key: str | None,
+    api_key: str | None, warn: Warn | None = None,
 ) -> RunResult:
     """Run against `url`, or against a bundled simulator started for this run when it is None."""
     api = api or scenario.endpoint.api
@@ -106,11 +176,11 @@ async def resolve_and_run(
     if url is None:
         async with bundled_simulator(scenario.simulator) as (sim_url, sim_model):
             endpoint = Endpoint(sim_url, model or sim_model, api, None)
-            return await run_scenario(scenario, endpoint, run_dir, bundled=True)
+            return await run_scenario(scenario, endpoint, run_dir, bundled=True, warn=warn)
     async with open_session(1, scenario.client.connect_timeout_s, 30) as session:
         served = await list_models(session, url, api_key)
     if model is None:
         if not served:
             raise HarnessError(f"{url} serves no models; pass --model")
         model = served[0]
-    return await run_scenario(scenario, Endpoint(url, model, api, api_key), run_dir)
+    return await run_scenario(scenario, Endpoint(url, model, api, api_key), run_dir, warn=warn)

@@ -59,6 +59,27 @@ class ConstantLoad(_OpenLoop):
     type: Literal["constant"]
 
 
+class RampLoad(_Strict):
+    """Open loop whose rate moves linearly from `start_rate` to `end_rate` over `duration_s`."""
+
+    type: Literal["ramp"]
+    start_rate: PositiveFloat
+    end_rate: PositiveFloat
+    duration_s: PositiveFloat
+    process: Literal["poisson", "constant"] = "poisson"
+    requests: PositiveInt | None = None
+
+
+class TraceLoad(_Strict):
+    """Open loop at recorded arrival times (seconds); `time_scale` 10 replays ten times faster."""
+
+    type: Literal["trace"]
+    timestamps: Annotated[list[Annotated[float, Field(ge=0)]], Field(min_length=1)]
+    time_scale: PositiveFloat = 1.0
+    requests: PositiveInt | None = None
+    duration_s: PositiveFloat | None = None
+
+
 class BatchLoad(_Strict):
     """Training-style: send `size` requests at once, wait for all of them, repeat `batches` times."""
 
@@ -72,17 +93,30 @@ class ConcurrencyLoad(_Strict):
 
     type: Literal["concurrency"]
     concurrency: PositiveInt
-    requests: PositiveInt
+    requests: PositiveInt | None = None
+    duration_s: PositiveFloat | None = None
     think_time_ms: Annotated[float, Field(ge=0)] = 0.0
 
+    @model_validator(mode="after")
+    def _bounded(self) -> ConcurrencyLoad:
+        if self.requests is None and self.duration_s is None:
+            raise ValueError("give 'requests' or 'duration_s' (or both) to bound the phase")
+        return self
 
-Load = Annotated[PoissonLoad | GammaLoad | ConstantLoad | BatchLoad | ConcurrencyLoad,
+
+Load = Annotated[PoissonLoad | GammaLoad | ConstantLoad | RampLoad | TraceLoad | BatchLoad | ConcurrencyLoad,
                  Field(discriminator="type")]
+OPEN_LOOP = (PoissonLoad, GammaLoad, ConstantLoad, RampLoad, TraceLoad)
+_LOAD_TAGS = {"poisson", "gamma", "constant", "ramp", "trace", "batch", "concurrency"}
 
 
 class Phase(_Strict):
     name: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")]
     load: Load
+    max_in_flight: PositiveInt | None = Field(
+        None, description="open loop: hold requests back beyond this many in flight (the wait shows as lag)")
+    warmup_s: Annotated[float, Field(ge=0)] = 0.0
+    cooldown_s: Annotated[float, Field(ge=0)] = 0.0
 
 
 class Workload(_Strict):
@@ -124,8 +158,15 @@ class SimulatorConfig(_Strict):
 
 class ClientConfig(_Strict):
     connect_timeout_s: PositiveFloat = 10.0
+    first_token_timeout_s: PositiveFloat | None = 120.0
     request_timeout_s: PositiveFloat = 300.0
+    stop_grace_s: Annotated[float, Field(ge=0)] = Field(30.0, description="on Ctrl-C/SIGTERM, wait this long "
+                                                        "for requests in flight before cancelling them")
+    continuous_usage: bool = Field(False, description="ask for usage on every chunk (vLLM's continuous_usage_stats)"
+                                   " to count tokens per chunk exactly")
     schedule_lag_bound_ms: PositiveFloat = 5.0
+    loop_lag_bound_ms: PositiveFloat = 5.0
+    cpu_bound: Annotated[float, Field(gt=0, le=1)] = 0.9
 
 
 class Scenario(_Strict):
@@ -155,7 +196,7 @@ def _field_path(loc: tuple[int | str, ...]) -> str:
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
-        elif part in {"poisson", "gamma", "constant", "batch", "concurrency"}:
+        elif part in _LOAD_TAGS:
             continue  # pydantic's tag of the union member, not a key the user wrote
         else:
             out += f".{part}" if out else str(part)

@@ -6,6 +6,7 @@ milliseconds, rates per second; everything is exact from the records (no sketche
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -85,18 +86,20 @@ def tpot_ns(rec: RequestRecord) -> float | None:
 def itl_samples_ns(rec: RequestRecord) -> list[float]:
     """Token-normalised gaps after the first token-bearing chunk.
 
-    When the server reports more tokens than chunks, each chunk is taken to carry an equal
-    share, so a gap before a chunk of k tokens contributes k samples of gap/k.
+    A gap before a chunk of k tokens contributes k samples of gap/k. The k per chunk comes from
+    the server's continuous usage when it sent it; otherwise, when the server's total exceeds
+    the chunks seen, each chunk is taken to carry an equal share.
     """
     chunks = rec.chunk_ns
     if len(chunks) < 2:
         return []
     gaps = np.diff(np.asarray(chunks, dtype=np.float64))
-    k = max(1.0, (rec.output_tokens - 1) / (len(chunks) - 1)) if rec.completion_tokens else 1.0
-    if k == 1.0:
-        return list(gaps)
-    reps = round(k)
-    return list(np.repeat(gaps / reps, reps))
+    if len(rec.chunk_tokens) == len(chunks):
+        k = np.maximum(np.asarray(rec.chunk_tokens[1:]), 1)
+        return list(np.repeat(gaps / k, k))
+    per_chunk = max(1.0, (rec.output_tokens - 1) / (len(chunks) - 1)) if rec.completion_tokens else 1.0
+    reps = round(per_chunk)
+    return list(gaps) if reps == 1 else list(np.repeat(gaps / reps, reps))
 
 
 def chunk_gaps_ns(rec: RequestRecord) -> list[int]:
@@ -112,36 +115,92 @@ def _collect(records: Sequence[RequestRecord], metric: Metric) -> list[float]:
     return out
 
 
-def summarize_phase(records: Sequence[RequestRecord], slo: SLO, lag_bound_ms: float = 5.0) -> dict[str, Any]:
-    """Everything the reports need about one phase."""
-    ok = [r for r in records if r.status == "ok"]
-    counts = Counter(r.status for r in records)
-    start_ns = min((r.intended_ns for r in records), default=0)
-    end_ns = max((r.end_ns for r in records), default=start_ns)
-    duration_s = max(end_ns - start_ns, 1) / NS_PER_S
-    sent = [r for r in records if r.sent_ns is not None]
+@dataclass(frozen=True, slots=True)
+class Window:
+    start_ns: int
+    end_ns: int
+
+    @property
+    def duration_s(self) -> float:
+        return max(self.end_ns - self.start_ns, 1) / NS_PER_S
+
+    def holds(self, t_ns: int | None) -> bool:
+        return t_ns is not None and self.start_ns <= t_ns <= self.end_ns
+
+    def to_json(self) -> dict[str, Any]:
+        return {"start_ns": self.start_ns, "end_ns": self.end_ns, "duration_s": self.duration_s}
+
+
+@dataclass(frozen=True, slots=True)
+class ClientCheck:
+    """The harness's own health while the phase ran (from `harness.selfcheck`)."""
+
+    loop_lag_p99_ms: float | None = None
+    cpu_share: float | None = None  # of one core
+    loop_lag_bound_ms: float = 5.0
+    cpu_bound: float = 0.9
+
+
+def windows(records: Sequence[RequestRecord], warmup_s: float, cooldown_s: float) -> tuple[Window, Window]:
+    """The whole phase (first intended send to last end) and its measurement window inside it."""
+    start = min((r.intended_ns for r in records), default=0)
+    end = max((r.end_ns for r in records), default=start)
+    whole = Window(start, end)
+    m_start, m_end = start + int(warmup_s * NS_PER_S), end - int(cooldown_s * NS_PER_S)
+    return whole, (Window(m_start, m_end) if m_end > m_start else whole)
+
+
+def _throughput(ok: Sequence[RequestRecord], window: Window) -> dict[str, float]:
+    """Tokens and requests that arrived inside the window, per second of it.
+
+    Output tokens are counted chunk by chunk, so a request straddling the window edge contributes
+    only what it streamed inside; a request's prompt counts when its first token does.
+    """
+    out = 0.0
+    inp = 0
+    done = 0
+    for r in ok:
+        if r.chunk_ns:
+            inside = bisect_right(r.chunk_ns, window.end_ns) - bisect_left(r.chunk_ns, window.start_ns)
+            out += inside * r.output_tokens / len(r.chunk_ns)
+        if window.holds(r.first_token_ns):
+            inp += r.prompt_tokens if r.prompt_tokens is not None else r.prompt_tokens_requested
+        done += window.holds(r.end_ns)
+    d = window.duration_s
+    return {"output_tokens_per_s": out / d, "total_tokens_per_s": (out + inp) / d, "requests_per_s": done / d}
+
+
+def summarize_phase(
+    records: Sequence[RequestRecord], slo: SLO, lag_bound_ms: float = 5.0, *, warmup_s: float = 0.0,
+    cooldown_s: float = 0.0, client: ClientCheck | None = None,
+) -> dict[str, Any]:
+    """Everything the reports need about one phase.
+
+    Latencies are over the requests intended inside the measurement window (warm-up and
+    cool-down excluded); rates are per second of that window; `whole_run` repeats the counts
+    and rates over the whole phase.
+    """
+    whole, window = windows(records, warmup_s, cooldown_s)
+    measured = [r for r in records if window.holds(r.intended_ns)]
+    ok = [r for r in measured if r.status == "ok"]
+    all_ok = [r for r in records if r.status == "ok"]
+    counts = Counter(r.status for r in measured)
+    sent = [r for r in measured if r.sent_ns is not None]
     itl: list[float] = []
     for rec in ok:
         itl.extend(itl_samples_ns(rec))
-    lag = [r.sent_ns - r.intended_ns for r in sent if r.sent_ns is not None]
-    lag_dist = distribution(lag)
-    out_tokens = sum(r.output_tokens for r in ok)
-    in_tokens = sum(r.prompt_tokens if r.prompt_tokens is not None else r.prompt_tokens_requested for r in ok)
-    good = sum(1 for r in ok if slo.met_by(r))
-    lag_p99 = lag_dist["p99"]
+    lag_dist = distribution([r.sent_ns - r.intended_ns for r in sent if r.sent_ns is not None])
+    good = sum(1 for r in ok if slo.met_by(r) and window.holds(r.end_ns))
     batches = batch_summary(records)
+    d = window.duration_s
     return {
         "requests": {
-            "total": len(records), "ok": len(ok), "failed": len(records) - len(ok),
+            "total": len(measured), "ok": len(ok), "failed": len(measured) - len(ok),
             "by_status": {s: counts.get(s, 0) for s in STATUSES},
-            "failure_reasons": dict(Counter(r.reason for r in records if r.status != "ok" and r.reason)),
+            "failure_reasons": dict(Counter(r.reason for r in measured if r.status != "ok" and r.reason)),
         },
-        "window": {"start_ns": start_ns, "end_ns": end_ns, "duration_s": duration_s},
-        "load": {
-            "offered_rps": len(records) / duration_s,
-            "sent_rps": len(sent) / duration_s,
-            "completed_rps": len(ok) / duration_s,
-        },
+        "window": {**window.to_json(), "warmup_s": warmup_s, "cooldown_s": cooldown_s},
+        "load": {"offered_rps": len(measured) / d, "sent_rps": len(sent) / d, "completed_rps": len(ok) / d},
         "latency_ms": {
             "ttft": distribution(_collect(ok, ttft_ns)),
             "ttft_from_intended": distribution(_collect(ok, ttft_from_intended_ns)),
@@ -151,38 +210,50 @@ def summarize_phase(records: Sequence[RequestRecord], slo: SLO, lag_bound_ms: fl
             "e2e_from_intended": distribution(_collect(ok, e2e_from_intended_ns)),
             "schedule_lag": lag_dist,
         },
-        "throughput": {
-            "output_tokens_per_s": out_tokens / duration_s,
-            "total_tokens_per_s": (out_tokens + in_tokens) / duration_s,
-            "requests_per_s": len(ok) / duration_s,
-        },
+        "throughput": _throughput(ok, window),
         "goodput": {
-            "requests_per_s": good / duration_s,
-            "fraction": good / len(records) if records else 0.0,
+            "requests_per_s": good / d,
+            "fraction": good / len(measured) if measured else 0.0,
             "slo": {"ttft_ms": slo.ttft_ms, "tpot_ms": slo.tpot_ms, "e2e_ms": slo.e2e_ms},
         },
         "tokens": {
-            "output": out_tokens, "input": in_tokens,
+            "output": sum(r.output_tokens for r in ok),
+            "input": sum(r.prompt_tokens if r.prompt_tokens is not None else r.prompt_tokens_requested for r in ok),
             "estimated": sum(1 for r in ok if r.tokens_estimated),
             "mismatched": sum(1 for r in ok if r.token_mismatch),
         },
+        "whole_run": {
+            "window": whole.to_json(), "requests": len(records), "ok": len(all_ok),
+            "throughput": _throughput(all_ok, whole),
+        },
         "batches": batches,
-        **_client_limited(lag_p99, lag_bound_ms, batches),
+        **_client_limited(lag_dist["p99"], lag_bound_ms, batches, client or ClientCheck()),
     }
 
 
-def _client_limited(lag_p99_ms: float | int | None, bound_ms: float, batches: dict[str, Any] | None) -> dict[str, Any]:
-    """Whether the client's own lateness could distort the phase, and why.
+def _client_limited(lag_p99_ms: float | int | None, bound_ms: float, batches: dict[str, Any] | None,
+                    client: ClientCheck) -> dict[str, Any]:
+    """Whether the client's own lateness or load could distort the phase, and why.
 
     Open and closed loop: schedule lag p99 above the bound. Fixed batches are sent from one
     event loop, so their last request always leaves a little after the first; that spread only
-    matters once it is a visible share of the batch (2% of the median batch time).
+    matters once it is a visible share of the batch (2% of the median batch time). Any phase:
+    event-loop lag p99 above its bound, or the harness process above its CPU bound.
     """
     if batches is not None:
         bound_ms = max(bound_ms, 0.02 * float(batches["batch_time_ms"]["p50"]))
-    limited = lag_p99_ms is not None and float(lag_p99_ms) > bound_ms
-    reason = f"schedule lag p99 {float(lag_p99_ms or 0):.1f} ms > {bound_ms:.1f} ms" if limited else None
-    return {"client_limited": limited, "client_limited_reason": reason, "schedule_lag_bound_ms": bound_ms}
+    reasons = []
+    if lag_p99_ms is not None and float(lag_p99_ms) > bound_ms:
+        reasons.append(f"schedule lag p99 {float(lag_p99_ms):.1f} ms > {bound_ms:.1f} ms")
+    if client.loop_lag_p99_ms is not None and client.loop_lag_p99_ms > client.loop_lag_bound_ms:
+        reasons.append(f"event-loop lag p99 {client.loop_lag_p99_ms:.1f} ms > {client.loop_lag_bound_ms:.1f} ms")
+    if client.cpu_share is not None and client.cpu_share > client.cpu_bound:
+        reasons.append(f"harness CPU {client.cpu_share:.0%} of a core > {client.cpu_bound:.0%}")
+    return {
+        "client_limited": bool(reasons), "client_limited_reason": "; ".join(reasons) or None,
+        "schedule_lag_bound_ms": bound_ms,
+        "client": {"loop_lag_p99_ms": client.loop_lag_p99_ms, "cpu_share": client.cpu_share},
+    }
 
 
 def batch_summary(records: Sequence[RequestRecord]) -> dict[str, Any] | None:

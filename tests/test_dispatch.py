@@ -57,7 +57,7 @@ async def test_fixed_batch_sends_together_and_waits_for_the_slowest() -> None:
 async def test_closed_loop_keeps_concurrency_and_intends_when_a_user_is_free() -> None:
     clock = FakeClock()
     backend = ScriptedBackend(clock, ttft_ms=20, itl_ms=10)
-    records = await drive(clock, Dispatcher(backend, clock, lambda r: None).closed_loop(specs(10, out=3), 2,
+    records = await drive(clock, Dispatcher(backend, clock, lambda r: None).closed_loop(iter(specs(10, out=3)), 2,
                                                                                       think_ns=5 * MS))
     assert backend.peak_in_flight == 2
     assert len(records) == 10 and sorted(r.index for r in records) == list(range(10))
@@ -86,3 +86,77 @@ async def test_cancelling_a_run_records_in_flight_requests_as_cancelled() -> Non
         await task
     assert [r.status for r in seen] == ["cancelled"] * 3
     assert all(r.reason == "run stopped" for r in seen)
+
+
+async def test_in_flight_cap_holds_requests_back_and_the_wait_shows_as_lag() -> None:
+    clock = FakeClock()
+    backend = ScriptedBackend(clock, ttft_ms=100, itl_ms=0)  # each request takes 100 ms
+    offsets = [i * 10 * MS for i in range(6)]  # one every 10 ms
+    records = await drive(clock, Dispatcher(backend, clock, lambda r: None).open_loop(
+        specs(6, out=1), offsets, max_in_flight=2))
+    assert backend.peak_in_flight == 2
+    lags = [(r.sent_ns - r.intended_ns) // MS for r in records]
+    # 0 and 1 go on time; 2 (due at 20 ms) waits for 0 to end at 100 ms, 3 (due 30) for 1 at 110,
+    # 4 (due 40) for 2 at 200, 5 (due 50) for 3 at 210.
+    assert lags == [0, 0, 80, 80, 160, 160]
+
+
+async def test_stop_ends_sending_and_lets_requests_in_flight_finish() -> None:
+    clock = FakeClock()
+    backend = ScriptedBackend(clock, ttft_ms=300, itl_ms=10)
+    dispatcher = Dispatcher(backend, clock, lambda r: None)
+    offsets = [i * 100 * MS for i in range(10)]
+    task = asyncio.ensure_future(dispatcher.open_loop(specs(10, out=2), offsets, grace_s=5))
+
+    async def stop_at_250ms() -> None:
+        await clock.sleep_until(250 * MS)
+        dispatcher.stop()
+
+    stopper = asyncio.ensure_future(stop_at_250ms())
+    await clock.run_until_idle(task)
+    await stopper
+    records = task.result()
+    assert [r.index for r in records] == [0, 1, 2]  # nothing sent after the stop
+    assert [r.status for r in records] == ["ok"] * 3  # in flight at the stop: finished within the grace
+
+
+async def test_stop_with_no_grace_cancels_requests_in_flight(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = FakeClock()
+    backend = ScriptedBackend(clock, ttft_ms=300, itl_ms=10)
+    seen: list[RequestRecord] = []
+    dispatcher = Dispatcher(backend, clock, seen.append)
+    task = asyncio.ensure_future(dispatcher.open_loop(specs(4, out=2), [0, 0, 0, 10**12], grace_s=0))
+    for _ in range(50):
+        await asyncio.sleep(0)
+    dispatcher.stop()
+    records = await asyncio.wait_for(task, 5)
+    assert [r.status for r in records] == ["cancelled"] * 3
+    assert len(seen) == 3 and all(r.reason == "run stopped" for r in seen)
+
+
+async def test_stopping_a_batch_phase_finishes_the_batch_but_starts_no_other() -> None:
+    clock = FakeClock()
+    backend = ScriptedBackend(clock, ttft_ms=100, itl_ms=10)
+    dispatcher = Dispatcher(backend, clock, lambda r: None)
+    s = specs(6, out=3, batch=3)
+    task = asyncio.ensure_future(dispatcher.fixed_batch([s[:3], s[3:]], grace_s=10))
+
+    async def stop_mid_batch() -> None:
+        await clock.sleep_until(50 * MS)
+        dispatcher.stop()
+
+    stopper = asyncio.ensure_future(stop_mid_batch())
+    await clock.run_until_idle(task)
+    await stopper
+    assert [(r.batch, r.status) for r in task.result()] == [(0, "ok")] * 3
+
+
+async def test_closed_loop_stops_starting_requests_at_its_duration() -> None:
+    clock = FakeClock()
+    backend = ScriptedBackend(clock, ttft_ms=50, itl_ms=0)
+    source = iter(specs(1000, out=1))
+    records = await drive(clock, Dispatcher(backend, clock, lambda r: None).closed_loop(
+        source, 2, duration_ns=1000 * MS))
+    # Two users, 50 ms per request, new requests until t = 1 s: 20 each.
+    assert len(records) == 40
+    assert max(r.intended_ns for r in records) < 1000 * MS

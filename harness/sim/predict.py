@@ -69,9 +69,12 @@ def _replay(run: VirtualRun, plan: PhasePlan, seed: int) -> list[tuple[RequestSp
         start_batch()
         run.run(batch_member_done)
     elif isinstance(plan, ClosedLoopPlan):
-        queue = iter(plan.specs)
+        queue = plan.source.stream(plan.requests)
+        end = None if plan.duration_ns is None else start + plan.duration_ns
 
         def send_next(at_ns: int) -> None:
+            if end is not None and at_ns >= end:
+                return
             spec = next(queue, None)
             if spec is not None:
                 send(spec, at_ns)
