@@ -1,6 +1,7 @@
 """The `harness` command line: thin click commands over the library.
 
-Exit codes: 0 ok, 2 usage or bad input, 3 harness error (endpoint unreachable, simulator failed).
+Exit codes: 0 ok, 2 usage or bad input, 3 harness error (endpoint unreachable, simulator failed),
+130 stopped by Ctrl-C or SIGTERM (the records taken and the summary are written).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from pathlib import Path
 import click
 
 from harness import __version__
-from harness.errors import EXIT_HARNESS, EXIT_USAGE, HarnessError
+from harness.errors import EXIT_HARNESS, EXIT_STOPPED, EXIT_USAGE, HarnessError
 from harness.report.table import render_table
 from harness.runner import resolve_and_run
 from harness.scenario import ScenarioError, load_scenario
@@ -63,16 +64,24 @@ def run(scenario_path: Path | None, endpoint: str | None, model: str | None, api
         raise click.BadParameter("must start with http:// or https://", param_hint="--endpoint")
     key = _api_key(api_key_env, scenario.endpoint.api_key_env)
     try:
-        result = asyncio.run(resolve_and_run(scenario, reports_dir, url=endpoint, model=model,
-                                             api=api, api_key=key))  # type: ignore[arg-type]
+        result = asyncio.run(resolve_and_run(scenario, reports_dir, url=endpoint, model=model, api=api,  # type: ignore[arg-type]
+                                             api_key=key, warn=_warn))
     except HarnessError as exc:
         raise SystemExit(_fail(str(exc), EXIT_HARNESS)) from None
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        raise SystemExit(_fail("stopped: requests in flight cancelled; every record taken is in the report",
+                               EXIT_STOPPED)) from None
     click.echo(render_table(result.summary))
     for phase in result.summary["phases"]:
         if phase["client_limited"]:
-            click.echo(f"warning: phase {phase['name']} was client-limited: {phase['client_limited_reason']}",
-                       err=True)
+            _warn(f"phase {phase['name']} was client-limited: {phase['client_limited_reason']}")
     click.echo(f"\nreport: {result.run_dir}")
+    if result.summary["run"].get("stopped"):
+        raise SystemExit(EXIT_STOPPED)
+
+
+def _warn(message: str) -> None:
+    click.echo(f"warning: {message}", err=True)
 
 
 @main.command()

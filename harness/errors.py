@@ -12,6 +12,7 @@ EXIT_OK = 0
 EXIT_USAGE = 2
 EXIT_HARNESS = 3
 EXIT_REGRESSION = 99
+EXIT_STOPPED = 130  # Ctrl-C or SIGTERM, as shells report a SIGINT
 
 
 class HarnessError(RuntimeError):

@@ -3,7 +3,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.arrivals import constant_offsets, gamma_offsets, poisson_offsets, truncate_to_duration
+from harness.arrivals import (
+    constant_offsets,
+    gamma_offsets,
+    poisson_offsets,
+    ramp_offsets,
+    trace_offsets,
+    truncate_to_duration,
+)
 from harness.clock import NS_PER_S
 
 
@@ -61,3 +68,40 @@ def test_truncate_keeps_arrivals_before_duration() -> None:
     offsets = constant_offsets(10.0, 100)  # one every 100 ms
     assert len(truncate_to_duration(offsets, 2.0)) == 20
     assert len(truncate_to_duration(offsets, None)) == 100
+
+
+@pytest.mark.parametrize(("a", "b"), [(10.0, 100.0), (100.0, 10.0), (40.0, 40.0)])
+def test_poisson_ramp_follows_the_linear_rate(a: float, b: float) -> None:
+    duration = 60.0
+    counts = []
+    for seed in range(5):
+        t = ramp_offsets(a, b, duration, seed) / NS_PER_S
+        counts.append(np.histogram(t, bins=6, range=(0, duration))[0])
+    per_bin = np.mean(counts, axis=0)
+    centres = (np.arange(6) + 0.5) * duration / 6
+    expected = (a + (b - a) * centres / duration) * duration / 6
+    assert per_bin == pytest.approx(expected, rel=0.08)
+
+
+def test_constant_ramp_is_evenly_paced_at_its_instantaneous_rate() -> None:
+    t = ramp_offsets(10.0, 30.0, 10.0, None) / NS_PER_S
+    assert len(t) == 200  # ∫ rate dt = 10·10 + 20·10/2
+    gaps = np.diff(t)
+    assert gaps[0] == pytest.approx(1 / 10, rel=0.05)
+    assert gaps[-1] == pytest.approx(1 / 30, rel=0.05)
+    assert np.all(np.diff(gaps) <= 1e-12)  # the rate only rises: gaps only shrink
+
+
+@settings(max_examples=40, deadline=None)
+@given(a=st.floats(0.5, 500), b=st.floats(0.5, 500), duration=st.floats(0.5, 30), seed=st.integers(0, 1000))
+def test_ramp_offsets_are_sorted_and_inside_the_duration(a: float, b: float, duration: float, seed: int) -> None:
+    for s in (seed, None):
+        t = ramp_offsets(a, b, duration, s)
+        assert np.all(np.diff(t) >= 0)
+        assert len(t) == 0 or (t[0] >= 0 and t[-1] < duration * NS_PER_S)
+
+
+def test_trace_replays_timestamps_exactly_scaled() -> None:
+    stamps = [100.0, 100.5, 100.25, 103.0]
+    assert list(trace_offsets(stamps)) == [0, 250_000_000, 500_000_000, 3_000_000_000]
+    assert list(trace_offsets(stamps, time_scale=10)) == [0, 25_000_000, 50_000_000, 300_000_000]

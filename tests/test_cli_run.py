@@ -94,3 +94,54 @@ def test_completions_api_and_failures_are_counted_by_cause(tmp_path: Path, sim_u
         assert phase["requests"]["ok"] == 0
         assert phase["requests"]["failure_reasons"] == {"HTTP 404 not_found_error": phase["requests"]["total"]}
     assert "0 / 10" in proc.stdout
+
+
+LONG = """
+name: long
+workload: {prompt_tokens: 32, output_tokens: 200}
+client: {stop_grace_s: GRACE}
+phases:
+  - name: open
+    load: {type: constant, rate: 20, duration_s: 60}
+  - name: never
+    load: {type: batch, size: 2}
+"""
+
+
+def _interrupt(tmp_path: Path, sim_url: str, grace: float, signals: int) -> tuple[subprocess.CompletedProcess[str],
+                                                                                  dict, pd.DataFrame]:
+    import signal
+    import time
+
+    scenario = tmp_path / "long.yaml"
+    scenario.write_text(LONG.replace("GRACE", str(grace)))
+    proc = subprocess.Popen([sys.executable, "-m", "harness", "run", str(scenario), "--endpoint", sim_url,
+                             "--reports-dir", str(tmp_path / "reports")], cwd=ROOT, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    time.sleep(3.0)
+    for _ in range(signals):
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.3)
+    out, err = proc.communicate(timeout=60)
+    run_dir = only_run_dir(tmp_path / "reports")
+    summary = json.loads((run_dir / "summary.json").read_text())
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err), summary, pd.read_csv(
+        run_dir / "requests.csv")
+
+
+def test_ctrl_c_stops_sending_and_waits_for_requests_in_flight(tmp_path: Path, sim_url: str) -> None:
+    proc, summary, rows = _interrupt(tmp_path, sim_url, grace=30, signals=1)
+    assert proc.returncode == 130, proc.stderr
+    assert "SIGINT: stopped sending" in proc.stderr
+    assert summary["run"]["stopped"] == "SIGINT" and summary["run"]["complete"] is False
+    assert [p["name"] for p in summary["phases"]] == ["open"]  # the next phase never started
+    assert 30 < len(rows) < 200  # ~3 s of a 20 req/s schedule, not the planned 1,200
+    assert set(rows["status"]) == {"ok"}  # in flight at the stop: all finished within the grace
+
+
+def test_second_ctrl_c_cancels_requests_in_flight_and_keeps_records(tmp_path: Path, sim_url: str) -> None:
+    proc, summary, rows = _interrupt(tmp_path, sim_url, grace=30, signals=2)
+    assert proc.returncode == 130
+    statuses = set(rows["status"])
+    assert "cancelled" in statuses and statuses <= {"ok", "cancelled"}
+    assert summary["phases"][0]["requests"]["by_status"]["cancelled"] > 0

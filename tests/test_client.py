@@ -176,3 +176,41 @@ def test_request_body_shapes() -> None:
     assert chat["max_tokens"] == 3 and chat["ignore_eos"] is True and chat["min_tokens"] == 3
     comp = request_body(SPEC, "m", "completions")
     assert comp["prompt"] == SPEC.prompt and "messages" not in comp
+
+
+async def multi_token_with_usage(request: web.Request) -> web.StreamResponse:
+    def frame(text: str, done_tokens: int) -> bytes:
+        obj = {"choices": [{"index": 0, "delta": {"content": text}}],
+               "usage": {"prompt_tokens": 8, "completion_tokens": done_tokens}}
+        return b"data: " + json.dumps(obj).encode() + b"\n\n"
+
+    return await streaming(request, [frame(" a", 1), frame(" b c d", 4), frame(" e", 5),
+                                     b'data: {"choices":[],"usage":{"prompt_tokens":8,"completion_tokens":5}}\n\n',
+                                     b"data: [DONE]\n\n"], pause_s=0.02)
+
+
+async def test_continuous_usage_gives_tokens_per_chunk(server) -> None:
+    from harness.stats import itl_samples_ns
+
+    rec = await execute(await server(multi_token_with_usage))
+    assert rec.status == "ok"
+    assert rec.chunk_tokens == [1, 3, 1] and rec.completion_tokens == 5
+    samples = itl_samples_ns(rec)
+    gap1, gap2 = rec.chunk_ns[1] - rec.chunk_ns[0], rec.chunk_ns[2] - rec.chunk_ns[1]
+    assert samples == pytest.approx([gap1 / 3] * 3 + [gap2])
+
+
+async def test_first_token_timeout_is_its_own_reason(server) -> None:
+    url = await server(stall)
+    spec = SPEC
+    rec = RequestRecord(spec.request_id, "p", 0, 8, 3, MonotonicClock().now_ns())
+    async with open_session(4, 5, 30) as session:
+        backend = OpenAIBackend(Endpoint(url, "m"), session, MonotonicClock(), first_token_timeout_s=0.2)
+        await backend.execute(spec, rec)
+    assert (rec.status, rec.reason) == ("timeout", "first token timeout")
+    assert 0.15e9 < rec.end_ns - rec.intended_ns < 0.9e9
+
+
+def test_continuous_usage_is_requested_only_when_asked() -> None:
+    assert "continuous_usage_stats" not in request_body(SPEC, "m", "chat")["stream_options"]
+    assert request_body(SPEC, "m", "chat", continuous_usage=True)["stream_options"]["continuous_usage_stats"]

@@ -194,3 +194,14 @@ def test_openai_sdk_streams_chat_and_completions_with_usage(sim_url: str) -> Non
                                            max_completion_tokens=3, extra_body={"ignore_eos": True})
     assert unary.usage is not None and unary.usage.completion_tokens == 3
     assert unary.choices[0].finish_reason == "length"
+
+
+async def test_simulator_sends_continuous_usage_when_asked(start_sim: Start) -> None:
+    url = await start_sim()
+    spec = build_requests(Workload(prompt_tokens=12, output_tokens=6), "p", 0, 1, seed=4, run_id="cu")[0]
+    clock = MonotonicClock()
+    rec = RequestRecord(spec.request_id, "p", 0, 12, 6, clock.now_ns())
+    async with open_session(1, 5, 30) as session:
+        await OpenAIBackend(Endpoint(url, "llama-3.1-8b"), session, clock, continuous_usage=True).execute(spec, rec)
+    assert rec.status == "ok"
+    assert rec.chunk_tokens == [1] * 6 and rec.completion_tokens == 6 and rec.prompt_tokens == 12

@@ -113,3 +113,22 @@ def test_fixed_batch_send_spread_is_judged_against_the_batch_time() -> None:
     limited = summarize_phase(fast, SLO())
     assert limited["client_limited"] is True
     assert limited["client_limited_reason"] == "schedule lag p99 8.0 ms > 5.0 ms"
+
+
+def test_warmup_and_cooldown_are_excluded_from_the_measurement_window() -> None:
+    # One request intended every 100 ms for 10 s, each streaming 10 tokens 10 ms apart from +50 ms.
+    records = [rec(i * 100, i * 100, [i * 100 + 50 + 10 * k for k in range(10)], completion=10, idx=i)
+               for i in range(100)]
+    records[0].chunk_ns = [c + 900 * MS for c in records[0].chunk_ns]  # a slow first request (cold start)
+    records[0].first_token_ns, records[0].last_token_ns = records[0].chunk_ns[0], records[0].chunk_ns[-1]
+    records[0].end_ns = records[0].last_token_ns
+    whole = summarize_phase(records, SLO())
+    trimmed = summarize_phase(records, SLO(), warmup_s=1.0, cooldown_s=1.0)
+    assert whole["latency_ms"]["ttft"]["max"] == pytest.approx(950.0)
+    assert trimmed["latency_ms"]["ttft"]["max"] == pytest.approx(50.0)  # the cold start is warm-up
+    assert trimmed["requests"]["total"] == 81  # intended in [1 s, 9.04 s]: requests 10..90
+    assert trimmed["window"]["duration_s"] == pytest.approx(8.04)
+    # 100 tokens/s streamed throughout: the window sees the steady rate.
+    assert trimmed["throughput"]["output_tokens_per_s"] == pytest.approx(100.0, rel=0.02)
+    assert trimmed["whole_run"]["requests"] == 100 and trimmed["whole_run"]["ok"] == 100
+    assert trimmed["whole_run"]["throughput"]["output_tokens_per_s"] == pytest.approx(1000 / 10.04, rel=1e-6)

@@ -42,9 +42,17 @@ class ChunkRenderer:
                   "finish_reason": None}
         return self._frame({"choices": [choice]})
 
-    def tokens(self, first: int, count: int) -> bytes:
+    def tokens(self, first: int, count: int, usage_prompt_tokens: int | None = None) -> bytes:
+        """Frames for tokens first..first+count-1; with `usage_prompt_tokens`, each carries running usage."""
+        if usage_prompt_tokens is None:
+            return b"".join(
+                self._pre + json.dumps(token_text(i)).encode() + self._post for i in range(first, first + count)
+            )
+        post = self._post[: -len(b"]}\n\n")]
         return b"".join(
-            self._pre + json.dumps(token_text(i)).encode() + self._post for i in range(first, first + count)
+            self._pre + json.dumps(token_text(i)).encode() + post + b'],"usage":'
+            + json.dumps(usage(usage_prompt_tokens, i + 1), separators=(",", ":")).encode() + b"}\n\n"
+            for i in range(first, first + count)
         )
 
     def finish(self, reason: str) -> bytes:

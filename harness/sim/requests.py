@@ -31,6 +31,7 @@ class ParsedRequest:
     ignore_eos: bool
     stream: bool
     include_usage: bool
+    continuous_usage: bool
     prompt_crc: int
 
     @property
@@ -94,6 +95,7 @@ def parse_body(body: object, chat: bool) -> ParsedRequest:
         ignore_eos=bool(body.get("ignore_eos", False)),
         stream=bool(body.get("stream", False)),
         include_usage=isinstance(options, dict) and bool(options.get("include_usage", False)),
+        continuous_usage=isinstance(options, dict) and bool(options.get("continuous_usage_stats", False)),
         prompt_crc=zlib.crc32(prompt.encode()),
     )
 

@@ -263,7 +263,8 @@ class SimServer:
             return frames + b"data: [DONE]\n\n"
 
         if plan.clean and request.transport is not None:
-            await self._stream_direct(request.transport, req, renderer, closing_frames)
+            usage_prompt = req.prompt_tokens if parsed.continuous_usage else None
+            await self._stream_direct(request.transport, req, renderer, closing_frames, usage_prompt)
             return resp
 
         async def emit(first: int, count: int) -> None:
@@ -276,7 +277,7 @@ class SimServer:
         return resp
 
     async def _stream_direct(self, transport: asyncio.BaseTransport, req: SimRequest, renderer: ChunkRenderer,
-                             closing_frames: Callable[[], bytes]) -> None:
+                             closing_frames: Callable[[], bytes], usage_prompt: int | None) -> None:
         """Write each step's tokens to the socket from the driver's own callback.
 
         At thousands of streams, waking one handler task per token per step costs more than the
@@ -292,7 +293,7 @@ class SimServer:
             if transport.is_closing():  # the client left
                 done.set()
                 return
-            frames = renderer.tokens(written, len(r.token_ns) - written)
+            frames = renderer.tokens(written, len(r.token_ns) - written, usage_prompt)
             written = len(r.token_ns)
             if r.finished:
                 frames += closing_frames()

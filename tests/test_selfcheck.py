@@ -1,0 +1,60 @@
+import asyncio
+import time
+
+import pytest
+
+from harness.clock import NS_PER_MS, NS_PER_S, FakeClock, MonotonicClock
+from harness.selfcheck import SelfCheck
+from harness.stats import SLO, ClientCheck, summarize_phase
+
+from .test_stats import rec
+
+
+class FakeCPU:
+    def __init__(self) -> None:
+        self.seconds = 0.0
+
+    def __call__(self) -> float:
+        return self.seconds
+
+
+def test_cpu_share_and_loop_lag_since_a_mark() -> None:
+    clock, cpu = FakeClock(), FakeCPU()
+    check = SelfCheck(clock, cpu_time=cpu)
+    mark = check.mark()
+    check.lags_ns.extend([0] * 98 + [20 * NS_PER_MS] * 2)
+    clock.advance_to(2 * NS_PER_S)
+    cpu.seconds = 1.9
+    result = check.since(mark)
+    assert result.cpu_share == pytest.approx(0.95)
+    assert result.loop_lag_p99_ms == pytest.approx(20.0)
+
+
+def test_warns_once_when_over_a_bound() -> None:
+    warnings: list[str] = []
+    check = SelfCheck(FakeClock(), cpu_bound=0.9, warn=warnings.append)
+    check._check(ClientCheck(loop_lag_p99_ms=1.0, cpu_share=0.5))
+    assert warnings == []
+    check._check(ClientCheck(loop_lag_p99_ms=12.0, cpu_share=0.97))
+    check._check(ClientCheck(loop_lag_p99_ms=30.0, cpu_share=0.99))
+    assert len(warnings) == 1
+    assert "event loop 12.0 ms late" in warnings[0] and "97% of a core" in warnings[0]
+
+
+async def test_ticker_measures_a_blocked_loop() -> None:
+    check = SelfCheck(MonotonicClock())
+    check.start()
+    await asyncio.sleep(0.05)
+    time.sleep(0.08)  # block the event loop, as a client overwhelmed with work would
+    await asyncio.sleep(0.05)
+    await check.stop()
+    assert max(check.lags_ns) >= 50 * NS_PER_MS
+
+
+def test_client_check_marks_a_phase_client_limited_with_every_reason() -> None:
+    records = [rec(i * 10, i * 10, [i * 10 + 50], completion=1, idx=i) for i in range(5)]
+    healthy = summarize_phase(records, SLO(), client=ClientCheck(loop_lag_p99_ms=1.0, cpu_share=0.3))
+    assert healthy["client_limited"] is False and healthy["client"]["cpu_share"] == 0.3
+    busy = summarize_phase(records, SLO(), client=ClientCheck(loop_lag_p99_ms=9.0, cpu_share=0.95))
+    assert busy["client_limited"] is True
+    assert busy["client_limited_reason"] == "event-loop lag p99 9.0 ms > 5.0 ms; harness CPU 95% of a core > 90%"
