@@ -53,8 +53,10 @@ def main() -> None:
               "OPENAI_API_KEY if set). The key itself is never printed or saved.")
 @click.option("--reports-dir", type=click.Path(path_type=Path, file_okay=False), default=Path("reports"),
               show_default=True)
+@click.option("--pin/--no-pin", default=True, show_default=True,
+              help="With the bundled simulator on a machine of 2+ cores: harness on the first, simulator on the last.")
 def run(scenario_path: Path | None, endpoint: str | None, model: str | None, api: str | None,
-        api_key_env: str | None, reports_dir: Path) -> None:
+        api_key_env: str | None, reports_dir: Path, pin: bool) -> None:
     """Run SCENARIO (default scenarios/quickstart.yaml) and report each phase side by side."""
     try:
         scenario = load_scenario(scenario_path or _default_scenario())
@@ -65,7 +67,7 @@ def run(scenario_path: Path | None, endpoint: str | None, model: str | None, api
     key = _api_key(api_key_env, scenario.endpoint.api_key_env)
     try:
         result = asyncio.run(resolve_and_run(scenario, reports_dir, url=endpoint, model=model, api=api,  # type: ignore[arg-type]
-                                             api_key=key, warn=_warn))
+                                             api_key=key, warn=_warn, pin=pin))
     except HarnessError as exc:
         raise SystemExit(_fail(str(exc), EXIT_HARNESS)) from None
     except (KeyboardInterrupt, asyncio.CancelledError):
@@ -97,6 +99,28 @@ def predict(scenario_path: Path | None, as_json: bool) -> None:
         raise SystemExit(_fail(str(exc), EXIT_USAGE)) from None
     summary = run_prediction(scenario)
     click.echo(json.dumps(summary, indent=2) if as_json else render_table(summary))
+
+
+@main.command()
+@click.option("--levels", default="1,64,256,1024", show_default=True, help="Concurrent streams to try.")
+@click.option("--seconds", type=click.FloatRange(1, 600), default=5.0, show_default=True,
+              help="Duration of each level.")
+@click.option("--reports-dir", type=click.Path(path_type=Path, file_okay=False), default=Path("reports"),
+              show_default=True)
+def calibrate(levels: str, seconds: float, reports_dir: Path) -> None:
+    """Measure this machine's harness against the simulator's ground truth, and its ceiling."""
+    from harness.calibrate import calibrate as run_calibration
+    from harness.calibrate import calibration_path, render
+
+    try:
+        counts = [int(x) for x in levels.split(",")]
+        if not counts or min(counts) < 1:
+            raise ValueError
+    except ValueError:
+        raise click.BadParameter("a comma-separated list of positive integers", param_hint="--levels") from None
+    report = asyncio.run(run_calibration(counts, seconds, reports_dir))
+    click.echo(render(report))
+    click.echo(f"\nsaved: {calibration_path()}")
 
 
 def _fail(message: str, code: int) -> int:

@@ -7,11 +7,12 @@ the arrival time of each token-bearing chunk; `requests.csv` has the scalar colu
 from __future__ import annotations
 
 import csv
-import json
 from collections.abc import Iterable, Iterator
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import IO, Literal
+
+import orjson
 
 Status = Literal["ok", "http_error", "timeout", "transport_error", "bad_stream", "cancelled", "dropped"]
 STATUSES: tuple[Status, ...] = (
@@ -56,7 +57,8 @@ class RequestRecord:
         return self.completion_tokens is not None and self.completion_tokens != len(self.chunk_ns)
 
 
-_SCALAR_COLUMNS = [f.name for f in fields(RequestRecord) if f.name not in ("chunk_ns", "chunk_tokens")]
+_FIELDS = [f.name for f in fields(RequestRecord)]
+_SCALAR_COLUMNS = [name for name in _FIELDS if name not in ("chunk_ns", "chunk_tokens")]
 CSV_COLUMNS = [*_SCALAR_COLUMNS, "num_chunks", "output_tokens", "tokens_estimated"]
 
 
@@ -79,7 +81,7 @@ class RecordWriter:
             self._csv.writerow(CSV_COLUMNS)
 
     def write(self, rec: RequestRecord) -> None:
-        self._jsonl.write(json.dumps(asdict(rec), separators=(",", ":")) + "\n")
+        self._jsonl.write(orjson.dumps({name: getattr(rec, name) for name in _FIELDS}).decode() + "\n")
         self._jsonl.flush()
         self._csv.writerow(_csv_row(rec))
         self._csv_file.flush()
@@ -100,7 +102,7 @@ def read_records(path: Path) -> Iterator[RequestRecord]:
     with path.open(encoding="utf-8") as fh:
         for line in fh:
             if line.strip():
-                yield RequestRecord(**json.loads(line))
+                yield RequestRecord(**orjson.loads(line))
 
 
 def write_all(run_dir: Path, records: Iterable[RequestRecord]) -> None:

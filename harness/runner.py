@@ -166,7 +166,7 @@ async def run_scenario(
 
 async def resolve_and_run(
     scenario: Scenario, reports_dir: Path, *, url: str | None, model: str | None, api: Api | None,
-    api_key: str | None, warn: Warn | None = None,
+    api_key: str | None, warn: Warn | None = None, pin: bool = False,
 ) -> RunResult:
     """Run against `url`, or against a bundled simulator started for this run when it is None."""
     api = api or scenario.endpoint.api
@@ -174,7 +174,7 @@ async def resolve_and_run(
     model = model or scenario.endpoint.model
     run_dir = new_run_dir(reports_dir, scenario.name)
     if url is None:
-        async with bundled_simulator(scenario.simulator) as (sim_url, sim_model):
+        async with bundled_simulator(scenario.simulator, pin=pin) as (sim_url, sim_model):
             endpoint = Endpoint(sim_url, model or sim_model, api, None)
             return await run_scenario(scenario, endpoint, run_dir, bundled=True, warn=warn)
     async with open_session(1, scenario.client.connect_timeout_s, 30) as session:

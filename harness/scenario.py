@@ -146,6 +146,9 @@ class SimulatorConfig(_Strict):
     max_num_seqs: PositiveInt = 256
     max_num_batched_tokens: PositiveInt = 8192
     seed: int = 0
+    timing: Literal["engine", "fixed"] = Field("engine", description="fixed: constant TTFT and ITL whatever the load")
+    fixed_ttft_ms: Annotated[float, Field(ge=0)] = 50.0
+    fixed_itl_ms: Annotated[float, Field(ge=0)] = 10.0
 
     @field_validator("accelerator", "model")
     @classmethod

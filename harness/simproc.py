@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import sys
 from collections.abc import AsyncIterator
 
@@ -23,16 +24,33 @@ def simulator_command(cfg: SimulatorConfig, host: str = "127.0.0.1", port: int =
         sys.executable, "-m", "harness", "sim", "serve", "--host", host, "--port", str(port),
         "--accelerator", cfg.accelerator, "--model", cfg.model, "--dtype", cfg.dtype, "--tp", str(cfg.tp),
         "--max-num-seqs", str(cfg.max_num_seqs), "--max-num-batched-tokens", str(cfg.max_num_batched_tokens),
-        "--seed", str(cfg.seed),
+        "--seed", str(cfg.seed), "--timing", cfg.timing, "--fixed-ttft-ms", str(cfg.fixed_ttft_ms),
+        "--fixed-itl-ms", str(cfg.fixed_itl_ms),
     ]
 
 
+def split_cores() -> tuple[set[int], set[int]] | None:
+    """(harness cores, simulator cores) when this process may use two or more: first core, last core."""
+    if not hasattr(os, "sched_getaffinity"):
+        return None
+    cores = sorted(os.sched_getaffinity(0))
+    return ({cores[0]}, {cores[-1]}) if len(cores) >= 2 else None
+
+
 @contextlib.asynccontextmanager
-async def bundled_simulator(cfg: SimulatorConfig) -> AsyncIterator[tuple[str, str]]:
-    """Yields (base URL, model name) of a running simulator; stops it on exit."""
+async def bundled_simulator(cfg: SimulatorConfig, pin: bool = False) -> AsyncIterator[tuple[str, str]]:
+    """Yields (base URL, model name) of a running simulator; stops it on exit.
+
+    With `pin`, the harness keeps the first core and the simulator gets the last, so neither
+    steals the other's time slices and the harness's own timing stays honest.
+    """
     proc = await asyncio.create_subprocess_exec(
         *simulator_command(cfg), stdout=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL
     )
+    cores = split_cores() if pin else None
+    if cores is not None:
+        os.sched_setaffinity(proc.pid, cores[1])
+        os.sched_setaffinity(0, cores[0])
     try:
         assert proc.stdout is not None
         try:

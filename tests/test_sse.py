@@ -1,6 +1,8 @@
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from harness.sse import BadChunk, SSEDecoder, interpret
 
@@ -80,3 +82,22 @@ def test_error_object_in_stream() -> None:
 def test_malformed_payload_raises_bad_chunk(payload: bytes) -> None:
     with pytest.raises(BadChunk):
         interpret(payload)
+
+
+texts = st.one_of(st.none(), st.text(max_size=12), st.sampled_from(['"', '\\\\"', '"text":"x', "", "\\"]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(content=texts, reasoning=texts, text=texts, role=st.booleans(), chat=st.booleans())
+def test_fast_path_agrees_with_a_full_parse(content, reasoning, text, role, chat) -> None:
+    from harness.sse import _parse
+
+    if chat:
+        delta: dict[str, object] = {"content": content, "reasoning_content": reasoning}
+        if role:
+            delta["role"] = "assistant"
+        obj: dict[str, object] = {"id": "x", "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
+    else:
+        obj = {"id": "x", "choices": [{"index": 0, "text": text, "finish_reason": None}]}
+    for payload in (json.dumps(obj).encode(), json.dumps(obj, separators=(",", ":")).encode()):
+        assert interpret(payload) == _parse(payload)

@@ -98,6 +98,7 @@ class SimServer:
         app.router.add_get("/health", self.health)
         app.router.add_get("/metrics", self.prometheus)
         app.router.add_get("/sim/requests/{request_id}", self.request_truth)
+        app.router.add_post("/sim/truth", self.many_truths)
         app.router.add_get("/sim/status", self.status)
         app.router.add_get("/sim/faults", self.get_faults)
         app.router.add_post("/sim/faults", self.set_faults)
@@ -172,11 +173,16 @@ class SimServer:
         req = self.ground_truth.get(request.match_info["request_id"])
         if req is None:
             return error_response(404, "unknown request id", "not_found_error")
-        return web.json_response({
-            "request_id": req.request_id, "arrival_ns": req.arrival_ns, "prompt_tokens": req.prompt_tokens,
-            "output_tokens": req.output_tokens, "token_ns": req.token_ns, "finished": req.finished,
-            "aborted": req.aborted, "preemptions": req.preemptions, "scheduled_ns": req.scheduled_ns,
-        })
+        return web.json_response(_truth(req))
+
+    async def many_truths(self, request: web.Request) -> web.Response:
+        """Ground truth of many requests at once: {"ids": [...]} → {"requests": [...]} (unknown ids left out)."""
+        try:
+            ids = (await request.json())["ids"]
+            found = [self.ground_truth.get(str(i)) for i in ids]
+        except (ValueError, KeyError, TypeError):
+            return error_response(400, "body must be {\"ids\": [...]}", "invalid_request_error", "ids")
+        return web.json_response({"requests": [_truth(r) for r in found if r is not None]})
 
     def _authorised(self, request: web.Request) -> bool:
         return self.cfg.api_key is None or request.headers.get("Authorization") == f"Bearer {self.cfg.api_key}"
@@ -331,6 +337,14 @@ class SimServer:
                              int(time.time()), text, _finish_reason(req, parsed), req.prompt_tokens,
                              len(req.token_ns))
         return web.json_response(body, headers={"X-Request-Id": req.request_id})
+
+
+def _truth(req: SimRequest) -> dict[str, object]:
+    return {
+        "request_id": req.request_id, "arrival_ns": req.arrival_ns, "prompt_tokens": req.prompt_tokens,
+        "output_tokens": req.output_tokens, "token_ns": req.token_ns, "finished": req.finished,
+        "aborted": req.aborted, "preemptions": req.preemptions, "scheduled_ns": req.scheduled_ns,
+    }
 
 
 def _finish_reason(req: SimRequest, parsed: ParsedRequest) -> str:
