@@ -21,6 +21,7 @@ import aiohttp
 import numpy as np
 
 from harness.client import Endpoint
+from harness.gctune import tune_for_timing
 from harness.records import RequestRecord, read_records
 from harness.runner import run_scenario
 from harness.scenario import Scenario, SimulatorConfig, parse_scenario
@@ -47,12 +48,13 @@ def load_calibration() -> dict[str, Any] | None:
     return data if data.get("machine") == machine() else None
 
 
-def _scenario(concurrency: int, seconds: float, out_tokens: int) -> Scenario:
+def _scenario(concurrency: int, seconds: float, out_tokens: int, stagger_s: float) -> Scenario:
+    # Users start spread over one request's duration, so the load is steady rather than lockstep.
     return parse_scenario({
         "name": f"calibrate-{concurrency}",
         "workload": {"prompt_tokens": 16, "output_tokens": out_tokens},
         "phases": [{"name": "streams", "load": {"type": "concurrency", "concurrency": concurrency,
-                                                 "duration_s": seconds}}],
+                                                 "duration_s": seconds, "stagger_s": stagger_s}}],
     }, "calibrate")
 
 
@@ -100,9 +102,12 @@ def errors(records: list[RequestRecord], truth: dict[str, dict[str, Any]]) -> di
 
 async def _level(sim: SimulatorConfig, concurrency: int, seconds: float, out_tokens: int,
                  run_dir: Path) -> dict[str, Any]:
+    stagger_s = (sim.fixed_ttft_ms + sim.fixed_itl_ms * out_tokens) / 1e3
+    tune_for_timing()  # what the previous level left behind must not be scanned during this one
     async with bundled_simulator(sim, pin=True) as (url, model):
         cpu0 = time.process_time()
-        result = await run_scenario(_scenario(concurrency, seconds, out_tokens), Endpoint(url, model), run_dir)
+        result = await run_scenario(_scenario(concurrency, seconds + stagger_s, out_tokens, stagger_s),
+                                    Endpoint(url, model), run_dir)
         cpu_s = time.process_time() - cpu0
         records = list(read_records(run_dir / "requests.jsonl"))
         truth = await _truth(url, [r.request_id for r in records])

@@ -15,6 +15,7 @@ import click
 
 from harness import __version__
 from harness.errors import EXIT_HARNESS, EXIT_STOPPED, EXIT_USAGE, HarnessError
+from harness.gctune import tune_for_timing
 from harness.report.table import render_table
 from harness.runner import resolve_and_run
 from harness.scenario import ScenarioError, load_scenario
@@ -65,6 +66,7 @@ def run(scenario_path: Path | None, endpoint: str | None, model: str | None, api
     if endpoint is not None and not endpoint.startswith(("http://", "https://")):
         raise click.BadParameter("must start with http:// or https://", param_hint="--endpoint")
     key = _api_key(api_key_env, scenario.endpoint.api_key_env)
+    tune_for_timing()
     try:
         result = asyncio.run(resolve_and_run(scenario, reports_dir, url=endpoint, model=model, api=api,  # type: ignore[arg-type]
                                              api_key=key, warn=_warn, pin=pin))
@@ -118,6 +120,7 @@ def calibrate(levels: str, seconds: float, reports_dir: Path) -> None:
             raise ValueError
     except ValueError:
         raise click.BadParameter("a comma-separated list of positive integers", param_hint="--levels") from None
+    tune_for_timing()
     report = asyncio.run(run_calibration(counts, seconds, reports_dir))
     click.echo(render(report))
     click.echo(f"\nsaved: {calibration_path()}")

@@ -122,14 +122,19 @@ class Dispatcher:
             await asyncio.wait(tasks)  # not gather: stopping the sender must not cancel the batch
 
     async def closed_loop(self, specs: Iterator[RequestSpec], concurrency: int, think_ns: int = 0,
-                          duration_ns: int | None = None, grace_s: float = 30.0) -> list[RequestRecord]:
-        return await self._phase(self._send_closed_loop(specs, concurrency, think_ns, duration_ns), grace_s)
+                          duration_ns: int | None = None, grace_s: float = 30.0, stagger_ns: int = 0
+                          ) -> list[RequestRecord]:
+        return await self._phase(self._send_closed_loop(specs, concurrency, think_ns, duration_ns, stagger_ns),
+                                 grace_s)
 
     async def _send_closed_loop(self, specs: Iterator[RequestSpec], concurrency: int, think_ns: int,
-                                duration_ns: int | None) -> None:
-        end = None if duration_ns is None else self.clock.now_ns() + duration_ns
+                                duration_ns: int | None, stagger_ns: int) -> None:
+        start = self.clock.now_ns()
+        end = None if duration_ns is None else start + duration_ns
 
-        async def user() -> None:
+        async def user(i: int) -> None:
+            if stagger_ns:
+                await self.clock.sleep_until(start + stagger_ns * i // concurrency)
             for spec in specs:  # the shared iterator hands each spec to exactly one user
                 now = self.clock.now_ns()
                 if end is not None and now >= end:
@@ -139,7 +144,7 @@ class Dispatcher:
                 if think_ns:
                     await self.clock.sleep_until(self.clock.now_ns() + think_ns)
 
-        users = [asyncio.ensure_future(user()) for _ in range(concurrency)]
+        users = [asyncio.ensure_future(user(i)) for i in range(concurrency)]
         try:
             await asyncio.gather(*users)
         finally:

@@ -52,6 +52,7 @@ class ClosedLoopPlan:
     requests: int | None  # None: until the duration ends
     duration_ns: int | None
     think_ns: int = 0
+    stagger_ns: int = 0
 
 
 PhasePlan = OpenLoopPlan | BatchPlan | ClosedLoopPlan
@@ -92,7 +93,8 @@ def plan_phase(scenario: Scenario, phase_index: int, run_id: str) -> PhasePlan:
         return BatchPlan([flat[i:i + load.size] for i in range(0, len(flat), load.size)])
     if isinstance(load, ConcurrencyLoad):
         duration = None if load.duration_s is None else int(load.duration_s * NS_PER_S)
-        return ClosedLoopPlan(source, load.concurrency, load.requests, duration, int(load.think_time_ms * 1e6))
+        return ClosedLoopPlan(source, load.concurrency, load.requests, duration, int(load.think_time_ms * 1e6),
+                              int(load.stagger_s * NS_PER_S))
     offsets = open_loop_offsets(load, seed)
     return OpenLoopPlan(source.take(len(offsets)), offsets, phase.max_in_flight)
 

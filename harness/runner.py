@@ -51,7 +51,7 @@ async def _run_plan(dispatcher: Dispatcher, plan: PhasePlan, grace_s: float) -> 
         return await dispatcher.fixed_batch(plan.batches, grace_s)
     if isinstance(plan, ClosedLoopPlan):
         return await dispatcher.closed_loop(plan.source.stream(plan.requests), plan.concurrency, plan.think_ns,
-                                            plan.duration_ns, grace_s)
+                                            plan.duration_ns, grace_s, plan.stagger_ns)
     return await dispatcher.open_loop(plan.specs, plan.offsets_ns.tolist(), plan.max_in_flight, grace_s)
 
 

@@ -96,6 +96,8 @@ class ConcurrencyLoad(_Strict):
     requests: PositiveInt | None = None
     duration_s: PositiveFloat | None = None
     think_time_ms: Annotated[float, Field(ge=0)] = 0.0
+    stagger_s: Annotated[float, Field(ge=0)] = Field(0.0, description="spread the users' first requests evenly "
+                                                     "over this long, so they do not run in lockstep")
 
     @model_validator(mode="after")
     def _bounded(self) -> ConcurrencyLoad:

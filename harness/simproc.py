@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import sys
@@ -29,12 +30,21 @@ def simulator_command(cfg: SimulatorConfig, host: str = "127.0.0.1", port: int =
     ]
 
 
+# The cores this process was given, read once: after pinning itself, its own affinity is one core.
+_GIVEN_CORES = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+
+
 def split_cores() -> tuple[set[int], set[int]] | None:
-    """(harness cores, simulator cores) when this process may use two or more: first core, last core."""
-    if not hasattr(os, "sched_getaffinity"):
-        return None
-    cores = sorted(os.sched_getaffinity(0))
+    """(harness cores, simulator cores) when this process was given two or more: first core, last core."""
+    cores = _GIVEN_CORES
     return ({cores[0]}, {cores[-1]}) if len(cores) >= 2 else None
+
+
+def pin_process(cores: set[int]) -> None:
+    """Pin every thread of this process (numpy's BLAS threads included), not only the calling one."""
+    for tid in os.listdir("/proc/self/task"):
+        with contextlib.suppress(OSError):  # a thread may have ended meanwhile
+            os.sched_setaffinity(int(tid), cores)
 
 
 @contextlib.asynccontextmanager
@@ -44,13 +54,16 @@ async def bundled_simulator(cfg: SimulatorConfig, pin: bool = False) -> AsyncIte
     With `pin`, the harness keeps the first core and the simulator gets the last, so neither
     steals the other's time slices and the harness's own timing stays honest.
     """
-    proc = await asyncio.create_subprocess_exec(
-        *simulator_command(cfg), stdout=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL
-    )
     cores = split_cores() if pin else None
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}  # the simulator does no BLAS
+    # Pin the child before it execs, so every thread it ever starts inherits its core.
+    preexec = None if cores is None else functools.partial(os.sched_setaffinity, 0, cores[1])
+    proc = await asyncio.create_subprocess_exec(
+        *simulator_command(cfg), stdout=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL, env=env,
+        preexec_fn=preexec,
+    )
     if cores is not None:
-        os.sched_setaffinity(proc.pid, cores[1])
-        os.sched_setaffinity(0, cores[0])
+        pin_process(cores[0])
     try:
         assert proc.stdout is not None
         try:

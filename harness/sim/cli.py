@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import gc
 import json
 import os
 import sys
@@ -11,6 +10,7 @@ from pathlib import Path
 
 import click
 
+from harness.gctune import tune_for_timing
 from harness.sim.faults import ERROR_TYPES, FaultConfig
 from harness.sim.perfmodel import StepLoad, build_model
 from harness.sim.presets import ACCELERATORS, MODELS, PresetError, load_presets
@@ -100,11 +100,7 @@ def serve_cmd(host: str, port: int, accelerator: str, model: str, presets: Path 
 
 async def _serve_forever(cfg: SimConfig, host: str, port: int) -> None:
     runner, url = await serve(cfg, host, port)
-    # Freeze start-up objects out of the collector's view and collect the young generation less
-    # often: a full collection over many in-flight streams can stall the event loop for
-    # milliseconds, which would show up as step lateness.
-    gc.freeze()
-    gc.set_threshold(50_000, 20, 100)
+    tune_for_timing()
     sys.stdout.write(json.dumps({"url": url, "model": cfg.name}) + "\n")
     sys.stdout.flush()
     try:

@@ -79,8 +79,8 @@ def _replay(run: VirtualRun, plan: PhasePlan, seed: int) -> list[tuple[RequestSp
             if spec is not None:
                 send(spec, at_ns)
 
-        for _ in range(plan.concurrency):
-            send_next(run.now)
+        for i in range(plan.concurrency):
+            send_next(start + plan.stagger_ns * i // plan.concurrency)
         run.run(lambda _: send_next(run.now + plan.think_ns))
     else:
         for spec, offset in zip(plan.specs, plan.offsets_ns.tolist(), strict=True):

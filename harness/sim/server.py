@@ -223,7 +223,10 @@ class SimServer:
         if plan.error_status is not None:
             return error_response(plan.error_status, "injected fault", ERROR_TYPES[plan.error_status])
         rid = request.headers.get("X-Request-Id") or f"sim-{next(self._ids)}"
-        req = make_request(rid, parsed.prompt_words, out, arrival)
+        if self.cfg.timing == "fixed":  # no KV cache to hash for
+            req = SimRequest(rid, parsed.prompt_tokens, out, arrival)
+        else:
+            req = make_request(rid, parsed.prompt_words, out, arrival)
         self._remember(req)
         renderer = ChunkRenderer(chat, f"{'chatcmpl' if chat else 'cmpl'}-{rid}", self.cfg.name, int(time.time()))
         if parsed.stream:
