@@ -11,8 +11,6 @@ per machine, so every later run can say how close it came to that ceiling.
 from __future__ import annotations
 
 import json
-import os
-import platform
 import time
 from pathlib import Path
 from typing import Any
@@ -20,6 +18,7 @@ from typing import Any
 import aiohttp
 import numpy as np
 
+from harness.calibration_store import machine, save_calibration
 from harness.client import Endpoint
 from harness.gctune import tune_for_timing
 from harness.records import RequestRecord, read_records
@@ -28,24 +27,6 @@ from harness.scenario import Scenario, SimulatorConfig, parse_scenario
 from harness.simproc import bundled_simulator
 
 MS = 1e6
-
-
-def calibration_path() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "harness" / "calibration.json"
-
-
-def machine() -> dict[str, Any]:
-    return {"host": platform.node(), "cpus": os.cpu_count(), "python": platform.python_version()}
-
-
-def load_calibration() -> dict[str, Any] | None:
-    """This machine's calibration, if one was made here."""
-    try:
-        data: dict[str, Any] = json.loads(calibration_path().read_text())
-    except (OSError, ValueError):
-        return None
-    return data if data.get("machine") == machine() else None
 
 
 def _scenario(concurrency: int, seconds: float, out_tokens: int, stagger_s: float) -> Scenario:
@@ -101,10 +82,10 @@ def errors(records: list[RequestRecord], truth: dict[str, dict[str, Any]]) -> di
 
 
 async def _level(sim: SimulatorConfig, concurrency: int, seconds: float, out_tokens: int,
-                 run_dir: Path) -> dict[str, Any]:
+                 run_dir: Path, pin: bool) -> dict[str, Any]:
     stagger_s = (sim.fixed_ttft_ms + sim.fixed_itl_ms * out_tokens) / 1e3
     tune_for_timing()  # what the previous level left behind must not be scanned during this one
-    async with bundled_simulator(sim, pin=True) as (url, model):
+    async with bundled_simulator(sim, pin=pin) as (url, model):
         cpu0 = time.process_time()
         result = await run_scenario(_scenario(concurrency, seconds + stagger_s, out_tokens, stagger_s),
                                     Endpoint(url, model), run_dir)
@@ -128,13 +109,13 @@ async def _level(sim: SimulatorConfig, concurrency: int, seconds: float, out_tok
 
 async def calibrate(levels: list[int], seconds: float, reports_dir: Path, ttft_ms: float = 50.0,
                     itl_ms: float = 10.0, out_tokens: int = 128, ceiling_streams: int = 64,
-                    ceiling_tokens: int = 512) -> dict[str, Any]:
+                    ceiling_tokens: int = 512, pin: bool = True) -> dict[str, Any]:
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     base = reports_dir / f"{stamp}-calibration"
     fixed = SimulatorConfig(timing="fixed", fixed_ttft_ms=ttft_ms, fixed_itl_ms=itl_ms)
-    results = [await _level(fixed, n, seconds, out_tokens, base / f"fidelity-{n}") for n in levels]
+    results = [await _level(fixed, n, seconds, out_tokens, base / f"fidelity-{n}", pin) for n in levels]
     instant = SimulatorConfig(timing="fixed", fixed_ttft_ms=0.0, fixed_itl_ms=0.0)
-    ceiling = await _level(instant, ceiling_streams, seconds, ceiling_tokens, base / "ceiling")
+    ceiling = await _level(instant, ceiling_streams, seconds, ceiling_tokens, base / "ceiling", pin)
     report = {
         "schema": "harness.calibration/1", "machine": machine(), "created": stamp,
         "fidelity": {"ttft_ms": ttft_ms, "itl_ms": itl_ms, "output_tokens": out_tokens, "levels": results},
@@ -144,9 +125,7 @@ async def calibrate(levels: list[int], seconds: float, reports_dir: Path, ttft_m
                     "harness_cpu_ms_per_1k_tokens": ceiling["harness_cpu_ms_per_1k_tokens"]},
     }
     (base / "calibration.json").write_text(json.dumps(report, indent=2) + "\n")
-    path = calibration_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(report, indent=2) + "\n")
+    save_calibration(report)
     return report
 
 

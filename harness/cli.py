@@ -112,7 +112,8 @@ def predict(scenario_path: Path | None, as_json: bool) -> None:
 def calibrate(levels: str, seconds: float, reports_dir: Path) -> None:
     """Measure this machine's harness against the simulator's ground truth, and its ceiling."""
     from harness.calibrate import calibrate as run_calibration
-    from harness.calibrate import calibration_path, render
+    from harness.calibrate import render
+    from harness.calibration_store import calibration_path
 
     try:
         counts = [int(x) for x in levels.split(",")]

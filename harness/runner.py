@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import __version__
+from harness.calibration_store import load_calibration
 from harness.client import Api, Endpoint, OpenAIBackend, list_models, open_session, warm_connections
 from harness.clock import Clock, MonotonicClock
 from harness.dispatch import Dispatcher
@@ -105,9 +106,16 @@ class _Stopper:
 
 def _phase_summary(phase: Phase, records: list[RequestRecord], slo: SLO, cfg: ClientConfig,
                    check: ClientCheck) -> dict[str, Any]:
-    return {"name": phase.name, "load": phase.load.model_dump(),
-            **summarize_phase(records, slo, cfg.schedule_lag_bound_ms, warmup_s=phase.warmup_s,
-                              cooldown_s=phase.cooldown_s, client=check)}
+    summary = {"name": phase.name, "load": phase.load.model_dump(),
+               **summarize_phase(records, slo, cfg.schedule_lag_bound_ms, warmup_s=phase.warmup_s,
+                                 cooldown_s=phase.cooldown_s, client=check)}
+    calibration = load_calibration()
+    if calibration is not None:
+        # How close this phase came to what `harness calibrate` found this machine's client can take.
+        ceiling = calibration["ceiling"]["output_tokens_per_s"]
+        summary["client"]["ceiling_tokens_per_s"] = ceiling
+        summary["client"]["ceiling_share"] = summary["whole_run"]["throughput"]["output_tokens_per_s"] / ceiling
+    return summary
 
 
 async def run_scenario(

@@ -1,0 +1,35 @@
+"""Client fidelity and ceiling, with the parameters of the load-engine issue.
+
+Fixed TTFT 50 ms and ITL 10 ms, 128 output tokens, at 1, 64, 256 and 1,024 concurrent streams
+(closed loop, users staggered over one request's duration), each for `--seconds`: the harness's
+reported TTFT, TPOT and per-chunk gaps minus the simulator's ground truth for the same request ids.
+Then the ceiling: 64 streams of 512 tokens at zero simulated delay, and the harness CPU per 1,000
+streamed tokens. Harness and simulator are pinned to separate cores. This is `harness calibrate`
+with those settings; it also saves this machine's calibration.
+
+    .venv/bin/python bench/client_fidelity.py [--seconds 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import tempfile
+from pathlib import Path
+
+from harness.calibrate import calibrate, render
+from harness.gctune import tune_for_timing
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, default=10.0)
+    args = parser.parse_args()
+    tune_for_timing()
+    with tempfile.TemporaryDirectory() as tmp:
+        report = asyncio.run(calibrate([1, 64, 256, 1024], args.seconds, Path(tmp)))
+    print(render(report))
+
+
+if __name__ == "__main__":
+    main()
