@@ -7,7 +7,7 @@ the arrival time of each token-bearing chunk; `requests.csv` has the scalar colu
 from __future__ import annotations
 
 import csv
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import IO, Literal
@@ -104,8 +104,3 @@ def read_records(path: Path) -> Iterator[RequestRecord]:
             if line.strip():
                 yield RequestRecord(**orjson.loads(line))
 
-
-def write_all(run_dir: Path, records: Iterable[RequestRecord]) -> None:
-    with RecordWriter(run_dir) as writer:
-        for rec in records:
-            writer.write(rec)

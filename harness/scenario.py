@@ -108,7 +108,6 @@ class ConcurrencyLoad(_Strict):
 
 Load = Annotated[PoissonLoad | GammaLoad | ConstantLoad | RampLoad | TraceLoad | BatchLoad | ConcurrencyLoad,
                  Field(discriminator="type")]
-OPEN_LOOP = (PoissonLoad, GammaLoad, ConstantLoad, RampLoad, TraceLoad)
 _LOAD_TAGS = {"poisson", "gamma", "constant", "ramp", "trace", "batch", "concurrency"}
 
 

@@ -102,10 +102,6 @@ def itl_samples_ns(rec: RequestRecord) -> list[float]:
     return list(gaps) if reps == 1 else list(np.repeat(gaps / reps, reps))
 
 
-def chunk_gaps_ns(rec: RequestRecord) -> list[int]:
-    return [b - a for a, b in zip(rec.chunk_ns, rec.chunk_ns[1:], strict=False)]
-
-
 def _collect(records: Sequence[RequestRecord], metric: Metric) -> list[float]:
     out: list[float] = []
     for rec in records:
