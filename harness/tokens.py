@@ -21,6 +21,9 @@ def make_text(num_tokens: int, seed: int) -> str:
     return " ".join(_VOCAB[i] for i in idx)
 
 
+VOCAB_SIZE = len(_VOCAB)
+
+
 def token_text(position: int) -> str:
     """The text the simulator streams for its `position`-th output token (leading space: one word)."""
     return " " + _VOCAB[position % len(_VOCAB)]

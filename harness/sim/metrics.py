@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
+import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import HistogramMetricFamily
+from prometheus_client.registry import Collector
 
 from harness.sim.engine import SimRequest
 from harness.sim.realtime import Snapshot
@@ -14,6 +19,31 @@ ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.
 LATENESS_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
 REQUEST_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0,
                    120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)
+
+
+class BulkHistogram(Collector):
+    """A histogram fed a whole array at a time (one request's inter-token gaps), counted with numpy.
+
+    prometheus-client's Histogram takes one observation per call, which at tens of thousands of
+    tokens a second costs the simulator a fifth of its core.
+    """
+
+    def __init__(self, name: str, documentation: str, label: str, value: str, buckets: tuple[float, ...]) -> None:
+        self.name, self.documentation, self.label, self.value = name, documentation, label, value
+        self.bounds = np.asarray(buckets, dtype=np.float64)
+        self.counts = np.zeros(len(buckets) + 1, dtype=np.int64)  # the last bin is +Inf
+        self.total = 0.0
+
+    def observe_many(self, values: np.ndarray) -> None:
+        self.counts += np.bincount(np.searchsorted(self.bounds, values, side="left"), minlength=len(self.counts))
+        self.total += float(values.sum())
+
+    def collect(self) -> Iterator[HistogramMetricFamily]:
+        family = HistogramMetricFamily(self.name, self.documentation, labels=[self.label])
+        cumulative = np.cumsum(self.counts)
+        edges = [*(repr(float(b)) for b in self.bounds), "+Inf"]
+        family.add_metric([self.value], list(zip(edges, cumulative.astype(float).tolist(), strict=True)), self.total)
+        yield family
 
 
 class SimMetrics:
@@ -29,8 +59,9 @@ class SimMetrics:
         self._gen = Counter("vllm:generation_tokens", "Generated tokens", labels, registry=r)
         self._ttft = Histogram("vllm:time_to_first_token_seconds", "TTFT", labels, buckets=TTFT_BUCKETS,
                                registry=r)
-        self._itl = Histogram("vllm:inter_token_latency_seconds", "ITL", labels, buckets=ITL_BUCKETS,
-                              registry=r)
+        self._itl = BulkHistogram("vllm:inter_token_latency_seconds", "ITL", "model_name", model_name,
+                                  ITL_BUCKETS)
+        r.register(self._itl)
         self._e2e = Histogram("vllm:e2e_request_latency_seconds", "E2E", labels, buckets=REQUEST_BUCKETS,
                               registry=r)
         self._queue = Histogram("vllm:request_queue_time_seconds", "Queue time", labels,
@@ -53,9 +84,8 @@ class SimMetrics:
             return
         self._ttft.labels(lab).observe((req.token_ns[0] - req.arrival_ns) / 1e9)
         self._e2e.labels(lab).observe((req.token_ns[-1] - req.arrival_ns) / 1e9)
-        itl = self._itl.labels(lab)
-        for a, b in zip(req.token_ns, req.token_ns[1:], strict=False):
-            itl.observe((b - a) / 1e9)
+        if len(req.token_ns) > 1:
+            self._itl.observe_many(np.diff(np.asarray(req.token_ns, dtype=np.int64)) / 1e9)
         if req.scheduled_ns is not None:
             self._queue.labels(lab).observe(max(0, req.scheduled_ns - req.arrival_ns) / 1e9)
 

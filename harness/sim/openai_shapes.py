@@ -7,7 +7,7 @@ from typing import Any
 
 from aiohttp import web
 
-from harness.tokens import token_text
+from harness.tokens import VOCAB_SIZE, token_text
 
 
 def error_response(
@@ -16,6 +16,13 @@ def error_response(
 ) -> web.Response:
     body = {"error": {"message": message, "type": err_type, "param": param, "code": code}}
     return web.json_response(body, status=status, headers=headers)
+
+
+_TOKEN_JSON = [json.dumps(token_text(i)).encode() for i in range(VOCAB_SIZE)]
+
+
+def _token_json(position: int) -> bytes:
+    return _TOKEN_JSON[position % VOCAB_SIZE]
 
 
 class ChunkRenderer:
@@ -45,9 +52,10 @@ class ChunkRenderer:
     def tokens(self, first: int, count: int, usage_prompt_tokens: int | None = None) -> bytes:
         """Frames for tokens first..first+count-1; with `usage_prompt_tokens`, each carries running usage."""
         if usage_prompt_tokens is None:
-            return b"".join(
-                self._pre + json.dumps(token_text(i)).encode() + self._post for i in range(first, first + count)
-            )
+            pre, post = self._pre, self._post
+            if count == 1:  # the common case, once per request per step: no join, no generator
+                return pre + _token_json(first) + post
+            return b"".join(pre + _token_json(i) + post for i in range(first, first + count))
         post = self._post[: -len(b"]}\n\n")]
         return b"".join(
             self._pre + json.dumps(token_text(i)).encode() + post + b'],"usage":'
