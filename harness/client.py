@@ -18,7 +18,8 @@ import aiohttp
 from harness.clock import Clock
 from harness.errors import HarnessError
 from harness.records import RequestRecord
-from harness.sse import BadChunk, SSEDecoder, interpret
+from harness.sse import BadChunk
+from harness.stream import StreamAccumulator
 from harness.workload import RequestSpec
 
 Api = Literal["chat", "completions"]
@@ -32,6 +33,14 @@ class Backend(Protocol):
 
     async def execute(self, spec: RequestSpec, rec: RequestRecord) -> None:
         """Send `spec`, filling `rec` (sent, token times, usage, status). Never raises for request failures."""
+
+
+class PooledBackend(Backend, Protocol):
+    """A backend that owns its connections: the runner opens them before a phase and closes them at the end."""
+
+    async def warm(self, count: int) -> int: ...
+
+    async def close(self) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +104,12 @@ class OpenAIBackend:
             self._headers["Authorization"] = f"Bearer {endpoint.api_key}"
         self._prepared: dict[str, tuple[bytes, dict[str, str]]] = {}
 
+    async def warm(self, count: int) -> int:
+        return await warm_connections(self.session, self.endpoint.base_url, count, self.endpoint.api_key)
+
+    async def close(self) -> None:
+        await self.session.close()
+
     def prepare(self, spec: RequestSpec) -> None:
         # Serialising before the deadline keeps JSON encoding out of the schedule lag.
         body = request_body(spec, self.endpoint.model, self.endpoint.api, self.continuous_usage)
@@ -134,48 +149,29 @@ class OpenAIBackend:
 
     async def _read_stream(self, resp: aiohttp.ClientResponse, rec: RequestRecord,
                            first_token_deadline: asyncio.Timeout) -> None:
-        decoder = SSEDecoder()
+        stream = StreamAccumulator(rec, lambda: first_token_deadline.reschedule(None))
         now = self.clock.now_ns
-        counted = 0  # completion tokens reported so far (continuous usage)
         async for piece in resp.content.iter_any():
-            t = now()  # every event in one read arrived together
-            for payload in decoder.feed(piece):
-                chunk = interpret(payload)
-                if chunk.done:
-                    _check_tokens(rec)
-                    return
-                if chunk.error is not None:
-                    rec.status, rec.reason = "http_error", f"error in stream: {chunk.error[:120]}"
-                    return
-                if chunk.carries_token:
-                    if rec.first_token_ns is None:
-                        rec.first_token_ns = t
-                        first_token_deadline.reschedule(None)
-                    if chunk.has_content and rec.first_content_ns is None:
-                        rec.first_content_ns = t
-                    rec.chunk_ns.append(t)
-                    if chunk.completion_tokens is not None:
-                        rec.chunk_tokens.append(chunk.completion_tokens - counted)
-                if chunk.completion_tokens is not None:
-                    counted = chunk.completion_tokens
-                    rec.completion_tokens = chunk.completion_tokens
-                    rec.prompt_tokens = chunk.prompt_tokens
-        rec.status, rec.reason = "bad_stream", "stream ended before [DONE]"
+            if stream.feed(now(), piece):  # every event in one read arrived together
+                return
+        stream.ended()
 
 
-def _check_tokens(rec: RequestRecord) -> None:
-    if not rec.chunk_ns:
-        rec.status, rec.reason = "bad_stream", "no token in stream"
+def error_reason(status: int, body: bytes) -> str:
+    """A short, low-cardinality cause: the status and the OpenAI error type when there is one."""
+    try:
+        err_type = json.loads(body)["error"]["type"]
+    except (ValueError, KeyError, TypeError):
+        return f"HTTP {status}"
+    return f"HTTP {status} {err_type}"
 
 
 async def _error_reason(resp: aiohttp.ClientResponse) -> str:
-    """A short, low-cardinality cause: the status and the OpenAI error type when there is one."""
     try:
-        body = json.loads(await asyncio.wait_for(resp.content.read(8192), 5))
-        err_type = body["error"]["type"]
-    except (ValueError, KeyError, TypeError, TimeoutError, aiohttp.ClientError):
-        return f"HTTP {resp.status}"
-    return f"HTTP {resp.status} {err_type}"
+        body = await asyncio.wait_for(resp.content.read(8192), 5)
+    except (TimeoutError, aiohttp.ClientError):
+        body = b""
+    return error_reason(resp.status, body)
 
 
 async def list_models(session: aiohttp.ClientSession, base_url: str, api_key: str | None) -> list[str]:

@@ -15,10 +15,11 @@ from typing import Any
 
 from harness import __version__
 from harness.calibration_store import load_calibration
-from harness.client import Api, Endpoint, OpenAIBackend, list_models, open_session, warm_connections
+from harness.client import Api, Endpoint, OpenAIBackend, PooledBackend, list_models, open_session
 from harness.clock import Clock, MonotonicClock
 from harness.dispatch import Dispatcher
 from harness.errors import HarnessError
+from harness.h1client import H1Backend
 from harness.plan import BatchPlan, ClosedLoopPlan, PhasePlan, peak_connections, plan_phase
 from harness.records import RecordWriter, RequestRecord
 from harness.scenario import ClientConfig, Phase, Scenario
@@ -104,6 +105,14 @@ class _Stopper:
             self._main.cancel()
 
 
+def make_backend(endpoint: Endpoint, clock: Clock, cfg: ClientConfig, max_connections: int) -> PooledBackend:
+    if cfg.http == "h1":
+        return H1Backend(endpoint, clock, max_connections, cfg.connect_timeout_s, cfg.request_timeout_s,
+                         cfg.first_token_timeout_s, cfg.continuous_usage)
+    session = open_session(max_connections, cfg.connect_timeout_s, cfg.request_timeout_s)
+    return OpenAIBackend(endpoint, session, clock, cfg.first_token_timeout_s, cfg.continuous_usage)
+
+
 def _phase_summary(phase: Phase, records: list[RequestRecord], slo: SLO, cfg: ClientConfig,
                    check: ClientCheck) -> dict[str, Any]:
     summary = {"name": phase.name, "load": phase.load.model_dump(),
@@ -132,10 +141,9 @@ async def run_scenario(
     slo = SLO(scenario.slo.ttft_ms, scenario.slo.tpot_ms, scenario.slo.e2e_ms)
     phases: list[dict[str, Any]] = []
     cfg = scenario.client
-    session = open_session(max(peak_connections(p) for p in plans), cfg.connect_timeout_s, cfg.request_timeout_s)
     summary: dict[str, Any] = {"schema": SUMMARY_SCHEMA, "run": header, "phases": phases}
     check = SelfCheck(clock, cfg.loop_lag_bound_ms, cfg.cpu_bound, warn)
-    backend = OpenAIBackend(endpoint, session, clock, cfg.first_token_timeout_s, cfg.continuous_usage)
+    backend = make_backend(endpoint, clock, cfg, max(peak_connections(p) for p in plans))
     try:
         with RecordWriter(run_dir) as writer:
             taken: list[RequestRecord] = []
@@ -152,8 +160,7 @@ async def run_scenario(
                 for phase, plan in zip(scenario.phases, plans, strict=True):
                     if dispatcher.stopping:
                         break
-                    await warm_connections(session, endpoint.base_url, min(peak_connections(plan), _WARM_MAX),
-                                           endpoint.api_key)
+                    await backend.warm(min(peak_connections(plan), _WARM_MAX))
                     taken.clear()
                     mark = check.mark()
                     try:
@@ -166,7 +173,7 @@ async def run_scenario(
                 header["stopped"] = stopper.signal
     finally:
         await check.stop()
-        await session.close()
+        await backend.close()
         header["complete"] = len(phases) == len(plans) and header.get("stopped") is None
         (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     return RunResult(run_dir, summary)

@@ -161,6 +161,8 @@ class SimulatorConfig(_Strict):
 
 
 class ClientConfig(_Strict):
+    http: Literal["h1", "aiohttp"] = Field("h1", description="h1: the lean streaming client; aiohttp: the "
+                                           "general one (proxies, HTTP quirks)")
     connect_timeout_s: PositiveFloat = 10.0
     first_token_timeout_s: PositiveFloat | None = 120.0
     request_timeout_s: PositiveFloat = 300.0

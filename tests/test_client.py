@@ -12,6 +12,7 @@ from aiohttp import web
 from harness.client import Endpoint, OpenAIBackend, list_models, open_session, request_body
 from harness.clock import MonotonicClock
 from harness.errors import HarnessError
+from harness.h1client import H1Backend
 from harness.records import RequestRecord
 from harness.scenario import Workload
 from harness.workload import RequestSpec, build_requests
@@ -40,7 +41,8 @@ async def streaming(request: web.Request, frames: list[bytes], pause_s: float = 
 async def good(request: web.Request) -> web.StreamResponse:
     body = await request.json()
     assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
-    request.app[SEEN].append((request.headers.copy(), body))
+    peer = request.transport.get_extra_info("peername")[1] if request.transport else None
+    request.app[SEEN].append((request.headers.copy(), body, peer))
     return await streaming(request, [chunk(""), chunk(" a"), chunk(" b"), chunk(" c"), USAGE, b"data: [DONE]\n\n"],
                            pause_s=0.01)
 
@@ -103,17 +105,31 @@ async def server() -> AsyncIterator[Callable[[Handler], Awaitable[str]]]:
 SPEC = build_requests(Workload(prompt_tokens=8, output_tokens=3), "p", 0, 1, seed=0, run_id="t")[0]
 
 
+@pytest.fixture(params=["aiohttp", "h1"])
+def kind(request: pytest.FixtureRequest) -> str:
+    """Every client test runs against both HTTP clients: they must agree on every status."""
+    return str(request.param)
+
+
 async def execute(url: str, spec: RequestSpec = SPEC, api: str = "chat", key: str | None = None,
-                  timeout_s: float = 10) -> RequestRecord:
-    rec = RequestRecord(spec.request_id, "p", 0, spec.prompt_tokens, spec.max_tokens, MonotonicClock().now_ns())
+                  timeout_s: float = 10, kind: str = "aiohttp", first_token_timeout_s: float | None = None
+                  ) -> RequestRecord:
+    clock = MonotonicClock()
+    rec = RequestRecord(spec.request_id, "p", 0, spec.prompt_tokens, spec.max_tokens, clock.now_ns())
+    endpoint = Endpoint(url, "m", api, key)  # type: ignore[arg-type]
+    if kind == "h1":
+        h1 = H1Backend(endpoint, clock, 4, 5, timeout_s, first_token_timeout_s)
+        await h1.execute(spec, rec)
+        await h1.close()
+        return rec
     async with open_session(4, 5, timeout_s) as session:
-        await OpenAIBackend(Endpoint(url, "m", api, key), session, MonotonicClock()).execute(spec, rec)  # type: ignore[arg-type]
+        await OpenAIBackend(endpoint, session, clock, first_token_timeout_s).execute(spec, rec)
     return rec
 
 
-async def test_good_stream_is_timed_and_counted(server) -> None:
+async def test_good_stream_is_timed_and_counted(server, kind: str) -> None:
     url = await server(good)
-    rec = await execute(url, key="sk-secret")
+    rec = await execute(url, key="sk-secret", kind=kind)
     assert rec.status == "ok", rec.reason
     assert len(rec.chunk_ns) == 3  # the role-only first chunk is not a token
     assert rec.completion_tokens == 3 and rec.prompt_tokens == 8 and not rec.token_mismatch
@@ -122,17 +138,17 @@ async def test_good_stream_is_timed_and_counted(server) -> None:
     assert rec.chunk_ns[-1] - rec.chunk_ns[0] >= 15_000_000  # the server paused 10 ms between chunks
 
 
-async def test_request_carries_id_key_and_ignore_eos(server) -> None:
+async def test_request_carries_id_key_and_ignore_eos(server, kind: str) -> None:
     url = await server(good)
-    await execute(url, key="sk-secret")
-    ((headers, body),) = server.runners[0].app[SEEN]
+    await execute(url, key="sk-secret", kind=kind)
+    ((headers, body, _),) = server.runners[0].app[SEEN]
     assert headers["X-Request-Id"] == SPEC.request_id
     assert headers["Authorization"] == "Bearer sk-secret"
     assert body["model"] == "m" and body["ignore_eos"] is True and body["max_tokens"] == 3
 
 
-async def test_reasoning_counts_for_ttft_and_first_content_is_kept_apart(server) -> None:
-    rec = await execute(await server(reasoning_first))
+async def test_reasoning_counts_for_ttft_and_first_content_is_kept_apart(server, kind: str) -> None:
+    rec = await execute(await server(reasoning_first), kind=kind)
     assert rec.status == "ok"
     assert rec.first_content_ns is not None and rec.first_token_ns is not None
     assert rec.first_content_ns - rec.first_token_ns >= 15_000_000
@@ -145,20 +161,20 @@ async def test_reasoning_counts_for_ttft_and_first_content_is_kept_apart(server)
     (truncated, "bad_stream", "stream ended before [DONE]"),
     (disconnect, "transport_error", ""),
 ])
-async def test_failures_become_statuses(server, handler: Handler, status: str, reason: str) -> None:
-    rec = await execute(await server(handler))
+async def test_failures_become_statuses(server, handler: Handler, status: str, reason: str, kind: str) -> None:
+    rec = await execute(await server(handler), kind=kind)
     assert rec.status == status
     assert reason in rec.reason
     assert rec.end_ns >= rec.intended_ns
 
 
-async def test_timeout_is_a_status(server) -> None:
-    rec = await execute(await server(stall), timeout_s=0.3)
+async def test_timeout_is_a_status(server, kind: str) -> None:
+    rec = await execute(await server(stall), timeout_s=0.3, kind=kind)
     assert rec.status == "timeout"
 
 
-async def test_refused_connection_is_a_transport_error(unused_tcp_port: int) -> None:
-    rec = await execute(f"http://127.0.0.1:{unused_tcp_port}/v1")
+async def test_refused_connection_is_a_transport_error(unused_tcp_port: int, kind: str) -> None:
+    rec = await execute(f"http://127.0.0.1:{unused_tcp_port}/v1", kind=kind)
     assert rec.status == "transport_error" and rec.sent_ns is None
 
 
@@ -189,10 +205,10 @@ async def multi_token_with_usage(request: web.Request) -> web.StreamResponse:
                                      b"data: [DONE]\n\n"], pause_s=0.02)
 
 
-async def test_continuous_usage_gives_tokens_per_chunk(server) -> None:
+async def test_continuous_usage_gives_tokens_per_chunk(server, kind: str) -> None:
     from harness.stats import itl_samples_ns
 
-    rec = await execute(await server(multi_token_with_usage))
+    rec = await execute(await server(multi_token_with_usage), kind=kind)
     assert rec.status == "ok"
     assert rec.chunk_tokens == [1, 3, 1] and rec.completion_tokens == 5
     samples = itl_samples_ns(rec)
@@ -200,13 +216,8 @@ async def test_continuous_usage_gives_tokens_per_chunk(server) -> None:
     assert samples == pytest.approx([gap1 / 3] * 3 + [gap2])
 
 
-async def test_first_token_timeout_is_its_own_reason(server) -> None:
-    url = await server(stall)
-    spec = SPEC
-    rec = RequestRecord(spec.request_id, "p", 0, 8, 3, MonotonicClock().now_ns())
-    async with open_session(4, 5, 30) as session:
-        backend = OpenAIBackend(Endpoint(url, "m"), session, MonotonicClock(), first_token_timeout_s=0.2)
-        await backend.execute(spec, rec)
+async def test_first_token_timeout_is_its_own_reason(server, kind: str) -> None:
+    rec = await execute(await server(stall), kind=kind, first_token_timeout_s=0.2)
     assert (rec.status, rec.reason) == ("timeout", "first token timeout")
     assert 0.15e9 < rec.end_ns - rec.intended_ns < 0.9e9
 
@@ -214,3 +225,19 @@ async def test_first_token_timeout_is_its_own_reason(server) -> None:
 def test_continuous_usage_is_requested_only_when_asked() -> None:
     assert "continuous_usage_stats" not in request_body(SPEC, "m", "chat")["stream_options"]
     assert request_body(SPEC, "m", "chat", continuous_usage=True)["stream_options"]["continuous_usage_stats"]
+
+
+async def test_h1_keeps_connections_alive_across_requests(server) -> None:
+    url = await server(good)
+    clock = MonotonicClock()
+    backend = H1Backend(Endpoint(url, "m"), clock, 4, 5, 10)
+    assert await backend.warm(2) == 2
+    specs = build_requests(Workload(prompt_tokens=8, output_tokens=3), "p", 0, 8, seed=0, run_id="ka")
+    for spec in specs:
+        rec = RequestRecord(spec.request_id, "p", spec.index, 8, 3, clock.now_ns())
+        await backend.execute(spec, rec)
+        assert rec.status == "ok", rec.reason
+        await asyncio.sleep(0.01)  # let the body's last chunk return the connection to the pool
+    await backend.close()
+    peers = {peer for _, _, peer in server.runners[0].app[SEEN]}
+    assert len(peers) <= 2  # eight requests over the two warmed connections
