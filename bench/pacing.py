@@ -39,6 +39,15 @@ def ks_exponential(gaps_s: np.ndarray, rate: float) -> float:
     return float(max(np.max(np.arange(1, n + 1) / n - cdf), np.max(cdf - np.arange(n) / n)))
 
 
+def ks_two_sample(a: np.ndarray, b: np.ndarray) -> float:
+    """Largest distance between the two empirical CDFs: how much pacing distorted the schedule's gaps."""
+    a, b = np.sort(a), np.sort(b)
+    grid = np.concatenate([a, b])
+    cdf_a = np.searchsorted(a, grid, "right") / len(a)
+    cdf_b = np.searchsorted(b, grid, "right") / len(b)
+    return float(np.max(np.abs(cdf_a - cdf_b)))
+
+
 async def one(kind: str, rate: float, seconds: float, workdir: Path) -> dict[str, Any]:
     scenario = parse_scenario({
         "name": f"pacing-{kind}-{rate:g}", "workload": {"prompt_tokens": 8, "output_tokens": 2},
@@ -59,12 +68,14 @@ async def one(kind: str, rate: float, seconds: float, workdir: Path) -> dict[str
     }
     out: dict[str, Any] = {"kind": kind, "rate": rate, "requests": len(records), "ok": phase["requests"]["ok"],
                            "lag_p99_ms": phase["latency_ms"]["schedule_lag"]["p99"], "views": {}}
+    planned = np.diff(np.sort(np.asarray(views["schedule"], dtype=np.int64))) / 1e9
     for name, stamps in views.items():
         t = np.sort(np.asarray(stamps, dtype=np.int64))
         gaps = np.diff(t) / 1e9
         out["views"][name] = {
             "rate": (len(t) - 1) / ((t[-1] - t[0]) / 1e9), "cv": float(gaps.std() / gaps.mean()),
             "ks": ks_exponential(gaps, rate) if kind == "poisson" else None,
+            "ks_vs_schedule": ks_two_sample(gaps, planned) if kind == "poisson" else None,
         }
     return out
 
@@ -80,7 +91,7 @@ async def main() -> None:
                   f"schedule lag p99 {r['lag_p99_ms']:.2f} ms", flush=True)
             schedule_rate = r["views"]["schedule"]["rate"]
             for name, v in r["views"].items():
-                ks = "" if v["ks"] is None else f"  KS {v['ks']:.4f}"
+                ks = "" if v["ks"] is None else f"  KS {v['ks']:.4f} (vs schedule {v['ks_vs_schedule']:.4f})"
                 print(f"  {name:>12}: rate {v['rate']:8.2f}/s ({(v['rate'] / rate - 1) * 100:+.2f}% of target, "
                       f"{(v['rate'] / schedule_rate - 1) * 100:+.2f}% of schedule)  gap CV {v['cv']:.3f}{ks}",
                       flush=True)

@@ -203,7 +203,7 @@ class SimServer:
         return None
 
     async def _complete(self, request: web.Request, chat: bool) -> web.StreamResponse:
-        arrival = self.clock.now_ns()
+        arrival = getattr(request.protocol, "received_ns", 0) or self.clock.now_ns()
         if (starting := self._starting()) is not None:
             return starting
         if not self._authorised(request):
@@ -354,11 +354,40 @@ def _finish_reason(req: SimRequest, parsed: ParsedRequest) -> str:
     return "length" if req.output_tokens == parsed.max_tokens else "stop"
 
 
-async def serve(cfg: SimConfig, host: str, port: int) -> tuple[web.AppRunner, str]:
-    """Start the simulator; returns the runner and its base URL (port 0 picks a free port)."""
+class _StampingHandler(web.RequestHandler):
+    """aiohttp's connection handler, stamping when each request's bytes arrive.
+
+    The handler coroutine of a request runs a loop iteration or more after its bytes came in;
+    in between, the simulator may be streaming thousands of tokens. Ground truth needs the
+    arrival itself, so it is taken here, in the protocol callback.
+    """
+
+    received_ns = 0
+
+    def data_received(self, data: bytes) -> None:
+        self.received_ns = time.monotonic_ns()
+        super().data_received(data)
+
+
+@dataclass(slots=True)
+class RunningSim:
+    runner: web.AppRunner
+    listener: asyncio.Server
+
+    async def cleanup(self) -> None:
+        self.listener.close()
+        await self.runner.cleanup()
+
+
+async def serve(cfg: SimConfig, host: str, port: int) -> tuple[RunningSim, str]:
+    """Start the simulator; returns its handle and base URL (port 0 picks a free port)."""
     runner = web.AppRunner(SimServer(cfg).app(), access_log=None)
     await runner.setup()
-    site = web.TCPSite(runner, host, port)
-    await site.start()
-    bound = runner.addresses[0][1]
-    return runner, f"http://{host}:{bound}/v1"
+    manager = runner.server
+    assert manager is not None
+    loop = asyncio.get_running_loop()
+    # access_log=None turns access logging off, as AppRunner(access_log=None) does (aiohttp types it as Logger).
+    listener = await loop.create_server(
+        lambda: _StampingHandler(manager, loop=loop, access_log=None), host, port)  # type: ignore[arg-type]
+    bound = listener.sockets[0].getsockname()[1]
+    return RunningSim(runner, listener), f"http://{host}:{bound}/v1"
