@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import ssl
+import weakref
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -139,6 +140,7 @@ class H1Backend:
         self.continuous_usage = continuous_usage
         self._slots = asyncio.Semaphore(max_connections)
         self._idle: collections.deque[_Connection] = collections.deque()
+        self._opened: weakref.WeakSet[_Connection] = weakref.WeakSet()
         self._prepared: dict[str, bytes] = {}
         self._ssl = ssl.create_default_context() if self.tls else None
         host_header = self.host if url.port is None else f"{self.host}:{self.port}"
@@ -164,10 +166,12 @@ class H1Backend:
         return len(opened)
 
     async def close(self) -> None:
-        while self._idle:
-            conn = self._idle.pop()
+        """Close every connection this backend opened, idle or still draining a response."""
+        self._idle.clear()
+        for conn in self._opened:
             if conn.transport is not None:
                 conn.transport.close()
+        self._opened.clear()
 
     async def _connect(self) -> _Connection:
         loop = asyncio.get_running_loop()
@@ -175,6 +179,7 @@ class H1Backend:
             loop.create_connection(lambda: _Connection(self._idle), self.host, self.port, ssl=self._ssl,
                                    server_hostname=self.host if self.tls else None),
             self.connect_timeout_s)
+        self._opened.add(conn)
         return conn
 
     async def _acquire(self) -> _Connection:
