@@ -20,6 +20,7 @@ from harness.report.table import render_table
 from harness.runner import resolve_and_run
 from harness.scenario import ScenarioError, load_scenario
 from harness.sim.cli import sim
+from harness.traces import TraceError, read_trace
 
 _REPO_SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
 
@@ -72,6 +73,8 @@ def run(scenario_path: Path | None, endpoint: str | None, model: str | None, api
                                              api_key=key, warn=_warn, pin=pin))
     except HarnessError as exc:
         raise SystemExit(_fail(str(exc), EXIT_HARNESS)) from None
+    except TraceError as exc:
+        raise SystemExit(_fail(str(exc), EXIT_USAGE)) from None
     except (KeyboardInterrupt, asyncio.CancelledError):
         raise SystemExit(_fail("stopped: requests in flight cancelled; every record taken is in the report",
                                EXIT_STOPPED)) from None
@@ -99,7 +102,10 @@ def predict(scenario_path: Path | None, as_json: bool) -> None:
         scenario = load_scenario(scenario_path or _default_scenario())
     except ScenarioError as exc:
         raise SystemExit(_fail(str(exc), EXIT_USAGE)) from None
-    summary = run_prediction(scenario)
+    try:
+        summary = run_prediction(scenario)
+    except TraceError as exc:
+        raise SystemExit(_fail(str(exc), EXIT_USAGE)) from None
     click.echo(json.dumps(summary, indent=2) if as_json else render_table(summary))
 
 
@@ -125,6 +131,63 @@ def calibrate(levels: str, seconds: float, reports_dir: Path) -> None:
     report = asyncio.run(run_calibration(counts, seconds, reports_dir))
     click.echo(render(report))
     click.echo(f"\nsaved: {calibration_path()}")
+
+
+@main.group()
+def trace() -> None:
+    """Request traces: inspect and convert."""
+
+
+_format_option = click.option("--format", "fmt", type=click.Choice(["azure", "mooncake", "burstgpt", "generic"]),
+                              default=None, help="Default: recognised from the first line.")
+
+
+@trace.command("inspect")
+@click.argument("path", type=click.Path(path_type=Path, dir_okay=False, exists=True))
+@_format_option
+@click.option("--skip-bad-rows", is_flag=True, help="Skip and count unreadable rows instead of stopping.")
+@click.option("--json", "as_json", is_flag=True, help="Print the statistics as JSON.")
+def trace_inspect(path: Path, fmt: str | None, skip_bad_rows: bool, as_json: bool) -> None:
+    """Rows, span, mean rate, inter-arrival CV and length percentiles of a trace file."""
+    try:
+        stats = read_trace(path, fmt, skip_bad=skip_bad_rows).stats()  # type: ignore[arg-type]
+    except TraceError as exc:
+        raise SystemExit(_fail(str(exc), EXIT_USAGE)) from None
+    if as_json:
+        click.echo(json.dumps(stats, indent=2))
+        return
+    rate = "-" if stats["mean_rate"] is None else f"{stats['mean_rate']:.2f}"
+    cv = "-" if stats["interarrival_cv"] is None else f"{stats['interarrival_cv']:.2f}"
+    click.echo(f"{path}\n  rows {stats['rows']:,}  span {stats['span_s']:,.1f} s  mean rate {rate}/s  "
+               f"inter-arrival CV {cv}  distinct arrival instants {stats['distinct_arrivals']:,}")
+    for key in ("input_tokens", "output_tokens"):
+        d = stats[key]
+        click.echo(f"  {key:<14} p50 {d['p50']:,.0f}  p90 {d['p90']:,.0f}  p99 {d['p99']:,.0f}  mean {d['mean']:,.1f}")
+    if stats["skipped"]:
+        click.echo(f"  skipped {stats['skipped']}")
+
+
+@trace.command("convert")
+@click.argument("source", type=click.Path(path_type=Path, dir_okay=False, exists=True))
+@click.argument("target", type=click.Path(path_type=Path, dir_okay=False))
+@_format_option
+@click.option("--skip-bad-rows", is_flag=True)
+def trace_convert(source: Path, target: Path, fmt: str | None, skip_bad_rows: bool) -> None:
+    """Write any trace as generic JSONL (timestamp s, input_tokens, output_tokens[, hash_ids, session])."""
+    try:
+        rows = read_trace(source, fmt, skip_bad=skip_bad_rows).rows  # type: ignore[arg-type]
+    except TraceError as exc:
+        raise SystemExit(_fail(str(exc), EXIT_USAGE)) from None
+    with target.open("w", encoding="utf-8") as fh:
+        for r in rows:
+            obj: dict[str, object] = {"timestamp": r.arrival_s, "input_tokens": r.input_tokens,
+                                      "output_tokens": r.output_tokens}
+            if r.hash_ids is not None:
+                obj["hash_ids"] = list(r.hash_ids)
+            if r.session is not None:
+                obj["session"] = r.session
+            fh.write(json.dumps(obj) + "\n")
+    click.echo(f"{len(rows):,} rows -> {target}")
 
 
 def _fail(message: str, code: int) -> int:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -26,12 +28,13 @@ from harness.scenario import (
     Scenario,
     TraceLoad,
 )
+from harness.traces import ColumnMap, Trace, read_trace, rescale, window
 from harness.workload import RequestSource, RequestSpec
 
 
 @dataclass(frozen=True, slots=True)
 class OpenLoopPlan:
-    specs: list[RequestSpec]
+    specs: Sequence[RequestSpec]
     offsets_ns: OffsetsNs
     max_in_flight: int | None = None
 
@@ -68,7 +71,7 @@ def open_loop_offsets(load: OpenLoad, seed: int) -> OffsetsNs:
         offsets = ramp_offsets(load.start_rate, load.end_rate, load.duration_s,
                                seed if load.process == "poisson" else None)
     elif isinstance(load, TraceLoad):
-        offsets = truncate_to_duration(trace_offsets(load.timestamps, load.time_scale), load.duration_s)
+        offsets = truncate_to_duration(trace_offsets(load.timestamps or [], load.time_scale), load.duration_s)
     else:
         # With only a duration, draw comfortably more arrivals than it can hold, then cut at the end.
         count = load.requests or int(load.rate * (load.duration_s or 0) * 1.5) + 100
@@ -95,8 +98,27 @@ def plan_phase(scenario: Scenario, phase_index: int, run_id: str) -> PhasePlan:
         duration = None if load.duration_s is None else int(load.duration_s * NS_PER_S)
         return ClosedLoopPlan(source, load.concurrency, load.requests, duration, int(load.think_time_ms * 1e6),
                               int(load.stagger_s * NS_PER_S))
+    if isinstance(load, TraceLoad) and load.file is not None:
+        trace = replay_trace(load)
+        rows = tuple(trace.rows)
+        offsets = trace_offsets([r.arrival_s for r in rows])
+        source = RequestSource(scenario.workload, phase.name, phase_index, seed, run_id, rows=rows)
+        return OpenLoopPlan(source.lazy(len(rows)), offsets, phase.max_in_flight)
     offsets = open_loop_offsets(load, seed)
-    return OpenLoopPlan(source.take(len(offsets)), offsets, phase.max_in_flight)
+    return OpenLoopPlan(source.lazy(len(offsets)), offsets, phase.max_in_flight)
+
+
+def replay_trace(load: TraceLoad) -> Trace:
+    """The trace file of a phase, windowed, sped up or rescaled, cut to its duration and request limit."""
+    assert load.file is not None
+    c = load.columns
+    trace = read_trace(Path(load.file), load.format, skip_bad=load.skip_bad_rows, model=load.model,
+                       columns=ColumnMap(c.time, c.input, c.output, c.time_unit, c.session))
+    trace = window(trace, load.start_s, load.end_s, None, load.time_scale)
+    if load.target_rate is not None:
+        trace = rescale(trace, load.target_rate)
+    rows = [r for r in trace.rows if load.duration_s is None or r.arrival_s < load.duration_s]
+    return Trace(trace.source, rows[: load.requests] if load.requests else rows, trace.skipped)
 
 
 def peak_connections(plan: PhasePlan) -> int:

@@ -70,14 +70,41 @@ class RampLoad(_Strict):
     requests: PositiveInt | None = None
 
 
+class TraceColumns(_Strict):
+    time: str = "timestamp"
+    input: str = "input_tokens"
+    output: str = "output_tokens"
+    time_unit: Literal["s", "ms"] = "s"
+    session: str | None = None
+
+
 class TraceLoad(_Strict):
-    """Open loop at recorded arrival times (seconds); `time_scale` 10 replays ten times faster."""
+    """Open loop at recorded arrival times: a trace file, or a list of seconds.
+
+    From a file, each request also takes its input and output lengths (and, for Mooncake, its
+    prefix blocks) from its row. `time_scale` 10 replays ten times faster; `target_rate` instead
+    stretches the whole trace to that mean rate, keeping its burst shape.
+    """
 
     type: Literal["trace"]
-    timestamps: Annotated[list[Annotated[float, Field(ge=0)]], Field(min_length=1)]
+    timestamps: Annotated[list[Annotated[float, Field(ge=0)]], Field(min_length=1)] | None = None
+    file: str | None = Field(None, description="path, relative to the scenario file")
+    format: Literal["azure", "mooncake", "burstgpt", "generic"] | None = Field(None, description="default: sniffed")
+    model: str | None = Field(None, description="BurstGPT: keep only this model's rows")
+    columns: TraceColumns = TraceColumns()
+    skip_bad_rows: bool = False
+    start_s: Annotated[float, Field(ge=0)] = 0.0
+    end_s: PositiveFloat | None = None
     time_scale: PositiveFloat = 1.0
+    target_rate: PositiveFloat | None = None
     requests: PositiveInt | None = None
     duration_s: PositiveFloat | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> TraceLoad:
+        if (self.timestamps is None) == (self.file is None):
+            raise ValueError("give exactly one of 'file' and 'timestamps'")
+        return self
 
 
 class BatchLoad(_Strict):
@@ -224,6 +251,16 @@ def parse_scenario(data: Any, source: str) -> Scenario:
         raise ScenarioError(f"{source}: {_field_path(err['loc'])}: {msg}{more}") from None
 
 
+def _resolve_trace_files(data: Any, base: Path) -> None:
+    """Trace files are named relative to the scenario file; make them absolute before validation."""
+    if not isinstance(data, dict) or not isinstance(data.get("phases"), list):
+        return
+    for phase in data["phases"]:
+        load = phase.get("load") if isinstance(phase, dict) else None
+        if isinstance(load, dict) and isinstance(load.get("file"), str):
+            load["file"] = str((base / load["file"]).resolve())
+
+
 def load_scenario(path: Path) -> Scenario:
     try:
         text = path.read_text(encoding="utf-8")
@@ -236,4 +273,10 @@ def load_scenario(path: Path) -> Scenario:
         where = f"line {mark.line + 1}: " if mark is not None else ""
         problem = getattr(exc, "problem", None) or "invalid YAML"
         raise ScenarioError(f"{path}: {where}{problem}") from None
-    return parse_scenario(data, str(path))
+    _resolve_trace_files(data, path.parent)
+    scenario = parse_scenario(data, str(path))
+    for i, phase in enumerate(scenario.phases):
+        file = getattr(phase.load, "file", None)
+        if file is not None and not Path(file).is_file():
+            raise ScenarioError(f"{path}: phases[{i}].load.file: no such file {file}")
+    return scenario
