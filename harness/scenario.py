@@ -147,9 +147,38 @@ class Phase(_Strict):
     cooldown_s: Annotated[float, Field(ge=0)] = 0.0
 
 
+class LengthDist(_Strict):
+    """A distribution of token counts, drawn per request (seeded), clamped to [min, max]."""
+
+    dist: Literal["fixed", "uniform", "normal", "lognormal", "empirical"]
+    value: PositiveInt | None = Field(None, description="fixed")
+    mean: PositiveFloat | None = Field(None, description="normal")
+    std: Annotated[float, Field(ge=0)] | None = Field(None, description="normal")
+    median: PositiveFloat | None = Field(None, description="lognormal: exp(mu)")
+    sigma: Annotated[float, Field(ge=0)] | None = Field(None, description="lognormal: std of the log")
+    file: str | None = Field(None, description="empirical: a trace file, relative to the scenario file")
+    column: Literal["input", "output"] = Field("input", description="empirical: which lengths to sample")
+    min: PositiveInt = 1
+    max: PositiveInt | None = None
+
+    @model_validator(mode="after")
+    def _parameters(self) -> LengthDist:
+        needs = {"fixed": ("value",), "uniform": ("max",), "normal": ("mean", "std"),
+                 "lognormal": ("median", "sigma"), "empirical": ("file",)}[self.dist]
+        missing = [name for name in needs if getattr(self, name) is None]
+        if missing:
+            raise ValueError(f"'{self.dist}' needs {', '.join(repr(m) for m in missing)}")
+        if self.max is not None and self.max < self.min:
+            raise ValueError("'max' is below 'min'")
+        return self
+
+
+Length = PositiveInt | LengthDist
+
+
 class Workload(_Strict):
-    prompt_tokens: PositiveInt = 256
-    output_tokens: PositiveInt = 128
+    prompt_tokens: Length = 256
+    output_tokens: Length = 128
     ignore_eos: bool = Field(True, description="ask the server for exactly output_tokens tokens")
 
 
@@ -229,11 +258,24 @@ def _field_path(loc: tuple[int | str, ...]) -> str:
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
-        elif part in _LOAD_TAGS:
-            continue  # pydantic's tag of the union member, not a key the user wrote
+        elif part in _LOAD_TAGS or "-" in part or part[:1].isupper():
+            continue  # pydantic's name for a union member (constrained-int, LengthDist), not a key
         else:
             out += f".{part}" if out else str(part)
     return out or "(top level)"
+
+
+_WRONG_KIND = {"int_type", "int_parsing", "model_type", "dict_type", "model_attributes_type", "float_type",
+               "float_parsing"}
+
+
+def _rank(error: Any) -> int:
+    """Which of several errors to report: an unknown key (the likeliest typo), then a bad value, then a
+    wrong kind of value — for a field that takes an integer or a mapping, the member the user was
+    writing says more than the one they were not."""
+    if error["type"] == "extra_forbidden":
+        return 0
+    return 2 if error["type"] in _WRONG_KIND else 1
 
 
 def parse_scenario(data: Any, source: str) -> Scenario:
@@ -242,8 +284,7 @@ def parse_scenario(data: Any, source: str) -> Scenario:
     try:
         return Scenario.model_validate(data)
     except ValidationError as exc:
-        # An unknown key is the likeliest typo and explains the errors that follow from it.
-        err = min(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
+        err = min(exc.errors(), key=_rank)
         msg = str(err["msg"]).removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
             msg = "unknown field"
@@ -253,12 +294,16 @@ def parse_scenario(data: Any, source: str) -> Scenario:
 
 def _resolve_trace_files(data: Any, base: Path) -> None:
     """Trace files are named relative to the scenario file; make them absolute before validation."""
-    if not isinstance(data, dict) or not isinstance(data.get("phases"), list):
+    if not isinstance(data, dict):
         return
-    for phase in data["phases"]:
-        load = phase.get("load") if isinstance(phase, dict) else None
-        if isinstance(load, dict) and isinstance(load.get("file"), str):
-            load["file"] = str((base / load["file"]).resolve())
+    holders: list[Any] = []
+    if isinstance(data.get("phases"), list):
+        holders += [p.get("load") for p in data["phases"] if isinstance(p, dict)]
+    if isinstance(data.get("workload"), dict):
+        holders += [data["workload"].get("prompt_tokens"), data["workload"].get("output_tokens")]
+    for holder in holders:
+        if isinstance(holder, dict) and isinstance(holder.get("file"), str):
+            holder["file"] = str((base / holder["file"]).resolve())
 
 
 def load_scenario(path: Path) -> Scenario:
@@ -275,8 +320,10 @@ def load_scenario(path: Path) -> Scenario:
         raise ScenarioError(f"{path}: {where}{problem}") from None
     _resolve_trace_files(data, path.parent)
     scenario = parse_scenario(data, str(path))
-    for i, phase in enumerate(scenario.phases):
-        file = getattr(phase.load, "file", None)
+    files = [(f"phases[{i}].load.file", getattr(p.load, "file", None)) for i, p in enumerate(scenario.phases)]
+    files += [(f"workload.{name}.file", getattr(getattr(scenario.workload, name), "file", None))
+              for name in ("prompt_tokens", "output_tokens")]
+    for field, file in files:
         if file is not None and not Path(file).is_file():
-            raise ScenarioError(f"{path}: phases[{i}].load.file: no such file {file}")
+            raise ScenarioError(f"{path}: {field}: no such file {file}")
     return scenario

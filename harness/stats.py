@@ -217,6 +217,7 @@ def summarize_phase(
             "input": sum(r.prompt_tokens if r.prompt_tokens is not None else r.prompt_tokens_requested for r in ok),
             "estimated": sum(1 for r in ok if r.tokens_estimated),
             "mismatched": sum(1 for r in ok if r.token_mismatch),
+            **_prompt_realisation(ok),
         },
         "whole_run": {
             "window": whole.to_json(), "requests": len(records), "ok": len(all_ok),
@@ -224,6 +225,17 @@ def summarize_phase(
         },
         "batches": batches,
         **_client_limited(lag_dist["p99"], lag_bound_ms, batches, client or ClientCheck()),
+    }
+
+
+def _prompt_realisation(ok: Sequence[RequestRecord]) -> dict[str, Any]:
+    """How the server's count of each prompt compared with the length the harness asked for."""
+    diffs = [r.prompt_tokens - r.prompt_tokens_requested for r in ok if r.prompt_tokens is not None]
+    return {
+        "prompt_reported": len(diffs),
+        "prompt_mismatched": sum(1 for d in diffs if d != 0),
+        "prompt_diff_mean": float(np.mean(diffs)) if diffs else None,
+        "prompt_diff_max_abs": int(max(abs(d) for d in diffs)) if diffs else None,
     }
 
 

@@ -10,6 +10,7 @@ from typing import overload
 
 import numpy as np
 
+from harness.lengths import draw
 from harness.scenario import Workload
 from harness.tokens import make_text
 from harness.traces import MOONCAKE_BLOCK_TOKENS, TraceRow
@@ -45,7 +46,8 @@ class RequestSource:
     def spec(self, i: int) -> RequestSpec:
         prompt_seed = int(np.random.SeedSequence([self.seed, self.phase_index, i]).generate_state(1)[0])
         w = self.workload
-        prompt_tokens, max_tokens = w.prompt_tokens, w.output_tokens
+        rng = np.random.default_rng([self.seed, self.phase_index, i, 1])
+        prompt_tokens, max_tokens = draw(w.prompt_tokens, rng), draw(w.output_tokens, rng)
         if self.rows is not None:
             row = self.rows[i]
             prompt_tokens, max_tokens = max(row.input_tokens, 1), max(row.output_tokens, 1)

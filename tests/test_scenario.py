@@ -1,5 +1,6 @@
 from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -105,3 +106,36 @@ def test_duration_bounded_open_loop_stops_at_the_duration(tmp_path: Path) -> Non
     plan = plan_phase(scenario, 0, "run")
     assert isinstance(plan, OpenLoopPlan)
     assert len(plan.specs) == 30
+
+
+def _lengths(tmp_path: Path, prompt: str) -> list[int]:
+    path = write(tmp_path, GOOD.replace("requests: 5", "requests: 2000") + f"workload:\n  prompt_tokens: {prompt}\n")
+    plan = plan_phase(load_scenario(path), 0, "run")
+    assert isinstance(plan, OpenLoopPlan)
+    return [s.prompt_tokens for s in plan.specs]
+
+
+@pytest.mark.parametrize(("dist", "check"), [
+    ("{dist: fixed, value: 77}", lambda a: set(a) == {77}),
+    ("{dist: uniform, min: 10, max: 20}", lambda a: a.min() == 10 and a.max() == 20 and abs(a.mean() - 15) < 0.5),
+    ("{dist: normal, mean: 500, std: 100, min: 300}", lambda a: abs(a.mean() - 500) < 10 and a.min() >= 300),
+    ("{dist: lognormal, median: 200, sigma: 1.0, max: 4000}",
+     lambda a: abs(np.median(a) - 200) < 20 and a.max() <= 4000),
+])
+def test_length_distributions_are_seeded_and_clamped(tmp_path: Path, dist: str, check) -> None:
+    first = np.array(_lengths(tmp_path, dist))
+    assert check(first)
+    assert list(first) == _lengths(tmp_path, dist)  # same seed, same lengths
+
+
+def test_empirical_lengths_sample_a_trace_column(tmp_path: Path) -> None:
+    azure = ROOT.parent / "shared" / "traces" / "AzureLLMInferenceTrace_conv.csv"
+    values = np.array(_lengths(tmp_path, f"{{dist: empirical, file: {azure}, column: input, max: 8000}}"))
+    assert abs(np.median(values) - 1020) < 80  # the trace's input median
+    assert values.max() <= 8000
+
+
+def test_length_distribution_needs_its_parameters(tmp_path: Path) -> None:
+    path = write(tmp_path, GOOD + "workload:\n  output_tokens: {dist: normal, mean: 10}\n")
+    with pytest.raises(ScenarioError, match=r"workload.output_tokens.*'normal' needs 'std'"):
+        load_scenario(path)

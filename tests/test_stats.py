@@ -132,3 +132,11 @@ def test_warmup_and_cooldown_are_excluded_from_the_measurement_window() -> None:
     assert trimmed["throughput"]["output_tokens_per_s"] == pytest.approx(100.0, rel=0.02)
     assert trimmed["whole_run"]["requests"] == 100 and trimmed["whole_run"]["ok"] == 100
     assert trimmed["whole_run"]["throughput"]["output_tokens_per_s"] == pytest.approx(1000 / 10.04, rel=1e-6)
+
+
+def test_realised_prompt_lengths_are_compared_with_the_requested_ones() -> None:
+    a, b, c = (rec(0, 0, [10, 20], completion=2, idx=i) for i in range(3))
+    a.prompt_tokens, b.prompt_tokens = 100, 112  # requested 100 each; c reported nothing
+    tokens = summarize_phase([a, b, c], SLO())["tokens"]
+    assert tokens["prompt_reported"] == 2 and tokens["prompt_mismatched"] == 1
+    assert tokens["prompt_diff_mean"] == pytest.approx(6.0) and tokens["prompt_diff_max_abs"] == 12
