@@ -62,7 +62,8 @@ def request_body(spec: RequestSpec, model: str, api: Api, continuous_usage: bool
         options["continuous_usage_stats"] = True  # vLLM: usage on every chunk, so tokens per chunk are known
     body: dict[str, Any] = {"model": model, "max_tokens": spec.max_tokens, "stream": True, "stream_options": options}
     if api == "chat":
-        body["messages"] = [{"role": "user", "content": spec.prompt}]
+        turns = spec.messages or (("user", spec.prompt),)
+        body["messages"] = [{"role": role, "content": content} for role, content in turns]
     else:
         body["prompt"] = spec.prompt
     if spec.ignore_eos:

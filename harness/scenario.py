@@ -135,7 +135,7 @@ class ConcurrencyLoad(_Strict):
 
 Load = Annotated[PoissonLoad | GammaLoad | ConstantLoad | RampLoad | TraceLoad | BatchLoad | ConcurrencyLoad,
                  Field(discriminator="type")]
-_LOAD_TAGS = {"poisson", "gamma", "constant", "ramp", "trace", "batch", "concurrency"}
+_LOAD_TAGS = {"poisson", "gamma", "constant", "ramp", "trace", "batch", "concurrency", "sharegpt", "shared_prefix"}
 
 
 class Phase(_Strict):
@@ -176,10 +176,33 @@ class LengthDist(_Strict):
 Length = PositiveInt | LengthDist
 
 
+class ShareGPTDataset(_Strict):
+    """Conversations in ShareGPT format: each human turn is a request carrying the history before it."""
+
+    type: Literal["sharegpt"]
+    file: str = Field(description="ShareGPT JSON, relative to the scenario file")
+    output_tokens: Literal["reply", "workload"] = Field(
+        "reply", description="reply: the recorded answer's length; workload: workload.output_tokens")
+    max_turns: PositiveInt | None = None
+
+
+class SharedPrefixDataset(_Strict):
+    """N system prompts of P tokens, each request one of them followed by its own question."""
+
+    type: Literal["shared_prefix"]
+    prefixes: PositiveInt = 4
+    prefix_tokens: PositiveInt = 1024
+    question_tokens: Length = 64
+
+
+Dataset = Annotated[ShareGPTDataset | SharedPrefixDataset, Field(discriminator="type")]
+
+
 class Workload(_Strict):
     prompt_tokens: Length = 256
     output_tokens: Length = 128
     ignore_eos: bool = Field(True, description="ask the server for exactly output_tokens tokens")
+    dataset: Dataset | None = Field(None, description="prompts from a dataset instead of prompt_tokens")
 
 
 class SLOConfig(_Strict):
@@ -300,7 +323,7 @@ def _resolve_trace_files(data: Any, base: Path) -> None:
     if isinstance(data.get("phases"), list):
         holders += [p.get("load") for p in data["phases"] if isinstance(p, dict)]
     if isinstance(data.get("workload"), dict):
-        holders += [data["workload"].get("prompt_tokens"), data["workload"].get("output_tokens")]
+        holders += [data["workload"].get(k) for k in ("prompt_tokens", "output_tokens", "dataset")]
     for holder in holders:
         if isinstance(holder, dict) and isinstance(holder.get("file"), str):
             holder["file"] = str((base / holder["file"]).resolve())
@@ -322,7 +345,7 @@ def load_scenario(path: Path) -> Scenario:
     scenario = parse_scenario(data, str(path))
     files = [(f"phases[{i}].load.file", getattr(p.load, "file", None)) for i, p in enumerate(scenario.phases)]
     files += [(f"workload.{name}.file", getattr(getattr(scenario.workload, name), "file", None))
-              for name in ("prompt_tokens", "output_tokens")]
+              for name in ("prompt_tokens", "output_tokens", "dataset")]
     for field, file in files:
         if file is not None and not Path(file).is_file():
             raise ScenarioError(f"{path}: {field}: no such file {file}")

@@ -10,8 +10,9 @@ from typing import overload
 
 import numpy as np
 
+from harness.datasets import Message, sharegpt_turns
 from harness.lengths import draw
-from harness.scenario import Workload
+from harness.scenario import SharedPrefixDataset, ShareGPTDataset, Workload
 from harness.tokens import make_text
 from harness.traces import MOONCAKE_BLOCK_TOKENS, TraceRow
 
@@ -26,6 +27,7 @@ class RequestSpec:
     max_tokens: int
     ignore_eos: bool
     batch: int | None = None
+    messages: tuple[Message, ...] | None = None  # chat history (multi-turn datasets); else one user turn
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,8 +53,23 @@ class RequestSource:
         if self.rows is not None:
             row = self.rows[i]
             prompt_tokens, max_tokens = max(row.input_tokens, 1), max(row.output_tokens, 1)
+        messages: tuple[Message, ...] | None = None
         if self.rows is not None and self.rows[i].hash_ids:
             prompt = prompt_from_blocks(self.rows[i].hash_ids or (), prompt_tokens)
+        elif isinstance(w.dataset, ShareGPTDataset):
+            turns = sharegpt_turns(w.dataset.file, w.dataset.max_turns)
+            turn = turns[i % len(turns)]
+            messages, prompt = turn.messages, turn.prompt
+            prompt_tokens = len(prompt.split())
+            if w.dataset.output_tokens == "reply" and turn.reply_tokens is not None:
+                max_tokens = turn.reply_tokens
+        elif isinstance(w.dataset, SharedPrefixDataset):
+            d = w.dataset
+            prefix = make_text(d.prefix_tokens, 0x5A5E_0000 + i % d.prefixes)
+            question = make_text(draw(d.question_tokens, rng), prompt_seed)
+            messages = (("system", prefix), ("user", question))
+            prompt = f"{prefix} {question}"
+            prompt_tokens = len(prompt.split())
         else:
             prompt = make_text(prompt_tokens, prompt_seed)
         return RequestSpec(
@@ -64,6 +81,7 @@ class RequestSource:
             max_tokens=max_tokens,
             ignore_eos=w.ignore_eos,
             batch=None if self.batch_size is None else i // self.batch_size,
+            messages=messages,
         )
 
     def take(self, count: int) -> list[RequestSpec]:
