@@ -57,13 +57,19 @@ def main() -> None:
               show_default=True)
 @click.option("--pin/--no-pin", default=True, show_default=True,
               help="With the bundled simulator on a machine of 2+ cores: harness on the first, simulator on the last.")
+@click.option("--tokenizer", type=click.Path(path_type=Path, exists=True),
+              help="A local Hugging Face tokenizer (directory or tokenizer.json) for prompts of exact length "
+                   "on a real model. Never downloaded.")
 def run(scenario_path: Path | None, endpoint: str | None, model: str | None, api: str | None,
-        api_key_env: str | None, reports_dir: Path, pin: bool) -> None:
+        api_key_env: str | None, reports_dir: Path, pin: bool, tokenizer: Path | None) -> None:
     """Run SCENARIO (default scenarios/quickstart.yaml) and report each phase side by side."""
     try:
         scenario = load_scenario(scenario_path or _default_scenario())
     except ScenarioError as exc:
         raise SystemExit(_fail(str(exc), EXIT_USAGE)) from None
+    if tokenizer is not None:
+        workload = scenario.workload.model_copy(update={"tokenizer": str(tokenizer.resolve())})
+        scenario = scenario.model_copy(update={"workload": workload})
     if endpoint is not None and not endpoint.startswith(("http://", "https://")):
         raise click.BadParameter("must start with http:// or https://", param_hint="--endpoint")
     key = _api_key(api_key_env, scenario.endpoint.api_key_env)
@@ -73,7 +79,7 @@ def run(scenario_path: Path | None, endpoint: str | None, model: str | None, api
                                              api_key=key, warn=_warn, pin=pin))
     except HarnessError as exc:
         raise SystemExit(_fail(str(exc), EXIT_HARNESS)) from None
-    except TraceError as exc:
+    except (TraceError, ValueError) as exc:  # unreadable trace, dataset or tokenizer
         raise SystemExit(_fail(str(exc), EXIT_USAGE)) from None
     except (KeyboardInterrupt, asyncio.CancelledError):
         raise SystemExit(_fail("stopped: requests in flight cancelled; every record taken is in the report",
@@ -147,12 +153,18 @@ _format_option = click.option("--format", "fmt", type=click.Choice(["azure", "mo
 @_format_option
 @click.option("--skip-bad-rows", is_flag=True, help="Skip and count unreadable rows instead of stopping.")
 @click.option("--json", "as_json", is_flag=True, help="Print the statistics as JSON.")
-def trace_inspect(path: Path, fmt: str | None, skip_bad_rows: bool, as_json: bool) -> None:
+@click.option("--png", type=click.Path(path_type=Path, dir_okay=False), help="Also plot arrivals per second here.")
+def trace_inspect(path: Path, fmt: str | None, skip_bad_rows: bool, as_json: bool, png: Path | None) -> None:
     """Rows, span, mean rate, inter-arrival CV and length percentiles of a trace file."""
     try:
-        stats = read_trace(path, fmt, skip_bad=skip_bad_rows).stats()  # type: ignore[arg-type]
+        loaded = read_trace(path, fmt, skip_bad=skip_bad_rows)  # type: ignore[arg-type]
     except TraceError as exc:
         raise SystemExit(_fail(str(exc), EXIT_USAGE)) from None
+    stats = loaded.stats()
+    if png is not None:
+        from harness.report.traceplot import arrivals_png
+
+        arrivals_png(loaded, png)
     if as_json:
         click.echo(json.dumps(stats, indent=2))
         return

@@ -28,8 +28,9 @@ from harness.scenario import (
     Scenario,
     TraceLoad,
 )
+from harness.tokens import make_text
 from harness.traces import ColumnMap, Trace, read_trace, rescale, window
-from harness.workload import RequestSource, RequestSpec
+from harness.workload import RequestSource, RequestSpec, TextMaker
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,12 +86,21 @@ def open_loop_offsets(load: OpenLoad, seed: int) -> OffsetsNs:
     return offsets[: load.requests] if load.requests is not None else offsets
 
 
-def plan_phase(scenario: Scenario, phase_index: int, run_id: str) -> PhasePlan:
+def text_maker(scenario: Scenario) -> TextMaker:
+    """Prompt text for the scenario: the shared word tokenizer, or the model's own when one is given."""
+    if scenario.workload.tokenizer is None:
+        return make_text
+    from harness.hftokenizer import HFPromptMaker  # only runs that ask for it pay for the import
+
+    return HFPromptMaker(Path(scenario.workload.tokenizer))
+
+
+def plan_phase(scenario: Scenario, phase_index: int, run_id: str, text: TextMaker = make_text) -> PhasePlan:
     phase = scenario.phases[phase_index]
     load = phase.load
     seed = phase_seed(scenario.seed, phase_index)
     batch_size = load.size if isinstance(load, BatchLoad) else None
-    source = RequestSource(scenario.workload, phase.name, phase_index, seed, run_id, batch_size)
+    source = RequestSource(scenario.workload, phase.name, phase_index, seed, run_id, batch_size, text=text)
     if isinstance(load, BatchLoad):
         flat = source.take(load.size * load.batches)
         return BatchPlan([flat[i:i + load.size] for i in range(0, len(flat), load.size)])
@@ -102,7 +112,7 @@ def plan_phase(scenario: Scenario, phase_index: int, run_id: str) -> PhasePlan:
         trace = replay_trace(load)
         rows = tuple(trace.rows)
         offsets = trace_offsets([r.arrival_s for r in rows])
-        source = RequestSource(scenario.workload, phase.name, phase_index, seed, run_id, rows=rows)
+        source = RequestSource(scenario.workload, phase.name, phase_index, seed, run_id, rows=rows, text=text)
         return OpenLoopPlan(source.lazy(len(rows)), offsets, phase.max_in_flight)
     offsets = open_loop_offsets(load, seed)
     return OpenLoopPlan(source.lazy(len(offsets)), offsets, phase.max_in_flight)

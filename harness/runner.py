@@ -20,7 +20,7 @@ from harness.clock import Clock, MonotonicClock
 from harness.dispatch import Dispatcher
 from harness.errors import HarnessError
 from harness.h1client import H1Backend
-from harness.plan import BatchPlan, ClosedLoopPlan, PhasePlan, peak_connections, plan_phase
+from harness.plan import BatchPlan, ClosedLoopPlan, PhasePlan, peak_connections, plan_phase, text_maker
 from harness.records import RecordWriter, RequestRecord
 from harness.scenario import ClientConfig, Phase, Scenario
 from harness.selfcheck import SelfCheck
@@ -136,7 +136,8 @@ async def run_scenario(
     run_id = secrets.token_hex(4)
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "scenario.yaml").write_text(scenario.to_yaml(), encoding="utf-8")
-    plans = [plan_phase(scenario, i, run_id) for i in range(len(scenario.phases))]
+    text = text_maker(scenario)
+    plans = [plan_phase(scenario, i, run_id, text) for i in range(len(scenario.phases))]
     header = _header(scenario, endpoint, run_id, clock, bundled)
     slo = SLO(scenario.slo.ttft_ms, scenario.slo.tpot_ms, scenario.slo.e2e_ms)
     phases: list[dict[str, Any]] = []

@@ -203,6 +203,8 @@ class Workload(_Strict):
     output_tokens: Length = 128
     ignore_eos: bool = Field(True, description="ask the server for exactly output_tokens tokens")
     dataset: Dataset | None = Field(None, description="prompts from a dataset instead of prompt_tokens")
+    tokenizer: str | None = Field(None, description="a local Hugging Face tokenizer (directory or tokenizer.json)"
+                                  " to build prompts of exact length for a real model; never downloaded")
 
 
 class SLOConfig(_Strict):
@@ -323,7 +325,10 @@ def _resolve_trace_files(data: Any, base: Path) -> None:
     if isinstance(data.get("phases"), list):
         holders += [p.get("load") for p in data["phases"] if isinstance(p, dict)]
     if isinstance(data.get("workload"), dict):
-        holders += [data["workload"].get(k) for k in ("prompt_tokens", "output_tokens", "dataset")]
+        workload = data["workload"]
+        holders += [workload.get(k) for k in ("prompt_tokens", "output_tokens", "dataset")]
+        if isinstance(workload.get("tokenizer"), str):
+            workload["tokenizer"] = str((base / workload["tokenizer"]).resolve())
     for holder in holders:
         if isinstance(holder, dict) and isinstance(holder.get("file"), str):
             holder["file"] = str((base / holder["file"]).resolve())

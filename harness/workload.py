@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import overload
 
@@ -15,6 +15,8 @@ from harness.lengths import draw
 from harness.scenario import SharedPrefixDataset, ShareGPTDataset, Workload
 from harness.tokens import make_text
 from harness.traces import MOONCAKE_BLOCK_TOKENS, TraceRow
+
+TextMaker = Callable[[int, int], str]  # (tokens, seed) -> text of that many tokens
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +46,7 @@ class RequestSource:
     run_id: str
     batch_size: int | None = None
     rows: tuple[TraceRow, ...] | None = None  # from a trace: request i takes row i's lengths and blocks
+    text: TextMaker = make_text  # (tokens, seed) -> text; a real model's tokenizer replaces the default
 
     def spec(self, i: int) -> RequestSpec:
         prompt_seed = int(np.random.SeedSequence([self.seed, self.phase_index, i]).generate_state(1)[0])
@@ -65,13 +68,13 @@ class RequestSource:
                 max_tokens = turn.reply_tokens
         elif isinstance(w.dataset, SharedPrefixDataset):
             d = w.dataset
-            prefix = make_text(d.prefix_tokens, 0x5A5E_0000 + i % d.prefixes)
-            question = make_text(draw(d.question_tokens, rng), prompt_seed)
+            prefix = self.text(d.prefix_tokens, 0x5A5E_0000 + i % d.prefixes)
+            question = self.text(draw(d.question_tokens, rng), prompt_seed)
             messages = (("system", prefix), ("user", question))
             prompt = f"{prefix} {question}"
             prompt_tokens = len(prompt.split())
         else:
-            prompt = make_text(prompt_tokens, prompt_seed)
+            prompt = self.text(prompt_tokens, prompt_seed)
         return RequestSpec(
             request_id=f"{self.run_id}-{self.phase_index}-{i}",
             phase=self.phase,

@@ -174,3 +174,14 @@ async def test_replaying_azure_against_the_simulator_delivers_its_lengths_in_ord
     assert all(b - a > -2_000_000 for a, b in itertools.pairwise(arrivals))
     offsets = (np.array(arrivals) - arrivals[0]) / 1e9
     assert offsets == pytest.approx([row.arrival_s / 10 for row in expected], abs=0.05)  # generous: a test process
+
+
+def test_trace_inspect_draws_arrivals_per_second(tmp_path: Path) -> None:
+    import matplotlib.image
+
+    png = tmp_path / "arrivals.png"
+    result = CliRunner().invoke(main, ["trace", "inspect", str(AZURE), "--png", str(png)])
+    assert result.exit_code == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    height, width, _ = matplotlib.image.imread(png).shape
+    assert (width, height) == (1000, 320)

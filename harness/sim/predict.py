@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness import __version__
-from harness.plan import BatchPlan, ClosedLoopPlan, PhasePlan, plan_phase
+from harness.plan import BatchPlan, ClosedLoopPlan, PhasePlan, plan_phase, text_maker
 from harness.records import RequestRecord
 from harness.runner import SUMMARY_SCHEMA
 from harness.scenario import Scenario
@@ -96,8 +96,9 @@ def predict(scenario: Scenario) -> dict[str, Any]:
     run = VirtualRun(build_engine(cfg))
     slo = SLO(scenario.slo.ttft_ms, scenario.slo.tpot_ms, scenario.slo.e2e_ms)
     phases = []
+    text = text_maker(scenario)
     for i, phase in enumerate(scenario.phases):
-        pairs = _replay(run, plan_phase(scenario, i, "predict"), s.seed)
+        pairs = _replay(run, plan_phase(scenario, i, "predict", text), s.seed)
         records = [_record(spec, req) for spec, req in pairs]
         records.sort(key=lambda r: r.index)
         phases.append({"name": phase.name, "load": phase.load.model_dump(),

@@ -1,0 +1,74 @@
+"""Prompts of exact length for a real tokenizer, from a local file (a tiny one is trained here)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+from harness.hftokenizer import HFPromptMaker, TokenizerError
+from harness.plan import OpenLoopPlan, plan_phase, text_maker
+from harness.scenario import load_scenario
+from harness.tokens import make_text
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tok = Tokenizer(models.BPE(unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator([make_text(200, s) for s in range(100)],
+                            trainers.BpeTrainer(vocab_size=500, special_tokens=["[UNK]"], show_progress=False))
+    path = tmp_path_factory.mktemp("tok")
+    tok.save(str(path / "tokenizer.json"))
+    return path
+
+
+@pytest.mark.parametrize("n", [1, 7, 100, 2000])
+def test_prompts_count_exactly_as_asked_by_that_tokenizer(tokenizer_dir: Path, n: int) -> None:
+    maker = HFPromptMaker(tokenizer_dir)
+    text = maker(n, seed=5)
+    assert maker.count(text) == n
+    assert text == maker(n, seed=5) and text != maker(n, seed=6)
+
+
+def test_scenario_tokenizer_shapes_the_prompts(tokenizer_dir: Path, tmp_path: Path) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text(f"name: t\nworkload: {{prompt_tokens: 300, tokenizer: {tokenizer_dir}}}\n"
+                    "phases:\n  - name: p\n    load: {type: constant, rate: 1, requests: 3}\n")
+    scenario = load_scenario(path)
+    maker = text_maker(scenario)
+    plan = plan_phase(scenario, 0, "r", maker)
+    assert isinstance(plan, OpenLoopPlan)
+    counter = HFPromptMaker(tokenizer_dir)
+    assert [counter.count(s.prompt) for s in plan.specs] == [300, 300, 300]
+
+
+def test_unloadable_tokenizer_is_a_usage_error(tmp_path: Path) -> None:
+    bad = tmp_path / "tokenizer.json"
+    bad.write_text("{not a tokenizer")
+    with pytest.raises(TokenizerError, match=str(bad)):
+        HFPromptMaker(tmp_path)
+
+
+def test_run_with_tokenizer_reports_the_realised_prompt_lengths(tokenizer_dir: Path, tmp_path: Path,
+                                                                 sim_url: str) -> None:
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("name: tok\nworkload: {prompt_tokens: 200, output_tokens: 4}\n"
+                        "phases:\n  - name: p\n    load: {type: constant, rate: 10, requests: 5}\n")
+    proc = subprocess.run([sys.executable, "-m", "harness", "run", str(scenario), "--endpoint", sim_url,
+                           "--tokenizer", str(tokenizer_dir), "--reports-dir", str(tmp_path / "r")],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT, env=dict(os.environ))
+    assert proc.returncode == 0, proc.stderr
+    (run_dir,) = (tmp_path / "r").iterdir()
+    tokens = json.loads((run_dir / "summary.json").read_text())["phases"][0]["tokens"]
+    # The simulator counts words, the prompt was built for BPE tokens: the difference is reported.
+    assert tokens["prompt_reported"] == 5 and tokens["prompt_mismatched"] == 5
+    assert tokens["prompt_diff_mean"] != 0
