@@ -18,7 +18,7 @@ from harness.errors import EXIT_HARNESS, EXIT_STOPPED, EXIT_USAGE, HarnessError
 from harness.gctune import tune_for_timing
 from harness.report.table import render_table
 from harness.runner import resolve_and_run
-from harness.scenario import ScenarioError, load_scenario
+from harness.scenario import ScenarioError, TraceLoad, load_scenario
 from harness.sim.cli import sim
 from harness.traces import TraceError, read_trace
 
@@ -60,8 +60,10 @@ def main() -> None:
 @click.option("--tokenizer", type=click.Path(path_type=Path, exists=True),
               help="A local Hugging Face tokenizer (directory or tokenizer.json) for prompts of exact length "
                    "on a real model. Never downloaded.")
+@click.option("--skip-bad-rows", is_flag=True,
+              help="Trace phases: skip unreadable rows (counted in summary.json) instead of stopping.")
 def run(scenario_path: Path | None, endpoint: str | None, model: str | None, api: str | None,
-        api_key_env: str | None, reports_dir: Path, pin: bool, tokenizer: Path | None) -> None:
+        api_key_env: str | None, reports_dir: Path, pin: bool, tokenizer: Path | None, skip_bad_rows: bool) -> None:
     """Run SCENARIO (default scenarios/quickstart.yaml) and report each phase side by side."""
     try:
         scenario = load_scenario(scenario_path or _default_scenario())
@@ -70,6 +72,10 @@ def run(scenario_path: Path | None, endpoint: str | None, model: str | None, api
     if tokenizer is not None:
         workload = scenario.workload.model_copy(update={"tokenizer": str(tokenizer.resolve())})
         scenario = scenario.model_copy(update={"workload": workload})
+    if skip_bad_rows:
+        phases = [p.model_copy(update={"load": p.load.model_copy(update={"skip_bad_rows": True})})
+                  if isinstance(p.load, TraceLoad) else p for p in scenario.phases]
+        scenario = scenario.model_copy(update={"phases": phases})
     if endpoint is not None and not endpoint.startswith(("http://", "https://")):
         raise click.BadParameter("must start with http:// or https://", param_hint="--endpoint")
     key = _api_key(api_key_env, scenario.endpoint.api_key_env)

@@ -38,6 +38,7 @@ class OpenLoopPlan:
     specs: Sequence[RequestSpec]
     offsets_ns: OffsetsNs
     max_in_flight: int | None = None
+    trace: dict[str, object] | None = None  # a replayed trace file: its source, rows used and rows skipped
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +114,8 @@ def plan_phase(scenario: Scenario, phase_index: int, run_id: str, text: TextMake
         rows = tuple(trace.rows)
         offsets = trace_offsets([r.arrival_s for r in rows])
         source = RequestSource(scenario.workload, phase.name, phase_index, seed, run_id, rows=rows, text=text)
-        return OpenLoopPlan(source.lazy(len(rows)), offsets, phase.max_in_flight)
+        info = {"source": trace.source, "rows": len(rows), "skipped": dict(trace.skipped)}
+        return OpenLoopPlan(source.lazy(len(rows)), offsets, phase.max_in_flight, info)
     offsets = open_loop_offsets(load, seed)
     return OpenLoopPlan(source.lazy(len(offsets)), offsets, phase.max_in_flight)
 

@@ -20,7 +20,15 @@ from harness.clock import Clock, MonotonicClock
 from harness.dispatch import Dispatcher
 from harness.errors import HarnessError
 from harness.h1client import H1Backend
-from harness.plan import BatchPlan, ClosedLoopPlan, PhasePlan, peak_connections, plan_phase, text_maker
+from harness.plan import (
+    BatchPlan,
+    ClosedLoopPlan,
+    OpenLoopPlan,
+    PhasePlan,
+    peak_connections,
+    plan_phase,
+    text_maker,
+)
 from harness.records import RecordWriter, RequestRecord
 from harness.scenario import ClientConfig, Phase, Scenario
 from harness.selfcheck import SelfCheck
@@ -134,10 +142,10 @@ async def run_scenario(
     clock = clock or MonotonicClock()
     warn = warn or (lambda message: None)
     run_id = secrets.token_hex(4)
+    text = text_maker(scenario)  # a bad trace, dataset or tokenizer fails here, before any report exists
+    plans = [plan_phase(scenario, i, run_id, text) for i in range(len(scenario.phases))]
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "scenario.yaml").write_text(scenario.to_yaml(), encoding="utf-8")
-    text = text_maker(scenario)
-    plans = [plan_phase(scenario, i, run_id, text) for i in range(len(scenario.phases))]
     header = _header(scenario, endpoint, run_id, clock, bundled)
     slo = SLO(scenario.slo.ttft_ms, scenario.slo.tpot_ms, scenario.slo.e2e_ms)
     phases: list[dict[str, Any]] = []
@@ -169,6 +177,8 @@ async def run_scenario(
                     finally:
                         if taken:
                             phases.append(_phase_summary(phase, list(taken), slo, cfg, check.since(mark)))
+                            if isinstance(plan, OpenLoopPlan) and plan.trace is not None:
+                                phases[-1]["trace"] = plan.trace
             finally:
                 stopper.remove()
                 header["stopped"] = stopper.signal

@@ -185,3 +185,40 @@ def test_trace_inspect_draws_arrivals_per_second(tmp_path: Path) -> None:
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     height, width, _ = matplotlib.image.imread(png).shape
     assert (width, height) == (1000, 320)
+
+
+def _run(args: list[str], cwd: Path = ROOT):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "harness", "run", *args], capture_output=True, text=True,
+                          timeout=120, cwd=cwd)
+
+
+def test_trace_rows_used_and_skipped_are_in_the_summary(tmp_path: Path, sim_url: str) -> None:
+    import json
+
+    proc = _run([str(ROOT / "scenarios" / "burstgpt.yaml"), "--endpoint", sim_url, "--reports-dir", str(tmp_path)])
+    assert proc.returncode == 0, proc.stderr
+    (run_dir,) = tmp_path.iterdir()
+    (phase,) = json.loads((run_dir / "summary.json").read_text())["phases"]
+    assert phase["trace"]["rows"] == 8 and phase["trace"]["skipped"] == {"failed_requests": 1}
+    assert phase["requests"]["ok"] == 8
+
+
+def test_bad_trace_rows_stop_the_run_or_are_skipped_with_the_flag(tmp_path: Path, sim_url: str) -> None:
+    import json
+
+    trace = tmp_path / "t.csv"
+    trace.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.0,10,2\nbroken,,\n"
+                     "2023-11-16 18:15:46.5,12,3\n")
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("name: bad\nphases:\n  - name: p\n    load: {type: trace, file: t.csv}\n")
+    proc = _run([str(scenario), "--endpoint", sim_url, "--reports-dir", str(tmp_path / "r1")])
+    assert proc.returncode == 2 and f"{trace}:3: not an Azure trace row" in proc.stderr
+    assert not (tmp_path / "r1").exists() or not list((tmp_path / "r1").iterdir())  # no half report
+    proc = _run([str(scenario), "--endpoint", sim_url, "--skip-bad-rows", "--reports-dir", str(tmp_path / "r2")])
+    assert proc.returncode == 0, proc.stderr
+    (run_dir,) = (tmp_path / "r2").iterdir()
+    (phase,) = json.loads((run_dir / "summary.json").read_text())["phases"]
+    assert phase["trace"]["skipped"] == {"bad_rows": 1} and phase["requests"]["ok"] == 2
