@@ -145,6 +145,22 @@ def calibrate(levels: str, seconds: float, reports_dir: Path) -> None:
     click.echo(f"\nsaved: {calibration_path()}")
 
 
+@main.command()
+@click.argument("run_dir", type=click.Path(path_type=Path, file_okay=False, exists=True))
+@click.option("--write/--no-write", default=True, show_default=True, help="Rewrite the run's summary.json.")
+def report(run_dir: Path, write: bool) -> None:
+    """Rebuild a run's statistics, table and conclusion offline from its saved records."""
+    from harness.report.offline import rebuild
+
+    try:
+        summary = rebuild(run_dir)
+    except ScenarioError as exc:
+        raise SystemExit(_fail(str(exc), EXIT_USAGE)) from None
+    if write:
+        (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    click.echo(render_table(summary))
+
+
 @main.group()
 def trace() -> None:
     """Request traces: inspect and convert."""

@@ -30,6 +30,7 @@ from harness.plan import (
     text_maker,
 )
 from harness.records import RecordWriter, RequestRecord
+from harness.report.conclusion import comparisons, sentences
 from harness.scenario import ClientConfig, Phase, Scenario
 from harness.selfcheck import SelfCheck
 from harness.simproc import bundled_simulator
@@ -123,7 +124,7 @@ def make_backend(endpoint: Endpoint, clock: Clock, cfg: ClientConfig, max_connec
 
 def _phase_summary(phase: Phase, records: list[RequestRecord], slo: SLO, cfg: ClientConfig,
                    check: ClientCheck) -> dict[str, Any]:
-    summary = {"name": phase.name, "load": phase.load.model_dump(),
+    summary = {"name": phase.name, "config": phase.model_dump(mode="json"),
                **summarize_phase(records, slo, cfg.schedule_lag_bound_ms, warmup_s=phase.warmup_s,
                                  cooldown_s=phase.cooldown_s, client=check)}
     calibration = load_calibration()
@@ -186,6 +187,8 @@ async def run_scenario(
         await check.stop()
         await backend.close()
         header["complete"] = len(phases) == len(plans) and header.get("stopped") is None
+        comps = comparisons(summary)
+        summary["comparison"] = {"phases": comps, "conclusion": sentences(comps)}
         (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     return RunResult(run_dir, summary)
 

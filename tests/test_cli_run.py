@@ -64,6 +64,24 @@ def test_default_run_is_the_quickstart_and_shows_the_thesis(tmp_path: Path) -> N
         assert real["latency_ms"]["tpot"]["mean"] == pytest.approx(virtual["latency_ms"]["tpot"]["mean"], rel=0.1)
     rows = pd.read_csv(run_dir / "requests.csv")
     assert len(rows) == 60 + 128 and set(rows["status"]) == {"ok"}
+    # The conclusion restates ratios of the table's own numbers.
+    (comp,) = summary["comparison"]["phases"]
+    tput = batch["throughput"]["output_tokens_per_s"] / interactive["throughput"]["output_tokens_per_s"]
+    ttft = batch["latency_ms"]["ttft"]["p99"] / interactive["latency_ms"]["ttft"]["p99"]
+    assert comp["throughput_ratio"] == pytest.approx(tput) and comp["ttft_p99_ratio"] == pytest.approx(ttft)
+    (sentence,) = summary["comparison"]["conclusion"]
+    assert f"Batches of 64 deliver {tput:.1f}× the output tokens/s" in sentence
+    assert f"{ttft:.1f}× its p99 TTFT" in sentence
+    assert sentence in proc.stdout
+    # Offline, from the saved records alone, the same statistics come back.
+    rebuilt = harness("report", str(run_dir), "--no-write")
+    assert rebuilt.returncode == 0 and sentence in rebuilt.stdout
+    from harness.report.offline import rebuild
+
+    again = rebuild(run_dir)
+    for saved_phase, rebuilt_phase in zip(summary["phases"], again["phases"], strict=True):
+        for key in ("requests", "latency_ms", "throughput", "goodput", "tokens", "batches"):
+            assert rebuilt_phase[key] == saved_phase[key], key
     assert (yaml.safe_load((run_dir / "scenario.yaml").read_text())["name"]) == "quickstart"
 
 

@@ -51,4 +51,8 @@ def render_table(summary: dict[str, Any]) -> str:
         return "  ".join([first, *(c.rjust(w) for c, w in zip(cells[1:], widths[1:], strict=True))])
 
     rule = "-" * (sum(widths) + 2 * (len(widths) - 1))
-    return "\n".join([line(header), rule, *(line(r) for r in body)])
+    lines = [line(header), rule, *(line(r) for r in body)]
+    conclusion = summary.get("comparison", {}).get("conclusion") or []
+    if conclusion:
+        lines += ["", *conclusion]
+    return "\n".join(lines)

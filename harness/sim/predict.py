@@ -13,6 +13,7 @@ from typing import Any
 from harness import __version__
 from harness.plan import BatchPlan, ClosedLoopPlan, PhasePlan, plan_phase, text_maker
 from harness.records import RequestRecord
+from harness.report.conclusion import comparisons, sentences
 from harness.runner import SUMMARY_SCHEMA
 from harness.scenario import Scenario
 from harness.sim.engine import SimRequest
@@ -101,8 +102,11 @@ def predict(scenario: Scenario) -> dict[str, Any]:
         pairs = _replay(run, plan_phase(scenario, i, "predict", text), s.seed)
         records = [_record(spec, req) for spec, req in pairs]
         records.sort(key=lambda r: r.index)
-        phases.append({"name": phase.name, "load": phase.load.model_dump(),
+        phases.append({"name": phase.name, "config": phase.model_dump(mode="json"),
                        **summarize_phase(records, slo, scenario.client.schedule_lag_bound_ms)})
     header = {"run_id": "predict", "scenario": scenario.name, "harness_version": __version__, "seed": scenario.seed,
               "mode": "predict", "simulator": s.model_dump(), "complete": True}
-    return {"schema": SUMMARY_SCHEMA, "run": header, "phases": phases}
+    summary = {"schema": SUMMARY_SCHEMA, "run": header, "phases": phases}
+    comps = comparisons(summary)
+    summary["comparison"] = {"phases": comps, "conclusion": sentences(comps)}
+    return summary

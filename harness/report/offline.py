@@ -1,0 +1,52 @@
+"""`harness report RUN_DIR`: the summary rebuilt offline from a run's saved records and scenario."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from harness.records import RequestRecord, read_records
+from harness.report.conclusion import comparisons, sentences
+from harness.scenario import ScenarioError, load_scenario
+from harness.stats import SLO, ClientCheck, summarize_phase
+
+
+def rebuild(run_dir: Path) -> dict[str, Any]:
+    """Statistics recomputed from `requests.jsonl` with the run's own `scenario.yaml`.
+
+    The run header and each phase's self-check readings (which records cannot recreate) are taken
+    from the saved `summary.json` when there is one.
+    """
+    records_path = run_dir / "requests.jsonl"
+    if not records_path.is_file():
+        raise ScenarioError(f"{run_dir}: no requests.jsonl: not a run directory")
+    scenario = load_scenario(run_dir / "scenario.yaml")
+    saved: dict[str, Any] = {}
+    if (run_dir / "summary.json").is_file():
+        saved = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+    saved_phases = {p["name"]: p for p in saved.get("phases", [])}
+    by_phase: dict[str, list[RequestRecord]] = {}
+    for rec in read_records(records_path):
+        by_phase.setdefault(rec.phase, []).append(rec)
+    slo = SLO(scenario.slo.ttft_ms, scenario.slo.tpot_ms, scenario.slo.e2e_ms)
+    cfg = scenario.client
+    phases = []
+    for phase in scenario.phases:
+        records = sorted(by_phase.get(phase.name, []), key=lambda r: r.index)
+        if not records:
+            continue
+        client = saved_phases.get(phase.name, {}).get("client", {})
+        check = ClientCheck(client.get("loop_lag_p99_ms"), client.get("cpu_share"), cfg.loop_lag_bound_ms,
+                            cfg.cpu_bound)
+        summary = {"name": phase.name, "config": phase.model_dump(mode="json"),
+                   **summarize_phase(records, slo, cfg.schedule_lag_bound_ms, warmup_s=phase.warmup_s,
+                                     cooldown_s=phase.cooldown_s, client=check)}
+        if "trace" in saved_phases.get(phase.name, {}):
+            summary["trace"] = saved_phases[phase.name]["trace"]
+        phases.append(summary)
+    result: dict[str, Any] = {"schema": saved.get("schema", "harness.summary/1"), "run": saved.get("run", {}),
+                              "phases": phases}
+    comps = comparisons(result)
+    result["comparison"] = {"phases": comps, "conclusion": sentences(comps)}
+    return result
