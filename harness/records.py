@@ -7,7 +7,7 @@ the arrival time of each token-bearing chunk; `requests.csv` has the scalar colu
 from __future__ import annotations
 
 import csv
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import IO, Literal
@@ -104,3 +104,13 @@ def read_records(path: Path) -> Iterator[RequestRecord]:
             if line.strip():
                 yield RequestRecord(**orjson.loads(line))
 
+
+
+def write_parquet(path: Path, records: Iterable[RequestRecord]) -> None:
+    """All records as one Parquet table: the CSV's columns plus per-chunk arrival times as a list column."""
+    import pandas as pd  # reports only: the hot path never imports pandas
+
+    records = list(records)
+    frame = pd.DataFrame([_csv_row(rec) for rec in records], columns=CSV_COLUMNS)
+    frame["chunk_ns"] = [rec.chunk_ns for rec in records]
+    frame.to_parquet(path, index=False)

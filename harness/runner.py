@@ -29,7 +29,7 @@ from harness.plan import (
     plan_phase,
     text_maker,
 )
-from harness.records import RecordWriter, RequestRecord
+from harness.records import RecordWriter, RequestRecord, write_parquet
 from harness.report.conclusion import comparisons, sentences
 from harness.scenario import ClientConfig, Phase, Scenario
 from harness.selfcheck import SelfCheck
@@ -158,9 +158,12 @@ async def run_scenario(
         with RecordWriter(run_dir) as writer:
             taken: list[RequestRecord] = []
 
+            every: list[RequestRecord] = []
+
             def sink(rec: RequestRecord) -> None:
                 writer.write(rec)
                 taken.append(rec)
+                every.append(rec)
 
             dispatcher = Dispatcher(backend, clock, sink)
             stopper = _Stopper(dispatcher, warn)
@@ -183,6 +186,8 @@ async def run_scenario(
             finally:
                 stopper.remove()
                 header["stopped"] = stopper.signal
+                if every:
+                    write_parquet(run_dir / "requests.parquet", every)
     finally:
         await check.stop()
         await backend.close()

@@ -64,6 +64,9 @@ def test_default_run_is_the_quickstart_and_shows_the_thesis(tmp_path: Path) -> N
         assert real["latency_ms"]["tpot"]["mean"] == pytest.approx(virtual["latency_ms"]["tpot"]["mean"], rel=0.1)
     rows = pd.read_csv(run_dir / "requests.csv")
     assert len(rows) == 60 + 128 and set(rows["status"]) == {"ok"}
+    table = pd.read_parquet(run_dir / "requests.parquet")
+    assert list(table["request_id"]) == list(rows["request_id"])
+    assert [len(c) for c in table["chunk_ns"]] == list(rows["num_chunks"]) == [128] * 188
     # The conclusion restates ratios of the table's own numbers.
     (comp,) = summary["comparison"]["phases"]
     tput = batch["throughput"]["output_tokens_per_s"] / interactive["throughput"]["output_tokens_per_s"]
