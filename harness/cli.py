@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sys
 from pathlib import Path
 
 import click
@@ -62,8 +63,11 @@ def main() -> None:
                    "on a real model. Never downloaded.")
 @click.option("--skip-bad-rows", is_flag=True,
               help="Trace phases: skip unreadable rows (counted in summary.json) instead of stopping.")
+@click.option("--progress/--no-progress", default=None,
+              help="Live progress line on stderr (default: when stderr is a terminal).")
 def run(scenario_path: Path | None, endpoint: str | None, model: str | None, api: str | None,
-        api_key_env: str | None, reports_dir: Path, pin: bool, tokenizer: Path | None, skip_bad_rows: bool) -> None:
+        api_key_env: str | None, reports_dir: Path, pin: bool, tokenizer: Path | None, skip_bad_rows: bool,
+        progress: bool | None) -> None:
     """Run SCENARIO (default scenarios/quickstart.yaml) and report each phase side by side."""
     try:
         scenario = load_scenario(scenario_path or _default_scenario())
@@ -82,7 +86,8 @@ def run(scenario_path: Path | None, endpoint: str | None, model: str | None, api
     tune_for_timing()
     try:
         result = asyncio.run(resolve_and_run(scenario, reports_dir, url=endpoint, model=model, api=api,  # type: ignore[arg-type]
-                                             api_key=key, warn=_warn, pin=pin))
+                                             api_key=key, warn=_warn, pin=pin,
+                                             progress_to=sys.stderr if _show_progress(progress) else None))
     except HarnessError as exc:
         raise SystemExit(_fail(str(exc), EXIT_HARNESS)) from None
     except (TraceError, ValueError) as exc:  # unreadable trace, dataset or tokenizer
@@ -97,6 +102,10 @@ def run(scenario_path: Path | None, endpoint: str | None, model: str | None, api
     click.echo(f"\nreport: {result.run_dir}")
     if result.summary["run"].get("stopped"):
         raise SystemExit(EXIT_STOPPED)
+
+
+def _show_progress(flag: bool | None) -> bool:
+    return sys.stderr.isatty() if flag is None else flag
 
 
 def _warn(message: str) -> None:

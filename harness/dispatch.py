@@ -34,6 +34,7 @@ class Dispatcher:
         self._sender: asyncio.Task[None] | None = None
         self._in_flight: set[asyncio.Task[RequestRecord]] = set()
         self._records: list[RequestRecord] = []
+        self.launched = 0  # requests handed to the backend this phase
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -45,6 +46,7 @@ class Dispatcher:
 
     async def _phase(self, sender: Coroutine[Any, Any, None], grace_s: float) -> list[RequestRecord]:
         self._records = []
+        self.launched = 0
         self._sender = asyncio.ensure_future(sender)
         try:
             with contextlib.suppress(asyncio.CancelledError):
@@ -73,6 +75,7 @@ class Dispatcher:
             await asyncio.wait(tasks)
 
     def _launch(self, spec: RequestSpec, intended_ns: int) -> asyncio.Task[RequestRecord]:
+        self.launched += 1
         task = asyncio.ensure_future(self._one(spec, intended_ns))
         self._in_flight.add(task)
         task.add_done_callback(self._in_flight.discard)

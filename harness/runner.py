@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from harness import __version__
 from harness.calibration_store import load_calibration
@@ -29,6 +29,7 @@ from harness.plan import (
     plan_phase,
     text_maker,
 )
+from harness.progress import Progress
 from harness.records import RecordWriter, RequestRecord, write_parquet
 from harness.report.conclusion import comparisons, sentences
 from harness.scenario import ClientConfig, Phase, Scenario
@@ -138,7 +139,7 @@ def _phase_summary(phase: Phase, records: list[RequestRecord], slo: SLO, cfg: Cl
 
 async def run_scenario(
     scenario: Scenario, endpoint: Endpoint, run_dir: Path, *, bundled: bool = False, clock: Clock | None = None,
-    warn: Warn | None = None,
+    warn: Warn | None = None, progress_to: TextIO | None = None,
 ) -> RunResult:
     clock = clock or MonotonicClock()
     warn = warn or (lambda message: None)
@@ -160,12 +161,19 @@ async def run_scenario(
 
             every: list[RequestRecord] = []
 
+            progress: Progress | None = None
+
             def sink(rec: RequestRecord) -> None:
                 writer.write(rec)
                 taken.append(rec)
                 every.append(rec)
+                if progress is not None:
+                    progress.record(rec)
 
             dispatcher = Dispatcher(backend, clock, sink)
+            if progress_to is not None:
+                progress = Progress(clock, progress_to, lambda: dispatcher.launched)
+                progress.start()
             stopper = _Stopper(dispatcher, warn)
             stopper.install()
             check.start()
@@ -175,6 +183,8 @@ async def run_scenario(
                         break
                     await backend.warm(min(peak_connections(plan), _WARM_MAX))
                     taken.clear()
+                    if progress is not None:
+                        progress.begin_phase(phase.name)
                     mark = check.mark()
                     try:
                         await _run_plan(dispatcher, plan, cfg.stop_grace_s)
@@ -185,6 +195,8 @@ async def run_scenario(
                                 phases[-1]["trace"] = plan.trace
             finally:
                 stopper.remove()
+                if progress is not None:
+                    await progress.stop()
                 header["stopped"] = stopper.signal
                 if every:
                     write_parquet(run_dir / "requests.parquet", every)
@@ -200,7 +212,7 @@ async def run_scenario(
 
 async def resolve_and_run(
     scenario: Scenario, reports_dir: Path, *, url: str | None, model: str | None, api: Api | None,
-    api_key: str | None, warn: Warn | None = None, pin: bool = False,
+    api_key: str | None, warn: Warn | None = None, pin: bool = False, progress_to: TextIO | None = None,
 ) -> RunResult:
     """Run against `url`, or against a bundled simulator started for this run when it is None."""
     api = api or scenario.endpoint.api
@@ -210,11 +222,12 @@ async def resolve_and_run(
     if url is None:
         async with bundled_simulator(scenario.simulator, pin=pin) as (sim_url, sim_model):
             endpoint = Endpoint(sim_url, model or sim_model, api, None)
-            return await run_scenario(scenario, endpoint, run_dir, bundled=True, warn=warn)
+            return await run_scenario(scenario, endpoint, run_dir, bundled=True, warn=warn, progress_to=progress_to)
     async with open_session(1, scenario.client.connect_timeout_s, 30) as session:
         served = await list_models(session, url, api_key)
     if model is None:
         if not served:
             raise HarnessError(f"{url} serves no models; pass --model")
         model = served[0]
-    return await run_scenario(scenario, Endpoint(url, model, api, api_key), run_dir, warn=warn)
+    return await run_scenario(scenario, Endpoint(url, model, api, api_key), run_dir, warn=warn,
+                              progress_to=progress_to)
