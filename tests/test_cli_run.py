@@ -100,7 +100,7 @@ def test_run_against_an_endpoint_keeps_the_key_secret(tmp_path: Path, sim_url: s
     assert [p["requests"]["ok"] for p in summary["phases"]] == [10, 6]
     assert summary["run"]["endpoint"]["model"] == "llama-3.1-8b"  # discovered from /v1/models
     for path in run_dir.iterdir():
-        assert secret not in path.read_text(), path.name
+        assert secret.encode() not in path.read_bytes(), path.name
     assert secret not in proc.stdout + proc.stderr
 
 
