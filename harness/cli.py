@@ -156,7 +156,8 @@ def calibrate(levels: str, seconds: float, reports_dir: Path) -> None:
 
 @main.command()
 @click.argument("run_dir", type=click.Path(path_type=Path, file_okay=False, exists=True))
-@click.option("--write/--no-write", default=True, show_default=True, help="Rewrite the run's summary.json.")
+@click.option("--write/--no-write", default=True, show_default=True,
+              help="Rewrite the run's summary.json and report.html.")
 def report(run_dir: Path, write: bool) -> None:
     """Rebuild a run's statistics, table and conclusion offline from its saved records."""
     from harness.report.offline import rebuild
@@ -166,7 +167,12 @@ def report(run_dir: Path, write: bool) -> None:
     except ScenarioError as exc:
         raise SystemExit(_fail(str(exc), EXIT_USAGE)) from None
     if write:
+        from harness.records import read_records
+        from harness.report.html import render_html
+
         (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+        records = list(read_records(run_dir / "requests.jsonl"))
+        (run_dir / "report.html").write_text(render_html(summary, records), encoding="utf-8")
     click.echo(render_table(summary))
 
 

@@ -32,6 +32,7 @@ from harness.plan import (
 from harness.progress import Progress
 from harness.records import RecordWriter, RequestRecord, write_parquet
 from harness.report.conclusion import comparisons, sentences
+from harness.report.html import render_html
 from harness.scenario import ClientConfig, Phase, Scenario
 from harness.selfcheck import SelfCheck
 from harness.simproc import bundled_simulator
@@ -155,6 +156,7 @@ async def run_scenario(
     summary: dict[str, Any] = {"schema": SUMMARY_SCHEMA, "run": header, "phases": phases}
     check = SelfCheck(clock, cfg.loop_lag_bound_ms, cfg.cpu_bound, warn)
     backend = make_backend(endpoint, clock, cfg, max(peak_connections(p) for p in plans))
+    saved_records: list[RequestRecord] = []
     try:
         with RecordWriter(run_dir) as writer:
             taken: list[RequestRecord] = []
@@ -200,6 +202,7 @@ async def run_scenario(
                 header["stopped"] = stopper.signal
                 if every:
                     write_parquet(run_dir / "requests.parquet", every)
+                    saved_records.extend(every)
     finally:
         await check.stop()
         await backend.close()
@@ -207,6 +210,8 @@ async def run_scenario(
         comps = comparisons(summary)
         summary["comparison"] = {"phases": comps, "conclusion": sentences(comps)}
         (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+        if saved_records:
+            (run_dir / "report.html").write_text(render_html(summary, saved_records), encoding="utf-8")
     return RunResult(run_dir, summary)
 
 

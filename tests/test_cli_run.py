@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -28,6 +30,11 @@ phases:
   - name: closed
     load: {type: concurrency, concurrency: 3, requests: 6}
 """
+
+
+def sentence_in_page(page: str, summary: dict) -> bool:
+    """The report page carries the table and the conclusion."""
+    return "TTFT p50/p90/p99 ms" in page and summary["comparison"]["conclusion"][0] in page
 
 
 def harness(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -64,6 +71,11 @@ def test_default_run_is_the_quickstart_and_shows_the_thesis(tmp_path: Path) -> N
         assert real["latency_ms"]["tpot"]["mean"] == pytest.approx(virtual["latency_ms"]["tpot"]["mean"], rel=0.1)
     rows = pd.read_csv(run_dir / "requests.csv")
     assert len(rows) == 60 + 128 and set(rows["status"]) == {"ok"}
+    page = (run_dir / "report.html").read_text()
+    assert sentence_in_page(page, summary)
+    images = re.findall(r"src='data:image/png;base64,([^']+)'", page)
+    assert len(images) == 3 and all(base64.b64decode(b)[:8] == b"\x89PNG\r\n\x1a\n" for b in images)
+    assert "http://" not in page.replace(summary["run"]["endpoint"]["base_url"], "")  # nothing to fetch
     table = pd.read_parquet(run_dir / "requests.parquet")
     assert list(table["request_id"]) == list(rows["request_id"])
     assert [len(c) for c in table["chunk_ns"]] == list(rows["num_chunks"]) == [128] * 188

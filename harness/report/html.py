@@ -1,0 +1,129 @@
+"""One self-contained HTML report: the summary table, the conclusion, and plots embedded as PNG data.
+
+Plots (matplotlib, rendered to files only): latency CDFs (TTFT, ITL, E2E) per phase; TTFT and ITL
+over time against the arrival rate; output throughput over time; schedule lag; errors over time.
+Nothing is fetched when the page is viewed.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from harness.clock import NS_PER_MS, NS_PER_S
+from harness.records import RequestRecord
+from harness.report.table import render_table
+from harness.stats import itl_samples_ns, ttft_ns
+
+_STYLE = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222}
+pre{background:#f6f6f6;padding:1em;overflow-x:auto;font-size:13px}
+img{max-width:100%;border:1px solid #ddd;margin:0.5em 0}
+h1{font-size:1.5em}h2{font-size:1.15em;margin-top:1.6em}.note{color:#555}"""
+
+
+def _png(fig: Any) -> str:
+    import matplotlib.pyplot as plt
+
+    buf = io.BytesIO()
+    fig.tight_layout()
+    fig.savefig(buf, format="png", dpi=90)
+    plt.close(fig)
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+
+
+def _figure(width: float = 10, height: float = 3.4) -> tuple[Any, Any]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt.subplots(figsize=(width, height))
+
+
+def _cdfs(by_phase: dict[str, list[RequestRecord]]) -> str:
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.6))
+    for name, recs in by_phase.items():
+        ok = [r for r in recs if r.status == "ok"]
+        series = {
+            "TTFT": [v for r in ok if (v := ttft_ns(r)) is not None],
+            "ITL": [v for r in ok for v in itl_samples_ns(r)],
+            "E2E": [r.last_token_ns - r.sent_ns for r in ok if r.last_token_ns is not None and r.sent_ns is not None],
+        }
+        for ax, (label, values) in zip(axes, series.items(), strict=True):
+            if values:
+                x = np.sort(np.asarray(values, dtype=np.float64)) / NS_PER_MS
+                ax.plot(x, np.arange(1, len(x) + 1) / len(x), label=name, linewidth=1.2)
+            if label != "E2E":  # TTFT and ITL span decades; E2E sits in one
+                ax.set_xscale("log")
+            ax.set_xlabel(f"{label} (ms)")
+            ax.set_ylabel("fraction of requests" if label == "TTFT" else "")
+            ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
+    return _png(fig)
+
+
+def _over_time(records: Sequence[RequestRecord], t0: int) -> str:
+    import matplotlib.pyplot as plt
+
+    ok = [r for r in records if r.status == "ok" and r.first_token_ns is not None and r.sent_ns is not None]
+    fig, axes = plt.subplots(2, 2, figsize=(12, 6))
+    ax_ttft, ax_itl, ax_tput, ax_lag = axes.ravel()
+    if ok:
+        sent_s = np.array([(r.sent_ns or 0) - t0 for r in ok]) / NS_PER_S
+        ax_ttft.scatter(sent_s, [(ttft_ns(r) or 0) / NS_PER_MS for r in ok], s=4)
+        itl = [(np.mean(itl_samples_ns(r)) / NS_PER_MS) if len(r.chunk_ns) > 1 else np.nan for r in ok]
+        ax_itl.scatter(sent_s, itl, s=4, color="#2ca02c")
+    intended_s = np.array([r.intended_ns - t0 for r in records]) / NS_PER_S
+    seconds = int(np.ceil(intended_s.max())) + 1 if len(intended_s) else 1
+    rate = np.bincount(np.clip(intended_s, 0, None).astype(int), minlength=seconds)
+    for ax in (ax_ttft, ax_itl):
+        twin = ax.twinx()
+        twin.step(np.arange(seconds), rate, where="post", color="#999", linewidth=0.8)
+        twin.set_ylabel("arrivals/s", color="#999")
+    chunks = np.concatenate([np.asarray(r.chunk_ns) for r in ok]) if ok else np.zeros(0)
+    if chunks.size:
+        per_s = np.bincount(((chunks - t0) / NS_PER_S).astype(int))
+        ax_tput.plot(np.arange(len(per_s)), per_s, color="#9467bd")
+    lag = [((r.sent_ns or 0) - r.intended_ns) / NS_PER_MS for r in records if r.sent_ns is not None]
+    ax_lag.scatter([(r.intended_ns - t0) / NS_PER_S for r in records if r.sent_ns is not None], lag, s=4,
+                   color="#ff7f0e", label="schedule lag")
+    errors = [(r.end_ns - t0) / NS_PER_S for r in records if r.status != "ok"]
+    if errors:
+        ax_lag.scatter(errors, [0] * len(errors), marker="x", color="#d62728", label="errors")
+    ax_lag.legend(fontsize=8)
+    for ax, title, unit in ((ax_ttft, "TTFT over time", "ms"), (ax_itl, "mean ITL per request", "ms"),
+                            (ax_tput, "output tokens per second", "tokens/s"),
+                            (ax_lag, "schedule lag and errors", "ms")):
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel("time (s)")
+        ax.set_ylabel(unit)
+        ax.grid(alpha=0.3)
+    return _png(fig)
+
+
+def render_html(summary: dict[str, Any], records: Sequence[RequestRecord]) -> str:
+    by_phase: dict[str, list[RequestRecord]] = {}
+    for rec in records:
+        by_phase.setdefault(rec.phase, []).append(rec)
+    run = summary.get("run", {})
+    title = f"harness report: {run.get('scenario', '')}"
+    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
+             f"<style>{_STYLE}</style></head><body><h1>{html.escape(title)}</h1>",
+             f"<p class='note'>run {html.escape(str(run.get('run_id', '')))} · started "
+             f"{html.escape(str(run.get('started_at', '')))} · endpoint "
+             f"{html.escape(str(run.get('endpoint', {}).get('base_url', '')))}</p>",
+             f"<pre>{html.escape(render_table(summary))}</pre>",
+             "<h2>Latency distributions</h2>", f"<img alt='latency CDFs' src='{_cdfs(by_phase)}'>"]
+    for name, recs in by_phase.items():
+        t0 = min(r.intended_ns for r in recs)
+        parts += [f"<h2>Phase {html.escape(name)} over time</h2>",
+                  f"<img alt='{html.escape(name)} over time' src='{_over_time(recs, t0)}'>"]
+    parts.append("</body></html>\n")
+    return "\n".join(parts)
