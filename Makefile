@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test check install install-test clean
+.PHONY: demo test check install install-test browser clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -15,6 +15,10 @@ install: $(BIN)/python
 install-test: $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[test]'
 
+# The HTML report test renders the page in Debian's chromium; install it when it is missing (needs root).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }
+
 demo: install
 	$(BIN)/harness run
 
@@ -23,7 +27,7 @@ check:
 	$(BIN)/mypy harness
 	$(BIN)/pytest -q
 
-test: install-test check
+test: install-test browser check
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

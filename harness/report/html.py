@@ -21,7 +21,7 @@ from harness.report.table import render_table
 from harness.stats import itl_samples_ns, ttft_ns
 
 _STYLE = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222}
-pre{background:#f6f6f6;padding:1em;overflow-x:auto;font-size:13px}
+pre{background:#f6f6f6;padding:1em;overflow-x:auto;font-size:13px;white-space:pre-wrap}
 img{max-width:100%;border:1px solid #ddd;margin:0.5em 0}
 h1{font-size:1.5em}h2{font-size:1.15em;margin-top:1.6em}.note{color:#555}"""
 

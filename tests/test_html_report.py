@@ -1,0 +1,59 @@
+"""The HTML report in a real headless browser (Debian's chromium, installed by `make test` / `.ci/run`)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+SMALL = """
+name: html
+seed: 3
+workload: {prompt_tokens: 64, output_tokens: 16}
+slo: {ttft_ms: 200}
+phases:
+  - name: open
+    load: {type: poisson, rate: 20, requests: 30}
+  - name: batch-16
+    load: {type: batch, size: 16, batches: 2}
+"""
+
+PROBE = ("<script>window.addEventListener('load', () => { const ok = [...document.images]"
+         ".filter(i => i.complete && i.naturalWidth > 0).length;"
+         " document.body.setAttribute('data-images-loaded', ok); });</script>")
+
+
+def _chromium() -> str:
+    path = shutil.which("chromium")
+    if path is None:
+        pytest.fail("Debian's chromium is needed for this test: `make test` and `.ci/run` install it")
+    return path
+
+
+def test_report_page_and_its_images_load_in_a_browser(tmp_path: Path, sim_url: str) -> None:
+    scenario = tmp_path / "html.yaml"
+    scenario.write_text(SMALL)
+    proc = subprocess.run([sys.executable, "-m", "harness", "run", str(scenario), "--endpoint", sim_url,
+                           "--reports-dir", str(tmp_path / "r")], capture_output=True, text=True, timeout=120,
+                          cwd=ROOT, env=dict(os.environ))
+    assert proc.returncode == 0, proc.stderr
+    (run_dir,) = (tmp_path / "r").iterdir()
+    page = (run_dir / "report.html").read_text()
+    probed = tmp_path / "probed.html"
+    probed.write_text(page.replace("</body>", PROBE + "</body>"))
+    dom = subprocess.run(
+        [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=5000", "--dump-dom",
+         probed.as_uri()], capture_output=True, text=True, timeout=90).stdout
+    assert "harness report: html" in dom and "Batches of 16 deliver" in dom
+    loaded = re.search(r'data-images-loaded="(\d+)"', dom)
+    assert loaded is not None, dom[:500]
+    assert int(loaded.group(1)) == 3  # the CDFs and one time-series figure per phase, all decoded
