@@ -17,7 +17,7 @@ install-test: $(BIN)/python
 
 # The HTML report test renders the page in Debian's chromium; install it when it is missing (needs root).
 browser:
-	@command -v chromium >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }
+	@command -v chromium >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
 demo: install
 	$(BIN)/harness run
