@@ -7,6 +7,7 @@ tested in virtual time and no code reads the real clock behind its back.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import heapq
 import itertools
 import time
@@ -18,6 +19,14 @@ NS_PER_MS = 1_000_000
 # Event-loop timers wake on epoll's 1 ms granularity; the last stretch before a deadline is
 # covered by yielding to the loop instead, which keeps schedule lag well under a millisecond.
 _SPIN_NS = 1_500_000
+
+
+async def cancel_quietly(task: asyncio.Task[None] | None) -> None:
+    """Stop a background loop (ticker, driver) and wait until it has."""
+    if task is not None:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
 
 class Clock(Protocol):

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections import deque
 from collections.abc import Callable
 from typing import TextIO
 
 import numpy as np
 
-from harness.clock import NS_PER_MS, NS_PER_S, Clock
+from harness.clock import NS_PER_MS, NS_PER_S, Clock, cancel_quietly
 from harness.records import RequestRecord
 
 
@@ -56,9 +55,7 @@ class Progress:
 
     async def stop(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await cancel_quietly(self._task)
             self.out.write("\r\x1b[2K")  # leave the terminal as it was
             self.out.flush()
 

@@ -9,13 +9,12 @@ bound a warning goes out once.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Callable
 
 import numpy as np
 
-from harness.clock import NS_PER_MS, NS_PER_S, Clock
+from harness.clock import NS_PER_MS, NS_PER_S, Clock, cancel_quietly
 from harness.stats import ClientCheck
 
 _TICK_NS = 10 * NS_PER_MS
@@ -39,10 +38,7 @@ class SelfCheck:
         self._task = asyncio.ensure_future(self._tick())
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await cancel_quietly(self._task)
 
     def mark(self) -> tuple[int, float, int]:
         """A point to measure from: (samples so far, CPU seconds, now)."""

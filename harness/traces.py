@@ -110,71 +110,27 @@ def _finish(path: Path, raw: list[tuple[float, TraceRow]], skipped: dict[str, in
     return Trace(str(path), [replace(row, arrival_s=t - t0) for t, row in raw], skipped)
 
 
-def read_azure(path: Path, skip_bad: bool = False) -> Trace:
+Parsed = tuple[float, TraceRow] | None  # None: a row deliberately left out (counted by the parser)
+Rows = Iterator[tuple[int, Any]]
+
+
+def _read(path: Path, rows: Rows, parse: Any, what: str, skip_bad: bool,
+          skipped: dict[str, int] | None = None) -> Trace:
+    """Rows through `parse` (row, skipped) -> Parsed; a row it cannot parse is a bad row of the file."""
+    skipped = {} if skipped is None else skipped
     raw: list[tuple[float, TraceRow]] = []
-    skipped: dict[str, int] = {}
-    for line, row in _csv_rows(path):
+    for line, row in rows:
         try:
-            raw.append((_azure_time(row["TIMESTAMP"]),
-                        TraceRow(0.0, int(row["ContextTokens"]), int(row["GeneratedTokens"]))))
+            item = parse(row, skipped)
         except (KeyError, ValueError, TypeError, AttributeError) as exc:
-            _bad(path, line, f"not an Azure trace row ({exc})", skip_bad, skipped)
+            _bad(path, line, f"{what} ({exc})", skip_bad, skipped)
+            continue
+        if item is not None:
+            raw.append(item)
     return _finish(path, raw, skipped)
 
 
-def read_mooncake(path: Path, skip_bad: bool = False) -> Trace:
-    raw: list[tuple[float, TraceRow]] = []
-    skipped: dict[str, int] = {}
-    with path.open(encoding="utf-8") as fh:
-        for line, text in enumerate(fh, 1):
-            if not text.strip():
-                continue
-            try:
-                obj = json.loads(text)
-                ids = obj.get("hash_ids")
-                raw.append((obj["timestamp"] / 1e3, TraceRow(
-                    0.0, int(obj["input_length"]), int(obj["output_length"]),
-                    tuple(int(i) for i in ids) if ids is not None else None)))
-            except (KeyError, ValueError, TypeError, AttributeError) as exc:
-                _bad(path, line, f"not a Mooncake trace row ({exc})", skip_bad, skipped)
-    return _finish(path, raw, skipped)
-
-
-def read_burstgpt(path: Path, model: str | None = None, skip_bad: bool = False) -> Trace:
-    raw: list[tuple[float, TraceRow]] = []
-    skipped: dict[str, int] = {}
-    for line, row in _csv_rows(path):
-        try:
-            if model is not None and row["Model"] != model:
-                continue
-            response = int(float(row["Response tokens"]))
-            if response == 0:
-                skipped["failed_requests"] = skipped.get("failed_requests", 0) + 1
-                continue
-            raw.append((float(row["Timestamp"]), TraceRow(0.0, int(float(row["Request tokens"])), response)))
-        except (KeyError, ValueError, TypeError) as exc:
-            _bad(path, line, f"not a BurstGPT row ({exc})", skip_bad, skipped)
-    return _finish(path, raw, skipped)
-
-
-def read_generic(path: Path, columns: ColumnMap, skip_bad: bool = False) -> Trace:
-    raw: list[tuple[float, TraceRow]] = []
-    skipped: dict[str, int] = {}
-    scale = 1e-3 if columns.time_unit == "ms" else 1.0
-    for line, row in _generic_rows(path, skip_bad, skipped):
-        try:
-            session = str(row[columns.session]) if columns.session else None
-            raw.append((float(row[columns.time]) * scale,
-                        TraceRow(0.0, int(row[columns.input]), int(row[columns.output]), session=session)))
-        except (KeyError, ValueError, TypeError) as exc:
-            _bad(path, line, f"missing or bad column ({exc})", skip_bad, skipped)
-    return _finish(path, raw, skipped)
-
-
-def _generic_rows(path: Path, skip_bad: bool, skipped: dict[str, int]) -> Iterator[tuple[int, dict[str, Any]]]:
-    if path.suffix not in (".jsonl", ".json"):
-        yield from _csv_rows(path)
-        return
+def _json_lines(path: Path, skip_bad: bool, skipped: dict[str, int]) -> Rows:
     with path.open(encoding="utf-8") as fh:
         for line, text in enumerate(fh, 1):
             if not text.strip():
@@ -188,6 +144,49 @@ def _generic_rows(path: Path, skip_bad: bool, skipped: dict[str, int]) -> Iterat
                 yield line, obj
             else:
                 _bad(path, line, "not a JSON object", skip_bad, skipped)
+
+
+def read_azure(path: Path, skip_bad: bool = False) -> Trace:
+    def parse(row: dict[str, str], _: dict[str, int]) -> Parsed:
+        return _azure_time(row["TIMESTAMP"]), TraceRow(0.0, int(row["ContextTokens"]), int(row["GeneratedTokens"]))
+
+    return _read(path, _csv_rows(path), parse, "not an Azure trace row", skip_bad)
+
+
+def read_mooncake(path: Path, skip_bad: bool = False) -> Trace:
+    def parse(obj: dict[str, Any], _: dict[str, int]) -> Parsed:
+        ids = obj.get("hash_ids")
+        return obj["timestamp"] / 1e3, TraceRow(0.0, int(obj["input_length"]), int(obj["output_length"]),
+                                                tuple(int(i) for i in ids) if ids is not None else None)
+
+    skipped: dict[str, int] = {}
+    return _read(path, _json_lines(path, skip_bad, skipped), parse, "not a Mooncake trace row", skip_bad, skipped)
+
+
+def read_burstgpt(path: Path, model: str | None = None, skip_bad: bool = False) -> Trace:
+    def parse(row: dict[str, str], skipped: dict[str, int]) -> Parsed:
+        if model is not None and row["Model"] != model:
+            return None
+        response = int(float(row["Response tokens"]))
+        if response == 0:  # a failed request: no answer to replay
+            skipped["failed_requests"] = skipped.get("failed_requests", 0) + 1
+            return None
+        return float(row["Timestamp"]), TraceRow(0.0, int(float(row["Request tokens"])), response)
+
+    return _read(path, _csv_rows(path), parse, "not a BurstGPT row", skip_bad)
+
+
+def read_generic(path: Path, columns: ColumnMap, skip_bad: bool = False) -> Trace:
+    scale = 1e-3 if columns.time_unit == "ms" else 1.0
+
+    def parse(row: dict[str, Any], _: dict[str, int]) -> Parsed:
+        session = str(row[columns.session]) if columns.session else None
+        return float(row[columns.time]) * scale, TraceRow(0.0, int(row[columns.input]), int(row[columns.output]),
+                                                          session=session)
+
+    skipped: dict[str, int] = {}
+    rows = _json_lines(path, skip_bad, skipped) if path.suffix in (".jsonl", ".json") else _csv_rows(path)
+    return _read(path, rows, parse, "missing or bad column", skip_bad, skipped)
 
 
 def sniff(path: Path) -> Format:

@@ -14,7 +14,7 @@ from typing import Literal
 
 from aiohttp import web
 
-from harness.clock import NS_PER_MS, NS_PER_S, MonotonicClock
+from harness.clock import NS_PER_MS, NS_PER_S, MonotonicClock, cancel_quietly
 from harness.sim.engine import Engine, EngineConfig, SimRequest
 from harness.sim.faults import ERROR_TYPES, FaultConfig, FaultInjector, FaultPlan
 from harness.sim.metrics import SimMetrics
@@ -110,10 +110,7 @@ class SimServer:
         self._driver_task = asyncio.create_task(self.driver.run())
 
     async def _stop(self, _: web.Application) -> None:
-        if self._driver_task is not None:
-            self._driver_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._driver_task
+        await cancel_quietly(self._driver_task)
 
     def _observe_lateness(self, late_ns: int) -> None:
         self.metrics.observe_step_lateness(late_ns)
