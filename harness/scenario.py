@@ -138,13 +138,47 @@ Load = Annotated[PoissonLoad | GammaLoad | ConstantLoad | RampLoad | TraceLoad |
 _LOAD_TAGS = {"poisson", "gamma", "constant", "ramp", "trace", "batch", "concurrency", "sharegpt", "shared_prefix"}
 
 
+class Sweep(_Strict):
+    """Run the phase once per value: a list of rates (open loop) or of concurrencies (closed loop)."""
+
+    rate: Annotated[list[PositiveFloat], Field(min_length=1)] | None = None
+    concurrency: Annotated[list[PositiveInt], Field(min_length=1)] | None = None
+
+    @model_validator(mode="after")
+    def _one_list(self) -> Sweep:
+        if (self.rate is None) == (self.concurrency is None):
+            raise ValueError("give exactly one of 'rate' and 'concurrency'")
+        return self
+
+
 class Phase(_Strict):
-    name: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")]
+    name: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_.=@-]+$")]
     load: Load
     max_in_flight: PositiveInt | None = Field(
         None, description="open loop: hold requests back beyond this many in flight (the wait shows as lag)")
     warmup_s: Annotated[float, Field(ge=0)] = 0.0
     cooldown_s: Annotated[float, Field(ge=0)] = 0.0
+    sweep: Sweep | None = None
+
+    @model_validator(mode="after")
+    def _sweepable(self) -> Phase:
+        if self.sweep is None:
+            return self
+        if self.sweep.rate is not None and not hasattr(self.load, "rate"):
+            raise ValueError("a rate sweep needs a poisson, gamma or constant load")
+        if self.sweep.concurrency is not None and not isinstance(self.load, ConcurrencyLoad):
+            raise ValueError("a concurrency sweep needs a concurrency load")
+        return self
+
+    def expand(self) -> list[Phase]:
+        """The concrete phases of a sweep, one per value, named `name@rate=4` / `name@concurrency=8`."""
+        if self.sweep is None:
+            return [self]
+        key, values = ("rate", self.sweep.rate) if self.sweep.rate is not None else (
+            "concurrency", self.sweep.concurrency)
+        return [self.model_copy(update={"name": f"{self.name}@{key}={v:g}", "sweep": None,
+                                        "load": self.load.model_copy(update={key: v})})
+                for v in values or []]
 
 
 class LengthDist(_Strict):
@@ -307,7 +341,12 @@ def parse_scenario(data: Any, source: str) -> Scenario:
     if not isinstance(data, dict):
         raise ScenarioError(f"{source}: a scenario must be a mapping of fields")
     try:
-        return Scenario.model_validate(data)
+        scenario = Scenario.model_validate(data)
+        if any(p.sweep is not None for p in scenario.phases):
+            # Validated again once expanded: the names of the swept phases must be unique too.
+            expanded = [q.model_dump(mode="json") for p in scenario.phases for q in p.expand()]
+            scenario = Scenario.model_validate({**scenario.model_dump(mode="json"), "phases": expanded})
+        return scenario
     except ValidationError as exc:
         err = min(exc.errors(), key=_rank)
         msg = str(err["msg"]).removeprefix("Value error, ")

@@ -27,28 +27,24 @@ h1{font-size:1.5em}h2{font-size:1.15em;margin-top:1.6em}.note{color:#555}"""
 
 
 def _png(fig: Any) -> str:
-    import matplotlib.pyplot as plt
-
     buf = io.BytesIO()
     fig.tight_layout()
     fig.savefig(buf, format="png", dpi=90)
-    plt.close(fig)
+    _pyplot().close(fig)
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
 
 
-def _figure(width: float = 10, height: float = 3.4) -> tuple[Any, Any]:
+def _pyplot() -> Any:
     import matplotlib
 
-    matplotlib.use("Agg")
+    matplotlib.use("Agg")  # files only: no display on servers and CI
     import matplotlib.pyplot as plt
 
-    return plt.subplots(figsize=(width, height))
+    return plt
 
 
 def _cdfs(by_phase: dict[str, list[RequestRecord]]) -> str:
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 3, figsize=(12, 3.6))
+    fig, axes = _pyplot().subplots(1, 3, figsize=(12, 3.6))
     for name, recs in by_phase.items():
         ok = [r for r in recs if r.status == "ok"]
         series = {
@@ -70,10 +66,8 @@ def _cdfs(by_phase: dict[str, list[RequestRecord]]) -> str:
 
 
 def _over_time(records: Sequence[RequestRecord], t0: int) -> str:
-    import matplotlib.pyplot as plt
-
     ok = [r for r in records if r.status == "ok" and r.first_token_ns is not None and r.sent_ns is not None]
-    fig, axes = plt.subplots(2, 2, figsize=(12, 6))
+    fig, axes = _pyplot().subplots(2, 2, figsize=(12, 6))
     ax_ttft, ax_itl, ax_tput, ax_lag = axes.ravel()
     if ok:
         sent_s = np.array([(r.sent_ns or 0) - t0 for r in ok]) / NS_PER_S
@@ -108,6 +102,44 @@ def _over_time(records: Sequence[RequestRecord], t0: int) -> str:
     return _png(fig)
 
 
+def sweep_groups(summary: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """Phases expanded from one sweep (`name@rate=4`, …), grouped by the phase they came from."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for phase in summary["phases"]:
+        base, sep, _ = phase["name"].partition("@")
+        if sep:
+            groups.setdefault(base, []).append(phase)
+    return {k: v for k, v in groups.items() if len(v) >= 2}
+
+
+def knee(points: list[dict[str, Any]], goodput: float = 0.95) -> dict[str, Any] | None:
+    """The highest-throughput point whose goodput share still meets `goodput`: the capacity under the SLOs."""
+    good = [p for p in points if p["goodput"]["fraction"] >= goodput]
+    return max(good, key=lambda p: p["throughput"]["output_tokens_per_s"]) if good else None
+
+
+def _sweep_curve(name: str, points: list[dict[str, Any]], slo: dict[str, Any]) -> str:
+    fig, axes = _pyplot().subplots(1, 2, figsize=(12, 3.8))
+    x = [p["throughput"]["output_tokens_per_s"] for p in points]
+    best = knee(points)
+    for ax, metric, limit in ((axes[0], "ttft", slo.get("ttft_ms")), (axes[1], "tpot", slo.get("tpot_ms"))):
+        for q, style in (("p50", "-o"), ("p99", "--o")):
+            ax.plot(x, [p["latency_ms"][metric][q] for p in points], style, label=f"{metric.upper()} {q}",
+                    markersize=4)
+        if limit is not None:
+            ax.axhline(limit, color="#d62728", linewidth=0.9, label=f"SLO {limit:g} ms")
+        if best is not None:
+            ax.axvline(best["throughput"]["output_tokens_per_s"], color="#2ca02c", linewidth=0.9, linestyle=":",
+                       label="knee (last point ≥ 95% goodput)")
+        ax.set_yscale("log")
+        ax.set_xlabel("output tokens/s")
+        ax.set_ylabel(f"{metric.upper()} (ms)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle(f"sweep {name}: latency against throughput", fontsize=10)
+    return _png(fig)
+
+
 def render_html(summary: dict[str, Any], records: Sequence[RequestRecord]) -> str:
     by_phase: dict[str, list[RequestRecord]] = {}
     for rec in records:
@@ -121,6 +153,13 @@ def render_html(summary: dict[str, Any], records: Sequence[RequestRecord]) -> st
              f"{html.escape(str(run.get('endpoint', {}).get('base_url', '')))}</p>",
              f"<pre>{html.escape(render_table(summary))}</pre>",
              "<h2>Latency distributions</h2>", f"<img alt='latency CDFs' src='{_cdfs(by_phase)}'>"]
+    slo = summary["phases"][0]["goodput"]["slo"] if summary.get("phases") else {}
+    for name, points in sweep_groups(summary).items():
+        best = knee(points)
+        capacity = (f"capacity under the SLOs: {best['name']} at {best['throughput']['output_tokens_per_s']:,.0f} "
+                    f"output tokens/s" if best else "no point of the sweep met the SLOs")
+        parts += [f"<h2>Sweep {html.escape(name)}</h2><p>{html.escape(capacity)}</p>",
+                  f"<img alt='sweep {html.escape(name)}' src='{_sweep_curve(name, points, slo)}'>"]
     for name, recs in by_phase.items():
         t0 = min(r.intended_ns for r in recs)
         parts += [f"<h2>Phase {html.escape(name)} over time</h2>",

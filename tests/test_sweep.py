@@ -1,0 +1,64 @@
+"""Sweeps: one phase run at a list of rates or concurrencies, and the knee of the resulting curve."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.report.html import knee, sweep_groups
+from harness.scenario import ScenarioError, load_scenario, parse_scenario
+from harness.sim.predict import predict
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_a_sweep_expands_into_one_phase_per_value() -> None:
+    scenario = parse_scenario({"name": "s", "phases": [
+        {"name": "open", "load": {"type": "poisson", "rate": 1, "requests": 10}, "sweep": {"rate": [2, 4.5]}},
+        {"name": "users", "load": {"type": "concurrency", "concurrency": 1, "requests": 5},
+         "sweep": {"concurrency": [1, 8]}},
+    ]}, "test")
+    assert [p.name for p in scenario.phases] == ["open@rate=2", "open@rate=4.5", "users@concurrency=1",
+                                                 "users@concurrency=8"]
+    assert [getattr(p.load, "rate", None) for p in scenario.phases[:2]] == [2.0, 4.5]
+    assert scenario.phases[3].load.concurrency == 8  # type: ignore[union-attr]
+    assert all(p.sweep is None for p in scenario.phases)
+
+
+@pytest.mark.parametrize(("phase", "message"), [
+    ({"name": "b", "load": {"type": "batch", "size": 4}, "sweep": {"rate": [1, 2]}}, "rate sweep needs"),
+    ({"name": "p", "load": {"type": "poisson", "rate": 1, "requests": 3}, "sweep": {"concurrency": [1]}},
+     "concurrency sweep needs"),
+    ({"name": "p", "load": {"type": "poisson", "rate": 1, "requests": 3}, "sweep": {}}, "exactly one of"),
+])
+def test_bad_sweeps_are_named(phase: dict, message: str) -> None:
+    with pytest.raises(ScenarioError, match=message):
+        parse_scenario({"name": "s", "phases": [phase]}, "test")
+
+
+def test_the_knee_is_the_fastest_point_still_meeting_the_slos() -> None:
+    summary = predict(load_scenario(ROOT / "scenarios" / "sweep.yaml"))
+    (points,) = sweep_groups(summary).values()
+    best = knee(points)
+    assert best is not None and best["name"] == "poisson@rate=40"
+    assert all(p["goodput"]["fraction"] < 0.95 for p in points
+               if p["throughput"]["output_tokens_per_s"] > best["throughput"]["output_tokens_per_s"])
+
+
+def test_sweep_section_in_the_html_report(tmp_path: Path, sim_url: str) -> None:
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("name: sw\nworkload: {prompt_tokens: 32, output_tokens: 8}\nslo: {ttft_ms: 500}\n"
+                        "phases:\n  - name: p\n    load: {type: poisson, rate: 1, requests: 8}\n"
+                        "    sweep: {rate: [5, 10]}\n")
+    proc = subprocess.run([sys.executable, "-m", "harness", "run", str(scenario), "--endpoint", sim_url,
+                           "--reports-dir", str(tmp_path / "r")], capture_output=True, text=True, timeout=120,
+                          cwd=ROOT, env=dict(os.environ))
+    assert proc.returncode == 0, proc.stderr
+    (run_dir,) = (tmp_path / "r").iterdir()
+    page = (run_dir / "report.html").read_text()
+    assert "<h2>Sweep p</h2>" in page and "capacity under the SLOs: p@rate=10" in page
+    assert page.count("data:image/png;base64,") == 1 + 1 + 2  # CDFs, the sweep curve, one per phase
