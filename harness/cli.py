@@ -11,6 +11,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -19,7 +20,7 @@ from harness.errors import EXIT_HARNESS, EXIT_STOPPED, EXIT_USAGE, HarnessError
 from harness.gctune import tune_for_timing
 from harness.report.table import render_table
 from harness.runner import resolve_and_run
-from harness.scenario import ScenarioError, TraceLoad, load_scenario
+from harness.scenario import Scenario, ScenarioError, TraceLoad, load_scenario
 from harness.sim.cli import sim
 from harness.traces import TraceError, read_trace
 
@@ -174,6 +175,59 @@ def report(run_dir: Path, write: bool) -> None:
         records = list(read_records(run_dir / "requests.jsonl"))
         (run_dir / "report.html").write_text(render_html(summary, records), encoding="utf-8")
     click.echo(render_table(summary))
+
+
+@main.command("search")
+@click.argument("scenario_path", required=False, type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--slo", "slo_text", required=True, help="e.g. ttft_p99=500ms,tpot_p99=50ms")
+@click.option("--goodput", type=click.FloatRange(0, 1), default=0.95, show_default=True,
+              help="Share of requests that must meet every SLO.")
+@click.option("--low", type=click.FloatRange(min=0.01), default=0.5, show_default=True, help="Lowest rate (req/s).")
+@click.option("--high", type=click.FloatRange(min=0.01), default=64.0, show_default=True, help="Highest rate.")
+@click.option("--duration", type=click.FloatRange(min=1), default=20.0, show_default=True,
+              help="Seconds of arrivals per trial.")
+@click.option("--repeats", type=click.IntRange(1, 10), default=3, show_default=True,
+              help="Seeds to bisect the boundary with (the interval comes from them).")
+@click.option("--predict", "virtual", is_flag=True,
+              help="Run trials in virtual time on the scenario's simulated accelerator (no network, seconds).")
+@click.option("--endpoint", metavar="URL", help="OpenAI base URL; default: the bundled simulator.")
+@click.option("--model", help="Model name to request.")
+def search_cmd(scenario_path: Path | None, slo_text: str, goodput: float, low: float, high: float, duration: float,
+               repeats: int, virtual: bool, endpoint: str | None, model: str | None) -> None:
+    """Find the highest Poisson rate whose goodput meets the SLOs, with a confidence interval."""
+    from harness.search import parse_slo, search
+
+    try:
+        scenario = load_scenario(scenario_path or _default_scenario())
+        slo = parse_slo(slo_text)
+    except ScenarioError as exc:
+        raise SystemExit(_fail(str(exc), EXIT_USAGE)) from None
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--slo") from None
+    if high <= low:
+        raise click.BadParameter("must be above --low", param_hint="--high")
+
+    async def trial(s: Scenario) -> dict[str, Any]:
+        if virtual:
+            from harness.sim.predict import predict as run_prediction
+
+            return run_prediction(s)
+        result = await resolve_and_run(s, Path("reports"), url=endpoint, model=model, api=None, api_key=None)
+        return result.summary
+
+    try:
+        found = asyncio.run(search(scenario, trial, slo, goodput, low, high, duration, repeats=repeats))
+    except HarnessError as exc:
+        raise SystemExit(_fail(str(exc), EXIT_HARNESS)) from None
+    for t in found["trials"]:
+        click.echo(f"  rate {t['rate']:8.3f} req/s  seed {t['seed']}  goodput {t['goodput']:.0%}  "
+                   f"{t['output_tokens_per_s']:,.0f} tok/s")
+    if found["capacity_rps"] is None:
+        click.echo(found["note"])
+    else:
+        lo, hi = found["interval_rps"]
+        click.echo(f"capacity: {found['capacity_rps']:.2f} req/s with ≥ {goodput:.0%} goodput "
+                   f"(95% interval {lo:.2f}–{hi:.2f} over {len(found['per_seed_rps'])} seeds)")
 
 
 @main.group()

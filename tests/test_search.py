@@ -1,0 +1,54 @@
+"""SLO search: bisection on a fake server with a known capacity, and on the simulated accelerator."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from harness.cli import main
+from harness.scenario import Scenario, load_scenario
+from harness.search import SLOTarget, parse_slo, search
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_slo_text_parses_with_units() -> None:
+    assert parse_slo("ttft_p99=500ms, tpot_p99=0.05s") == SLOTarget(ttft_p99_ms=500.0, tpot_p99_ms=50.0)
+    for bad in ("ttft=5ms", "ttft_p99=fast", ""):
+        with pytest.raises(ValueError):
+            parse_slo(bad)
+
+
+async def test_bisection_finds_a_known_capacity_and_an_interval_around_it() -> None:
+    calls: list[tuple[float, int]] = []
+
+    async def fake(s: Scenario) -> dict[str, Any]:
+        rate = s.phases[0].load.rate  # type: ignore[union-attr]
+        capacity = 10.0 + (s.seed - 1) * 0.5  # each seed's capacity differs a little, as real runs do
+        calls.append((rate, s.seed))
+        return {"phases": [{"goodput": {"fraction": 1.0 if rate <= capacity else 0.5},
+                            "throughput": {"output_tokens_per_s": rate * 100}}]}
+
+    base = load_scenario(ROOT / "scenarios" / "quickstart.yaml").model_copy(update={"seed": 1})
+    found = await search(base, fake, SLOTarget(ttft_p99_ms=100), 0.95, 1.0, 64.0, 10.0, steps=8, repeats=3)
+    assert found["per_seed_rps"] == pytest.approx([10.0, 10.5, 11.0], abs=0.3)
+    lo, hi = found["interval_rps"]
+    assert lo < found["capacity_rps"] < hi and lo < 10.5 < hi
+    assert {seed for _, seed in calls} == {1, 2, 3}
+
+
+def test_search_command_in_virtual_time() -> None:
+    result = CliRunner().invoke(main, ["search", "--predict", "--slo", "ttft_p99=200ms,tpot_p99=30ms", "--duration",
+                                       "5", "--repeats", "2", str(ROOT / "scenarios" / "sweep.yaml")])
+    assert result.exit_code == 0, result.output
+    assert "capacity:" in result.output
+    rate = float(result.output.split("capacity: ")[1].split(" req/s")[0])
+    assert 25 < rate < 55  # the sweep's knee sits at 40 req/s on the same simulated H100
+
+
+def test_search_rejects_a_bad_slo() -> None:
+    result = CliRunner().invoke(main, ["search", "--predict", "--slo", "latency=5"])
+    assert result.exit_code == 2 and "--slo" in result.output
