@@ -176,6 +176,9 @@ def summarize_phase(
     cool-down excluded); rates are per second of that window; `whole_run` repeats the counts
     and rates over the whole phase.
     """
+    # In request order, whatever order they finished in: float sums then come out the same to the last bit,
+    # live and when `harness report` rebuilds them from disk.
+    records = sorted(records, key=lambda r: r.index)
     whole, window = windows(records, warmup_s, cooldown_s)
     measured = [r for r in records if window.holds(r.intended_ns)]
     ok = [r for r in measured if r.status == "ok"]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import re
 import subprocess
 import sys
@@ -16,6 +15,8 @@ import yaml
 
 from harness.scenario import load_scenario
 from harness.sim.predict import predict
+
+from .helpers import harness
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -35,11 +36,6 @@ phases:
 def sentence_in_page(page: str, summary: dict) -> bool:
     """The report page carries the table and the conclusion."""
     return "TTFT p50/p90/p99 ms" in page and summary["comparison"]["conclusion"][0] in page
-
-
-def harness(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "harness", *args], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, **(env or {})}, cwd=ROOT)
 
 
 def only_run_dir(reports: Path) -> Path:

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +12,8 @@ from harness.hftokenizer import HFPromptMaker, TokenizerError
 from harness.plan import OpenLoopPlan, plan_phase, text_maker
 from harness.scenario import load_scenario
 from harness.tokens import make_text
+
+from .helpers import harness
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -63,9 +62,8 @@ def test_run_with_tokenizer_reports_the_realised_prompt_lengths(tokenizer_dir: P
     scenario = tmp_path / "s.yaml"
     scenario.write_text("name: tok\nworkload: {prompt_tokens: 200, output_tokens: 4}\n"
                         "phases:\n  - name: p\n    load: {type: constant, rate: 10, requests: 5}\n")
-    proc = subprocess.run([sys.executable, "-m", "harness", "run", str(scenario), "--endpoint", sim_url,
-                           "--tokenizer", str(tokenizer_dir), "--reports-dir", str(tmp_path / "r")],
-                          capture_output=True, text=True, timeout=120, cwd=ROOT, env=dict(os.environ))
+    proc = harness("run", str(scenario), "--endpoint", sim_url, "--tokenizer", str(tokenizer_dir),
+                   "--reports-dir", str(tmp_path / "r"))
     assert proc.returncode == 0, proc.stderr
     (run_dir,) = (tmp_path / "r").iterdir()
     tokens = json.loads((run_dir / "summary.json").read_text())["phases"][0]["tokens"]

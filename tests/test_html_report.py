@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from .helpers import harness
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -40,9 +40,7 @@ def _chromium() -> str:
 def test_report_page_and_its_images_load_in_a_browser(tmp_path: Path, sim_url: str) -> None:
     scenario = tmp_path / "html.yaml"
     scenario.write_text(SMALL)
-    proc = subprocess.run([sys.executable, "-m", "harness", "run", str(scenario), "--endpoint", sim_url,
-                           "--reports-dir", str(tmp_path / "r")], capture_output=True, text=True, timeout=120,
-                          cwd=ROOT, env=dict(os.environ))
+    proc = harness("run", str(scenario), "--endpoint", sim_url, "--reports-dir", str(tmp_path / "r"))
     assert proc.returncode == 0, proc.stderr
     (run_dir,) = (tmp_path / "r").iterdir()
     page = (run_dir / "report.html").read_text()

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +9,8 @@ import pytest
 from harness.report.html import knee, sweep_groups
 from harness.scenario import ScenarioError, load_scenario, parse_scenario
 from harness.sim.predict import predict
+
+from .helpers import harness
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -54,9 +53,7 @@ def test_sweep_section_in_the_html_report(tmp_path: Path, sim_url: str) -> None:
     scenario.write_text("name: sw\nworkload: {prompt_tokens: 32, output_tokens: 8}\nslo: {ttft_ms: 500}\n"
                         "phases:\n  - name: p\n    load: {type: poisson, rate: 1, requests: 8}\n"
                         "    sweep: {rate: [5, 10]}\n")
-    proc = subprocess.run([sys.executable, "-m", "harness", "run", str(scenario), "--endpoint", sim_url,
-                           "--reports-dir", str(tmp_path / "r")], capture_output=True, text=True, timeout=120,
-                          cwd=ROOT, env=dict(os.environ))
+    proc = harness("run", str(scenario), "--endpoint", sim_url, "--reports-dir", str(tmp_path / "r"))
     assert proc.returncode == 0, proc.stderr
     (run_dir,) = (tmp_path / "r").iterdir()
     page = (run_dir / "report.html").read_text()

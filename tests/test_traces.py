@@ -14,6 +14,8 @@ from harness.plan import OpenLoopPlan, plan_phase
 from harness.scenario import ScenarioError, load_scenario, parse_scenario
 from harness.traces import ColumnMap, TraceError, read_trace, rescale, window
 
+from .helpers import harness
+
 ROOT = Path(__file__).resolve().parent.parent
 TRACES = ROOT.parent / "shared" / "traces"
 AZURE = TRACES / "AzureLLMInferenceTrace_conv.csv"
@@ -187,18 +189,11 @@ def test_trace_inspect_draws_arrivals_per_second(tmp_path: Path) -> None:
     assert (width, height) == (1000, 320)
 
 
-def _run(args: list[str], cwd: Path = ROOT):
-    import subprocess
-    import sys
-
-    return subprocess.run([sys.executable, "-m", "harness", "run", *args], capture_output=True, text=True,
-                          timeout=120, cwd=cwd)
-
-
 def test_trace_rows_used_and_skipped_are_in_the_summary(tmp_path: Path, sim_url: str) -> None:
     import json
 
-    proc = _run([str(ROOT / "scenarios" / "burstgpt.yaml"), "--endpoint", sim_url, "--reports-dir", str(tmp_path)])
+    proc = harness("run", str(ROOT / "scenarios" / "burstgpt.yaml"), "--endpoint", sim_url,
+                   "--reports-dir", str(tmp_path))
     assert proc.returncode == 0, proc.stderr
     (run_dir,) = tmp_path.iterdir()
     (phase,) = json.loads((run_dir / "summary.json").read_text())["phases"]
@@ -214,10 +209,11 @@ def test_bad_trace_rows_stop_the_run_or_are_skipped_with_the_flag(tmp_path: Path
                      "2023-11-16 18:15:46.5,12,3\n")
     scenario = tmp_path / "s.yaml"
     scenario.write_text("name: bad\nphases:\n  - name: p\n    load: {type: trace, file: t.csv}\n")
-    proc = _run([str(scenario), "--endpoint", sim_url, "--reports-dir", str(tmp_path / "r1")])
+    proc = harness("run", *[str(scenario), "--endpoint", sim_url, "--reports-dir", str(tmp_path / "r1")])
     assert proc.returncode == 2 and f"{trace}:3: not an Azure trace row" in proc.stderr
     assert not (tmp_path / "r1").exists() or not list((tmp_path / "r1").iterdir())  # no half report
-    proc = _run([str(scenario), "--endpoint", sim_url, "--skip-bad-rows", "--reports-dir", str(tmp_path / "r2")])
+    proc = harness("run", str(scenario), "--endpoint", sim_url, "--skip-bad-rows",
+                   "--reports-dir", str(tmp_path / "r2"))
     assert proc.returncode == 0, proc.stderr
     (run_dir,) = (tmp_path / "r2").iterdir()
     (phase,) = json.loads((run_dir / "summary.json").read_text())["phases"]
