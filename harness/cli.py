@@ -18,7 +18,7 @@ import click
 from harness import __version__
 from harness.errors import EXIT_HARNESS, EXIT_STOPPED, EXIT_USAGE, HarnessError
 from harness.gctune import tune_for_timing
-from harness.report.table import render_table
+from harness.report.table import print_table
 from harness.runner import resolve_and_run
 from harness.scenario import Scenario, ScenarioError, TraceLoad, load_scenario
 from harness.sim.cli import sim
@@ -96,7 +96,7 @@ def run(scenario_path: Path | None, endpoint: str | None, model: str | None, api
     except (KeyboardInterrupt, asyncio.CancelledError):
         raise SystemExit(_fail("stopped: requests in flight cancelled; every record taken is in the report",
                                EXIT_STOPPED)) from None
-    click.echo(render_table(result.summary))
+    print_table(result.summary)
     for phase in result.summary["phases"]:
         if phase["client_limited"]:
             _warn(f"phase {phase['name']} was client-limited: {phase['client_limited_reason']}")
@@ -128,7 +128,10 @@ def predict(scenario_path: Path | None, as_json: bool) -> None:
         summary = run_prediction(scenario)
     except TraceError as exc:
         raise SystemExit(_fail(str(exc), EXIT_USAGE)) from None
-    click.echo(json.dumps(summary, indent=2) if as_json else render_table(summary))
+    if as_json:
+        click.echo(json.dumps(summary, indent=2))
+    else:
+        print_table(summary)
 
 
 @main.command()
@@ -174,7 +177,7 @@ def report(run_dir: Path, write: bool) -> None:
         (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
         records = list(read_records(run_dir / "requests.jsonl"))
         (run_dir / "report.html").write_text(render_html(summary, records), encoding="utf-8")
-    click.echo(render_table(summary))
+    print_table(summary)
 
 
 @main.command("search")

@@ -15,9 +15,17 @@ from typing import Any
 import numpy as np
 
 from harness.clock import NS_PER_MS, NS_PER_S
-from harness.records import STATUSES, RequestRecord
+from harness.records import STATUSES, RequestRecord, Status
 
 Metric = Callable[[RequestRecord], float | int | None]
+
+# The three ways a request can end, for latencies split by status: an errored request's TTFT and
+# duration say how long a user waited for the failure; a cancelled one was cut off by the run's stop.
+STATUS_GROUPS: dict[str, tuple[Status, ...]] = {
+    "ok": ("ok",),
+    "errored": ("http_error", "timeout", "transport_error", "bad_stream"),
+    "cancelled": ("cancelled", "dropped"),
+}
 
 PERCENTILES: tuple[tuple[str, float], ...] = (
     ("p50", 50.0), ("p90", 90.0), ("p95", 95.0), ("p99", 99.0), ("p99.9", 99.9),
@@ -74,6 +82,11 @@ def e2e_ns(rec: RequestRecord) -> int | None:
 
 def e2e_from_intended_ns(rec: RequestRecord) -> int | None:
     return None if rec.last_token_ns is None else rec.last_token_ns - rec.intended_ns
+
+
+def duration_ns(rec: RequestRecord) -> int | None:
+    """From `sent` to the request's end: its last byte, its error or its cancellation."""
+    return None if rec.sent_ns is None else rec.end_ns - rec.sent_ns
 
 
 def tpot_ns(rec: RequestRecord) -> float | None:
@@ -185,9 +198,6 @@ def summarize_phase(
     all_ok = [r for r in records if r.status == "ok"]
     counts = Counter(r.status for r in measured)
     sent = [r for r in measured if r.sent_ns is not None]
-    itl: list[float] = []
-    for rec in ok:
-        itl.extend(itl_samples_ns(rec))
     lag_dist = distribution([r.sent_ns - r.intended_ns for r in sent if r.sent_ns is not None])
     good = sum(1 for r in ok if slo.met_by(r) and window.holds(r.end_ns))
     batches = batch_summary(records)
@@ -200,15 +210,8 @@ def summarize_phase(
         },
         "window": {**window.to_json(), "warmup_s": warmup_s, "cooldown_s": cooldown_s},
         "load": {"offered_rps": len(measured) / d, "sent_rps": len(sent) / d, "completed_rps": len(ok) / d},
-        "latency_ms": {
-            "ttft": distribution(_collect(ok, ttft_ns)),
-            "ttft_from_intended": distribution(_collect(ok, ttft_from_intended_ns)),
-            "itl": distribution(itl),
-            "tpot": distribution(_collect(ok, tpot_ns)),
-            "e2e": distribution(_collect(ok, e2e_ns)),
-            "e2e_from_intended": distribution(_collect(ok, e2e_from_intended_ns)),
-            "schedule_lag": lag_dist,
-        },
+        "latency_ms": {**_latencies(ok), "schedule_lag": lag_dist},
+        "latency_by_status_ms": _by_status(measured),
         "throughput": _throughput(ok, window),
         "goodput": {
             "requests_per_s": good / d,
@@ -229,6 +232,34 @@ def summarize_phase(
         "batches": batches,
         **_client_limited(lag_dist["p99"], lag_bound_ms, batches, client or ClientCheck()),
     }
+
+
+def _latencies(records: Sequence[RequestRecord]) -> dict[str, dict[str, float | int | None]]:
+    itl: list[float] = []
+    for rec in records:
+        itl.extend(itl_samples_ns(rec))
+    return {
+        "ttft": distribution(_collect(records, ttft_ns)),
+        "ttft_from_intended": distribution(_collect(records, ttft_from_intended_ns)),
+        "itl": distribution(itl),
+        "tpot": distribution(_collect(records, tpot_ns)),
+        "e2e": distribution(_collect(records, e2e_ns)),
+        "e2e_from_intended": distribution(_collect(records, e2e_from_intended_ns)),
+    }
+
+
+def _by_status(measured: Sequence[RequestRecord]) -> dict[str, dict[str, Any]]:
+    """Latencies of ok, errored and cancelled requests apart, so failures do not hide in (or skew) the ok figures."""
+    out: dict[str, dict[str, Any]] = {}
+    for group, statuses in STATUS_GROUPS.items():
+        recs = [r for r in measured if r.status in statuses]
+        out[group] = {
+            "count": len(recs),
+            "output_tokens": sum(r.output_tokens for r in recs),
+            "duration": distribution(_collect(recs, duration_ns)),
+            **_latencies(recs),
+        }
+    return out
 
 
 def _prompt_realisation(ok: Sequence[RequestRecord]) -> dict[str, Any]:

@@ -140,3 +140,27 @@ def test_realised_prompt_lengths_are_compared_with_the_requested_ones() -> None:
     tokens = summarize_phase([a, b, c], SLO())["tokens"]
     assert tokens["prompt_reported"] == 2 and tokens["prompt_mismatched"] == 1
     assert tokens["prompt_diff_mean"] == pytest.approx(6.0) and tokens["prompt_diff_max_abs"] == 12
+
+
+def test_latencies_are_split_by_status() -> None:
+    records = [
+        rec(0, 0, [100, 110, 120], completion=3, idx=0),  # ok: TTFT 100, e2e 120
+        rec(0, 10, [40, 60], completion=2, status="ok", idx=1),  # ok: TTFT 30, e2e 50
+        rec(0, 0, [300], status="bad_stream", idx=2),  # broke after one token: TTFT 300
+        rec(0, 5, [], status="http_error", idx=3),  # refused at once
+        rec(0, 0, [70, 80, 90], status="cancelled", idx=4),  # cut off by the stop
+    ]
+    records[3].end_ns = 25 * MS  # the error response came back 20 ms after sending
+    records[4].end_ns = 95 * MS
+    split = summarize_phase(records, SLO())["latency_by_status_ms"]
+    assert {g: split[g]["count"] for g in split} == {"ok": 2, "errored": 2, "cancelled": 1}
+    assert split["ok"]["ttft"]["min"] == 30 and split["ok"]["ttft"]["max"] == 100
+    assert split["ok"]["e2e"]["mean"] == pytest.approx(85)
+    # Two errored requests, only one of which saw a token; both have a duration.
+    assert split["errored"]["ttft"]["count"] == 1 and split["errored"]["ttft"]["max"] == 300
+    assert sorted([split["errored"]["duration"]["min"], split["errored"]["duration"]["max"]]) == [20, 300]
+    assert split["errored"]["output_tokens"] == 1
+    assert split["cancelled"]["duration"]["max"] == 95 and split["cancelled"]["itl"]["count"] == 2
+    # The headline latencies stay the ok requests' alone.
+    whole = summarize_phase(records, SLO())["latency_ms"]
+    assert whole["ttft"] == split["ok"]["ttft"]

@@ -1,11 +1,22 @@
-"""The side-by-side terminal table: one column per phase, one row per measure."""
+"""The side-by-side summary table: one column per phase, rows grouped by what they measure.
+
+Built with rich; `render_table` gives the plain text (goldens, the HTML report, pipes) at the table's
+natural width, so a long comparison never wraps; `print_table` colours it on a terminal.
+"""
 
 from __future__ import annotations
 
+import io
 from collections.abc import Callable
 from typing import Any
 
-Row = tuple[str, Callable[[dict[str, Any]], str]]
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+Cell = Callable[[dict[str, Any]], str | Text]
+Row = tuple[str, Cell]
 
 
 def _ms(value: float | None) -> str:
@@ -21,38 +32,93 @@ def _latency_row(label: str, metric: str) -> Row:
     return (f"{label} p50/p90/p99 ms", cell)
 
 
+def _outcomes(phase: dict[str, Any]) -> Text:
+    split = phase.get("latency_by_status_ms")
+    req = phase["requests"]
+    if split is None:  # a summary written before the status split
+        return Text(f"{req['ok']} / {req['failed']} / -")
+    errored, cancelled = split["errored"]["count"], split["cancelled"]["count"]
+    return Text(f"{req['ok']} / {errored} / {cancelled}", style="bold red" if errored else "")
+
+
+def _load(phase: dict[str, Any]) -> str:
+    load = phase["load"]
+    return f"{load['offered_rps']:.2f} / {load['sent_rps']:.2f} / {load['completed_rps']:.2f}"
+
+
 def _goodput(phase: dict[str, Any]) -> str:
     g = phase["goodput"]
     return f"{g['requests_per_s']:.2f} ({g['fraction']:.0%})"
 
 
-ROWS: list[Row] = [
-    ("requests ok / failed", lambda p: f"{p['requests']['ok']} / {p['requests']['failed']}"),
-    _latency_row("TTFT", "ttft"),
-    _latency_row("ITL", "itl"),
-    _latency_row("TPOT", "tpot"),
-    _latency_row("E2E", "e2e"),
-    ("output tokens/s", lambda p: f"{p['throughput']['output_tokens_per_s']:,.0f}"),
-    ("requests/s", lambda p: f"{p['throughput']['requests_per_s']:.2f}"),
-    ("goodput req/s (share)", _goodput),
-    ("schedule lag p99 ms", lambda p: _ms(p["latency_ms"]["schedule_lag"]["p99"])),
-    ("client limited", lambda p: "YES" if p["client_limited"] else "no"),
+def _limited(phase: dict[str, Any]) -> Text:
+    return Text("YES", style="bold red") if phase["client_limited"] else Text("no", style="green")
+
+
+SECTIONS: list[list[Row]] = [
+    [
+        ("requests ok / errored / cancelled", _outcomes),
+        ("offered / sent / completed req/s", _load),
+    ],
+    [
+        _latency_row("TTFT", "ttft"),
+        _latency_row("TTFT from intended", "ttft_from_intended"),
+        _latency_row("ITL", "itl"),
+        _latency_row("TPOT", "tpot"),
+        _latency_row("E2E", "e2e"),
+    ],
+    [
+        ("output tokens/s", lambda p: f"{p['throughput']['output_tokens_per_s']:,.0f}"),
+        ("total tokens/s", lambda p: f"{p['throughput']['total_tokens_per_s']:,.0f}"),
+        ("requests/s", lambda p: f"{p['throughput']['requests_per_s']:.2f}"),
+        ("goodput req/s (share)", _goodput),
+    ],
+    [
+        ("schedule lag p99 ms", lambda p: _ms(p["latency_ms"]["schedule_lag"]["p99"])),
+        ("client limited", _limited),
+    ],
 ]
 
 
-def render_table(summary: dict[str, Any]) -> str:
+def build_table(summary: dict[str, Any]) -> Table:
     phases = summary["phases"]
-    header = ["", *(p["name"] for p in phases)]
-    body = [[label, *(cell(p) for p in phases)] for label, cell in ROWS]
-    widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
+    run = summary.get("run", {})
+    title = run.get("scenario", "")
+    if run.get("mode") == "predict":
+        title += " (predicted in virtual time)"
+    table = Table(title=title or None, box=box.SIMPLE_HEAD, title_justify="left")
+    table.add_column("")
+    for phase in phases:
+        table.add_column(phase["name"], justify="right")
+    for i, rows in enumerate(SECTIONS):
+        if i:
+            table.add_section()
+        for label, cell in rows:
+            table.add_row(label, *(cell(p) for p in phases))
+    return table
 
-    def line(cells: list[str]) -> str:
-        first = cells[0].ljust(widths[0])
-        return "  ".join([first, *(c.rjust(w) for c, w in zip(cells[1:], widths[1:], strict=True))])
 
-    rule = "-" * (sum(widths) + 2 * (len(widths) - 1))
-    lines = [line(header), rule, *(line(r) for r in body)]
-    conclusion = summary.get("comparison", {}).get("conclusion") or []
-    if conclusion:
-        lines += ["", *conclusion]
-    return "\n".join(lines)
+def _conclusion(summary: dict[str, Any]) -> list[str]:
+    return list(summary.get("comparison", {}).get("conclusion") or [])
+
+
+def render_table(summary: dict[str, Any]) -> str:
+    """Plain text, at the width the table needs, followed by the comparison's conclusion."""
+    table = build_table(summary)
+    width = Console(width=10_000).measure(table).maximum
+    out = io.StringIO()
+    Console(file=out, width=width, color_system=None, force_terminal=False, legacy_windows=False).print(table)
+    lines = [line.rstrip() for line in out.getvalue().strip("\n").split("\n")]
+    conclusion = _conclusion(summary)
+    return "\n".join([*lines, *(["", *conclusion] if conclusion else [])])
+
+
+def print_table(summary: dict[str, Any]) -> None:
+    """To standard output: coloured on a terminal, plain text when piped."""
+    console = Console()
+    if not console.is_terminal:
+        print(render_table(summary))
+        return
+    console.print(build_table(summary))
+    for line in _conclusion(summary):
+        console.print(line)
