@@ -172,11 +172,10 @@ def report(run_dir: Path, write: bool) -> None:
         raise SystemExit(_fail(str(exc), EXIT_USAGE)) from None
     if write:
         from harness.records import read_records
-        from harness.report.html import render_html
+        from harness.report.files import write_reports
+        from harness.scrape import read_server_metrics
 
-        (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-        records = list(read_records(run_dir / "requests.jsonl"))
-        (run_dir / "report.html").write_text(render_html(summary, records), encoding="utf-8")
+        write_reports(summary, run_dir, list(read_records(run_dir / "requests.jsonl")), read_server_metrics(run_dir))
     print_table(summary)
 
 

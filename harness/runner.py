@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import json
 import secrets
 import signal
 import time
@@ -31,10 +30,11 @@ from harness.plan import (
 )
 from harness.progress import Progress
 from harness.records import RecordWriter, RequestRecord, write_parquet
-from harness.report.conclusion import comparisons, sentences
-from harness.report.html import render_html
+from harness.report.files import finish_summary, write_reports
 from harness.scenario import ClientConfig, Phase, Scenario
+from harness.scrape import ServerScraper
 from harness.selfcheck import SelfCheck
+from harness.servermetrics import metrics_url
 from harness.simproc import bundled_simulator
 from harness.stats import SLO, ClientCheck, summarize_phase
 
@@ -138,6 +138,14 @@ def _phase_summary(phase: Phase, records: list[RequestRecord], slo: SLO, cfg: Cl
     return summary
 
 
+def _scraper(scenario: Scenario, endpoint: Endpoint, clock: Clock, run_dir: Path) -> ServerScraper | None:
+    cfg = scenario.endpoint
+    if cfg.scrape_interval_s == 0:
+        return None
+    url = cfg.metrics_url or metrics_url(endpoint.base_url)
+    return ServerScraper(url, clock, cfg.scrape_interval_s, run_dir, endpoint.api_key)
+
+
 async def run_scenario(
     scenario: Scenario, endpoint: Endpoint, run_dir: Path, *, bundled: bool = False, clock: Clock | None = None,
     warn: Warn | None = None, progress_to: TextIO | None = None,
@@ -157,6 +165,9 @@ async def run_scenario(
     check = SelfCheck(clock, cfg.loop_lag_bound_ms, cfg.cpu_bound, warn)
     backend = make_backend(endpoint, clock, cfg, max(peak_connections(p) for p in plans))
     saved_records: list[RequestRecord] = []
+    scraper = _scraper(scenario, endpoint, clock, run_dir)
+    if scraper is not None:
+        scraper.start()
     try:
         with RecordWriter(run_dir) as writer:
             taken: list[RequestRecord] = []
@@ -206,12 +217,12 @@ async def run_scenario(
     finally:
         await check.stop()
         await backend.close()
+        if scraper is not None:
+            summary["server_metrics"] = await scraper.stop()
         header["complete"] = len(phases) == len(plans) and header.get("stopped") is None
-        comps = comparisons(summary)
-        summary["comparison"] = {"phases": comps, "conclusion": sentences(comps)}
-        (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-        if saved_records:
-            (run_dir / "report.html").write_text(render_html(summary, saved_records), encoding="utf-8")
+        rows = scraper.rows if scraper is not None else []
+        finish_summary(summary, rows)
+        write_reports(summary, run_dir, saved_records, rows)
     return RunResult(run_dir, summary)
 
 

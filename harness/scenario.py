@@ -252,6 +252,8 @@ class EndpointConfig(_Strict):
     model: str | None = None
     api: Literal["chat", "completions"] = "chat"
     api_key_env: str | None = Field(None, description="name of the environment variable holding the key")
+    metrics_url: str | None = Field(None, description="Prometheus /metrics to scrape; none: origin + /metrics")
+    scrape_interval_s: float = Field(1.0, ge=0, description="seconds between scrapes; 0: no scraping")
 
 
 class SimulatorConfig(_Strict):

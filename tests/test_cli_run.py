@@ -70,7 +70,9 @@ def test_default_run_is_the_quickstart_and_shows_the_thesis(tmp_path: Path) -> N
     page = (run_dir / "report.html").read_text()
     assert sentence_in_page(page, summary)
     images = re.findall(r"src='data:image/png;base64,([^']+)'", page)
-    assert len(images) == 3 and all(base64.b64decode(b)[:8] == b"\x89PNG\r\n\x1a\n" for b in images)
+    # CDFs, then per phase its time series and the server's side of them.
+    assert len(images) == 5 and all(base64.b64decode(b)[:8] == b"\x89PNG\r\n\x1a\n" for b in images)
+    assert "interactive server side" in page and "training-batch server side" in page
     assert "http://" not in page.replace(summary["run"]["endpoint"]["base_url"], "")  # nothing to fetch
     table = pd.read_parquet(run_dir / "requests.parquet")
     assert list(table["request_id"]) == list(rows["request_id"])
@@ -91,9 +93,28 @@ def test_default_run_is_the_quickstart_and_shows_the_thesis(tmp_path: Path) -> N
 
     again = rebuild(run_dir)
     for saved_phase, rebuilt_phase in zip(summary["phases"], again["phases"], strict=True):
-        for key in ("requests", "latency_ms", "throughput", "goodput", "tokens", "batches"):
+        for key in ("requests", "latency_ms", "latency_by_status_ms", "throughput", "goodput", "tokens", "batches",
+                    "server"):
             assert rebuilt_phase[key] == saved_phase[key], key
     assert (yaml.safe_load((run_dir / "scenario.yaml").read_text())["name"]) == "quickstart"
+    check_server_side(run_dir, summary)
+
+
+def check_server_side(run_dir: Path, summary: dict) -> None:
+    """The simulator's /metrics was scraped through the run, and its account agrees with the client's."""
+    scraped = summary["server_metrics"]
+    assert scraped["unavailable"] is None and scraped["failures"] == {}
+    duration_s = sum(p["whole_run"]["window"]["duration_s"] for p in summary["phases"])
+    assert scraped["scrapes"] >= duration_s * 0.8  # once a second
+    frame = pd.read_csv(run_dir / "server_metrics.csv")
+    assert len(frame) == scraped["scrapes"] and frame["t_ns"].is_monotonic_increasing
+    # Every token the clients received, the server counted as generated (the last scrape follows the run).
+    assert frame["generation_tokens_total"].iloc[-1] == sum(p["tokens"]["output"] for p in summary["phases"])
+    interactive, batch = (p["server"] for p in summary["phases"])
+    # Poisson at 4 req/s keeps a few requests running; a batch of 64 keeps dozens, with a queue for prefill.
+    assert 1 <= interactive["running_mean"] <= 10 and batch["running_max"] >= 32
+    client = summary["phases"][0]["throughput"]["output_tokens_per_s"]
+    assert interactive["generation_tokens_per_s"] == pytest.approx(client, rel=0.25)
 
 
 def test_run_against_an_endpoint_keeps_the_key_secret(tmp_path: Path, sim_url: str) -> None:

@@ -1,8 +1,9 @@
 """One self-contained HTML report: the summary table, the conclusion, and plots embedded as PNG data.
 
 Plots (matplotlib, rendered to files only): latency CDFs (TTFT, ITL, E2E) per phase; TTFT and ITL
-over time against the arrival rate; output throughput over time; schedule lag; errors over time.
-Nothing is fetched when the page is viewed.
+over time against the arrival rate; output throughput over time; schedule lag; errors over time; and,
+when the endpoint's `/metrics` was scraped, the server's running and waiting requests, KV cache usage
+and generated tokens/s beside the client's. Nothing is fetched when the page is viewed.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import numpy as np
 from harness.clock import NS_PER_MS, NS_PER_S
 from harness.records import RequestRecord
 from harness.report.table import render_table
+from harness.servermetrics import Row, rates
 from harness.stats import itl_samples_ns, ttft_ns
 
 _STYLE = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222}
@@ -102,6 +104,30 @@ def _over_time(records: Sequence[RequestRecord], t0: int) -> str:
     return _png(fig)
 
 
+def _server(rows: Sequence[Row], records: Sequence[RequestRecord], t0: int) -> str:
+    fig, (ax_queue, ax_kv, ax_tokens) = _pyplot().subplots(1, 3, figsize=(12, 3.4))
+    t = np.array([r.t_ns - t0 for r in rows]) / NS_PER_S
+    for name, color in (("running", "#1f77b4"), ("waiting", "#d62728")):
+        ax_queue.step(t, [r.values.get(name, np.nan) for r in rows], where="post", label=name, color=color)
+    ax_queue.legend(fontsize=8)
+    ax_kv.plot(t, [100 * r.values.get("kv_cache_usage", np.nan) for r in rows], color="#8c564b")
+    times, per_s = rates(rows, "generation_tokens_total")
+    ax_tokens.plot((np.asarray(times) - t0) / NS_PER_S, per_s, label="server generated", color="#9467bd")
+    chunks = np.concatenate([np.asarray(r.chunk_ns) for r in records if r.status == "ok"] or [np.zeros(0)])
+    if chunks.size:
+        client = np.bincount(((chunks[chunks >= t0] - t0) / NS_PER_S).astype(int))
+        ax_tokens.step(np.arange(len(client)), client, where="post", label="client received", color="#bbb")
+    ax_tokens.legend(fontsize=8)
+    for ax, title, unit in ((ax_queue, "server: requests running and waiting", "requests"),
+                            (ax_kv, "server: KV cache usage", "%"),
+                            (ax_tokens, "output tokens per second", "tokens/s")):
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel("time (s)")
+        ax.set_ylabel(unit)
+        ax.grid(alpha=0.3)
+    return _png(fig)
+
+
 def sweep_groups(summary: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
     """Phases expanded from one sweep (`name@rate=4`, …), grouped by the phase they came from."""
     groups: dict[str, list[dict[str, Any]]] = {}
@@ -140,7 +166,7 @@ def _sweep_curve(name: str, points: list[dict[str, Any]], slo: dict[str, Any]) -
     return _png(fig)
 
 
-def render_html(summary: dict[str, Any], records: Sequence[RequestRecord]) -> str:
+def render_html(summary: dict[str, Any], records: Sequence[RequestRecord], rows: Sequence[Row] = ()) -> str:
     by_phase: dict[str, list[RequestRecord]] = {}
     for rec in records:
         by_phase.setdefault(rec.phase, []).append(rec)
@@ -164,5 +190,9 @@ def render_html(summary: dict[str, Any], records: Sequence[RequestRecord]) -> st
         t0 = min(r.intended_ns for r in recs)
         parts += [f"<h2>Phase {html.escape(name)} over time</h2>",
                   f"<img alt='{html.escape(name)} over time' src='{_over_time(recs, t0)}'>"]
+        end = max(r.end_ns for r in recs)
+        inside = [r for r in rows if t0 <= r.t_ns <= end]
+        if len(inside) >= 2:
+            parts.append(f"<img alt='{html.escape(name)} server side' src='{_server(inside, recs, t0)}'>")
     parts.append("</body></html>\n")
     return "\n".join(parts)

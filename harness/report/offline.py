@@ -7,16 +7,17 @@ from pathlib import Path
 from typing import Any
 
 from harness.records import RequestRecord, read_records
-from harness.report.conclusion import comparisons, sentences
+from harness.report.files import finish_summary
 from harness.scenario import ScenarioError, load_scenario
+from harness.scrape import read_server_metrics
 from harness.stats import SLO, ClientCheck, summarize_phase
 
 
 def rebuild(run_dir: Path) -> dict[str, Any]:
     """Statistics recomputed from `requests.jsonl` with the run's own `scenario.yaml`.
 
-    The run header and each phase's self-check readings (which records cannot recreate) are taken
-    from the saved `summary.json` when there is one.
+    Server series come from the run's `server_metrics.csv`. The run header and each phase's self-check
+    readings (which records cannot recreate) are taken from the saved `summary.json` when there is one.
     """
     records_path = run_dir / "requests.jsonl"
     if not records_path.is_file():
@@ -47,6 +48,7 @@ def rebuild(run_dir: Path) -> dict[str, Any]:
         phases.append(summary)
     result: dict[str, Any] = {"schema": saved.get("schema", "harness.summary/1"), "run": saved.get("run", {}),
                               "phases": phases}
-    comps = comparisons(result)
-    result["comparison"] = {"phases": comps, "conclusion": sentences(comps)}
+    if "server_metrics" in saved:
+        result["server_metrics"] = saved["server_metrics"]
+    finish_summary(result, read_server_metrics(run_dir))
     return result

@@ -80,6 +80,25 @@ SECTIONS: list[list[Row]] = [
 ]
 
 
+def _server_cell(fmt: Callable[[dict[str, Any]], str]) -> Cell:
+    def cell(phase: dict[str, Any]) -> str:
+        server = phase.get("server")
+        try:
+            return fmt(server) if server else "-"
+        except TypeError:  # a series the server does not export, or too few scrapes for a rate
+            return "-"
+    return cell
+
+
+# Shown when the endpoint's /metrics was scraped: the server's own account beside the client's.
+SERVER_SECTION: list[Row] = [
+    ("server running / waiting (mean)",
+     _server_cell(lambda s: f"{s['running_mean']:.1f} / {s['waiting_mean']:.1f}")),
+    ("server KV cache usage max", _server_cell(lambda s: f"{s['kv_cache_usage_max']:.0%}")),
+    ("server generated tokens/s", _server_cell(lambda s: f"{s['generation_tokens_per_s']:,.0f}")),
+]
+
+
 def build_table(summary: dict[str, Any]) -> Table:
     phases = summary["phases"]
     run = summary.get("run", {})
@@ -90,7 +109,8 @@ def build_table(summary: dict[str, Any]) -> Table:
     table.add_column("")
     for phase in phases:
         table.add_column(phase["name"], justify="right")
-    for i, rows in enumerate(SECTIONS):
+    sections = SECTIONS + ([SERVER_SECTION] if any(p.get("server") for p in phases) else [])
+    for i, rows in enumerate(sections):
         if i:
             table.add_section()
         for label, cell in rows:

@@ -71,6 +71,9 @@ class Engine:
         self.running: list[SimRequest] = []
         self.pool = BlockPool(config.kv_blocks, config.prefix_caching)
         self.num_preemptions = 0
+        # Running totals as vLLM counts them, step by step: prompts when their first token is sampled.
+        self.generation_tokens = 0
+        self.prompt_tokens = 0
         self._rng = np.random.default_rng(config.seed)
 
     def add(self, req: SimRequest) -> None:
@@ -179,6 +182,9 @@ class Engine:
                 continue  # mid-prefill chunk: nothing sampled yet
             req.generated += 1
             req.token_ns.append(now_ns)
+            self.generation_tokens += 1
+            if req.generated == 1:
+                self.prompt_tokens += req.prompt_tokens
             if req.generated >= req.output_tokens:
                 req.finished = True
                 self.running.remove(req)

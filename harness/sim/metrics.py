@@ -74,12 +74,11 @@ class SimMetrics:
         self._lateness = Histogram("sim:step_lateness_seconds", "Step release time minus its deadline",
                                    buckets=LATENESS_BUCKETS, registry=r)
         self._label = model_name
-        self._seen = {"preemptions": 0, "prefix_query_tokens": 0, "prefix_hit_tokens": 0}
+        self._seen = {"preemptions": 0, "prefix_query_tokens": 0, "prefix_hit_tokens": 0, "generation_tokens": 0,
+                      "prompt_tokens": 0}
 
     def observe_finished(self, req: SimRequest) -> None:
         lab = self._label
-        self._prompt.labels(lab).inc(req.prompt_tokens)
-        self._gen.labels(lab).inc(len(req.token_ns))
         if not req.token_ns:
             return
         self._ttft.labels(lab).observe((req.token_ns[0] - req.arrival_ns) / 1e9)
@@ -99,7 +98,8 @@ class SimMetrics:
         self._kv.labels(lab).set(snap.kv_usage)
         # The engine keeps running totals; counters advance by what is new since the last scrape.
         for counter, key in ((self._preempt, "preemptions"), (self._prefix_q, "prefix_query_tokens"),
-                             (self._prefix_h, "prefix_hit_tokens")):
+                             (self._prefix_h, "prefix_hit_tokens"), (self._gen, "generation_tokens"),
+                             (self._prompt, "prompt_tokens")):
             value = getattr(snap, key)
             counter.labels(lab).inc(value - self._seen[key])
             self._seen[key] = value

@@ -34,6 +34,8 @@ class Snapshot:
     preemptions: int
     prefix_query_tokens: int
     prefix_hit_tokens: int
+    generation_tokens: int
+    prompt_tokens: int
 
 
 class Driver(Protocol):
@@ -82,7 +84,7 @@ class StepDriver(_DriverBase):
     def snapshot(self) -> Snapshot:
         e = self.engine
         return Snapshot(len(e.running), len(e.waiting), e.kv_usage, e.num_preemptions, e.pool.query_tokens,
-                        e.pool.hit_tokens)
+                        e.pool.hit_tokens, e.generation_tokens, e.prompt_tokens)
 
     async def run(self) -> None:
         deadline: int | None = None
@@ -116,6 +118,8 @@ class FixedTimingDriver(_DriverBase):
         self._due: list[tuple[int, int, SimRequest]] = []
         self._seq = itertools.count()
         self._active = 0
+        self._generation_tokens = 0
+        self._prompt_tokens = 0
 
     def submit(self, req: SimRequest) -> None:
         heapq.heappush(self._due, (req.arrival_ns + self.ttft_ns, next(self._seq), req))
@@ -128,7 +132,7 @@ class FixedTimingDriver(_DriverBase):
             self._active -= 1
 
     def snapshot(self) -> Snapshot:
-        return Snapshot(self._active, 0, 0.0, 0, 0, 0)
+        return Snapshot(self._active, 0, 0.0, 0, 0, 0, self._generation_tokens, self._prompt_tokens)
 
     async def run(self) -> None:
         while True:
@@ -156,6 +160,9 @@ class FixedTimingDriver(_DriverBase):
                 continue
             req.generated += 1
             req.token_ns.append(now)
+            self._generation_tokens += 1
+            if req.generated == 1:
+                self._prompt_tokens += req.prompt_tokens
             if req.generated >= req.output_tokens:
                 req.finished = True
                 self._active -= 1
