@@ -19,7 +19,7 @@ from harness import __version__
 from harness.errors import EXIT_HARNESS, EXIT_STOPPED, EXIT_USAGE, HarnessError
 from harness.gctune import tune_for_timing
 from harness.report.table import print_table
-from harness.runner import resolve_and_run
+from harness.runner import new_run_dir, resolve_and_run, run_scenario, target
 from harness.scenario import Scenario, ScenarioError, TraceLoad, load_scenario
 from harness.sim.cli import sim
 from harness.traces import TraceError, read_trace
@@ -192,10 +192,17 @@ def report(run_dir: Path, write: bool) -> None:
               help="Seeds to bisect the boundary with (the interval comes from them).")
 @click.option("--predict", "virtual", is_flag=True,
               help="Run trials in virtual time on the scenario's simulated accelerator (no network, seconds).")
-@click.option("--endpoint", metavar="URL", help="OpenAI base URL; default: the bundled simulator.")
+@click.option("--endpoint", metavar="URL", help="OpenAI base URL; default: the bundled simulator, started once.")
 @click.option("--model", help="Model name to request.")
+@click.option("--api-key-env", metavar="VAR", help="Environment variable holding the API key (default: "
+              "OPENAI_API_KEY if set).")
+@click.option("--reports-dir", type=click.Path(path_type=Path, file_okay=False), default=Path("reports"),
+              show_default=True, help="Each trial's run directory goes here.")
+@click.option("--steps", type=click.IntRange(1, 20), default=7, show_default=True, help="Bisection steps.")
+@click.option("--json", "as_json", is_flag=True, help="Print the search result as JSON.")
 def search_cmd(scenario_path: Path | None, slo_text: str, goodput: float, low: float, high: float, duration: float,
-               repeats: int, virtual: bool, endpoint: str | None, model: str | None) -> None:
+               repeats: int, virtual: bool, endpoint: str | None, model: str | None, api_key_env: str | None,
+               reports_dir: Path, steps: int, as_json: bool) -> None:
     """Find the highest Poisson rate whose goodput meets the SLOs, with a confidence interval."""
     from harness.search import parse_slo, search
 
@@ -208,19 +215,31 @@ def search_cmd(scenario_path: Path | None, slo_text: str, goodput: float, low: f
         raise click.BadParameter(str(exc), param_hint="--slo") from None
     if high <= low:
         raise click.BadParameter("must be above --low", param_hint="--high")
+    key = _api_key(api_key_env, scenario.endpoint.api_key_env)
 
-    async def trial(s: Scenario) -> dict[str, Any]:
+    async def searching() -> dict[str, Any]:
         if virtual:
             from harness.sim.predict import predict as run_prediction
 
-            return run_prediction(s)
-        result = await resolve_and_run(s, Path("reports"), url=endpoint, model=model, api=None, api_key=None)
-        return result.summary
+            async def predicted(s: Scenario) -> dict[str, Any]:
+                return run_prediction(s)
+
+            return await search(scenario, predicted, slo, goodput, low, high, duration, steps, repeats)
+        async with target(scenario, url=endpoint, model=model, api=None, api_key=key) as (ep, bundled):
+            async def trial(s: Scenario) -> dict[str, Any]:
+                result = await run_scenario(s, ep, new_run_dir(reports_dir, f"{s.name}-search"), bundled=bundled,
+                                            warn=_warn)
+                return result.summary
+
+            return await search(scenario, trial, slo, goodput, low, high, duration, steps, repeats)
 
     try:
-        found = asyncio.run(search(scenario, trial, slo, goodput, low, high, duration, repeats=repeats))
+        found = asyncio.run(searching())
     except HarnessError as exc:
         raise SystemExit(_fail(str(exc), EXIT_HARNESS)) from None
+    if as_json:
+        click.echo(json.dumps(found, indent=2))
+        return
     for t in found["trials"]:
         click.echo(f"  rate {t['rate']:8.3f} req/s  seed {t['seed']}  goodput {t['goodput']:.0%}  "
                    f"{t['output_tokens_per_s']:,.0f} tok/s")

@@ -7,7 +7,8 @@ import datetime as dt
 import secrets
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -226,24 +227,32 @@ async def run_scenario(
     return RunResult(run_dir, summary)
 
 
-async def resolve_and_run(
-    scenario: Scenario, reports_dir: Path, *, url: str | None, model: str | None, api: Api | None,
-    api_key: str | None, warn: Warn | None = None, pin: bool = False, progress_to: TextIO | None = None,
-) -> RunResult:
-    """Run against `url`, or against a bundled simulator started for this run when it is None."""
+@asynccontextmanager
+async def target(scenario: Scenario, *, url: str | None, model: str | None, api: Api | None,
+                 api_key: str | None, pin: bool = False) -> AsyncIterator[tuple[Endpoint, bool]]:
+    """The endpoint to drive and whether it is a bundled simulator, started here when `url` is None and
+    stopped on exit; a given URL is asked for its models first, so a wrong one fails before any load."""
     api = api or scenario.endpoint.api
     url = url or scenario.endpoint.url
     model = model or scenario.endpoint.model
-    run_dir = new_run_dir(reports_dir, scenario.name)
     if url is None:
         async with bundled_simulator(scenario.simulator, pin=pin) as (sim_url, sim_model):
-            endpoint = Endpoint(sim_url, model or sim_model, api, None)
-            return await run_scenario(scenario, endpoint, run_dir, bundled=True, warn=warn, progress_to=progress_to)
+            yield Endpoint(sim_url, model or sim_model, api, None), True
+        return
     async with open_session(1, scenario.client.connect_timeout_s, 30) as session:
         served = await list_models(session, url, api_key)
     if model is None:
         if not served:
             raise HarnessError(f"{url} serves no models; pass --model")
         model = served[0]
-    return await run_scenario(scenario, Endpoint(url, model, api, api_key), run_dir, warn=warn,
-                              progress_to=progress_to)
+    yield Endpoint(url, model, api, api_key), False
+
+
+async def resolve_and_run(
+    scenario: Scenario, reports_dir: Path, *, url: str | None, model: str | None, api: Api | None,
+    api_key: str | None, warn: Warn | None = None, pin: bool = False, progress_to: TextIO | None = None,
+) -> RunResult:
+    """Run against `url`, or against a bundled simulator started for this run when it is None."""
+    async with target(scenario, url=url, model=model, api=api, api_key=api_key, pin=pin) as (endpoint, bundled):
+        return await run_scenario(scenario, endpoint, new_run_dir(reports_dir, scenario.name), bundled=bundled,
+                                  warn=warn, progress_to=progress_to)

@@ -52,3 +52,37 @@ def test_search_command_in_virtual_time() -> None:
 def test_search_rejects_a_bad_slo() -> None:
     result = CliRunner().invoke(main, ["search", "--predict", "--slo", "latency=5"])
     assert result.exit_code == 2 and "--slo" in result.output
+
+
+SMALL_SERVER = """
+name: narrow
+seed: 5
+workload: {prompt_tokens: 256, output_tokens: 32}
+simulator: {max_num_seqs: 4}
+phases:
+  - name: p
+    load: {type: poisson, rate: 1, requests: 10}
+"""
+
+
+def test_search_over_real_http_agrees_with_virtual_time(tmp_path: Path) -> None:
+    """Trials over loopback HTTP against one bundled simulator (four sequences at a time, so the
+    capacity is low and trials short) find the capacity that virtual time predicts."""
+    import json
+
+    from .helpers import harness
+
+    scenario = tmp_path / "narrow.yaml"
+    scenario.write_text(SMALL_SERVER)
+    args = [str(scenario), "--slo", "ttft_p99=150ms", "--goodput", "0.9", "--low", "4", "--high", "24",
+            "--duration", "2", "--steps", "3", "--repeats", "2", "--json"]
+    virtual = json.loads(harness("search", *args, "--predict").stdout)
+    proc = harness("search", *args, "--reports-dir", str(tmp_path / "r"))
+    assert proc.returncode == 0, proc.stderr
+    real = json.loads(proc.stdout)
+    assert real["capacity_rps"] == pytest.approx(virtual["capacity_rps"], rel=0.35)
+    # Every trial left a run directory, all against the one simulator started for the search.
+    runs = sorted((tmp_path / "r").iterdir())
+    assert len(runs) == len(real["trials"])
+    urls = {json.loads((run / "summary.json").read_text())["run"]["endpoint"]["base_url"] for run in runs}
+    assert len(urls) == 1
