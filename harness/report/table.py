@@ -46,6 +46,14 @@ def _load(phase: dict[str, Any]) -> str:
     return f"{load['offered_rps']:.2f} / {load['sent_rps']:.2f} / {load['completed_rps']:.2f}"
 
 
+def _batch_time(phase: dict[str, Any]) -> str:
+    batches = phase.get("batches")
+    if not batches:
+        return "-"
+    d = batches["batch_time_ms"]
+    return f"{_ms(d['p50'])} / {_ms(d['max'])} ({batches['count']})"
+
+
 def _goodput(phase: dict[str, Any]) -> str:
     g = phase["goodput"]
     return f"{g['requests_per_s']:.2f} ({g['fraction']:.0%})"
@@ -66,6 +74,7 @@ SECTIONS: list[list[Row]] = [
         _latency_row("ITL", "itl"),
         _latency_row("TPOT", "tpot"),
         _latency_row("E2E", "e2e"),
+        ("batch time p50 / max ms (batches)", _batch_time),
     ],
     [
         ("output tokens/s", lambda p: f"{p['throughput']['output_tokens_per_s']:,.0f}"),
