@@ -83,9 +83,8 @@ def _over_time(records: Sequence[RequestRecord], t0: int) -> str:
         twin = ax.twinx()
         twin.step(np.arange(seconds), rate, where="post", color="#999", linewidth=0.8)
         twin.set_ylabel("arrivals/s", color="#999")
-    chunks = np.concatenate([np.asarray(r.chunk_ns) for r in ok]) if ok else np.zeros(0)
-    if chunks.size:
-        per_s = np.bincount(((chunks - t0) / NS_PER_S).astype(int))
+    per_s = _client_tokens_per_s(records, t0)
+    if per_s.size:
         ax_tput.plot(np.arange(len(per_s)), per_s, color="#9467bd")
     lag = [((r.sent_ns or 0) - r.intended_ns) / NS_PER_MS for r in records if r.sent_ns is not None]
     ax_lag.scatter([(r.intended_ns - t0) / NS_PER_S for r in records if r.sent_ns is not None], lag, s=4,
@@ -94,14 +93,25 @@ def _over_time(records: Sequence[RequestRecord], t0: int) -> str:
     if errors:
         ax_lag.scatter(errors, [0] * len(errors), marker="x", color="#d62728", label="errors")
     ax_lag.legend(fontsize=8)
-    for ax, title, unit in ((ax_ttft, "TTFT over time", "ms"), (ax_itl, "mean ITL per request", "ms"),
-                            (ax_tput, "output tokens per second", "tokens/s"),
-                            (ax_lag, "schedule lag and errors", "ms")):
+    return _time_panels(fig, ((ax_ttft, "TTFT over time", "ms"), (ax_itl, "mean ITL per request", "ms"),
+                              (ax_tput, "output tokens per second", "tokens/s"),
+                              (ax_lag, "schedule lag and errors", "ms")))
+
+
+def _time_panels(fig: Any, panels: Sequence[tuple[Any, str, str]]) -> str:
+    """Titles, units and a grid on panels whose x axis is seconds into the phase; the figure as PNG data."""
+    for ax, title, unit in panels:
         ax.set_title(title, fontsize=10)
         ax.set_xlabel("time (s)")
         ax.set_ylabel(unit)
         ax.grid(alpha=0.3)
     return _png(fig)
+
+
+def _client_tokens_per_s(records: Sequence[RequestRecord], t0: int) -> np.ndarray:
+    """Token-bearing chunks received per whole second after t0, from successful requests."""
+    chunks = np.concatenate([np.asarray(r.chunk_ns) for r in records if r.status == "ok"] or [np.zeros(0)])
+    return np.bincount(((chunks[chunks >= t0] - t0) / NS_PER_S).astype(int))
 
 
 def _server(rows: Sequence[Row], records: Sequence[RequestRecord], t0: int) -> str:
@@ -113,19 +123,13 @@ def _server(rows: Sequence[Row], records: Sequence[RequestRecord], t0: int) -> s
     ax_kv.plot(t, [100 * r.values.get("kv_cache_usage", np.nan) for r in rows], color="#8c564b")
     times, per_s = rates(rows, "generation_tokens_total")
     ax_tokens.plot((np.asarray(times) - t0) / NS_PER_S, per_s, label="server generated", color="#9467bd")
-    chunks = np.concatenate([np.asarray(r.chunk_ns) for r in records if r.status == "ok"] or [np.zeros(0)])
-    if chunks.size:
-        client = np.bincount(((chunks[chunks >= t0] - t0) / NS_PER_S).astype(int))
+    client = _client_tokens_per_s(records, t0)
+    if client.size:
         ax_tokens.step(np.arange(len(client)), client, where="post", label="client received", color="#bbb")
     ax_tokens.legend(fontsize=8)
-    for ax, title, unit in ((ax_queue, "server: requests running and waiting", "requests"),
-                            (ax_kv, "server: KV cache usage", "%"),
-                            (ax_tokens, "output tokens per second", "tokens/s")):
-        ax.set_title(title, fontsize=10)
-        ax.set_xlabel("time (s)")
-        ax.set_ylabel(unit)
-        ax.grid(alpha=0.3)
-    return _png(fig)
+    return _time_panels(fig, ((ax_queue, "server: requests running and waiting", "requests"),
+                              (ax_kv, "server: KV cache usage", "%"),
+                              (ax_tokens, "output tokens per second", "tokens/s")))
 
 
 def sweep_groups(summary: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
