@@ -298,6 +298,17 @@ def _client_limited(lag_p99_ms: float | int | None, bound_ms: float, batches: di
     }
 
 
+def in_flight(records: Sequence[RequestRecord]) -> tuple[np.ndarray, np.ndarray]:
+    """Requests between `sent` and their end, as a step function: (event times in ns, count from each on).
+
+    An end sorts before a send at the same instant, so a closed-loop worker's next request does not
+    count twice.
+    """
+    events = sorted([(r.sent_ns, 1) for r in records if r.sent_ns is not None]
+                    + [(r.end_ns, -1) for r in records if r.sent_ns is not None])
+    return np.array([t for t, _ in events], dtype=np.int64), np.cumsum([d for _, d in events], dtype=np.int64)
+
+
 def batch_summary(records: Sequence[RequestRecord]) -> dict[str, Any] | None:
     """Fixed-batch phases: time from a batch's send to its last completion, and its tokens/s."""
     by_batch: dict[int, list[RequestRecord]] = {}

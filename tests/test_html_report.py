@@ -54,4 +54,26 @@ def test_report_page_and_its_images_load_in_a_browser(tmp_path: Path, sim_url: s
     assert "harness report: html" in dom and "Batches of 16 deliver" in dom
     loaded = re.search(r'data-images-loaded="(\d+)"', dom)
     assert loaded is not None, dom[:500]
-    assert int(loaded.group(1)) == 3  # the CDFs and one time-series figure per phase, all decoded
+    # The CDFs, one time-series figure per phase, and the server's side of any phase scraped twice: all decoded.
+    assert int(loaded.group(1)) == page.count("<img ") >= 3
+
+
+def test_a_phase_of_failures_still_gets_its_figures() -> None:
+    """Every request failed, some never sent: the page renders, with the failures plotted by status."""
+    import base64
+
+    from harness.report.html import render_html
+    from harness.stats import SLO, summarize_phase
+
+    from .test_stats import MS, rec
+
+    records = [rec(0, i, [], status="http_error", idx=i) for i in range(5)]
+    records += [rec(0, 5, [8, 9], status="bad_stream", idx=5), rec(0, 0, [], status="cancelled", idx=6)]
+    records[-1].sent_ns = None
+    for r in records:
+        r.end_ns += 3 * MS
+    summary = {"run": {"scenario": "broken"}, "phases": [{"name": "p", **summarize_phase(records, SLO())}]}
+    page = render_html(summary, records)
+    images = re.findall(r"src='data:image/png;base64,([^']+)'", page)
+    assert len(images) == 2 and all(base64.b64decode(b)[:4] == b"\x89PNG" for b in images)
+    assert "0 / 6 / 1" in page  # ok / errored / cancelled in the table

@@ -6,6 +6,7 @@ from harness.stats import (
     SLO,
     distribution,
     e2e_ns,
+    in_flight,
     itl_samples_ns,
     summarize_phase,
     tpot_ns,
@@ -164,3 +165,14 @@ def test_latencies_are_split_by_status() -> None:
     # The headline latencies stay the ok requests' alone.
     whole = summarize_phase(records, SLO())["latency_ms"]
     assert whole["ttft"] == split["ok"]["ttft"]
+
+
+def test_requests_in_flight_step_up_at_send_and_down_at_end() -> None:
+    a = rec(0, 0, [10, 50], idx=0)  # in flight 0–50 ms
+    b = rec(0, 20, [30, 40], idx=1)  # 20–40 ms
+    c = rec(0, 50, [60, 70], idx=2)  # 50–70 ms: sent as a ends
+    never = rec(0, 0, [], status="cancelled", idx=3)
+    never.sent_ns = None  # cancelled before sending: never in flight
+    times, counts = in_flight([a, b, c, never])
+    assert list(times // MS) == [0, 20, 40, 50, 50, 70]
+    assert list(counts) == [1, 2, 1, 0, 1, 0]

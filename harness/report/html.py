@@ -1,7 +1,8 @@
 """One self-contained HTML report: the summary table, the conclusion, and plots embedded as PNG data.
 
 Plots (matplotlib, rendered to files only): latency CDFs (TTFT, ITL, E2E) per phase; TTFT and ITL
-over time against the arrival rate; output throughput over time; schedule lag; errors over time; and,
+over time against the arrival rate; output throughput, requests in flight, schedule lag and failures by
+status over time; and,
 when the endpoint's `/metrics` was scraped, the server's running and waiting requests, KV cache usage
 and generated tokens/s beside the client's. Nothing is fetched when the page is viewed.
 """
@@ -20,7 +21,7 @@ from harness.clock import NS_PER_MS, NS_PER_S
 from harness.records import RequestRecord
 from harness.report.table import render_table
 from harness.servermetrics import Row, rates
-from harness.stats import itl_samples_ns, ttft_ns
+from harness.stats import in_flight, itl_samples_ns, ttft_ns
 
 _STYLE = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222}
 pre{background:#f6f6f6;padding:1em;overflow-x:auto;font-size:13px;white-space:pre-wrap}
@@ -63,22 +64,28 @@ def _cdfs(by_phase: dict[str, list[RequestRecord]]) -> str:
             ax.set_xlabel(f"{label} (ms)")
             ax.set_ylabel("fraction of requests" if label == "TTFT" else "")
             ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=8)
+    if axes[0].get_legend_handles_labels()[1]:  # a phase where every request failed has no curve
+        axes[0].legend(fontsize=8)
     return _png(fig)
+
+
+def _per_second(times_ns: Sequence[int] | np.ndarray, t0: int, seconds: int) -> np.ndarray:
+    """How many of the instants fall in each whole second after t0."""
+    offsets = (np.asarray(times_ns, dtype=np.float64) - t0) / NS_PER_S
+    return np.bincount(np.clip(offsets, 0, None).astype(int), minlength=seconds)[:seconds]
 
 
 def _over_time(records: Sequence[RequestRecord], t0: int) -> str:
     ok = [r for r in records if r.status == "ok" and r.first_token_ns is not None and r.sent_ns is not None]
-    fig, axes = _pyplot().subplots(2, 2, figsize=(12, 6))
-    ax_ttft, ax_itl, ax_tput, ax_lag = axes.ravel()
+    fig, axes = _pyplot().subplots(3, 2, figsize=(12, 8.4))
+    ax_ttft, ax_itl, ax_tput, ax_flight, ax_lag, ax_err = axes.ravel()
     if ok:
         sent_s = np.array([(r.sent_ns or 0) - t0 for r in ok]) / NS_PER_S
         ax_ttft.scatter(sent_s, [(ttft_ns(r) or 0) / NS_PER_MS for r in ok], s=4)
         itl = [(np.mean(itl_samples_ns(r)) / NS_PER_MS) if len(r.chunk_ns) > 1 else np.nan for r in ok]
         ax_itl.scatter(sent_s, itl, s=4, color="#2ca02c")
-    intended_s = np.array([r.intended_ns - t0 for r in records]) / NS_PER_S
-    seconds = int(np.ceil(intended_s.max())) + 1 if len(intended_s) else 1
-    rate = np.bincount(np.clip(intended_s, 0, None).astype(int), minlength=seconds)
+    seconds = int(np.ceil((max(r.end_ns for r in records) - t0) / NS_PER_S)) + 1
+    rate = _per_second([r.intended_ns for r in records], t0, seconds)
     for ax in (ax_ttft, ax_itl):
         twin = ax.twinx()
         twin.step(np.arange(seconds), rate, where="post", color="#999", linewidth=0.8)
@@ -86,16 +93,23 @@ def _over_time(records: Sequence[RequestRecord], t0: int) -> str:
     per_s = _client_tokens_per_s(records, t0)
     if per_s.size:
         ax_tput.plot(np.arange(len(per_s)), per_s, color="#9467bd")
-    lag = [((r.sent_ns or 0) - r.intended_ns) / NS_PER_MS for r in records if r.sent_ns is not None]
-    ax_lag.scatter([(r.intended_ns - t0) / NS_PER_S for r in records if r.sent_ns is not None], lag, s=4,
-                   color="#ff7f0e", label="schedule lag")
-    errors = [(r.end_ns - t0) / NS_PER_S for r in records if r.status != "ok"]
-    if errors:
-        ax_lag.scatter(errors, [0] * len(errors), marker="x", color="#d62728", label="errors")
-    ax_lag.legend(fontsize=8)
+    flight_t, flight_n = in_flight(records)
+    ax_flight.step((flight_t - t0) / NS_PER_S, flight_n, where="post", color="#17becf")
+    sent = [r for r in records if r.sent_ns is not None]
+    ax_lag.scatter([(r.intended_ns - t0) / NS_PER_S for r in sent],
+                   [((r.sent_ns or 0) - r.intended_ns) / NS_PER_MS for r in sent], s=4, color="#ff7f0e")
+    for status in sorted({r.status for r in records} - {"ok"}):
+        ax_err.step(np.arange(seconds), _per_second([r.end_ns for r in records if r.status == status], t0, seconds),
+                    where="post", label=status)
+    if ax_err.get_legend_handles_labels()[1]:
+        ax_err.legend(fontsize=8)
+    else:
+        ax_err.text(0.5, 0.5, "no errors", transform=ax_err.transAxes, ha="center", color="#2ca02c")
     return _time_panels(fig, ((ax_ttft, "TTFT over time", "ms"), (ax_itl, "mean ITL per request", "ms"),
                               (ax_tput, "output tokens per second", "tokens/s"),
-                              (ax_lag, "schedule lag and errors", "ms")))
+                              (ax_flight, "requests in flight (sent, not ended)", "requests"),
+                              (ax_lag, "schedule lag (sent − intended)", "ms"),
+                              (ax_err, "failed requests per second, by status", "requests/s")))
 
 
 def _time_panels(fig: Any, panels: Sequence[tuple[Any, str, str]]) -> str:
