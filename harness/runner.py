@@ -147,6 +147,48 @@ def _scraper(scenario: Scenario, endpoint: Endpoint, clock: Clock, run_dir: Path
     return ServerScraper(url, clock, cfg.scrape_interval_s, run_dir, endpoint.api_key)
 
 
+class _Sink:
+    """Where each finished record goes: to disk at once, to its phase, to the run, to the progress line."""
+
+    def __init__(self, writer: RecordWriter) -> None:
+        self.writer = writer
+        self.phase: list[RequestRecord] = []
+        self.run: list[RequestRecord] = []
+        self.progress: Progress | None = None
+
+    def __call__(self, rec: RequestRecord) -> None:
+        self.writer.write(rec)
+        self.phase.append(rec)
+        self.run.append(rec)
+        if self.progress is not None:
+            self.progress.record(rec)
+
+    def begin_phase(self, name: str) -> None:
+        self.phase = []
+        if self.progress is not None:
+            self.progress.begin_phase(name)
+
+
+async def _run_phases(scenario: Scenario, plans: list[PhasePlan], dispatcher: Dispatcher, backend: PooledBackend,
+                      sink: _Sink, check: SelfCheck, phases: list[dict[str, Any]]) -> None:
+    """Phases in order until done or stopped; each phase's summary is added even when it is cut short."""
+    cfg = scenario.client
+    slo = SLO(scenario.slo.ttft_ms, scenario.slo.tpot_ms, scenario.slo.e2e_ms)
+    for phase, plan in zip(scenario.phases, plans, strict=True):
+        if dispatcher.stopping:
+            break
+        await backend.warm(min(peak_connections(plan), _WARM_MAX))
+        sink.begin_phase(phase.name)
+        mark = check.mark()
+        try:
+            await _run_plan(dispatcher, plan, cfg.stop_grace_s)
+        finally:
+            if sink.phase:
+                phases.append(_phase_summary(phase, sink.phase, slo, cfg, check.since(mark)))
+                if isinstance(plan, OpenLoopPlan) and plan.trace is not None:
+                    phases[-1]["trace"] = plan.trace
+
+
 async def run_scenario(
     scenario: Scenario, endpoint: Endpoint, run_dir: Path, *, bundled: bool = False, clock: Clock | None = None,
     warn: Warn | None = None, progress_to: TextIO | None = None,
@@ -159,7 +201,6 @@ async def run_scenario(
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "scenario.yaml").write_text(scenario.to_yaml(), encoding="utf-8")
     header = _header(scenario, endpoint, run_id, clock, bundled)
-    slo = SLO(scenario.slo.ttft_ms, scenario.slo.tpot_ms, scenario.slo.e2e_ms)
     phases: list[dict[str, Any]] = []
     cfg = scenario.client
     summary: dict[str, Any] = {"schema": SUMMARY_SCHEMA, "run": header, "phases": phases}
@@ -171,50 +212,24 @@ async def run_scenario(
         scraper.start()
     try:
         with RecordWriter(run_dir) as writer:
-            taken: list[RequestRecord] = []
-
-            every: list[RequestRecord] = []
-
-            progress: Progress | None = None
-
-            def sink(rec: RequestRecord) -> None:
-                writer.write(rec)
-                taken.append(rec)
-                every.append(rec)
-                if progress is not None:
-                    progress.record(rec)
-
+            sink = _Sink(writer)
             dispatcher = Dispatcher(backend, clock, sink)
             if progress_to is not None:
-                progress = Progress(clock, progress_to, lambda: dispatcher.launched)
-                progress.start()
+                sink.progress = Progress(clock, progress_to, lambda: dispatcher.launched)
+                sink.progress.start()
             stopper = _Stopper(dispatcher, warn)
             stopper.install()
             check.start()
             try:
-                for phase, plan in zip(scenario.phases, plans, strict=True):
-                    if dispatcher.stopping:
-                        break
-                    await backend.warm(min(peak_connections(plan), _WARM_MAX))
-                    taken.clear()
-                    if progress is not None:
-                        progress.begin_phase(phase.name)
-                    mark = check.mark()
-                    try:
-                        await _run_plan(dispatcher, plan, cfg.stop_grace_s)
-                    finally:
-                        if taken:
-                            phases.append(_phase_summary(phase, list(taken), slo, cfg, check.since(mark)))
-                            if isinstance(plan, OpenLoopPlan) and plan.trace is not None:
-                                phases[-1]["trace"] = plan.trace
+                await _run_phases(scenario, plans, dispatcher, backend, sink, check, phases)
             finally:
                 stopper.remove()
-                if progress is not None:
-                    await progress.stop()
+                if sink.progress is not None:
+                    await sink.progress.stop()
                 header["stopped"] = stopper.signal
-                if every:
-                    write_parquet(run_dir / "requests.parquet", every)
-                    saved_records.extend(every)
+                if sink.run:
+                    write_parquet(run_dir / "requests.parquet", sink.run)
+                    saved_records.extend(sink.run)
     finally:
         await check.stop()
         await backend.close()
