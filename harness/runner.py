@@ -35,7 +35,7 @@ from harness.report.files import finish_summary, write_reports
 from harness.scenario import ClientConfig, Phase, Scenario
 from harness.scrape import ServerScraper
 from harness.selfcheck import SelfCheck
-from harness.servermetrics import metrics_url
+from harness.servermetrics import metrics_url, same_origin
 from harness.simproc import bundled_simulator
 from harness.stats import SLO, ClientCheck, summarize_phase
 
@@ -144,7 +144,9 @@ def _scraper(scenario: Scenario, endpoint: Endpoint, clock: Clock, run_dir: Path
     if cfg.scrape_interval_s == 0:
         return None
     url = cfg.metrics_url or metrics_url(endpoint.base_url)
-    return ServerScraper(url, clock, cfg.scrape_interval_s, run_dir, endpoint.api_key)
+    # The key goes only where the requests go: a metrics URL on another host never sees it.
+    key = endpoint.api_key if same_origin(url, endpoint.base_url) else None
+    return ServerScraper(url, clock, cfg.scrape_interval_s, run_dir, key)
 
 
 class _Sink:

@@ -47,6 +47,11 @@ def metrics_url(base_url: str) -> str:
     return urlunsplit((parts.scheme, parts.netloc, "/metrics", "", ""))
 
 
+def same_origin(a: str, b: str) -> bool:
+    pa, pb = urlsplit(a), urlsplit(b)
+    return (pa.scheme, pa.netloc) == (pb.scheme, pb.netloc)
+
+
 def parse_exposition(text: str) -> Sample:
     """The known series in a Prometheus text exposition, summed (or averaged) over their label sets.
 

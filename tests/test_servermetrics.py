@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 
 from harness.clock import NS_PER_S, MonotonicClock
 from harness.scrape import FILENAME, ServerScraper, read_server_metrics
-from harness.servermetrics import Row, metrics_url, parse_exposition, phase_server_summary, rates
+from harness.servermetrics import Row, metrics_url, parse_exposition, phase_server_summary, rates, same_origin
 
 
 def vllm_exposition(running: tuple[float, float], generated: float) -> str:
@@ -46,6 +46,9 @@ def test_sglang_and_tgi_names_are_read_too() -> None:
 def test_metrics_url_sits_at_the_root_beside_the_api() -> None:
     assert metrics_url("http://127.0.0.1:8000/v1") == "http://127.0.0.1:8000/metrics"
     assert metrics_url("https://host/openai/v1/") == "https://host/metrics"
+    assert same_origin("http://127.0.0.1:8000/metrics", "http://127.0.0.1:8000/v1")
+    assert not same_origin("http://127.0.0.1:9090/metrics", "http://127.0.0.1:8000/v1")
+    assert not same_origin("http://host/metrics", "https://host/v1")
 
 
 def test_phase_summary_averages_gauges_and_turns_counters_into_rates() -> None:
@@ -88,8 +91,8 @@ async def serve() -> AsyncIterator[Callable[[Handler], asyncio.Future[str]]]:
         await runner.cleanup()
 
 
-async def scrape_for(url: str, tmp_path: Path, seconds: float) -> tuple[ServerScraper, dict]:
-    scraper = ServerScraper(url, MonotonicClock(), 0.05, tmp_path)
+async def scrape_for(url: str, tmp_path: Path, seconds: float, key: str | None = None) -> tuple[ServerScraper, dict]:
+    scraper = ServerScraper(url, MonotonicClock(), 0.05, tmp_path, key)
     scraper.start()
     await asyncio.sleep(seconds)
     return scraper, await scraper.stop()
@@ -142,3 +145,27 @@ async def test_failed_scrapes_are_counted_by_cause_and_scraping_goes_on(serve, t
 async def test_an_unreachable_endpoint_never_raises(tmp_path: Path) -> None:
     _, info = await scrape_for("http://127.0.0.1:9/metrics", tmp_path, 0.2)  # discard port: refused
     assert info["scrapes"] == 0 and info["failures"].get("ClientConnectorError", 0) >= 1
+
+
+async def test_the_key_reaches_metrics_only_on_the_endpoints_own_host(serve, tmp_path: Path) -> None:
+    from harness.client import Endpoint
+    from harness.runner import _scraper
+    from harness.scenario import parse_scenario
+
+    seen: list[str | None] = []
+
+    async def metrics(request: web.Request) -> web.Response:
+        seen.append(request.headers.get("Authorization"))
+        return web.Response(text=vllm_exposition((1, 1), 1))
+
+    url = await serve(metrics)
+    await scrape_for(url, tmp_path, 0.1, key="sk-secret")
+    assert seen and set(seen) == {"Bearer sk-secret"}
+    base = parse_scenario({"name": "k", "phases": [{"name": "p", "load": {"type": "constant", "rate": 1,
+                                                                          "requests": 1}}]}, "t")
+    same = base.model_copy(update={"endpoint": base.endpoint.model_copy(update={"metrics_url": url})})
+    origin = url.removesuffix("/metrics")
+    near = _scraper(same, Endpoint(origin + "/v1", "m", "chat", "sk-secret"), MonotonicClock(), tmp_path)
+    far = _scraper(same, Endpoint("http://127.0.0.2:1/v1", "m", "chat", "sk-secret"), MonotonicClock(), tmp_path)
+    assert near is not None and near._headers == {"Authorization": "Bearer sk-secret"}
+    assert far is not None and far._headers == {}
