@@ -74,6 +74,13 @@ def ttft_from_intended_ns(rec: RequestRecord) -> int | None:
     return None if rec.first_token_ns is None else rec.first_token_ns - rec.intended_ns
 
 
+def ttfc_ns(rec: RequestRecord) -> int | None:
+    """Time to the first *answer* text: later than TTFT when a reasoning model thinks first."""
+    if rec.first_content_ns is None or rec.sent_ns is None:
+        return None
+    return rec.first_content_ns - rec.sent_ns
+
+
 def e2e_ns(rec: RequestRecord) -> int | None:
     if rec.last_token_ns is None or rec.sent_ns is None:
         return None
@@ -236,12 +243,17 @@ def summarize_phase(
 
 def _latencies(records: Sequence[RequestRecord]) -> dict[str, dict[str, float | int | None]]:
     itl: list[float] = []
+    gaps: list[np.ndarray] = []
     for rec in records:
         itl.extend(itl_samples_ns(rec))
+        if len(rec.chunk_ns) > 1:
+            gaps.append(np.diff(np.asarray(rec.chunk_ns, dtype=np.float64)))
     return {
         "ttft": distribution(_collect(records, ttft_ns)),
         "ttft_from_intended": distribution(_collect(records, ttft_from_intended_ns)),
+        "time_to_first_content": distribution(_collect(records, ttfc_ns)),
         "itl": distribution(itl),
+        "chunk_gap": distribution(np.concatenate(gaps) if gaps else []),
         "tpot": distribution(_collect(records, tpot_ns)),
         "e2e": distribution(_collect(records, e2e_ns)),
         "e2e_from_intended": distribution(_collect(records, e2e_from_intended_ns)),

@@ -176,3 +176,12 @@ def test_requests_in_flight_step_up_at_send_and_down_at_end() -> None:
     times, counts = in_flight([a, b, c, never])
     assert list(times // MS) == [0, 20, 40, 50, 50, 70]
     assert list(counts) == [1, 2, 1, 0, 1, 0]
+
+
+def test_chunk_gaps_are_kept_apart_from_token_normalised_itl_and_answer_text_from_reasoning() -> None:
+    r = rec(0, 0, [100, 120, 160], completion=5, idx=0)  # 3 chunks carrying 5 tokens
+    r.first_content_ns = 120 * MS  # the first chunk was reasoning text
+    lat = summarize_phase([r], SLO())["latency_ms"]
+    assert (lat["chunk_gap"]["count"], lat["chunk_gap"]["min"], lat["chunk_gap"]["max"]) == (2, 20, 40)
+    assert lat["itl"]["count"] == 4 and lat["itl"]["mean"] == pytest.approx(15)
+    assert lat["ttft"]["p50"] == 100 and lat["time_to_first_content"]["p50"] == 120
