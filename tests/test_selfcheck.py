@@ -58,3 +58,17 @@ def test_client_check_marks_a_phase_client_limited_with_every_reason() -> None:
     busy = summarize_phase(records, SLO(), client=ClientCheck(loop_lag_p99_ms=9.0, cpu_share=0.95))
     assert busy["client_limited"] is True
     assert busy["client_limited_reason"] == "event-loop lag p99 9.0 ms > 5.0 ms; harness CPU 95% of a core > 90%"
+
+
+def test_lazy_imports_are_paid_before_the_load_starts() -> None:
+    """numpy's first percentile imports numpy.ma (~9 ms): the self-check pays it when it starts, not at its
+    first reading one second into the load. A fresh process, since this one has imported it long ago."""
+    import subprocess
+    import sys
+
+    code = ("import asyncio, sys\nfrom harness.clock import MonotonicClock\nfrom harness.selfcheck import SelfCheck\n"
+            "async def main():\n    before = 'numpy.ma' in sys.modules\n    check = SelfCheck(MonotonicClock())\n"
+            "    check.start()\n    print(before, 'numpy.ma' in sys.modules)\n    await check.stop()\n"
+            "asyncio.run(main())\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["False", "True"]
