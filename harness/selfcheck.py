@@ -51,10 +51,11 @@ class SelfCheck:
         index, cpu0, t0 = mark
         lags = self.lags_ns[index:]
         wall_s = (self.clock.now_ns() - t0) / NS_PER_S
+        cpu_s = self._cpu_time() - cpu0
         return ClientCheck(
             loop_lag_p99_ms=float(np.percentile(lags, 99)) / NS_PER_MS if lags else None,
-            cpu_share=(self._cpu_time() - cpu0) / wall_s if wall_s > 0 else None,
-            loop_lag_bound_ms=self.loop_lag_bound_ms, cpu_bound=self.cpu_bound,
+            cpu_share=cpu_s / wall_s if wall_s > 0 else None,
+            loop_lag_bound_ms=self.loop_lag_bound_ms, cpu_bound=self.cpu_bound, cpu_seconds=cpu_s,
         )
 
     async def _tick(self) -> None:

@@ -155,6 +155,7 @@ class ClientCheck:
     cpu_share: float | None = None  # of one core
     loop_lag_bound_ms: float = 5.0
     cpu_bound: float = 0.9
+    cpu_seconds: float | None = None  # the harness process's CPU while the phase ran
 
 
 def windows(records: Sequence[RequestRecord], warmup_s: float, cooldown_s: float) -> tuple[Window, Window]:
@@ -306,7 +307,8 @@ def _client_limited(lag_p99_ms: float | int | None, bound_ms: float, batches: di
     return {
         "client_limited": bool(reasons), "client_limited_reason": "; ".join(reasons) or None,
         "schedule_lag_bound_ms": bound_ms,
-        "client": {"loop_lag_p99_ms": client.loop_lag_p99_ms, "cpu_share": client.cpu_share},
+        "client": {"loop_lag_p99_ms": client.loop_lag_p99_ms, "cpu_share": client.cpu_share,
+                   "cpu_seconds": client.cpu_seconds},
     }
 
 

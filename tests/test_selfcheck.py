@@ -26,7 +26,7 @@ def test_cpu_share_and_loop_lag_since_a_mark() -> None:
     clock.advance_to(2 * NS_PER_S)
     cpu.seconds = 1.9
     result = check.since(mark)
-    assert result.cpu_share == pytest.approx(0.95)
+    assert result.cpu_share == pytest.approx(0.95) and result.cpu_seconds == pytest.approx(1.9)
     assert result.loop_lag_p99_ms == pytest.approx(20.0)
 
 

@@ -39,7 +39,7 @@ def rebuild(run_dir: Path) -> dict[str, Any]:
             continue
         client = saved_phases.get(phase.name, {}).get("client", {})
         check = ClientCheck(client.get("loop_lag_p99_ms"), client.get("cpu_share"), cfg.loop_lag_bound_ms,
-                            cfg.cpu_bound)
+                            cfg.cpu_bound, client.get("cpu_seconds"))
         summary = {"name": phase.name, "config": phase.model_dump(mode="json"),
                    **summarize_phase(records, slo, cfg.schedule_lag_bound_ms, warmup_s=phase.warmup_s,
                                      cooldown_s=phase.cooldown_s, client=check)}
