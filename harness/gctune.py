@@ -11,7 +11,12 @@ from __future__ import annotations
 import gc
 
 
-def tune_for_timing() -> None:
+def tune_for_timing(young: int = 100_000) -> None:
+    """Freeze what is alive now; collect the young generation after `young` new container objects.
+
+    A young collection costs about 0.1–0.2 µs per object, so the threshold trades how often the loop
+    stops against how long.
+    """
     gc.collect()
     gc.freeze()
-    gc.set_threshold(100_000, 50, 1000)
+    gc.set_threshold(young, 50, 1000)
