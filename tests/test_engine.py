@@ -84,6 +84,8 @@ def test_kv_exhaustion_queues_then_preempts_and_still_completes() -> None:
     assert eng.num_preemptions > 0
     assert all(len(r.token_ns) == 400 for r in reqs)
     assert eng.pool.available == 400
+    # What /metrics counts: every token once, and every prompt once, however often it was prefilled again.
+    assert (eng.tokens.generation, eng.tokens.prompt) == (12 * 400, 12 * 1000)
 
 
 def test_abort_frees_slot_and_blocks_at_once() -> None:

@@ -57,6 +57,24 @@ class SimRequest:
 
 
 @dataclass(slots=True)
+class TokenTally:
+    """Running totals as vLLM counts them, step by step: each token as it is sampled, a prompt with its first."""
+
+    generation: int = 0
+    prompt: int = 0
+
+    def emit(self, req: SimRequest, now_ns: int) -> bool:
+        """Sample `req`'s next token at `now_ns`; True when it was the last one."""
+        req.generated += 1
+        req.token_ns.append(now_ns)
+        self.generation += 1
+        if req.generated == 1:
+            self.prompt += req.prompt_tokens
+        req.finished = req.generated >= req.output_tokens
+        return req.finished
+
+
+@dataclass(slots=True)
 class Step:
     work: list[tuple[SimRequest, int]]  # (request, tokens computed this step)
     load: StepLoad
@@ -71,9 +89,7 @@ class Engine:
         self.running: list[SimRequest] = []
         self.pool = BlockPool(config.kv_blocks, config.prefix_caching)
         self.num_preemptions = 0
-        # Running totals as vLLM counts them, step by step: prompts when their first token is sampled.
-        self.generation_tokens = 0
-        self.prompt_tokens = 0
+        self.tokens = TokenTally()
         self._rng = np.random.default_rng(config.seed)
 
     def add(self, req: SimRequest) -> None:
@@ -180,13 +196,7 @@ class Engine:
             self.pool.promote(req.table, req.computed)
             if req.computed < req.total_tokens:
                 continue  # mid-prefill chunk: nothing sampled yet
-            req.generated += 1
-            req.token_ns.append(now_ns)
-            self.generation_tokens += 1
-            if req.generated == 1:
-                self.prompt_tokens += req.prompt_tokens
-            if req.generated >= req.output_tokens:
-                req.finished = True
+            if self.tokens.emit(req, now_ns):
                 self.running.remove(req)
                 self.pool.release(req.table)
             if req.on_token is not None:

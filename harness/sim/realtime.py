@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from harness.clock import NS_PER_MS, NS_PER_S, Clock, MonotonicClock
-from harness.sim.engine import Engine, SimRequest
+from harness.sim.engine import Engine, SimRequest, TokenTally
 
 # Past this much lateness the simulator stops trying to catch up with its own schedule:
 # it is overloaded, and pretending otherwise would emit a burst of back-dated steps.
@@ -84,7 +84,7 @@ class StepDriver(_DriverBase):
     def snapshot(self) -> Snapshot:
         e = self.engine
         return Snapshot(len(e.running), len(e.waiting), e.kv_usage, e.num_preemptions, e.pool.query_tokens,
-                        e.pool.hit_tokens, e.generation_tokens, e.prompt_tokens)
+                        e.pool.hit_tokens, e.tokens.generation, e.tokens.prompt)
 
     async def run(self) -> None:
         deadline: int | None = None
@@ -118,8 +118,7 @@ class FixedTimingDriver(_DriverBase):
         self._due: list[tuple[int, int, SimRequest]] = []
         self._seq = itertools.count()
         self._active = 0
-        self._generation_tokens = 0
-        self._prompt_tokens = 0
+        self._tokens = TokenTally()
 
     def submit(self, req: SimRequest) -> None:
         heapq.heappush(self._due, (req.arrival_ns + self.ttft_ns, next(self._seq), req))
@@ -132,7 +131,7 @@ class FixedTimingDriver(_DriverBase):
             self._active -= 1
 
     def snapshot(self) -> Snapshot:
-        return Snapshot(self._active, 0, 0.0, 0, 0, 0, self._generation_tokens, self._prompt_tokens)
+        return Snapshot(self._active, 0, 0.0, 0, 0, 0, self._tokens.generation, self._tokens.prompt)
 
     async def run(self) -> None:
         while True:
@@ -158,13 +157,7 @@ class FixedTimingDriver(_DriverBase):
             _, _, req = heapq.heappop(self._due)
             if req.aborted:
                 continue
-            req.generated += 1
-            req.token_ns.append(now)
-            self._generation_tokens += 1
-            if req.generated == 1:
-                self._prompt_tokens += req.prompt_tokens
-            if req.generated >= req.output_tokens:
-                req.finished = True
+            if self._tokens.emit(req, now):
                 self._active -= 1
             else:
                 due = req.arrival_ns + self.ttft_ns + req.generated * self.itl_ns
