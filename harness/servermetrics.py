@@ -12,6 +12,7 @@ from itertools import pairwise
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+import numpy as np
 from prometheus_client.parser import text_string_to_metric_families
 
 from harness.clock import NS_PER_S
@@ -69,11 +70,16 @@ def parse_exposition(text: str) -> Sample:
     return {k: (sum(v) / len(v) if k in _AVERAGED else sum(v)) for k, v in totals.items()}
 
 
-def _counter_rate(rows: Sequence[Row], name: str) -> float | None:
+def _counter_rate(rows: Sequence[Row], name: str, start_ns: int, end_ns: int) -> float | None:
+    """The counter's rise over [start, end] per second, reading it between scrapes by linear interpolation,
+    so the server's rate covers the same window as the client's (not just the scrapes that fell inside)."""
     points = [(r.t_ns, r.values[name]) for r in rows if name in r.values]
-    if len(points) < 2 or points[-1][0] == points[0][0]:
+    if len(points) < 2 or end_ns <= start_ns:
         return None
-    return (points[-1][1] - points[0][1]) / ((points[-1][0] - points[0][0]) / NS_PER_S)
+    t = np.array([p[0] for p in points], dtype=np.float64)
+    v = np.array([p[1] for p in points], dtype=np.float64)
+    rise = float(np.interp(end_ns, t, v) - np.interp(start_ns, t, v))
+    return rise / ((end_ns - start_ns) / NS_PER_S)
 
 
 def _gauge(rows: Sequence[Row], name: str) -> tuple[float | None, float | None]:
@@ -82,21 +88,19 @@ def _gauge(rows: Sequence[Row], name: str) -> tuple[float | None, float | None]:
 
 
 def phase_server_summary(rows: Sequence[Row], start_ns: int, end_ns: int) -> dict[str, float | int | None]:
-    """Gauges averaged and maxed over the scrapes inside [start, end]; counters as rates between the first and
-    last of them, so a phase needs two scrapes inside it for a rate."""
+    """Gauges averaged and maxed over the scrapes inside [start, end]; counters as rates over the window."""
     inside = [r for r in rows if start_ns <= r.t_ns <= end_ns]
     running_mean, running_max = _gauge(inside, "running")
     waiting_mean, waiting_max = _gauge(inside, "waiting")
     kv_mean, kv_max = _gauge(inside, "kv_cache_usage")
-    preempt = _counter_rate(inside, "preemptions_total")
     return {
         "scrapes": len(inside),
         "running_mean": running_mean, "running_max": running_max,
         "waiting_mean": waiting_mean, "waiting_max": waiting_max,
         "kv_cache_usage_mean": kv_mean, "kv_cache_usage_max": kv_max,
-        "generation_tokens_per_s": _counter_rate(inside, "generation_tokens_total"),
-        "prompt_tokens_per_s": _counter_rate(inside, "prompt_tokens_total"),
-        "preemptions_per_s": preempt,
+        "generation_tokens_per_s": _counter_rate(rows, "generation_tokens_total", start_ns, end_ns),
+        "prompt_tokens_per_s": _counter_rate(rows, "prompt_tokens_total", start_ns, end_ns),
+        "preemptions_per_s": _counter_rate(rows, "preemptions_total", start_ns, end_ns),
     }
 
 

@@ -63,6 +63,14 @@ def test_phase_summary_averages_gauges_and_turns_counters_into_rates() -> None:
     assert times[0] == 0.5 * NS_PER_S and per_s == [100, 300, 500, 700, 900]
 
 
+def test_a_counter_is_read_between_scrapes_over_the_phase_window() -> None:
+    rows = [Row(0, {"generation_tokens_total": 0.0, "running": 1.0}),
+            Row(2 * NS_PER_S, {"generation_tokens_total": 200.0, "running": 3.0})]
+    s = phase_server_summary(rows, NS_PER_S // 2, 3 * NS_PER_S // 2)  # no scrape inside the window
+    assert s["generation_tokens_per_s"] == pytest.approx(100)
+    assert s["scrapes"] == 0 and s["running_mean"] is None  # gauges only from scrapes inside
+
+
 def test_one_scrape_gives_no_rate() -> None:
     s = phase_server_summary([Row(0, {"generation_tokens_total": 5.0})], 0, NS_PER_S)
     assert s["scrapes"] == 1 and s["generation_tokens_per_s"] is None
