@@ -35,7 +35,7 @@ phases:
 
 def sentence_in_page(page: str, summary: dict) -> bool:
     """The report page carries the table and the conclusion."""
-    return "TTFT p50/p90/p99 ms" in page and summary["comparison"]["conclusion"][0] in page
+    return "latency p50 / p90 / p99 ms" in page and summary["comparison"]["conclusion"][0] in page
 
 
 def only_run_dir(reports: Path) -> Path:
@@ -46,7 +46,7 @@ def only_run_dir(reports: Path) -> Path:
 def test_default_run_is_the_quickstart_and_shows_the_thesis(tmp_path: Path) -> None:
     proc = harness("run", "--reports-dir", str(tmp_path))
     assert proc.returncode == 0, proc.stderr
-    for label in ("interactive", "training-batch", "TTFT p50/p90/p99 ms", "ITL", "TPOT", "E2E",
+    for label in ("interactive", "training-batch", "latency p50 / p90 / p99 ms", "TTFT", "ITL", "TPOT", "E2E",
                   "output tokens/s", "goodput", "schedule lag p99"):
         assert label in proc.stdout
     run_dir = only_run_dir(tmp_path)

@@ -17,7 +17,7 @@ def test_table_shows_each_outcome_and_ends_with_the_conclusion() -> None:
     text = render_table(_summary())
     lines = text.splitlines()
     assert lines[0] == "tiny"
-    outcome = next(line for line in lines if line.strip().startswith("requests ok / errored / cancelled"))
+    outcome = next(line for line in lines if line.strip().startswith("ok / errored / cancelled"))
     assert outcome.split()[-5:] == ["3", "/", "2", "/", "1"]
     goodput = next(line for line in lines if "goodput" in line)
     assert goodput.split()[-2:] == ["0.00", "(0%)"]  # TTFT 100 ms against a 50 ms SLO
@@ -30,3 +30,10 @@ def test_table_never_wraps_however_many_phases() -> None:
     text = render_table(summary)
     header = next(line for line in text.splitlines() if "phase-number-0" in line)
     assert all(f"phase-number-{i}" in header for i in range(12))
+
+
+def test_two_phases_fit_an_80_column_terminal() -> None:
+    summary = _summary()
+    phase = summary["phases"][0]
+    summary["phases"] = [dict(phase, name="interactive"), dict(phase, name="training-batch")]
+    assert max(len(line) for line in render_table(summary).splitlines()[:-2]) <= 80  # the table, not the prose

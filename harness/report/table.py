@@ -16,7 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 Cell = Callable[[dict[str, Any]], str | Text]
-Row = tuple[str, Cell]
+Row = tuple[str, Cell | None]  # no cell: a heading over the rows below it
 
 
 def _ms(value: float | None) -> str:
@@ -29,7 +29,7 @@ def _latency_row(label: str, metric: str) -> Row:
     def cell(phase: dict[str, Any]) -> str:
         d = phase["latency_ms"][metric]
         return " / ".join(_ms(d[p]) for p in ("p50", "p90", "p99"))
-    return (f"{label} p50/p90/p99 ms", cell)
+    return (f"  {label}", cell)
 
 
 def _outcomes(phase: dict[str, Any]) -> Text:
@@ -65,16 +65,18 @@ def _limited(phase: dict[str, Any]) -> Text:
 
 SECTIONS: list[list[Row]] = [
     [
-        ("requests ok / errored / cancelled", _outcomes),
-        ("offered / sent / completed req/s", _load),
+        ("requests", None),
+        ("  ok / errored / cancelled", _outcomes),
+        ("  offered / sent / done per s", _load),
     ],
     [
+        ("latency p50 / p90 / p99 ms", None),
         _latency_row("TTFT", "ttft"),
         _latency_row("TTFT from intended", "ttft_from_intended"),
         _latency_row("ITL", "itl"),
         _latency_row("TPOT", "tpot"),
         _latency_row("E2E", "e2e"),
-        ("batch time p50 / max ms (batches)", _batch_time),
+        ("batch time p50 / max ms (n)", _batch_time),
     ],
     [
         ("output tokens/s", lambda p: f"{p['throughput']['output_tokens_per_s']:,.0f}"),
@@ -101,10 +103,10 @@ def _server_cell(fmt: Callable[[dict[str, Any]], str]) -> Cell:
 
 # Shown when the endpoint's /metrics was scraped: the server's own account beside the client's.
 SERVER_SECTION: list[Row] = [
-    ("server running / waiting (mean)",
-     _server_cell(lambda s: f"{s['running_mean']:.1f} / {s['waiting_mean']:.1f}")),
-    ("server KV cache usage max", _server_cell(lambda s: f"{s['kv_cache_usage_max']:.0%}")),
-    ("server generated tokens/s", _server_cell(lambda s: f"{s['generation_tokens_per_s']:,.0f}")),
+    ("server (scraped /metrics)", None),
+    ("  running / waiting, mean", _server_cell(lambda s: f"{s['running_mean']:.1f} / {s['waiting_mean']:.1f}")),
+    ("  KV cache usage, max", _server_cell(lambda s: f"{s['kv_cache_usage_max']:.0%}")),
+    ("  generated tokens/s", _server_cell(lambda s: f"{s['generation_tokens_per_s']:,.0f}")),
 ]
 
 
@@ -123,7 +125,10 @@ def build_table(summary: dict[str, Any]) -> Table:
         if i:
             table.add_section()
         for label, cell in rows:
-            table.add_row(label, *(cell(p) for p in phases))
+            if cell is None:
+                table.add_row(Text(label, style="bold"), *("" for _ in phases))
+            else:
+                table.add_row(label, *(cell(p) for p in phases))
     return table
 
 
