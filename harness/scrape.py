@@ -35,18 +35,18 @@ class ServerScraper:
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._task: asyncio.Task[None] | None = None
         self._file: IO[str] | None = None
+        self._csv: Any = None  # the csv module's writer over _file, once something was scraped
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._loop())
 
     async def stop(self) -> dict[str, Any]:
         """Stop scraping (one last scrape first, so the final phase ends with a reading) and say how it went."""
-        if self._task is not None and not self._task.done() and self.unavailable is None:
-            await cancel_quietly(self._task)
+        scraping = self._task is not None and not self._task.done() and self.unavailable is None
+        await cancel_quietly(self._task)
+        if scraping:
             async with self._session() as session:
                 await self._scrape(session)
-        else:
-            await cancel_quietly(self._task)
         if self._file is not None:
             self._file.close()
         return {"url": self.url, "interval_s": self.interval_s, "scrapes": len(self.rows),
@@ -101,8 +101,9 @@ class ServerScraper:
     def _append(self, row: Row) -> None:
         if self._file is None:
             self._file = self.path.open("w", encoding="utf-8", newline="")
-            csv.writer(self._file).writerow(["t_ns", *COLUMNS])
-        csv.writer(self._file).writerow([row.t_ns, *(row.values.get(c, "") for c in COLUMNS)])
+            self._csv = csv.writer(self._file)
+            self._csv.writerow(["t_ns", *COLUMNS])
+        self._csv.writerow([row.t_ns, *(row.values.get(c, "") for c in COLUMNS)])
         self._file.flush()  # a crashed run keeps what was scraped
         self.rows.append(row)
 

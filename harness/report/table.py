@@ -33,12 +33,9 @@ def _latency_row(label: str, metric: str) -> Row:
 
 
 def _outcomes(phase: dict[str, Any]) -> Text:
-    split = phase.get("latency_by_status_ms")
-    req = phase["requests"]
-    if split is None:  # a summary written before the status split
-        return Text(f"{req['ok']} / {req['failed']} / -")
+    split = phase["latency_by_status_ms"]
     errored, cancelled = split["errored"]["count"], split["cancelled"]["count"]
-    return Text(f"{req['ok']} / {errored} / {cancelled}", style="bold red" if errored else "")
+    return Text(f"{split['ok']['count']} / {errored} / {cancelled}", style="bold red" if errored else "")
 
 
 def _load(phase: dict[str, Any]) -> str:
