@@ -31,15 +31,15 @@ from harness.plan import (
 )
 from harness.progress import Progress
 from harness.records import RecordWriter, RequestRecord, write_parquet
-from harness.report.files import finish_summary, write_reports
+from harness.report.files import write_reports
 from harness.scenario import ClientConfig, Phase, Scenario
 from harness.scrape import ServerScraper
 from harness.selfcheck import SelfCheck
 from harness.servermetrics import metrics_url, same_origin
 from harness.simproc import bundled_simulator
-from harness.stats import SLO, ClientCheck, summarize_phase
+from harness.stats import ClientCheck
+from harness.summary import SUMMARY_SCHEMA, finish_summary, phase_summary
 
-SUMMARY_SCHEMA = "harness.summary/1"
 Warn = Callable[[str], None]
 _WARM_MAX = 256  # connections opened ahead of a phase; an open-loop phase may need more later
 
@@ -125,11 +125,9 @@ def make_backend(endpoint: Endpoint, clock: Clock, cfg: ClientConfig, max_connec
     return OpenAIBackend(endpoint, session, clock, cfg.first_token_timeout_s, cfg.continuous_usage)
 
 
-def _phase_summary(phase: Phase, records: list[RequestRecord], slo: SLO, cfg: ClientConfig,
+def _phase_summary(scenario: Scenario, phase: Phase, records: list[RequestRecord],
                    check: ClientCheck) -> dict[str, Any]:
-    summary = {"name": phase.name, "config": phase.model_dump(mode="json"),
-               **summarize_phase(records, slo, cfg.schedule_lag_bound_ms, warmup_s=phase.warmup_s,
-                                 cooldown_s=phase.cooldown_s, client=check)}
+    summary = phase_summary(scenario, phase, records, check)
     calibration = load_calibration()
     if calibration is not None:
         # How close this phase came to what `harness calibrate` found this machine's client can take.
@@ -175,7 +173,6 @@ async def _run_phases(scenario: Scenario, plans: list[PhasePlan], dispatcher: Di
                       sink: _Sink, check: SelfCheck, phases: list[dict[str, Any]]) -> None:
     """Phases in order until done or stopped; each phase's summary is added even when it is cut short."""
     cfg = scenario.client
-    slo = SLO(scenario.slo.ttft_ms, scenario.slo.tpot_ms, scenario.slo.e2e_ms)
     for phase, plan in zip(scenario.phases, plans, strict=True):
         if dispatcher.stopping:
             break
@@ -186,7 +183,7 @@ async def _run_phases(scenario: Scenario, plans: list[PhasePlan], dispatcher: Di
             await _run_plan(dispatcher, plan, cfg.stop_grace_s)
         finally:
             if sink.phase:
-                phases.append(_phase_summary(phase, sink.phase, slo, cfg, check.since(mark)))
+                phases.append(_phase_summary(scenario, phase, sink.phase, check.since(mark)))
                 if isinstance(plan, OpenLoopPlan) and plan.trace is not None:
                     phases[-1]["trace"] = plan.trace
 

@@ -1,6 +1,7 @@
 """The dispatcher in virtual time: exact intended times, batches, closed loop, failures as data."""
 
 import asyncio
+from typing import Any
 
 import pytest
 
@@ -25,6 +26,17 @@ async def drive(clock: FakeClock, coro):
     await clock.run_until_idle(task)
     return task.result()
 
+
+
+async def run_stopping_at(clock: FakeClock, dispatcher: Dispatcher, task: asyncio.Future[Any], t_ns: int) -> None:
+    """Run the phase in virtual time, calling `stop()` at t_ns."""
+    async def stop() -> None:
+        await clock.sleep_until(t_ns)
+        dispatcher.stop()
+
+    stopper = asyncio.ensure_future(stop())
+    await clock.run_until_idle(task)
+    await stopper
 
 async def test_open_loop_sends_at_absolute_offsets_and_does_not_wait_for_replies() -> None:
     clock = FakeClock(start_ns=1_000 * MS)
@@ -107,14 +119,7 @@ async def test_stop_ends_sending_and_lets_requests_in_flight_finish() -> None:
     dispatcher = Dispatcher(backend, clock, lambda r: None)
     offsets = [i * 100 * MS for i in range(10)]
     task = asyncio.ensure_future(dispatcher.open_loop(specs(10, out=2), offsets, grace_s=5))
-
-    async def stop_at_250ms() -> None:
-        await clock.sleep_until(250 * MS)
-        dispatcher.stop()
-
-    stopper = asyncio.ensure_future(stop_at_250ms())
-    await clock.run_until_idle(task)
-    await stopper
+    await run_stopping_at(clock, dispatcher, task, 250 * MS)
     records = task.result()
     assert [r.index for r in records] == [0, 1, 2]  # nothing sent after the stop
     assert [r.status for r in records] == ["ok"] * 3  # in flight at the stop: finished within the grace
@@ -140,14 +145,7 @@ async def test_stopping_a_batch_phase_finishes_the_batch_but_starts_no_other() -
     dispatcher = Dispatcher(backend, clock, lambda r: None)
     s = specs(6, out=3, batch=3)
     task = asyncio.ensure_future(dispatcher.fixed_batch([s[:3], s[3:]], grace_s=10))
-
-    async def stop_mid_batch() -> None:
-        await clock.sleep_until(50 * MS)
-        dispatcher.stop()
-
-    stopper = asyncio.ensure_future(stop_mid_batch())
-    await clock.run_until_idle(task)
-    await stopper
+    await run_stopping_at(clock, dispatcher, task, 50 * MS)  # mid-batch
     assert [(r.batch, r.status) for r in task.result()] == [(0, "ok")] * 3
 
 

@@ -1,5 +1,4 @@
-"""The last steps of a run, live or rebuilt offline: server series and the comparison joined to the
-summary, then `summary.json` and `report.html` written."""
+"""The run directory's `summary.json` and `report.html`, written from a finished summary."""
 
 from __future__ import annotations
 
@@ -9,15 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.records import RequestRecord
-from harness.report.conclusion import comparisons, sentences
 from harness.report.html import render_html
-from harness.servermetrics import Row, attach_server
-
-
-def finish_summary(summary: dict[str, Any], rows: Sequence[Row]) -> None:
-    attach_server(summary["phases"], rows)
-    comps = comparisons(summary)
-    summary["comparison"] = {"phases": comps, "conclusion": sentences(comps)}
+from harness.servermetrics import Row
 
 
 def write_reports(summary: dict[str, Any], run_dir: Path, records: Sequence[RequestRecord],

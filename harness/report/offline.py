@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Any
 
 from harness.records import RequestRecord, read_records
-from harness.report.files import finish_summary
 from harness.scenario import ScenarioError, load_scenario
 from harness.scrape import read_server_metrics
-from harness.stats import SLO, ClientCheck, summarize_phase
+from harness.stats import ClientCheck
+from harness.summary import SUMMARY_SCHEMA, finish_summary, phase_summary
 
 
 def rebuild(run_dir: Path) -> dict[str, Any]:
@@ -30,7 +30,6 @@ def rebuild(run_dir: Path) -> dict[str, Any]:
     by_phase: dict[str, list[RequestRecord]] = {}
     for rec in read_records(records_path):
         by_phase.setdefault(rec.phase, []).append(rec)
-    slo = SLO(scenario.slo.ttft_ms, scenario.slo.tpot_ms, scenario.slo.e2e_ms)
     cfg = scenario.client
     phases = []
     for phase in scenario.phases:
@@ -40,13 +39,11 @@ def rebuild(run_dir: Path) -> dict[str, Any]:
         client = saved_phases.get(phase.name, {}).get("client", {})
         check = ClientCheck(client.get("loop_lag_p99_ms"), client.get("cpu_share"), cfg.loop_lag_bound_ms,
                             cfg.cpu_bound, client.get("cpu_seconds"))
-        summary = {"name": phase.name, "config": phase.model_dump(mode="json"),
-                   **summarize_phase(records, slo, cfg.schedule_lag_bound_ms, warmup_s=phase.warmup_s,
-                                     cooldown_s=phase.cooldown_s, client=check)}
+        summary = phase_summary(scenario, phase, records, check)
         if "trace" in saved_phases.get(phase.name, {}):
             summary["trace"] = saved_phases[phase.name]["trace"]
         phases.append(summary)
-    result: dict[str, Any] = {"schema": saved.get("schema", "harness.summary/1"), "run": saved.get("run", {}),
+    result: dict[str, Any] = {"schema": saved.get("schema", SUMMARY_SCHEMA), "run": saved.get("run", {}),
                               "phases": phases}
     if "server_metrics" in saved:
         result["server_metrics"] = saved["server_metrics"]

@@ -13,14 +13,12 @@ from typing import Any
 from harness import __version__
 from harness.plan import BatchPlan, ClosedLoopPlan, PhasePlan, plan_phase, text_maker
 from harness.records import RequestRecord
-from harness.report.conclusion import comparisons, sentences
-from harness.runner import SUMMARY_SCHEMA
 from harness.scenario import Scenario
 from harness.sim.engine import SimRequest
 from harness.sim.requests import make_request, output_length, parse_body
 from harness.sim.server import SimConfig, build_engine
 from harness.sim.virtual import VirtualRun
-from harness.stats import SLO, summarize_phase
+from harness.summary import SUMMARY_SCHEMA, finish_summary, phase_summary
 from harness.workload import RequestSpec
 
 
@@ -95,18 +93,15 @@ def predict(scenario: Scenario) -> dict[str, Any]:
     cfg = SimConfig(accelerator=s.accelerator, model=s.model, dtype=s.dtype, tp=s.tp, max_num_seqs=s.max_num_seqs,
                     max_num_batched_tokens=s.max_num_batched_tokens, seed=s.seed)
     run = VirtualRun(build_engine(cfg))
-    slo = SLO(scenario.slo.ttft_ms, scenario.slo.tpot_ms, scenario.slo.e2e_ms)
     phases = []
     text = text_maker(scenario)
     for i, phase in enumerate(scenario.phases):
         pairs = _replay(run, plan_phase(scenario, i, "predict", text), s.seed)
         records = [_record(spec, req) for spec, req in pairs]
         records.sort(key=lambda r: r.index)
-        phases.append({"name": phase.name, "config": phase.model_dump(mode="json"),
-                       **summarize_phase(records, slo, scenario.client.schedule_lag_bound_ms)})
+        phases.append(phase_summary(scenario, phase, records))
     header = {"run_id": "predict", "scenario": scenario.name, "harness_version": __version__, "seed": scenario.seed,
               "mode": "predict", "simulator": s.model_dump(), "complete": True}
     summary = {"schema": SUMMARY_SCHEMA, "run": header, "phases": phases}
-    comps = comparisons(summary)
-    summary["comparison"] = {"phases": comps, "conclusion": sentences(comps)}
+    finish_summary(summary)
     return summary
