@@ -17,8 +17,8 @@ import asyncio
 import tempfile
 from pathlib import Path
 
-from harness.calibrate import calibrate, render
 from harness.gctune import tune_for_timing
+from harness.tools.calibrate import calibrate, render
 
 
 def main() -> None:

@@ -23,13 +23,14 @@ from typing import Any
 
 import numpy as np
 
-from harness.calibrate import _truth
-from harness.client import Endpoint
+from harness.client.backend import Endpoint
+from harness.config.scenario import parse_scenario
+from harness.config.simulator import SimulatorConfig
 from harness.gctune import tune_for_timing
 from harness.records import read_records
-from harness.runner import run_scenario
-from harness.scenario import SimulatorConfig, parse_scenario
-from harness.simproc import bundled_simulator
+from harness.run.runner import run_scenario
+from harness.run.simulator import bundled_simulator
+from harness.tools.calibrate import _truth
 
 
 def ks_exponential(gaps_s: np.ndarray, rate: float) -> float:

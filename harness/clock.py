@@ -11,7 +11,7 @@ import contextlib
 import heapq
 import itertools
 import time
-from typing import Protocol
+from typing import Any, Protocol
 
 NS_PER_S = 1_000_000_000
 NS_PER_MS = 1_000_000
@@ -58,7 +58,8 @@ class FakeClock:
 
     def __init__(self, start_ns: int = 0) -> None:
         self._now = start_ns
-        self._sleepers: list[tuple[int, int, asyncio.Future[None]]] = []
+        # (deadline, 0 for an ordinary sleeper or 1 for one that waits for the end of its instant, seq, future)
+        self._sleepers: list[tuple[int, int, int, asyncio.Future[None]]] = []
         self._seq = itertools.count()
 
     def now_ns(self) -> int:
@@ -68,22 +69,32 @@ class FakeClock:
         if deadline_ns <= self._now:
             await asyncio.sleep(0)
             return
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        heapq.heappush(self._sleepers, (deadline_ns, next(self._seq), fut))
-        await fut
+        await self._park(deadline_ns, 0)
 
     async def sleep(self, duration_ns: int) -> None:
         await self.sleep_until(self._now + duration_ns)
 
+    async def end_of_instant(self) -> None:
+        """Wait until every task that can run at this instant has run and parked (or ended)."""
+        await self._park(self._now, 1)
+
+    async def _park(self, deadline_ns: int, late: int) -> None:
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._sleepers, (deadline_ns, late, next(self._seq), fut))
+        await fut
+
     def advance_to(self, t_ns: int) -> None:
-        self._now = max(self._now, t_ns)
-        while self._sleepers and self._sleepers[0][0] <= self._now:
-            _, _, fut = heapq.heappop(self._sleepers)
+        self._wake_through((t_ns, 1))
+
+    def _wake_through(self, key: tuple[int, int]) -> None:
+        self._now = max(self._now, key[0])
+        while self._sleepers and self._sleepers[0][:2] <= key:
+            fut = heapq.heappop(self._sleepers)[3]
             if not fut.done():
                 fut.set_result(None)
 
-    async def run_until_idle(self, task: asyncio.Future[object], max_steps: int = 1_000_000) -> None:
-        """Drive virtual time until `task` finishes, jumping to each next deadline."""
+    async def run_until_idle(self, task: asyncio.Future[Any], max_steps: int = 1_000_000) -> None:
+        """Drive virtual time until `task` finishes, waking the next sleepers whenever all are parked."""
         for _ in range(max_steps):
             for _ in range(20):  # let every runnable task reach its next await
                 await asyncio.sleep(0)
@@ -91,5 +102,5 @@ class FakeClock:
                 return
             if not self._sleepers:
                 raise RuntimeError("deadlock: task pending and nothing asleep on the fake clock")
-            self.advance_to(self._sleepers[0][0])
+            self._wake_through(self._sleepers[0][:2])
         raise RuntimeError("fake clock: step limit reached")

@@ -1,9 +1,18 @@
-"""Harness errors and their exit codes.
+"""Every error class of the harness, with its exit code and one-line hint.
 
-    HarnessError (exit 3)        the run cannot go on: endpoint unreachable at start, simulator failed
-    ScenarioError (exit 2)       bad input: scenario file or field (defined in harness.scenario)
+    HarnessError                  exit 3   the run cannot go on
+    ├── EndpointError             exit 3   the endpoint is unreachable or answers nonsense at start
+    ├── SimulatorError            exit 3   the bundled simulator did not start
+    └── UsageError                exit 2   bad input, named by file, field or flag
+        ├── ScenarioError                  a scenario file or one of its fields
+        ├── TraceError                     a trace file and the line that cannot be read
+        ├── TokenizerError                 a tokenizer path that cannot be loaded
+        └── PresetError                    a presets file or one of its entries
+    BadChunk                      (never leaves a backend) a stream payload that is not an OpenAI chunk:
+                                  the request's record gets status `bad_stream`
 
-Request failures are never exceptions: they are records with a status (harness.records).
+Request failures are never exceptions: they are records with a status (harness.records). The CLI is
+the one place that turns a `HarnessError` into its exit code (harness.cli.errors).
 """
 
 from __future__ import annotations
@@ -11,9 +20,54 @@ from __future__ import annotations
 EXIT_OK = 0
 EXIT_USAGE = 2
 EXIT_HARNESS = 3
-EXIT_REGRESSION = 99
 EXIT_STOPPED = 130  # Ctrl-C or SIGTERM, as shells report a SIGINT
 
 
 class HarnessError(RuntimeError):
     """A one-line reason the run could not go on."""
+
+    exit_code = EXIT_HARNESS
+    hint = "the run could not go on"
+
+
+class EndpointError(HarnessError):
+    hint = "check the URL, the model name and the API key"
+
+
+class SimulatorError(HarnessError):
+    hint = "see the simulator's error output above"
+
+
+class UsageError(HarnessError, ValueError):
+    """Bad input; the message names the file, field or flag."""
+
+    exit_code = EXIT_USAGE
+    hint = "fix the input named in the message"
+
+
+class ScenarioError(UsageError):
+    """A scenario that cannot be run; the message is one line naming the file and field."""
+
+    hint = "see docs/scenarios.md for every field"
+
+
+class TraceError(UsageError):
+    """A trace that cannot be read; the message names the file and line."""
+
+    hint = "--skip-bad-rows skips and counts unreadable rows"
+
+
+class TokenizerError(UsageError):
+    """A tokenizer that cannot be loaded; the message names the path."""
+
+    hint = "give a local tokenizer.json or a directory holding one"
+
+
+class PresetError(UsageError):
+    """A presets file that cannot be used; the message names the file and entry."""
+
+    hint = "`harness sim presets` lists the known ones"
+
+
+class BadChunk(ValueError):
+    """A payload that is not a JSON object of the OpenAI stream shape."""

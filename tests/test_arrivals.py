@@ -3,7 +3,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.arrivals import (
+from harness.clock import NS_PER_S
+from harness.workload.arrivals import (
     constant_offsets,
     gamma_offsets,
     poisson_offsets,
@@ -11,7 +12,6 @@ from harness.arrivals import (
     trace_offsets,
     truncate_to_duration,
 )
-from harness.clock import NS_PER_S
 
 
 def _gaps_s(offsets: np.ndarray) -> np.ndarray:

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.calibrate import calibrate, errors, render
-from harness.calibration_store import load_calibration
 from harness.records import RequestRecord
+from harness.tools.calibrate import calibrate, errors, render
+from harness.tools.calibration_store import load_calibration
 
 MS = 1_000_000
 

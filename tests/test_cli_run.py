@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from harness.scenario import load_scenario
-from harness.sim.predict import predict
+from harness.config.scenario import load_scenario
+from harness.tools.predict import predict
 
 from .helpers import harness
 

@@ -9,13 +9,15 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import pytest
 from aiohttp import web
 
-from harness.client import Endpoint, OpenAIBackend, list_models, open_session, request_body
+from harness.client.aio import OpenAIBackend, list_models, open_session
+from harness.client.backend import Endpoint, request_body
+from harness.client.h1 import H1Backend
 from harness.clock import MonotonicClock
+from harness.config.scenario import Workload
 from harness.errors import HarnessError
-from harness.h1client import H1Backend
 from harness.records import RequestRecord
-from harness.scenario import Workload
-from harness.workload import RequestSpec, build_requests
+from harness.run.worker import run_request
+from harness.workload.requests import RequestSpec, build_requests
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 SEEN = web.AppKey("seen", list)
@@ -102,6 +104,10 @@ async def server() -> AsyncIterator[Callable[[Handler], Awaitable[str]]]:
         await runner.cleanup()
 
 
+def _ignore(rec: RequestRecord) -> None:
+    pass
+
+
 SPEC = build_requests(Workload(prompt_tokens=8, output_tokens=3), "p", 0, 1, seed=0, run_id="t")[0]
 
 
@@ -115,15 +121,15 @@ async def execute(url: str, spec: RequestSpec = SPEC, api: str = "chat", key: st
                   timeout_s: float = 10, kind: str = "aiohttp", first_token_timeout_s: float | None = None
                   ) -> RequestRecord:
     clock = MonotonicClock()
-    rec = RequestRecord(spec.request_id, "p", 0, spec.prompt_tokens, spec.max_tokens, clock.now_ns())
     endpoint = Endpoint(url, "m", api, key)  # type: ignore[arg-type]
     if kind == "h1":
-        h1 = H1Backend(endpoint, clock, 4, 5, timeout_s, first_token_timeout_s)
-        await h1.execute(spec, rec)
+        h1 = H1Backend(endpoint, 4, 5, timeout_s, first_token_timeout_s)
+        rec = await run_request(h1, clock, spec, clock.now_ns(), _ignore)
         await h1.close()
         return rec
     async with open_session(4, 5, timeout_s) as session:
-        await OpenAIBackend(endpoint, session, clock, first_token_timeout_s).execute(spec, rec)
+        rec = await run_request(OpenAIBackend(endpoint, session, first_token_timeout_s), clock, spec, clock.now_ns(),
+                                _ignore)
     return rec
 
 
@@ -206,7 +212,7 @@ async def multi_token_with_usage(request: web.Request) -> web.StreamResponse:
 
 
 async def test_continuous_usage_gives_tokens_per_chunk(server, kind: str) -> None:
-    from harness.stats import itl_samples_ns
+    from harness.stats.phase import itl_samples_ns
 
     rec = await execute(await server(multi_token_with_usage), kind=kind)
     assert rec.status == "ok"
@@ -230,12 +236,11 @@ def test_continuous_usage_is_requested_only_when_asked() -> None:
 async def test_h1_keeps_connections_alive_across_requests(server) -> None:
     url = await server(good)
     clock = MonotonicClock()
-    backend = H1Backend(Endpoint(url, "m"), clock, 4, 5, 10)
+    backend = H1Backend(Endpoint(url, "m"), 4, 5, 10)
     assert await backend.warm(2) == 2
     specs = build_requests(Workload(prompt_tokens=8, output_tokens=3), "p", 0, 8, seed=0, run_id="ka")
     for spec in specs:
-        rec = RequestRecord(spec.request_id, "p", spec.index, 8, 3, clock.now_ns())
-        await backend.execute(spec, rec)
+        rec = await run_request(backend, clock, spec, clock.now_ns(), _ignore)
         assert rec.status == "ok", rec.reason
         await asyncio.sleep(0.01)  # let the body's last chunk return the connection to the pool
     await backend.close()

@@ -1,4 +1,4 @@
-from harness.report.conclusion import comparisons, sentences
+from harness.stats.conclusion import comparisons, sentences
 
 
 def phase(name: str, load: dict, tput: float, ttft_p50: float, ttft_p99: float, itl: float, good: float) -> dict:

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from harness.client import request_body
-from harness.datasets import sharegpt_turns
-from harness.plan import OpenLoopPlan, plan_phase
-from harness.scenario import load_scenario, parse_scenario
-from harness.sim.predict import predict
-from harness.traces import TraceError
+from harness.client.aio import request_body
+from harness.config.scenario import load_scenario, parse_scenario
+from harness.errors import TraceError
+from harness.tools.predict import predict
+from harness.workload.datasets import sharegpt_turns
+from harness.workload.plan import OpenLoopPlan, plan_phase
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "scenarios" / "data" / "sharegpt-sample.json"

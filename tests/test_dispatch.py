@@ -5,13 +5,12 @@ from typing import Any
 
 import pytest
 
+from harness.client.fake import ScriptedBackend
 from harness.clock import NS_PER_MS, FakeClock
-from harness.dispatch import Dispatcher
+from harness.config.scenario import Workload
 from harness.records import RequestRecord
-from harness.scenario import Workload
-from harness.workload import build_requests
-
-from .fakes import ScriptedBackend
+from harness.run.dispatch import Dispatcher
+from harness.workload.requests import build_requests
 
 MS = NS_PER_MS
 

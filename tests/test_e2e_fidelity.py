@@ -16,10 +16,10 @@ from pathlib import Path
 import aiohttp
 import numpy as np
 
-from harness.client import Endpoint
+from harness.client.backend import Endpoint
+from harness.config.scenario import parse_scenario
 from harness.records import read_records
-from harness.runner import run_scenario
-from harness.scenario import parse_scenario
+from harness.run.runner import run_scenario
 
 SCENARIO = {
     "name": "fidelity",

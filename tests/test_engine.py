@@ -5,10 +5,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from harness.config.presets import ACCELERATORS, MODELS
 from harness.sim.engine import Engine, EngineConfig, SimRequest
 from harness.sim.kvcache import block_hashes, blocks_for
 from harness.sim.perfmodel import RooflineModel, StepLoad
-from harness.sim.presets import ACCELERATORS, MODELS
 from harness.sim.virtual import run_virtual
 from harness.tokens import make_text
 

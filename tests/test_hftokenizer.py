@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from harness.hftokenizer import HFPromptMaker, TokenizerError
-from harness.plan import OpenLoopPlan, plan_phase, text_maker
-from harness.scenario import load_scenario
+from harness.config.scenario import load_scenario
+from harness.errors import TokenizerError
 from harness.tokens import make_text
+from harness.workload.plan import OpenLoopPlan, plan_phase, text_maker
+from harness.workload.tokenizer import HFPromptMaker
 
 from .helpers import harness
 

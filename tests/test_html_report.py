@@ -62,8 +62,9 @@ def test_a_phase_of_failures_still_gets_its_figures() -> None:
     """Every request failed, some never sent: the page renders, with the failures plotted by status."""
     import base64
 
+    from harness.config.scenario import SLO
     from harness.report.html import render_html
-    from harness.stats import SLO, summarize_phase
+    from harness.stats.phase import summarize_phase
 
     from .test_stats import MS, rec
 

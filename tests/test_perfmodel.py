@@ -2,10 +2,11 @@
 
 import pytest
 
+from harness.config.presets import ACCELERATORS, MODELS, load_presets
+from harness.errors import PresetError
 from harness.sim.cli import preset_rows
 from harness.sim.engine import Engine, EngineConfig, SimRequest
 from harness.sim.perfmodel import RooflineModel, StepLoad, build_model
-from harness.sim.presets import ACCELERATORS, MODELS, PresetError, load_presets
 from harness.sim.virtual import run_virtual
 
 

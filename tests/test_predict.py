@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from harness.arrivals import poisson_offsets
 from harness.cli import main
-from harness.scenario import load_scenario, parse_scenario
+from harness.config.scenario import load_scenario, parse_scenario
 from harness.sim.engine import Engine, EngineConfig, SimRequest
 from harness.sim.perfmodel import StepLoad, build_model
-from harness.sim.predict import predict
 from harness.sim.virtual import run_virtual
+from harness.tools.predict import predict
+from harness.workload.arrivals import poisson_offsets
 
 ROOT = Path(__file__).resolve().parent.parent
 PERF = build_model("h100-sxm", "llama-3.1-8b")

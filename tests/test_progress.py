@@ -1,8 +1,8 @@
 import io
 
 from harness.clock import NS_PER_MS, NS_PER_S, FakeClock
-from harness.progress import Progress
 from harness.records import RequestRecord
+from harness.run.progress import Progress
 
 
 def done(i: int, status: str = "ok", ttft_ms: int = 20, tokens: int = 10) -> RequestRecord:

@@ -5,8 +5,9 @@ import pytest
 from click.testing import CliRunner
 
 from harness.cli import main
-from harness.plan import BatchPlan, OpenLoopPlan, plan_phase
-from harness.scenario import ScenarioError, load_scenario
+from harness.config.scenario import load_scenario
+from harness.errors import ScenarioError
+from harness.workload.plan import BatchPlan, OpenLoopPlan, plan_phase
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -60,7 +61,7 @@ def test_cli_exits_2_with_one_line_on_bad_scenario(tmp_path: Path) -> None:
     path = write(tmp_path, GOOD + "colour: red\n")
     result = CliRunner().invoke(main, ["run", str(path)])
     assert result.exit_code == 2
-    assert result.output.strip() == f"error: {path}: colour: unknown field"
+    assert result.output.strip() == f"error: {path}: colour: unknown field (see docs/scenarios.md for every field)"
 
 
 def test_cli_exits_2_on_missing_file(tmp_path: Path) -> None:

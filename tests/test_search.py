@@ -9,15 +9,16 @@ import pytest
 from click.testing import CliRunner
 
 from harness.cli import main
-from harness.scenario import Scenario, load_scenario
-from harness.search import SLOTarget, parse_slo, search
+from harness.config.scenario import SLO, Scenario, load_scenario
+from harness.tools.search import parse_slo, search
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_slo_text_parses_with_units() -> None:
-    assert parse_slo("ttft_p99=500ms, tpot_p99=0.05s") == SLOTarget(ttft_p99_ms=500.0, tpot_p99_ms=50.0)
-    for bad in ("ttft=5ms", "ttft_p99=fast", ""):
+    assert parse_slo("ttft_p99=500ms, tpot_p99=0.05s") == SLO(ttft_ms=500.0, tpot_ms=50.0)
+    assert parse_slo("ttft=500ms,e2e=2s") == SLO(ttft_ms=500.0, e2e_ms=2000.0)  # per request, as goodput counts
+    for bad in ("ttfb=5ms", "ttft_p99=fast", "ttft", ""):
         with pytest.raises(ValueError):
             parse_slo(bad)
 
@@ -33,7 +34,7 @@ async def test_bisection_finds_a_known_capacity_and_an_interval_around_it() -> N
                             "throughput": {"output_tokens_per_s": rate * 100}}]}
 
     base = load_scenario(ROOT / "scenarios" / "quickstart.yaml").model_copy(update={"seed": 1})
-    found = await search(base, fake, SLOTarget(ttft_p99_ms=100), 0.95, 1.0, 64.0, 10.0, steps=8, repeats=3)
+    found = await search(base, fake, SLO(ttft_ms=100), 0.95, 1.0, 64.0, 10.0, steps=8, repeats=3)
     assert found["per_seed_rps"] == pytest.approx([10.0, 10.5, 11.0], abs=0.3)
     lo, hi = found["interval_rps"]
     assert lo < found["capacity_rps"] < hi and lo < 10.5 < hi

@@ -4,8 +4,9 @@ import time
 import pytest
 
 from harness.clock import NS_PER_MS, NS_PER_S, FakeClock, MonotonicClock
-from harness.selfcheck import SelfCheck
-from harness.stats import SLO, ClientCheck, summarize_phase
+from harness.config.scenario import SLO
+from harness.run.selfcheck import SelfCheck
+from harness.stats.phase import ClientCheck, summarize_phase
 
 from .test_stats import rec
 
@@ -66,7 +67,8 @@ def test_lazy_imports_are_paid_before_the_load_starts() -> None:
     import subprocess
     import sys
 
-    code = ("import asyncio, sys\nfrom harness.clock import MonotonicClock\nfrom harness.selfcheck import SelfCheck\n"
+    code = ("import asyncio, sys\nfrom harness.clock import MonotonicClock\n"
+            "from harness.run.selfcheck import SelfCheck\n"
             "async def main():\n    before = 'numpy.ma' in sys.modules\n    check = SelfCheck(MonotonicClock())\n"
             "    check.start()\n    print(before, 'numpy.ma' in sys.modules)\n    await check.stop()\n"
             "asyncio.run(main())\n")

@@ -12,8 +12,17 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from harness.clock import NS_PER_S, MonotonicClock
-from harness.scrape import FILENAME, ServerScraper, read_server_metrics
-from harness.servermetrics import Row, metrics_url, parse_exposition, phase_server_summary, rates, same_origin
+from harness.run.scrape import ServerScraper
+from harness.stats.server import (
+    FILENAME,
+    Row,
+    metrics_url,
+    parse_exposition,
+    phase_server_summary,
+    rates,
+    read_server_metrics,
+    same_origin,
+)
 
 
 def vllm_exposition(running: tuple[float, float], generated: float) -> str:
@@ -156,9 +165,9 @@ async def test_an_unreachable_endpoint_never_raises(tmp_path: Path) -> None:
 
 
 async def test_the_key_reaches_metrics_only_on_the_endpoints_own_host(serve, tmp_path: Path) -> None:
-    from harness.client import Endpoint
-    from harness.runner import _scraper
-    from harness.scenario import parse_scenario
+    from harness.client.backend import Endpoint
+    from harness.config.scenario import parse_scenario
+    from harness.run.runner import _scraper
 
     seen: list[str | None] = []
 

@@ -12,13 +12,15 @@ import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from harness.client import Endpoint, OpenAIBackend, open_session
+from harness.client.aio import OpenAIBackend, open_session
+from harness.client.backend import Endpoint
 from harness.clock import MonotonicClock
+from harness.config.scenario import Workload
+from harness.config.simulator import FaultConfig, SimulatorConfig
 from harness.records import RequestRecord
-from harness.scenario import Workload
-from harness.sim.faults import FaultConfig
-from harness.sim.server import SimConfig, serve
-from harness.workload import build_requests
+from harness.run.worker import run_request
+from harness.sim.server import serve
+from harness.workload.requests import build_requests
 
 Start = Callable[..., Awaitable[str]]
 
@@ -28,7 +30,7 @@ async def start_sim() -> AsyncIterator[Start]:
     runners = []
 
     async def start(**kw: object) -> str:
-        runner, url = await serve(SimConfig(noise_sigma=0.0, **kw), "127.0.0.1", 0)  # type: ignore[arg-type]
+        runner, url = await serve(SimulatorConfig(noise_sigma=0.0, **kw), "127.0.0.1", 0)  # type: ignore[arg-type]
         runners.append(runner)
         return url
 
@@ -41,14 +43,12 @@ async def harness_requests(url: str, n: int, prompt: int = 16, out: int = 8) -> 
     specs = build_requests(Workload(prompt_tokens=prompt, output_tokens=out), "p", 0, n, seed=2, run_id="b")
     clock = MonotonicClock()
     async with open_session(n, 5, 30) as session:
-        backend = OpenAIBackend(Endpoint(url, "llama-3.1-8b"), session, clock)
+        backend = OpenAIBackend(Endpoint(url, "llama-3.1-8b"), session)
+        return list(await asyncio.gather(*(run_request(backend, clock, s, clock.now_ns(), _ignore) for s in specs)))
 
-        async def one(spec):  # type: ignore[no-untyped-def]
-            rec = RequestRecord(spec.request_id, "p", spec.index, prompt, out, clock.now_ns())
-            await backend.execute(spec, rec)
-            return rec
 
-        return list(await asyncio.gather(*(one(s) for s in specs)))
+def _ignore(rec: RequestRecord) -> None:
+    pass
 
 
 async def truth(url: str, rid: str) -> dict:
@@ -200,8 +200,8 @@ async def test_simulator_sends_continuous_usage_when_asked(start_sim: Start) -> 
     url = await start_sim()
     spec = build_requests(Workload(prompt_tokens=12, output_tokens=6), "p", 0, 1, seed=4, run_id="cu")[0]
     clock = MonotonicClock()
-    rec = RequestRecord(spec.request_id, "p", 0, 12, 6, clock.now_ns())
     async with open_session(1, 5, 30) as session:
-        await OpenAIBackend(Endpoint(url, "llama-3.1-8b"), session, clock, continuous_usage=True).execute(spec, rec)
+        backend = OpenAIBackend(Endpoint(url, "llama-3.1-8b"), session, continuous_usage=True)
+        rec = await run_request(backend, clock, spec, clock.now_ns(), _ignore)
     assert rec.status == "ok"
     assert rec.chunk_tokens == [1] * 6 and rec.completion_tokens == 6 and rec.prompt_tokens == 12

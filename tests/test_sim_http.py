@@ -9,13 +9,14 @@ import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from harness.sim.server import SimConfig, serve
+from harness.config.simulator import SimulatorConfig
+from harness.sim.server import serve
 from harness.tokens import make_text
 
 
 @pytest.fixture
 async def sim() -> AsyncIterator[str]:
-    runner, url = await serve(SimConfig(api_key=None, noise_sigma=0.0, max_model_len=4096), "127.0.0.1", 0)
+    runner, url = await serve(SimulatorConfig(noise_sigma=0.0, max_model_len=4096), "127.0.0.1", 0)
     yield url
     await runner.cleanup()
 
@@ -53,7 +54,7 @@ async def test_openai_shaped_errors(sim: str, session: aiohttp.ClientSession, bo
 
 
 async def test_api_key_is_enforced_when_configured(session: aiohttp.ClientSession) -> None:
-    runner, url = await serve(SimConfig(api_key="sk-1"), "127.0.0.1", 0)
+    runner, url = await serve(SimulatorConfig(), "127.0.0.1", 0, api_key="sk-1")
     try:
         async with session.post(f"{url}/chat/completions", json=chat(max_tokens=2)) as resp:
             assert resp.status == 401

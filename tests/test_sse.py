@@ -4,7 +4,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.sse import BadChunk, SSEDecoder, interpret
+from harness.client.sse import SSEDecoder, interpret
+from harness.errors import BadChunk
 
 
 def _chat(delta: dict, usage: dict | None = None) -> bytes:
@@ -90,7 +91,7 @@ texts = st.one_of(st.none(), st.text(max_size=12), st.sampled_from(['"', '\\\\"'
 @settings(max_examples=300, deadline=None)
 @given(content=texts, reasoning=texts, text=texts, role=st.booleans(), chat=st.booleans())
 def test_fast_path_agrees_with_a_full_parse(content, reasoning, text, role, chat) -> None:
-    from harness.sse import _parse
+    from harness.client.sse import _parse
 
     if chat:
         delta: dict[str, object] = {"content": content, "reasoning_content": reasoning}

@@ -1,18 +1,18 @@
 import pytest
 
 from harness.clock import NS_PER_MS
+from harness.config.scenario import SLO
 from harness.records import RequestRecord
-from harness.stats import (
-    SLO,
+from harness.stats.metrics import (
     distribution,
     e2e_ns,
     in_flight,
     itl_samples_ns,
-    summarize_phase,
     tpot_ns,
     ttft_from_intended_ns,
     ttft_ns,
 )
+from harness.stats.phase import summarize_phase
 
 MS = NS_PER_MS
 

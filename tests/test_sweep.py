@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from harness.config.scenario import load_scenario, parse_scenario
+from harness.errors import ScenarioError
 from harness.report.html import knee, sweep_groups
-from harness.scenario import ScenarioError, load_scenario, parse_scenario
-from harness.sim.predict import predict
+from harness.tools.predict import predict
 
 from .helpers import harness
 

@@ -1,5 +1,6 @@
+from harness.config.scenario import SLO
 from harness.report.table import render_table
-from harness.stats import SLO, summarize_phase
+from harness.stats.phase import summarize_phase
 from tests.test_stats import MS, rec
 
 

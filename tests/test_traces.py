@@ -10,9 +10,10 @@ import pytest
 from click.testing import CliRunner
 
 from harness.cli import main
-from harness.plan import OpenLoopPlan, plan_phase
-from harness.scenario import ScenarioError, load_scenario, parse_scenario
-from harness.traces import ColumnMap, TraceError, read_trace, rescale, window
+from harness.config.scenario import load_scenario, parse_scenario
+from harness.errors import ScenarioError, TraceError
+from harness.workload.plan import OpenLoopPlan, plan_phase
+from harness.workload.traces import ColumnMap, read_trace, rescale, window
 
 from .helpers import harness
 
@@ -151,12 +152,12 @@ def test_trace_inspect_and_convert_commands(tmp_path: Path) -> None:
 async def test_replaying_azure_against_the_simulator_delivers_its_lengths_in_order(tmp_path: Path) -> None:
     import asyncio
 
-    from harness.calibrate import _truth
-    from harness.client import Endpoint
+    from harness.client.backend import Endpoint
+    from harness.config.simulator import SimulatorConfig
     from harness.records import read_records
-    from harness.runner import run_scenario
-    from harness.scenario import SimulatorConfig
-    from harness.simproc import bundled_simulator
+    from harness.run.runner import run_scenario
+    from harness.run.simulator import bundled_simulator
+    from harness.tools.calibrate import _truth
 
     # The first 60 s of the trace at time_scale 10; the simulator in fixed timing (5 ms + 1 ms a
     # token) so even the 1,000-token answers finish in about a second.

@@ -20,8 +20,8 @@ import numpy as np
 from harness.clock import NS_PER_MS, NS_PER_S
 from harness.records import RequestRecord
 from harness.report.table import render_table
-from harness.servermetrics import Row, rates
-from harness.stats import in_flight, itl_samples_ns, ttft_ns
+from harness.stats.metrics import in_flight, itl_samples_ns, ttft_ns
+from harness.stats.server import Row, rates
 
 _STYLE = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222}
 pre{background:#f6f6f6;padding:1em;overflow-x:auto;font-size:13px;white-space:pre-wrap}

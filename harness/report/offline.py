@@ -6,11 +6,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+from harness.config.scenario import load_scenario
+from harness.errors import ScenarioError
 from harness.records import RequestRecord, read_records
-from harness.scenario import ScenarioError, load_scenario
-from harness.scrape import read_server_metrics
-from harness.stats import ClientCheck
-from harness.summary import SUMMARY_SCHEMA, finish_summary, phase_summary
+from harness.stats.phase import ClientCheck
+from harness.stats.server import read_server_metrics
+from harness.stats.summary import PhaseRun, build_summary
 
 
 def rebuild(run_dir: Path) -> dict[str, Any]:
@@ -32,20 +33,18 @@ def rebuild(run_dir: Path) -> dict[str, Any]:
         by_phase.setdefault(rec.phase, []).append(rec)
     cfg = scenario.client
     phases = []
+    ceiling = None
     for phase in scenario.phases:
-        records = sorted(by_phase.get(phase.name, []), key=lambda r: r.index)
+        records = by_phase.get(phase.name, [])
         if not records:
             continue
-        client = saved_phases.get(phase.name, {}).get("client", {})
+        saved_phase = saved_phases.get(phase.name, {})
+        client = saved_phase.get("client", {})
         check = ClientCheck(client.get("loop_lag_p99_ms"), client.get("cpu_share"), cfg.loop_lag_bound_ms,
                             cfg.cpu_bound, client.get("cpu_seconds"))
-        summary = phase_summary(scenario, phase, records, check)
-        if "trace" in saved_phases.get(phase.name, {}):
-            summary["trace"] = saved_phases[phase.name]["trace"]
-        phases.append(summary)
-    result: dict[str, Any] = {"schema": saved.get("schema", SUMMARY_SCHEMA), "run": saved.get("run", {}),
-                              "phases": phases}
-    if "server_metrics" in saved:
-        result["server_metrics"] = saved["server_metrics"]
-    finish_summary(result, read_server_metrics(run_dir))
-    return result
+        ceiling = client.get("ceiling_tokens_per_s", ceiling)
+        phases.append(PhaseRun(phase, records, check, saved_phase.get("trace")))
+    summary = build_summary(scenario, saved.get("run", {}), phases, read_server_metrics(run_dir),
+                            saved.get("server_metrics"), ceiling)
+    summary["schema"] = saved.get("schema", summary["schema"])
+    return summary

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.traces import Trace
+from harness.workload.traces import Trace
 
 
 def arrivals_png(trace: Trace, path: Path) -> None:

@@ -6,15 +6,19 @@ import asyncio
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, Literal, get_args, get_origin
 
 import click
+from pydantic import BaseModel, ValidationError
 
+from harness.config.presets import ACCELERATORS, MODELS, load_presets
+from harness.config.simulator import SimulatorConfig
+from harness.errors import PresetError
 from harness.gctune import tune_for_timing
-from harness.sim.faults import ERROR_TYPES, FaultConfig
 from harness.sim.perfmodel import StepLoad, build_model
-from harness.sim.presets import ACCELERATORS, MODELS, PresetError, load_presets
-from harness.sim.server import SimConfig, serve
+from harness.sim.server import serve
 
 
 def _load_presets(path: Path | None) -> None:
@@ -23,11 +27,6 @@ def _load_presets(path: Path | None) -> None:
             load_presets(path)
         except PresetError as exc:
             raise click.BadParameter(str(exc), param_hint="--presets") from None
-
-
-def _check_known(value: str, table: dict[str, object], flag: str) -> None:
-    if value not in table:
-        raise click.BadParameter(f"unknown {value!r}; known: {', '.join(sorted(table))}", param_hint=flag)
 
 
 @click.group("sim")
@@ -39,67 +38,100 @@ _presets_option = click.option("--presets", type=click.Path(path_type=Path, dir_
                                help="YAML file of extra accelerators and models.")
 
 
+_ALIASES = {"noise_sigma": ("--noise",)}  # the flag's earlier, shorter name
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _click_type(annotation: Any) -> Any:
+    """A click type for a config field: choices for literals, else the scalar type itself."""
+    args = [a for a in get_args(annotation) if a is not type(None)]
+    if get_origin(annotation) is Literal:
+        return click.Choice([str(a) for a in args])
+    for arg in args or [annotation]:
+        if get_origin(arg) is Literal:
+            return click.Choice([str(a) for a in get_args(arg)])
+        if arg in (int, float, str):
+            return arg
+        base = getattr(arg, "__origin__", None)
+        if base in (int, float, str):
+            return base
+    return str
+
+
+def _model_options(model: type[BaseModel], prefix: str = "") -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """One option per field of `model` (nested models under their field's prefix), defaults from the model:
+    the flags cannot drift from the scenario's `simulator:` section."""
+    decorators = []
+    for name, info in model.model_fields.items():
+        if isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel):
+            decorators.append(_model_options(info.annotation, prefix=name.rstrip("s") + "_"))
+            continue
+        dest = prefix + name
+        flag, aliases = _flag(dest), _ALIASES.get(dest, ())
+        shown = "" if info.default is None else f" [default: {info.default}]"
+        help_text = (info.description or "") + shown
+        if info.annotation is bool:
+            decorators.append(click.option(f"{flag}/--no-{flag[2:]}", dest, default=None, help=help_text))
+        else:
+            decorators.append(click.option(flag, *aliases, dest, type=_click_type(info.annotation), default=None,
+                                           help=help_text))
+
+    def apply(fn: Callable[..., Any]) -> Callable[..., Any]:
+        for decorate in reversed(decorators):
+            fn = decorate(fn)
+        return fn
+    return apply
+
+
+def simulator_config(options: dict[str, Any]) -> SimulatorConfig:
+    """The config from the flags given (None: the model's default); a bad value names its flag."""
+    given = {k: v for k, v in options.items() if v is not None}
+    faults = {k.removeprefix("fault_"): v for k, v in given.items() if k.startswith("fault_")}
+    top = {k: v for k, v in given.items() if not k.startswith("fault_")}
+    faults.setdefault("seed", top.get("seed", 0))  # one --seed seeds the faults too unless --fault-seed says
+    try:
+        return SimulatorConfig.model_validate({**top, "faults": faults})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = [str(part) for part in err["loc"]]
+        name = "fault_" + loc[1] if loc[0] == "faults" and len(loc) > 1 else loc[0]
+        raise click.BadParameter(str(err["msg"]).removeprefix("Value error, "), param_hint=_flag(name)) from None
+
+
 @sim.command("serve")
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535),
               help="0 picks a free port; the URL is printed as JSON on the first line of stdout.")
-@click.option("--accelerator", default="h100-sxm", show_default=True, help="See `harness sim presets`.")
-@click.option("--model", default="llama-3.1-8b", show_default=True, help="See `harness sim presets`.")
 @_presets_option
-@click.option("--served-model-name", default=None, help="Model name clients must send (default: --model).")
-@click.option("--dtype", type=click.Choice(["bf16", "fp8"]), default="bf16", show_default=True,
-              help="Weight type (the KV cache stays bf16).")
-@click.option("--tp", type=click.IntRange(1, 64), default=1, show_default=True, help="Tensor parallelism.")
-@click.option("--max-num-seqs", type=click.IntRange(1), default=256, show_default=True)
-@click.option("--max-num-batched-tokens", type=click.IntRange(1), default=8192, show_default=True)
-@click.option("--gpu-memory-utilization", type=click.FloatRange(0.05, 1.0), default=0.9, show_default=True)
-@click.option("--max-model-len", type=click.IntRange(16), default=None, help="Default: the model's.")
-@click.option("--no-prefix-caching", is_flag=True, help="Disable automatic prefix caching.")
-@click.option("--timing", type=click.Choice(["engine", "fixed"]), default="engine", show_default=True,
-              help="engine: continuous batching on the roofline model; fixed: constant TTFT and ITL whatever "
-                   "the load (for calibrating clients).")
-@click.option("--fixed-ttft-ms", type=click.FloatRange(0), default=50.0, show_default=True)
-@click.option("--fixed-itl-ms", type=click.FloatRange(0), default=10.0, show_default=True)
-@click.option("--max-waiting", type=click.IntRange(0), default=None,
-              help="Answer 429 with Retry-After while this many requests wait.")
-@click.option("--startup-delay-s", type=click.FloatRange(0), default=0.0, show_default=True,
-              help="Answer 503 for this long after starting.")
-@click.option("--fault-error-rate", type=click.FloatRange(0, 1), default=0.0, show_default=True)
-@click.option("--fault-error-status", type=click.Choice([str(s) for s in sorted(ERROR_TYPES)]), default="500",
-              show_default=True)
-@click.option("--fault-stall-rate", type=click.FloatRange(0, 1), default=0.0, show_default=True)
-@click.option("--fault-stall-ms", type=click.FloatRange(0), default=1000.0, show_default=True)
-@click.option("--fault-disconnect-rate", type=click.FloatRange(0, 1), default=0.0, show_default=True)
-@click.option("--fault-malformed-rate", type=click.FloatRange(0, 1), default=0.0, show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True, help="Seeds step noise, lengths and faults.")
-@click.option("--noise", "noise_sigma", type=click.FloatRange(0, 1), default=0.03, show_default=True,
-              help="Multiplicative step-time noise (lognormal sigma).")
+@click.option("--config-json", metavar="JSON", help="The whole configuration as JSON (the bundled simulator's "
+              "way in); flags given beside it are ignored.")
 @click.option("--api-key-env", default=None, metavar="VAR",
               help="Require this environment variable's value as the bearer API key.")
-def serve_cmd(host: str, port: int, accelerator: str, model: str, presets: Path | None, api_key_env: str | None,
-              fault_error_rate: float, fault_error_status: str, fault_stall_rate: float, fault_stall_ms: float,
-              fault_disconnect_rate: float, fault_malformed_rate: float, no_prefix_caching: bool,
-              **options: object) -> None:
+@_model_options(SimulatorConfig)
+def serve_cmd(host: str, port: int, presets: Path | None, config_json: str | None, api_key_env: str | None,
+              **options: Any) -> None:
     """Serve an OpenAI-compatible endpoint that emits tokens when a real engine would."""
     _load_presets(presets)
-    _check_known(accelerator, ACCELERATORS, "--accelerator")  # type: ignore[arg-type]
-    _check_known(model, MODELS, "--model")  # type: ignore[arg-type]
     api_key = None
     if api_key_env:
         api_key = os.environ.get(api_key_env)
         if not api_key:
             raise click.BadParameter(f"environment variable {api_key_env} is not set", param_hint="--api-key-env")
-    faults = FaultConfig(error_rate=fault_error_rate, error_status=int(fault_error_status),
-                         stall_rate=fault_stall_rate, stall_ms=fault_stall_ms,
-                         disconnect_rate=fault_disconnect_rate, malformed_rate=fault_malformed_rate,
-                         seed=int(options["seed"]))  # type: ignore[call-overload]
-    cfg = SimConfig(accelerator=accelerator, model=model, api_key=api_key, faults=faults,
-                    prefix_caching=not no_prefix_caching, **options)  # type: ignore[arg-type]
-    asyncio.run(_serve_forever(cfg, host, port))
+    if config_json is not None:
+        try:
+            cfg = SimulatorConfig.model_validate_json(config_json)
+        except ValidationError as exc:
+            raise click.BadParameter(str(exc.errors()[0]["msg"]), param_hint="--config-json") from None
+    else:
+        cfg = simulator_config(options)
+    asyncio.run(_serve_forever(cfg, host, port, api_key))
 
 
-async def _serve_forever(cfg: SimConfig, host: str, port: int) -> None:
-    runner, url = await serve(cfg, host, port)
+async def _serve_forever(cfg: SimulatorConfig, host: str, port: int, api_key: str | None) -> None:
+    runner, url = await serve(cfg, host, port, api_key)
     # Smaller young collections than the harness's: at 100,000 objects one took ~10 ms, and requests arriving
     # behind it were stamped late (constant 400 req/s: server-side gap CV 0.064 → 0.040–0.044 at 10,000),
     # while 2,048 streams still keep every step on time at 40 ms.

@@ -7,46 +7,11 @@ token k, or a malformed chunk in place of token k.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 
-ERROR_TYPES = {400: "invalid_request_error", 429: "rate_limit_error", 500: "server_error", 503: "server_error"}
-
-
-@dataclass(frozen=True, slots=True)
-class FaultConfig:
-    error_rate: float = 0.0
-    error_status: int = 500
-    stall_rate: float = 0.0
-    stall_ms: float = 1000.0
-    disconnect_rate: float = 0.0
-    malformed_rate: float = 0.0
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        for name in ("error_rate", "stall_rate", "disconnect_rate", "malformed_rate"):
-            if not 0.0 <= getattr(self, name) <= 1.0:
-                raise ValueError(f"{name} must be within [0, 1]")
-        if self.error_status not in ERROR_TYPES:
-            raise ValueError(f"error_status must be one of {sorted(ERROR_TYPES)}")
-        if self.stall_ms < 0:
-            raise ValueError("stall_ms must be >= 0")
-
-    @classmethod
-    def from_json(cls, data: object, base: FaultConfig) -> FaultConfig:
-        """`base` updated with the fields of a JSON object; unknown fields are an error."""
-        if not isinstance(data, dict):
-            raise ValueError("fault configuration must be a JSON object")
-        known = {f.name for f in fields(cls)}
-        unknown = set(data) - known
-        if unknown:
-            raise ValueError(f"unknown fault field {sorted(unknown)[0]!r}")
-        return cls(**{**asdict(base), **data})
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+from harness.config.simulator import FaultConfig
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from harness.sim.presets import ACCELERATORS, MODELS, Accelerator, AsicAccelerator, ModelSpec
+from harness.config.presets import ACCELERATORS, MODELS, Accelerator, AsicAccelerator, ModelSpec
 
 Dtype = Literal["bf16", "fp8"]
 KV_DTYPE_BYTES = 2  # the KV cache stays bf16 for both weight types, as vLLM does by default

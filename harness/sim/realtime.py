@@ -12,7 +12,7 @@ import contextlib
 import heapq
 import itertools
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -69,10 +69,15 @@ class _DriverBase:
 
 
 class StepDriver(_DriverBase):
-    def __init__(self, engine: Engine, clock: Clock | None = None,
-                 on_lateness: LatenessObserver | None = None) -> None:
+    """`settle`, when given, runs before each step is scheduled: in virtual time it lets every request that
+    arrives at the instant a step ends (a closed-loop user's next, the next batch) join the next step, as
+    a real server's arrivals during a step do."""
+
+    def __init__(self, engine: Engine, clock: Clock | None = None, on_lateness: LatenessObserver | None = None,
+                 settle: Callable[[], Awaitable[None]] | None = None) -> None:
         super().__init__(clock, on_lateness)
         self.engine = engine
+        self._settle = settle
 
     def submit(self, req: SimRequest) -> None:
         self.engine.add(req)
@@ -93,6 +98,8 @@ class StepDriver(_DriverBase):
                 self._wake.clear()
                 await self._wake.wait()
                 deadline = None
+            if self._settle is not None:
+                await self._settle()
             now = self.clock.now_ns()
             # Steps run back to back: the next starts at the previous deadline, not at wake-up,
             # so timer lateness does not accumulate into lost throughput.

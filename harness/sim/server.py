@@ -9,18 +9,18 @@ import sys
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from typing import Literal
+from dataclasses import dataclass
 
 from aiohttp import web
 
 from harness.clock import NS_PER_MS, NS_PER_S, MonotonicClock, cancel_quietly
+from harness.config.presets import MODELS
+from harness.config.simulator import ERROR_TYPES, FaultConfig, SimulatorConfig
 from harness.sim.engine import Engine, EngineConfig, SimRequest
-from harness.sim.faults import ERROR_TYPES, FaultConfig, FaultInjector, FaultPlan
+from harness.sim.faults import FaultInjector, FaultPlan
 from harness.sim.metrics import SimMetrics
 from harness.sim.openai_shapes import ChunkRenderer, error_response, full_response
-from harness.sim.perfmodel import Dtype, build_model
-from harness.sim.presets import MODELS
+from harness.sim.perfmodel import build_model
 from harness.sim.realtime import Driver, FixedTimingDriver, StepDriver
 from harness.sim.requests import BadRequest, ParsedRequest, make_request, output_length, parse_body
 from harness.tokens import token_text
@@ -32,35 +32,7 @@ MALFORMED_FRAME = b"data: {this is not json\n\n"
 Emit = Callable[[int, int], Awaitable[None]]
 
 
-@dataclass(frozen=True, slots=True)
-class SimConfig:
-    accelerator: str = "h100-sxm"
-    model: str = "llama-3.1-8b"
-    served_model_name: str | None = None
-    dtype: Dtype = "bf16"
-    tp: int = 1
-    max_num_seqs: int = 256
-    max_num_batched_tokens: int = 8192
-    gpu_memory_utilization: float = 0.9
-    prefix_caching: bool = True
-    max_model_len: int | None = None
-    default_max_tokens: int = 256
-    seed: int = 0
-    noise_sigma: float = 0.03
-    api_key: str | None = field(default=None, repr=False)
-    timing: Literal["engine", "fixed"] = "engine"
-    fixed_ttft_ms: float = 50.0
-    fixed_itl_ms: float = 10.0
-    max_waiting: int | None = None  # 429 beyond this many waiting requests
-    startup_delay_s: float = 0.0  # 503 until this long after start
-    faults: FaultConfig = field(default_factory=FaultConfig)
-
-    @property
-    def name(self) -> str:
-        return self.served_model_name or self.model
-
-
-def build_engine(cfg: SimConfig) -> Engine:
+def build_engine(cfg: SimulatorConfig) -> Engine:
     perf = build_model(cfg.accelerator, cfg.model, cfg.dtype, cfg.tp)
     kv_blocks = perf.kv_capacity_tokens(cfg.gpu_memory_utilization) // 16
     return Engine(perf, EngineConfig(max_num_seqs=cfg.max_num_seqs, max_num_batched_tokens=cfg.max_num_batched_tokens,
@@ -69,8 +41,9 @@ def build_engine(cfg: SimConfig) -> Engine:
 
 
 class SimServer:
-    def __init__(self, cfg: SimConfig) -> None:
+    def __init__(self, cfg: SimulatorConfig, api_key: str | None = None) -> None:
         self.cfg = cfg
+        self._api_key = api_key
         self.clock = MonotonicClock()
         self.metrics = SimMetrics(cfg.name)
         self.driver: Driver
@@ -182,7 +155,7 @@ class SimServer:
         return web.json_response({"requests": [_truth(r) for r in found if r is not None]})
 
     def _authorised(self, request: web.Request) -> bool:
-        return self.cfg.api_key is None or request.headers.get("Authorization") == f"Bearer {self.cfg.api_key}"
+        return self._api_key is None or request.headers.get("Authorization") == f"Bearer {self._api_key}"
 
     def _admission_error(self, parsed: ParsedRequest, chat: bool) -> web.Response | None:
         if parsed.model != self.cfg.name:
@@ -376,9 +349,10 @@ class RunningSim:
         await self.runner.cleanup()
 
 
-async def serve(cfg: SimConfig, host: str, port: int) -> tuple[RunningSim, str]:
+async def serve(cfg: SimulatorConfig, host: str, port: int, api_key: str | None = None
+                ) -> tuple[RunningSim, str]:
     """Start the simulator; returns its handle and base URL (port 0 picks a free port)."""
-    runner = web.AppRunner(SimServer(cfg).app(), access_log=None)
+    runner = web.AppRunner(SimServer(cfg, api_key).app(), access_log=None)
     await runner.setup()
     manager = runner.server
     assert manager is not None

@@ -1,0 +1,28 @@
+"""The `harness` command line: one thin module per command, errors mapped to exit codes in `errors`.
+
+Exit codes: 0 ok, 2 usage or bad input, 3 harness error (endpoint unreachable, simulator failed),
+130 stopped by Ctrl-C or SIGTERM (the records taken and the summary are written).
+"""
+
+from __future__ import annotations
+
+import click
+
+from harness import __version__
+from harness.cli.calibrate import calibrate
+from harness.cli.predict import predict
+from harness.cli.report import report
+from harness.cli.run import run
+from harness.cli.search import search_cmd
+from harness.cli.trace import trace
+from harness.sim.cli import sim  # the simulator's own commands, mounted as `harness sim`
+
+
+@click.group()
+@click.version_option(__version__, prog_name="harness")
+def main() -> None:
+    """Benchmark LLM inference endpoints with realistic load."""
+
+
+for command in (run, predict, calibrate, report, search_cmd, trace, sim):
+    main.add_command(command)

@@ -1,0 +1,40 @@
+"""`harness calibrate`: this machine's client against the simulator's ground truth, and its ceiling."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import click
+
+from harness.cli.common import reports_dir_option
+from harness.cli.errors import guarded
+from harness.gctune import tune_for_timing
+from harness.tools.calibrate import calibrate as run_calibration
+from harness.tools.calibrate import render
+from harness.tools.calibration_store import calibration_path
+
+
+def _levels(ctx: click.Context, param: click.Parameter, value: str) -> list[int]:
+    try:
+        counts = [int(x) for x in value.split(",")]
+    except ValueError:
+        counts = []
+    if not counts or min(counts) < 1:
+        raise click.BadParameter("a comma-separated list of positive integers")
+    return counts
+
+
+@click.command()
+@click.option("--levels", default="1,64,256,1024", show_default=True, callback=_levels,
+              help="Concurrent streams to try.")
+@click.option("--seconds", type=click.FloatRange(1, 600), default=5.0, show_default=True,
+              help="Duration of each level.")
+@reports_dir_option
+@guarded
+def calibrate(levels: list[int], seconds: float, reports_dir: Path) -> None:
+    """Measure this machine's harness against the simulator's ground truth, and its ceiling."""
+    tune_for_timing()
+    report = asyncio.run(run_calibration(levels, seconds, reports_dir))
+    click.echo(render(report))
+    click.echo(f"\nsaved: {calibration_path()}")

@@ -1,0 +1,36 @@
+"""What several commands share: the default scenario, the API key, options spelt once."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+from harness.config.scenario import Scenario, load_scenario
+
+_REPO_SCENARIOS = Path(__file__).resolve().parent.parent.parent / "scenarios"
+
+reports_dir_option = click.option("--reports-dir", type=click.Path(path_type=Path, file_okay=False),
+                                  default=Path("reports"), show_default=True)
+api_key_env_option = click.option("--api-key-env", metavar="VAR", help="Environment variable holding the API key "
+                                  "(default: OPENAI_API_KEY if set). The key itself is never printed or saved.")
+scenario_argument = click.argument("scenario_path", required=False, type=click.Path(path_type=Path, dir_okay=False))
+
+
+def scenario_or_default(path: Path | None) -> Scenario:
+    """The scenario at `path`, or the quickstart (from the working directory, else the installed repository)."""
+    if path is None:
+        local = Path("scenarios/quickstart.yaml")
+        path = local if local.exists() else _REPO_SCENARIOS / "quickstart.yaml"
+    return load_scenario(path)
+
+
+def api_key(flag_env: str | None, scenario_env: str | None) -> str | None:
+    name = flag_env or scenario_env
+    if name is None:
+        return os.environ.get("OPENAI_API_KEY") or None
+    value = os.environ.get(name)
+    if not value:
+        raise click.BadParameter(f"environment variable {name} is not set", param_hint="--api-key-env")
+    return value

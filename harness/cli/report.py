@@ -1,0 +1,27 @@
+"""`harness report RUN_DIR`: statistics, table and conclusion rebuilt offline from saved records."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from harness.cli.errors import guarded
+from harness.records import read_records
+from harness.report.files import write_reports
+from harness.report.offline import rebuild
+from harness.report.table import print_table
+from harness.stats.server import read_server_metrics
+
+
+@click.command()
+@click.argument("run_dir", type=click.Path(path_type=Path, file_okay=False, exists=True))
+@click.option("--write/--no-write", default=True, show_default=True,
+              help="Rewrite the run's summary.json and report.html.")
+@guarded
+def report(run_dir: Path, write: bool) -> None:
+    """Rebuild a run's statistics, table and conclusion offline from its saved records."""
+    summary = rebuild(run_dir)
+    if write:
+        write_reports(summary, run_dir, list(read_records(run_dir / "requests.jsonl")), read_server_metrics(run_dir))
+    print_table(summary)

@@ -1,0 +1,78 @@
+"""`harness run`: a scenario against an endpoint or the bundled simulator, reported side by side."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+from typing import TextIO
+
+import click
+
+from harness.cli.common import api_key, api_key_env_option, reports_dir_option, scenario_argument, scenario_or_default
+from harness.cli.errors import guarded, warn
+from harness.client.backend import Api
+from harness.config.scenario import Scenario, TraceLoad
+from harness.errors import EXIT_STOPPED
+from harness.gctune import tune_for_timing
+from harness.report.files import write_run
+from harness.report.table import print_table
+from harness.run.runner import RunResult, new_run_dir, run_scenario
+from harness.run.target import target
+from harness.tools.calibration_store import ceiling_tokens_per_s
+
+
+@click.command()
+@scenario_argument
+@click.option("--endpoint", metavar="URL", help="OpenAI base URL (…/v1). Default: start the bundled simulator.")
+@click.option("--model", help="Model name to request. Default: the scenario's, else the endpoint's first.")
+@click.option("--api", type=click.Choice(["chat", "completions"]), help="Which OpenAI API to drive.")
+@api_key_env_option
+@reports_dir_option
+@click.option("--pin/--no-pin", default=True, show_default=True,
+              help="With the bundled simulator on a machine of 2+ cores: harness on the first, simulator on the last.")
+@click.option("--tokenizer", type=click.Path(path_type=Path, exists=True),
+              help="A local Hugging Face tokenizer (directory or tokenizer.json) for prompts of exact length "
+                   "on a real model. Never downloaded.")
+@click.option("--skip-bad-rows", is_flag=True,
+              help="Trace phases: skip unreadable rows (counted in summary.json) instead of stopping.")
+@click.option("--progress/--no-progress", default=None,
+              help="Live progress line on stderr (default: when stderr is a terminal).")
+@guarded
+def run(scenario_path: Path | None, endpoint: str | None, model: str | None, api: Api | None,
+        api_key_env: str | None, reports_dir: Path, pin: bool, tokenizer: Path | None, skip_bad_rows: bool,
+        progress: bool | None) -> None:
+    """Run SCENARIO (default scenarios/quickstart.yaml) and report each phase side by side."""
+    scenario = _with_flags(scenario_or_default(scenario_path), tokenizer, skip_bad_rows)
+    if endpoint is not None and not endpoint.startswith(("http://", "https://")):
+        raise click.BadParameter("must start with http:// or https://", param_hint="--endpoint")
+    key = api_key(api_key_env, scenario.endpoint.api_key_env)
+    tune_for_timing()
+    progress_to = sys.stderr if (sys.stderr.isatty() if progress is None else progress) else None
+    result = asyncio.run(_run(scenario, reports_dir, endpoint, model, api, key, pin, progress_to))
+    write_run(result)
+    print_table(result.summary)
+    for phase in result.summary["phases"]:
+        if phase["client_limited"]:
+            warn(f"phase {phase['name']} was client-limited: {phase['client_limited_reason']}")
+    click.echo(f"\nreport: {result.run_dir}")
+    if result.summary["run"].get("stopped"):
+        raise SystemExit(EXIT_STOPPED)
+
+
+def _with_flags(scenario: Scenario, tokenizer: Path | None, skip_bad_rows: bool) -> Scenario:
+    if tokenizer is not None:
+        workload = scenario.workload.model_copy(update={"tokenizer": str(tokenizer.resolve())})
+        scenario = scenario.model_copy(update={"workload": workload})
+    if skip_bad_rows:
+        phases = [p.model_copy(update={"load": p.load.model_copy(update={"skip_bad_rows": True})})
+                  if isinstance(p.load, TraceLoad) else p for p in scenario.phases]
+        scenario = scenario.model_copy(update={"phases": phases})
+    return scenario
+
+
+async def _run(scenario: Scenario, reports_dir: Path, url: str | None, model: str | None, api: Api | None,
+               key: str | None, pin: bool, progress_to: TextIO | None) -> RunResult:
+    async with target(scenario, url=url, model=model, api=api, api_key=key, pin=pin) as (endpoint, bundled):
+        return await run_scenario(scenario, endpoint, new_run_dir(reports_dir, scenario.name), bundled=bundled,
+                                  warn=warn, progress_to=progress_to, ceiling_tokens_per_s=ceiling_tokens_per_s())

@@ -1,0 +1,89 @@
+"""`harness search`: the highest Poisson rate whose goodput meets the SLOs, with a confidence interval."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from harness.cli.common import api_key, api_key_env_option, reports_dir_option, scenario_argument, scenario_or_default
+from harness.cli.errors import guarded, warn
+from harness.config.scenario import SLO, Scenario
+from harness.report.files import write_run
+from harness.run.runner import new_run_dir, run_scenario
+from harness.run.target import target
+from harness.tools.predict import predict_async
+from harness.tools.search import Trial, parse_slo, search
+
+
+def _slo(ctx: click.Context, param: click.Parameter, value: str) -> SLO:
+    try:
+        return parse_slo(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+@click.command("search")
+@scenario_argument
+@click.option("--slo", callback=_slo, required=True,
+              help="Per-request limits, e.g. ttft=500ms,tpot=50ms (ttft_p99=… is read the same way); "
+                   "--goodput says what share of requests must meet them.")
+@click.option("--goodput", type=click.FloatRange(0, 1), default=0.95, show_default=True,
+              help="Share of requests that must meet every SLO (0.99: the SLOs hold at p99).")
+@click.option("--low", type=click.FloatRange(min=0.01), default=0.5, show_default=True, help="Lowest rate (req/s).")
+@click.option("--high", type=click.FloatRange(min=0.01), default=64.0, show_default=True, help="Highest rate.")
+@click.option("--duration", type=click.FloatRange(min=1), default=20.0, show_default=True,
+              help="Seconds of arrivals per trial.")
+@click.option("--repeats", type=click.IntRange(1, 10), default=3, show_default=True,
+              help="Seeds to bisect the boundary with (the interval comes from them).")
+@click.option("--predict", "virtual", is_flag=True,
+              help="Run trials in virtual time on the scenario's simulated accelerator (no network, seconds).")
+@click.option("--endpoint", metavar="URL", help="OpenAI base URL; default: the bundled simulator, started once.")
+@click.option("--model", help="Model name to request.")
+@api_key_env_option
+@reports_dir_option
+@click.option("--steps", type=click.IntRange(1, 20), default=7, show_default=True, help="Bisection steps.")
+@click.option("--json", "as_json", is_flag=True, help="Print the search result as JSON.")
+@guarded
+def search_cmd(scenario_path: Path | None, slo: SLO, goodput: float, low: float, high: float, duration: float,
+               repeats: int, virtual: bool, endpoint: str | None, model: str | None, api_key_env: str | None,
+               reports_dir: Path, steps: int, as_json: bool) -> None:
+    """Find the highest Poisson rate whose goodput meets the SLOs, with a confidence interval."""
+    scenario = scenario_or_default(scenario_path)
+    if high <= low:
+        raise click.BadParameter("must be above --low", param_hint="--high")
+    key = api_key(api_key_env, scenario.endpoint.api_key_env)
+
+    async def searching() -> dict[str, Any]:
+        if virtual:
+            return await search(scenario, predict_async, slo, goodput, low, high, duration, steps, repeats)
+        async with target(scenario, url=endpoint, model=model, api=None, api_key=key) as (ep, bundled):
+            async def trial(s: Scenario) -> dict[str, Any]:
+                result = await run_scenario(s, ep, new_run_dir(reports_dir, f"{s.name}-search"), bundled=bundled,
+                                            warn=warn)
+                write_run(result)
+                return result.summary
+
+            trials: Trial = trial
+            return await search(scenario, trials, slo, goodput, low, high, duration, steps, repeats)
+
+    found = asyncio.run(searching())
+    if as_json:
+        click.echo(json.dumps(found, indent=2))
+    else:
+        _print(found, goodput)
+
+
+def _print(found: dict[str, Any], goodput: float) -> None:
+    for t in found["trials"]:
+        click.echo(f"  rate {t['rate']:8.3f} req/s  seed {t['seed']}  goodput {t['goodput']:.0%}  "
+                   f"{t['output_tokens_per_s']:,.0f} tok/s")
+    if found["capacity_rps"] is None:
+        click.echo(found["note"])
+    else:
+        lo, hi = found["interval_rps"]
+        click.echo(f"capacity: {found['capacity_rps']:.2f} req/s with ≥ {goodput:.0%} goodput "
+                   f"(95% interval {lo:.2f}–{hi:.2f} over {len(found['per_seed_rps'])} seeds)")

@@ -1,0 +1,146 @@
+"""The OpenAI streaming client: one aiohttp session, one SSE parser, for chat and completions.
+
+Request failures are data: `execute` never raises for an HTTP error, a timeout, a broken
+connection or a malformed stream; it reports them as events. aiohttp's exceptions are translated
+here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from types import SimpleNamespace
+
+import aiohttp
+
+from harness.client.backend import Endpoint, RequestEvents, error_reason, request_body
+from harness.client.sse import ChunkReader
+from harness.errors import BadChunk, EndpointError
+from harness.workload.requests import RequestSpec
+
+_READ_BUFFER = 1 << 20  # large enough that a burst of chunks is one read, not many
+
+
+async def _on_headers_sent(
+    session: aiohttp.ClientSession, ctx: SimpleNamespace, params: aiohttp.TraceRequestHeadersSentParams
+) -> None:
+    stamp = ctx.trace_request_ctx
+    if callable(stamp):
+        stamp()
+
+
+def open_session(max_connections: int, connect_timeout_s: float, request_timeout_s: float) -> aiohttp.ClientSession:
+    connector = aiohttp.TCPConnector(limit=max_connections, limit_per_host=max_connections, ttl_dns_cache=None)
+    timeout = aiohttp.ClientTimeout(total=request_timeout_s, sock_connect=connect_timeout_s)
+    # `sent` is stamped when the request reaches its connection, after any connection set-up:
+    # a TCP handshake is the client's cost (it shows as schedule lag), not the server's TTFT.
+    tracing = aiohttp.TraceConfig()
+    tracing.on_request_headers_sent.append(_on_headers_sent)
+    return aiohttp.ClientSession(connector=connector, timeout=timeout, read_bufsize=_READ_BUFFER,
+                                 trace_configs=[tracing])
+
+
+class OpenAIBackend:
+    def __init__(self, endpoint: Endpoint, session: aiohttp.ClientSession, first_token_timeout_s: float | None = None,
+                 continuous_usage: bool = False) -> None:
+        self.endpoint = endpoint
+        self.session = session
+        self.first_token_timeout_s = first_token_timeout_s
+        self.continuous_usage = continuous_usage
+        self._headers = {"Content-Type": "application/json"}
+        if endpoint.api_key:
+            self._headers["Authorization"] = f"Bearer {endpoint.api_key}"
+        self._prepared: dict[str, tuple[bytes, dict[str, str]]] = {}
+
+    async def warm(self, count: int) -> int:
+        return await warm_connections(self.session, self.endpoint.base_url, count, self.endpoint.api_key)
+
+    async def close(self) -> None:
+        await self.session.close()
+
+    def prepare(self, spec: RequestSpec) -> None:
+        # Serialising before the deadline keeps JSON encoding out of the schedule lag.
+        body = request_body(spec, self.endpoint.model, self.endpoint.api, self.continuous_usage)
+        self._prepared[spec.request_id] = (json.dumps(body).encode(),
+                                           {**self._headers, "X-Request-Id": spec.request_id})
+
+    async def execute(self, spec: RequestSpec, events: RequestEvents) -> None:
+        if spec.request_id not in self._prepared:
+            self.prepare(spec)
+        body, headers = self._prepared.pop(spec.request_id)
+        try:
+            # Until the first token, the tighter first-token timeout applies; then only the total.
+            async with asyncio.timeout(self.first_token_timeout_s) as first_token_deadline:
+                async with self.session.post(self.endpoint.url, data=body, headers=headers,
+                                             trace_request_ctx=events.sent) as resp:
+                    events.status(resp.status)
+                    if resp.status != 200:
+                        events.failed("http_error", await _error_reason(resp))
+                    else:
+                        await _read_stream(resp, events, first_token_deadline)
+        except TimeoutError:
+            events.failed("timeout", "request timeout" if events.got_token else "first token timeout")
+        except aiohttp.ClientError as exc:
+            events.failed("transport_error", type(exc).__name__)
+        except BadChunk as exc:
+            events.failed("bad_stream", str(exc))
+
+
+async def _read_stream(resp: aiohttp.ClientResponse, events: RequestEvents, first_token_deadline: asyncio.Timeout
+                       ) -> None:
+    reader = ChunkReader()
+    async for piece in resp.content.iter_any():
+        over = events.chunks(reader.read(piece))
+        if events.got_token:
+            first_token_deadline.reschedule(None)
+        if over:
+            return
+    events.ended()
+
+
+async def _error_reason(resp: aiohttp.ClientResponse) -> str:
+    try:
+        body = await asyncio.wait_for(resp.content.read(8192), 5)
+    except (TimeoutError, aiohttp.ClientError):
+        body = b""
+    return error_reason(resp.status, body)
+
+
+async def list_models(session: aiohttp.ClientSession, base_url: str, api_key: str | None) -> list[str]:
+    """The endpoint's served models; also proves it is reachable before any load is sent."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    url = f"{base_url.rstrip('/')}/models"
+    try:
+        async with session.get(url, headers=headers, timeout=aiohttp.ClientTimeout(total=15)) as resp:
+            if resp.status != 200:
+                raise EndpointError(f"GET {url} answered {await _error_reason(resp)}")
+            body = await resp.json(content_type=None)
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        raise EndpointError(f"cannot reach endpoint {base_url}: {type(exc).__name__} {exc}".strip()) from None
+    except ValueError:
+        raise EndpointError(f"GET {url} did not return JSON") from None
+    try:
+        return [str(m["id"]) for m in body["data"]]
+    except (KeyError, TypeError):
+        raise EndpointError(f"GET {url} did not return an OpenAI model list") from None
+
+
+async def warm_connections(session: aiohttp.ClientSession, base_url: str, count: int, api_key: str | None) -> int:
+    """Open up to `count` pooled connections before a phase's clock starts; returns how many answered.
+
+    Connection set-up is the client's cost, not the server's latency: without this, the first
+    batch of a fixed-batch phase pays a TCP handshake per request inside its schedule lag.
+    """
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    url = f"{base_url.rstrip('/')}/models"
+
+    async def one() -> bool:
+        try:
+            async with session.get(url, headers=headers, timeout=aiohttp.ClientTimeout(total=10)) as resp:
+                await resp.read()
+                return resp.status == 200
+        except (aiohttp.ClientError, TimeoutError):
+            return False
+
+    results = await asyncio.gather(*(one() for _ in range(count)))
+    return sum(results)

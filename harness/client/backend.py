@@ -1,0 +1,92 @@
+"""The seam between the load engine and the wire: what a backend is told, and what it tells back.
+
+A backend turns one request into events, in order: `sent` (the request reached its connection),
+`status` (the response's HTTP status), `chunks` (stream chunks that arrived together), then either
+`ended` (the body ended) or `failed` (a status and a short reason). It never reads a clock and never
+touches a record: the worker that listens stamps each event with the one clock and closes the record.
+Request failures are events, never exceptions.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from harness.client.sse import Chunk
+from harness.records import Status
+from harness.workload.requests import RequestSpec
+
+Api = Literal["chat", "completions"]
+
+
+class RequestEvents(Protocol):
+    got_token: bool  # a token-bearing chunk has arrived (ends the first-token timeout)
+
+    def sent(self) -> None: ...
+
+    def status(self, http_status: int) -> None: ...
+
+    def chunks(self, chunks: Sequence[Chunk]) -> bool:
+        """Chunks that arrived together; True once the stream is over for the harness ([DONE] or an error)."""
+
+    def failed(self, status: Status, reason: str) -> None: ...
+
+    def ended(self) -> None:
+        """The body ended: without [DONE] the stream was cut short."""
+
+
+class Backend(Protocol):
+    def prepare(self, spec: RequestSpec) -> None:
+        """Do the work of building the request ahead of its deadline (optional)."""
+
+    async def execute(self, spec: RequestSpec, events: RequestEvents) -> None:
+        """Send `spec` and report what happens to `events`. Never raises for request failures."""
+
+
+class PooledBackend(Backend, Protocol):
+    """A backend that owns its connections: the runner opens them before a phase and closes them at the end."""
+
+    async def warm(self, count: int) -> int: ...
+
+    async def close(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    base_url: str  # e.g. http://127.0.0.1:8000/v1
+    model: str
+    api: Api = "chat"
+    api_key: str | None = field(default=None, repr=False)  # never printed or saved
+
+    @property
+    def url(self) -> str:
+        path = "chat/completions" if self.api == "chat" else "completions"
+        return f"{self.base_url.rstrip('/')}/{path}"
+
+
+def request_body(spec: RequestSpec, model: str, api: Api, continuous_usage: bool = False) -> dict[str, Any]:
+    options: dict[str, bool] = {"include_usage": True}
+    if continuous_usage:
+        options["continuous_usage_stats"] = True  # vLLM: usage on every chunk, so tokens per chunk are known
+    body: dict[str, Any] = {"model": model, "max_tokens": spec.max_tokens, "stream": True, "stream_options": options}
+    if api == "chat":
+        turns = spec.messages or (("user", spec.prompt),)
+        body["messages"] = [{"role": role, "content": content} for role, content in turns]
+    else:
+        body["prompt"] = spec.prompt
+    if spec.ignore_eos:
+        # vLLM/SGLang extensions: exactly max_tokens tokens, so every run asks for the same work.
+        body["ignore_eos"] = True
+        body["min_tokens"] = spec.max_tokens
+    return body
+
+
+def error_reason(status: int, body: bytes) -> str:
+    """A short, low-cardinality cause: the status and the OpenAI error type when there is one."""
+    try:
+        err_type = json.loads(body)["error"]["type"]
+    except (ValueError, KeyError, TypeError):
+        return f"HTTP {status}"
+    return f"HTTP {status} {err_type}"

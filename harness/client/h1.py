@@ -1,0 +1,263 @@
+"""A lean HTTP/1.1 streaming client for the hot path: one asyncio protocol per connection.
+
+aiohttp spends ~13 µs on every streamed event (its body reader wakes the reading task once per
+HTTP chunk). Here the connection's protocol hands the chunks of each piece of body straight to the
+worker's events inside `data_received`, and the request's task wakes once, at the end: a few µs an
+event. httptools (the parser uvicorn uses) does the HTTP; this module only keeps connections. It
+speaks exactly what the harness needs: POST with a JSON body, keep-alive, chunked or sized
+responses, TLS for https. Failures become events, as in `harness.client.aio`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import ssl
+import weakref
+from typing import Any
+from urllib.parse import urlsplit
+
+import httptools
+import orjson
+
+from harness.client.backend import Endpoint, RequestEvents, error_reason, request_body
+from harness.client.sse import ChunkReader
+from harness.errors import BadChunk
+from harness.workload.requests import RequestSpec
+
+_ERROR_BODY_LIMIT = 8192
+
+
+class _Exchange:
+    """One request's response, as the parser reports it."""
+
+    __slots__ = ("body", "complete", "done", "events", "first_timer", "keep_alive", "reader", "status")
+
+    def __init__(self, events: RequestEvents, done: asyncio.Future[BaseException | None],
+                 first_timer: asyncio.TimerHandle | None) -> None:
+        self.events = events
+        self.reader = ChunkReader()
+        self.first_timer = first_timer
+        self.done = done
+        self.status = 0
+        self.body = b""
+        self.keep_alive = False
+        self.complete = False  # the HTTP message ended (the body's last chunk came)
+
+    def finish(self, error: BaseException | None = None) -> None:
+        if not self.done.done():
+            self.done.set_result(error)
+
+
+class _Connection(asyncio.Protocol):
+    def __init__(self, idle: collections.deque[_Connection]) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.exchange: _Exchange | None = None
+        self.parser = httptools.HttpResponseParser(self)
+        self._idle = idle
+        self.return_when_complete = False
+
+    # -- asyncio protocol --
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserError as exc:
+            self._fail(exc)
+        except BadChunk as exc:
+            self._fail(exc)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.transport = None
+        self._fail(exc or ConnectionResetError("server closed the connection"))
+
+    # -- httptools callbacks --
+    def on_headers_complete(self) -> None:
+        if self.exchange is not None:
+            self.exchange.status = self.parser.get_status_code()
+
+    def on_body(self, body: bytes) -> None:
+        ex = self.exchange
+        if ex is None:
+            return
+        if ex.status != 200:
+            if len(ex.body) < _ERROR_BODY_LIMIT:
+                ex.body += body
+        elif not ex.done.done():
+            try:
+                over = ex.events.chunks(ex.reader.read(body))
+            except BadChunk as exc:
+                self._fail(exc)
+                return
+            if ex.first_timer is not None and ex.events.got_token:
+                ex.first_timer.cancel()
+                ex.first_timer = None
+            if over:
+                ex.finish()  # [DONE]: the request is over for the harness, whatever follows
+
+    def on_message_complete(self) -> None:
+        ex = self.exchange
+        if ex is None:
+            return
+        ex.complete = True
+        ex.keep_alive = self.parser.should_keep_alive()
+        ex.finish()
+        if self.return_when_complete:  # the request had already ended at [DONE]: now reusable
+            self.return_when_complete = False
+            self.exchange = None
+            if ex.keep_alive and self.usable:
+                self._idle.append(self)
+            elif self.transport is not None:
+                self.transport.close()
+
+    def _fail(self, exc: BaseException) -> None:
+        if self.exchange is not None:
+            self.exchange.finish(exc)
+        if self.transport is not None:
+            self.transport.close()
+
+    @property
+    def usable(self) -> bool:
+        return self.transport is not None and not self.transport.is_closing()
+
+
+class H1Backend:
+    """The `Backend` of the harness on `_Connection`s, with a keep-alive pool of `max_connections`."""
+
+    def __init__(self, endpoint: Endpoint, max_connections: int, connect_timeout_s: float,
+                 request_timeout_s: float, first_token_timeout_s: float | None = None,
+                 continuous_usage: bool = False) -> None:
+        url = urlsplit(endpoint.url)
+        self.endpoint = endpoint
+        self.host = url.hostname or "127.0.0.1"
+        self.tls = url.scheme == "https"
+        self.port = url.port or (443 if self.tls else 80)
+        self.path = url.path or "/"
+        self.connect_timeout_s = connect_timeout_s
+        self.request_timeout_s = request_timeout_s
+        self.first_token_timeout_s = first_token_timeout_s
+        self.continuous_usage = continuous_usage
+        self._slots = asyncio.Semaphore(max_connections)
+        self._idle: collections.deque[_Connection] = collections.deque()
+        self._opened: weakref.WeakSet[_Connection] = weakref.WeakSet()
+        self._prepared: dict[str, bytes] = {}
+        self._ssl = ssl.create_default_context() if self.tls else None
+        host_header = self.host if url.port is None else f"{self.host}:{self.port}"
+        auth = f"Authorization: Bearer {endpoint.api_key}\r\n" if endpoint.api_key else ""
+        self._head = (f"POST {self.path} HTTP/1.1\r\nHost: {host_header}\r\nContent-Type: application/json\r\n"
+                      f"Accept: text/event-stream\r\n{auth}")
+
+    def prepare(self, spec: RequestSpec) -> None:
+        body = orjson.dumps(request_body(spec, self.endpoint.model, self.endpoint.api, self.continuous_usage))
+        head = f"{self._head}X-Request-Id: {spec.request_id}\r\nContent-Length: {len(body)}\r\n\r\n"
+        self._prepared[spec.request_id] = head.encode() + body
+
+    async def warm(self, count: int) -> int:
+        """Open up to `count` idle connections ahead of a phase; returns how many opened."""
+        async def one() -> _Connection | None:
+            try:
+                return await self._connect()
+            except (OSError, TimeoutError):
+                return None
+
+        opened = [c for c in await asyncio.gather(*(one() for _ in range(count))) if c is not None]
+        self._idle.extend(opened)
+        return len(opened)
+
+    async def close(self) -> None:
+        """Close every connection this backend opened, idle or still draining a response."""
+        self._idle.clear()
+        for conn in self._opened:
+            if conn.transport is not None:
+                conn.transport.close()
+        self._opened.clear()
+
+    async def _connect(self) -> _Connection:
+        loop = asyncio.get_running_loop()
+        _, conn = await asyncio.wait_for(
+            loop.create_connection(lambda: _Connection(self._idle), self.host, self.port, ssl=self._ssl,
+                                   server_hostname=self.host if self.tls else None),
+            self.connect_timeout_s)
+        self._opened.add(conn)
+        return conn
+
+    async def _acquire(self) -> _Connection:
+        while self._idle:
+            conn = self._idle.pop()
+            if conn.usable:
+                return conn
+        return await self._connect()
+
+    async def execute(self, spec: RequestSpec, events: RequestEvents) -> None:
+        request = self._prepared.pop(spec.request_id, None)
+        if request is None:
+            self.prepare(spec)
+            request = self._prepared.pop(spec.request_id)
+        loop = asyncio.get_running_loop()
+        async with self._slots:
+            conn: _Connection | None = None
+            timers: list[asyncio.TimerHandle] = []
+            try:
+                conn = await self._acquire()
+                done: asyncio.Future[BaseException | None] = loop.create_future()
+                timers.append(loop.call_later(self.request_timeout_s, _expire, done, "request timeout"))
+                first = None
+                if self.first_token_timeout_s is not None:
+                    first = loop.call_later(self.first_token_timeout_s, _expire, done, "first token timeout")
+                    timers.append(first)
+                exchange = _Exchange(events, done, first)
+                conn.exchange = exchange
+                assert conn.transport is not None
+                events.sent()  # handed to the connection: the server cannot see it sooner
+                conn.transport.write(request)
+                error = await done
+                _settle(events, exchange, error)
+                if error is None and conn.usable:
+                    conn = self._release(conn, exchange)
+            except (OSError, TimeoutError) as exc:
+                events.failed("transport_error", type(exc).__name__)
+            finally:
+                for timer in timers:
+                    timer.cancel()
+                if conn is not None and conn.transport is not None:
+                    conn.transport.close()  # mid-response, failed, or not reusable
+
+    def _release(self, conn: _Connection, exchange: _Exchange) -> _Connection | None:
+        """Back to the pool after a clean exchange; returns the connection when it is not reusable."""
+        if not exchange.complete:  # ended at [DONE]; the body's last bytes are on their way
+            conn.return_when_complete = True
+            return None
+        if exchange.keep_alive:
+            conn.exchange = None
+            self._idle.append(conn)
+            return None
+        return conn
+
+
+def _settle(events: RequestEvents, exchange: _Exchange, error: BaseException | None) -> None:
+    if exchange.status:
+        events.status(exchange.status)
+    if isinstance(error, _Expired):
+        events.failed("timeout", str(error))
+    elif isinstance(error, BadChunk):
+        events.failed("bad_stream", str(error))
+    elif error is not None:
+        if not exchange.reader.over:  # after [DONE] the connection may go: the request is complete
+            events.failed("transport_error", type(error).__name__)
+    elif exchange.status != 200:
+        events.failed("http_error", error_reason(exchange.status, exchange.body))
+    else:
+        events.ended()
+
+
+class _Expired(Exception):
+    pass
+
+
+def _expire(done: asyncio.Future[Any], reason: str) -> None:
+    if not done.done():
+        done.set_result(_Expired(reason))
+

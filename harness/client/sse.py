@@ -1,0 +1,131 @@
+"""Server-sent events and OpenAI stream chunks, parsed without any I/O.
+
+`SSEDecoder` turns arbitrary byte pieces into complete `data:` payloads; `interpret`
+turns one payload into what the harness measures. One parser serves chat and completions.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import orjson
+
+from harness.errors import BadChunk
+
+DONE = b"[DONE]"
+
+
+class SSEDecoder:
+    """Incremental decoder: bytes in (split anywhere), complete event data payloads out."""
+
+    __slots__ = ("_data", "_tail")
+
+    def __init__(self) -> None:
+        self._tail = b""
+        self._data: list[bytes] = []
+
+    def feed(self, piece: bytes) -> list[bytes]:
+        buf = self._tail + piece if self._tail else piece
+        lines = buf.split(b"\n")
+        self._tail = lines.pop()
+        events: list[bytes] = []
+        for raw in lines:
+            line = raw[:-1] if raw.endswith(b"\r") else raw
+            if not line:
+                if self._data:
+                    events.append(b"\n".join(self._data))
+                    self._data = []
+            elif line.startswith(b"data:"):
+                value = line[5:]
+                self._data.append(value[1:] if value.startswith(b" ") else value)
+            # Comments (":"), "event:", "id:" and "retry:" lines carry nothing we measure.
+        return events
+
+    def close(self) -> list[bytes]:
+        """Payloads left when the stream ends without a final blank line."""
+        events = self.feed(b"\n\n") if self._tail or self._data else []
+        return events
+
+
+@dataclass(slots=True)
+class Chunk:
+    """What one stream payload tells the harness."""
+
+    done: bool = False
+    has_content: bool = False  # delta.content or text: the answer itself
+    has_reasoning: bool = False  # delta.reasoning_content / delta.reasoning
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    error: str | None = None
+
+    @property
+    def carries_token(self) -> bool:
+        return self.has_content or self.has_reasoning
+
+
+
+# Inside JSON strings every quote is escaped, so these structural patterns cannot be forged by text.
+_CONTENT = re.compile(rb'"(?:content|text)":\s*"(?!")')
+_REASONING = re.compile(rb'"(?:reasoning_content|reasoning)":\s*"(?!")')
+
+
+def interpret(payload: bytes) -> Chunk:
+    if payload.strip() == DONE:
+        return Chunk(done=True)
+    # Fast path for the chunk that is nearly every chunk: an object with a non-empty text field and
+    # no usage or error. Two regex searches instead of a JSON parse; everything else is parsed.
+    if payload[:1] == b"{" and payload[-1:] == b"}" and b'"usage"' not in payload and b'"error"' not in payload:
+        content = _CONTENT.search(payload) is not None
+        reasoning = _REASONING.search(payload) is not None
+        if content or reasoning:
+            return Chunk(has_content=content, has_reasoning=reasoning)
+    return _parse(payload)
+
+
+def _parse(payload: bytes) -> Chunk:
+    try:
+        obj = orjson.loads(payload)
+    except orjson.JSONDecodeError as exc:
+        raise BadChunk(f"invalid JSON in stream chunk: {payload[:80]!r}") from exc
+    if not isinstance(obj, dict):
+        raise BadChunk(f"stream chunk is not an object: {payload[:80]!r}")
+    chunk = Chunk()
+    if "error" in obj:
+        err = obj["error"]
+        chunk.error = str(err.get("message", err)) if isinstance(err, dict) else str(err)
+        return chunk
+    for choice in obj.get("choices") or ():
+        delta = choice.get("delta")
+        if isinstance(delta, dict):
+            chunk.has_content |= bool(delta.get("content"))
+            chunk.has_reasoning |= bool(delta.get("reasoning_content") or delta.get("reasoning"))
+        else:
+            chunk.has_content |= bool(choice.get("text"))
+    usage = obj.get("usage")
+    if isinstance(usage, dict):
+        chunk.prompt_tokens = usage.get("prompt_tokens")
+        chunk.completion_tokens = usage.get("completion_tokens")
+    return chunk
+
+
+class ChunkReader:
+    """Body bytes in, the chunks they complete out; nothing after `[DONE]` or an error is read."""
+
+    __slots__ = ("_decoder", "over")
+
+    def __init__(self) -> None:
+        self._decoder = SSEDecoder()
+        self.over = False
+
+    def read(self, data: bytes) -> list[Chunk]:
+        if self.over:
+            return []
+        chunks = []
+        for payload in self._decoder.feed(data):
+            chunk = interpret(payload)
+            chunks.append(chunk)
+            if chunk.done or chunk.error is not None:
+                self.over = True
+                break
+        return chunks

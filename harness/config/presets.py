@@ -1,0 +1,159 @@
+"""Accelerator and model presets for the performance model (design brief §5), and custom ones from YAML."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from harness.errors import PresetError
+
+
+@dataclass(frozen=True, slots=True)
+class Accelerator:
+    name: str
+    tflops: float  # dense bf16
+    hbm_tbps: float
+    memory_gb: float
+    fp8_tflops: float | None = None  # dense fp8; None: no fp8 tensor cores (fp8 weights, bf16 maths)
+    link_gbps: float = 300.0  # tensor-parallel interconnect, per direction
+
+    def flops(self, fp8: bool) -> float:
+        return (self.fp8_tflops if fp8 and self.fp8_tflops else self.tflops) * 1e12
+
+    @property
+    def bandwidth(self) -> float:
+        return self.hbm_tbps * 1e12
+
+
+@dataclass(frozen=True, slots=True)
+class AsicAccelerator:
+    """An SRAM-based inference chip, described by what it measurably does rather than by a roofline.
+
+    Weights stay on chip, so a decode step costs about the same whatever the batch: the step time
+    is a per-token latency (per billion active parameters) that grows only slightly per sequence.
+    """
+
+    name: str
+    decode_ms_per_b_params: float  # decode step latency at batch 1, per billion active parameters
+    growth_per_seq: float  # relative step-time growth per extra running sequence
+    prefill_tokens_per_s_8b: float  # prefill throughput for an 8B-active-parameter model
+    memory_gb: float  # aggregate memory for KV across the chips serving the model
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSpec:
+    name: str
+    layers: int
+    hidden: int
+    q_heads: int
+    kv_heads: int
+    head_dim: int
+    params_b: float  # all parameters, embedding included
+    vocab: int
+    active_params_b: float | None = None  # mixture-of-experts: parameters one token touches
+    experts: int = 1
+    top_k: int = 1
+    max_model_len: int = 131072
+
+    @property
+    def embedding_params(self) -> float:
+        return float(self.vocab * self.hidden)
+
+    @property
+    def active_params(self) -> float:
+        """Parameters one token multiplies with: LM head included, embedding table not."""
+        active = self.active_params_b if self.active_params_b is not None else self.params_b
+        return active * 1e9 - self.embedding_params
+
+    @property
+    def expert_params(self) -> float:
+        """Parameters of one expert summed over layers (0 for dense models)."""
+        if self.experts <= 1 or self.active_params_b is None:
+            return 0.0
+        return (self.params_b - self.active_params_b) * 1e9 / (self.experts - self.top_k)
+
+    def weight_params_read(self, tokens: int) -> float:
+        """Parameters read in a step of `tokens` tokens.
+
+        Dense: all of them. Mixture of experts: the shared part plus each expert that at least one
+        token routes to; with uniform top-k routing, E·(1 − (1 − k/E)^T) experts per layer are touched.
+        """
+        if self.expert_params == 0.0:
+            return self.active_params
+        e, k = self.experts, self.top_k
+        touched = e * (1 - (1 - k / e) ** max(tokens, 1))
+        shared = self.active_params - k * self.expert_params
+        return shared + touched * self.expert_params
+
+    def kv_bytes_per_token(self, dtype_bytes: float) -> float:
+        return 2 * self.layers * self.kv_heads * self.head_dim * dtype_bytes
+
+
+ACCELERATORS: dict[str, Accelerator | AsicAccelerator] = {
+    a.name: a
+    for a in (
+        Accelerator("a100-80g", 312, 2.039, 80),
+        Accelerator("h100-sxm", 989, 3.35, 80, fp8_tflops=1979),
+        Accelerator("h200", 989, 4.8, 141, fp8_tflops=1979),
+        Accelerator("b200", 2250, 8.0, 180, fp8_tflops=4500),
+        Accelerator("mi300x", 1307, 5.3, 192, fp8_tflops=2615),
+        AsicAccelerator("sram-asic", decode_ms_per_b_params=0.25, growth_per_seq=0.002,
+                        prefill_tokens_per_s_8b=40_000, memory_gb=1000),
+    )
+}
+
+MODELS: dict[str, ModelSpec] = {
+    m.name: m
+    for m in (
+        ModelSpec("llama-3.1-8b", 32, 4096, 32, 8, 128, 8.03, 128256),
+        ModelSpec("llama-3.1-70b", 80, 8192, 64, 8, 128, 70.6, 128256),
+        ModelSpec("qwen2.5-7b", 28, 3584, 28, 4, 128, 7.62, 152064, max_model_len=32768),
+        ModelSpec("mixtral-8x7b", 32, 4096, 32, 8, 128, 46.7, 32000, active_params_b=12.9, experts=8, top_k=2,
+                  max_model_len=32768),
+    )
+}
+
+
+
+def _build(cls: type[Any], name: str, entry: object, source: str) -> Any:
+    if not isinstance(entry, dict):
+        raise PresetError(f"{source}: {name}: must be a mapping")
+    allowed = {f.name for f in fields(cls)} - {"name"}
+    unknown = set(entry) - allowed
+    if unknown:
+        field = sorted(unknown)[0]
+        raise PresetError(f"{source}: {name}.{field}: unknown field (allowed: {', '.join(sorted(allowed))})")
+    try:
+        return cls(name=name, **entry)
+    except TypeError as exc:
+        raise PresetError(f"{source}: {name}: {exc}") from None
+
+
+def load_presets(path: Path) -> None:
+    """Add the accelerators and models of a YAML file to the presets.
+
+    ```yaml
+    accelerators:
+      my-gpu: {tflops: 500, hbm_tbps: 2.5, memory_gb: 96}
+      my-asic: {kind: asic, decode_ms_per_b_params: 0.3, growth_per_seq: 0.001,
+                prefill_tokens_per_s_8b: 30000, memory_gb: 500}
+    models:
+      my-model: {layers: 40, hidden: 5120, q_heads: 40, kv_heads: 8, head_dim: 128, params_b: 14, vocab: 150000}
+    ```
+    """
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise PresetError(f"{path}: cannot read presets: {exc}") from None
+    if not isinstance(data, dict) or set(data) - {"accelerators", "models"}:
+        raise PresetError(f"{path}: top level must hold only 'accelerators' and 'models'")
+    for name, entry in (data.get("accelerators") or {}).items():
+        entry = dict(entry) if isinstance(entry, dict) else entry
+        kind = entry.pop("kind", "gpu") if isinstance(entry, dict) else "gpu"
+        cls = AsicAccelerator if kind == "asic" else Accelerator
+        ACCELERATORS[str(name)] = _build(cls, str(name), entry, str(path))
+    for name, entry in (data.get("models") or {}).items():
+        MODELS[str(name)] = _build(ModelSpec, str(name), entry, str(path))

@@ -1,0 +1,86 @@
+"""The one description of the bundled simulator: the scenario's `simulator:` section, the options of
+`harness sim serve`, the bundled process and `harness predict` all take this model.
+
+Shared by both sides: the simulator imports it, and it imports nothing but the presets.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+
+from harness.config.presets import ACCELERATORS, MODELS
+
+Rate = Annotated[float, Field(ge=0, le=1)]
+NonNegative = Annotated[float, Field(ge=0)]
+PositiveInt = Annotated[int, Field(gt=0)]
+
+# OpenAI error type per status the simulator can inject.
+ERROR_TYPES = {400: "invalid_request_error", 429: "rate_limit_error", 500: "server_error", 503: "server_error"}
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class FaultConfig(_Strict):
+    """Seeded faults, drawn per request in arrival order."""
+
+    error_rate: Rate = Field(0.0, description="share of requests answered with error_status")
+    error_status: Literal[400, 429, 500, 503] = 500
+    stall_rate: Rate = Field(0.0, description="share of streams that stall once for stall_ms")
+    stall_ms: NonNegative = 1000.0
+    disconnect_rate: Rate = Field(0.0, description="share of streams cut mid-answer")
+    malformed_rate: Rate = Field(0.0, description="share of streams with one malformed chunk")
+    seed: int = 0
+
+    @classmethod
+    def from_json(cls, data: object, base: FaultConfig) -> FaultConfig:
+        """`base` updated with the fields of a JSON object; unknown fields are an error."""
+        if not isinstance(data, dict):
+            raise ValueError("fault configuration must be a JSON object")
+        unknown = set(data) - set(cls.model_fields)
+        if unknown:
+            raise ValueError(f"unknown fault field {sorted(unknown)[0]!r}")
+        return cls.model_validate({**base.model_dump(), **data})
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump()
+
+
+class SimulatorConfig(_Strict):
+    accelerator: str = Field("h100-sxm", description="see `harness sim presets`")
+    model: str = Field("llama-3.1-8b", description="see `harness sim presets`")
+    served_model_name: str | None = Field(None, description="model name clients must send (default: model)")
+    dtype: Literal["bf16", "fp8"] = Field("bf16", description="weight type (the KV cache stays bf16)")
+    tp: Annotated[int, Field(ge=1, le=64)] = Field(1, description="tensor parallelism")
+    max_num_seqs: PositiveInt = 256
+    max_num_batched_tokens: PositiveInt = 8192
+    gpu_memory_utilization: Annotated[float, Field(ge=0.05, le=1.0)] = 0.9
+    max_model_len: Annotated[int, Field(ge=16)] | None = Field(None, description="default: the model's")
+    prefix_caching: bool = Field(True, description="automatic prefix caching")
+    default_max_tokens: PositiveInt = 256
+    seed: int = Field(0, description="seeds step noise and lengths")
+    noise_sigma: Rate = Field(0.03, description="multiplicative step-time noise (lognormal sigma)")
+    timing: Literal["engine", "fixed"] = Field(
+        "engine", description="engine: continuous batching on the roofline model; fixed: constant TTFT and ITL "
+                              "whatever the load (for calibrating clients)")
+    fixed_ttft_ms: NonNegative = 50.0
+    fixed_itl_ms: NonNegative = 10.0
+    max_waiting: Annotated[int, Field(ge=0)] | None = Field(
+        None, description="answer 429 with Retry-After while this many requests wait")
+    startup_delay_s: NonNegative = Field(0.0, description="answer 503 for this long after starting")
+    faults: FaultConfig = FaultConfig()
+
+    @field_validator("accelerator", "model")
+    @classmethod
+    def _known_preset(cls, v: str, info: ValidationInfo) -> str:
+        presets = ACCELERATORS if info.field_name == "accelerator" else MODELS
+        if v not in presets:
+            raise ValueError(f"unknown {info.field_name} {v!r}; known: {', '.join(sorted(presets))}")
+        return v
+
+    @property
+    def name(self) -> str:
+        return self.served_model_name or self.model

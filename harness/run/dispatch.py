@@ -1,0 +1,151 @@
+"""The dispatcher: when each request is sent, and how a phase stops.
+
+Open loop sleeps to absolute deadlines (start + intended offset), never "a gap after the last
+send", which drifts and under-delivers the rate; an optional in-flight cap holds requests back,
+and the wait shows as schedule lag, never silently. Fixed batch sends B at once and waits for
+all. Closed loop starts a user's next request when its last one ends.
+
+Sending and requests in flight are separate tasks: `stop()` ends the sending at once, lets the
+requests in flight finish within a grace period, then cancels the rest, which are recorded as
+`cancelled`. Every record reaches the sink the moment its request ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Coroutine, Iterator, Sequence
+from typing import Any
+
+from harness.client.backend import Backend
+from harness.clock import Clock
+from harness.records import RequestRecord
+from harness.run.worker import run_request
+from harness.workload.requests import RequestSpec
+
+Sink = Callable[[RequestRecord], None]
+
+
+class Dispatcher:
+    def __init__(self, backend: Backend, clock: Clock, sink: Sink) -> None:
+        self.backend = backend
+        self.clock = clock
+        self.sink = sink
+        self.stopping = False
+        self._sender: asyncio.Task[None] | None = None
+        self._in_flight: set[asyncio.Task[RequestRecord]] = set()
+        self._records: list[RequestRecord] = []
+        self.launched = 0  # requests handed to the backend this phase
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Stop sending now; requests in flight get the grace period of the running phase."""
+        self.stopping = True
+        if self._sender is not None:
+            self._sender.cancel()
+
+    async def _phase(self, sender: Coroutine[Any, Any, None], grace_s: float) -> list[RequestRecord]:
+        self._records = []
+        self.launched = 0
+        self._sender = asyncio.ensure_future(sender)
+        try:
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sender
+            if not self.stopping:
+                await self._wait_in_flight(None)
+            else:
+                await self._wait_in_flight(grace_s)
+        except asyncio.CancelledError:
+            await self._cancel_in_flight()
+            raise
+        finally:
+            self._sender = None
+        await self._cancel_in_flight()
+        return sorted(self._records, key=lambda r: r.index)
+
+    async def _wait_in_flight(self, timeout_s: float | None) -> None:
+        if self._in_flight:
+            await asyncio.wait(set(self._in_flight), timeout=timeout_s)
+
+    async def _cancel_in_flight(self) -> None:
+        tasks = set(self._in_flight)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks)
+
+    def _launch(self, spec: RequestSpec, intended_ns: int) -> asyncio.Task[RequestRecord]:
+        self.launched += 1
+        task = asyncio.ensure_future(self._one(spec, intended_ns))
+        self._in_flight.add(task)
+        task.add_done_callback(self._in_flight.discard)
+        return task
+
+    async def _one(self, spec: RequestSpec, intended_ns: int) -> RequestRecord:
+        return await run_request(self.backend, self.clock, spec, intended_ns, self._finished)
+
+    def _finished(self, rec: RequestRecord) -> None:
+        self._records.append(rec)
+        self.sink(rec)
+
+    # -- load models ---------------------------------------------------------------------------
+
+    async def open_loop(self, specs: Sequence[RequestSpec], offsets_ns: Sequence[int],
+                        max_in_flight: int | None = None, grace_s: float = 30.0) -> list[RequestRecord]:
+        return await self._phase(self._send_open_loop(specs, offsets_ns, max_in_flight), grace_s)
+
+    async def _send_open_loop(self, specs: Sequence[RequestSpec], offsets_ns: Sequence[int],
+                              max_in_flight: int | None) -> None:
+        start = self.clock.now_ns()
+        for spec, offset in zip(specs, offsets_ns, strict=True):
+            deadline = start + int(offset)
+            self.backend.prepare(spec)
+            await self.clock.sleep_until(deadline)
+            if max_in_flight is not None:
+                while len(self._in_flight) >= max_in_flight:
+                    await asyncio.wait(set(self._in_flight), return_when=asyncio.FIRST_COMPLETED)
+            self._launch(spec, deadline)
+
+    async def fixed_batch(self, batches: Sequence[Sequence[RequestSpec]], grace_s: float = 30.0
+                          ) -> list[RequestRecord]:
+        return await self._phase(self._send_batches(batches), grace_s)
+
+    async def _send_batches(self, batches: Sequence[Sequence[RequestSpec]]) -> None:
+        for batch in batches:
+            for spec in batch:
+                self.backend.prepare(spec)
+            intended = self.clock.now_ns()
+            tasks = {self._launch(spec, intended) for spec in batch}
+            await asyncio.wait(tasks)  # not gather: stopping the sender must not cancel the batch
+
+    async def closed_loop(self, specs: Iterator[RequestSpec], concurrency: int, think_ns: int = 0,
+                          duration_ns: int | None = None, grace_s: float = 30.0, stagger_ns: int = 0
+                          ) -> list[RequestRecord]:
+        return await self._phase(self._send_closed_loop(specs, concurrency, think_ns, duration_ns, stagger_ns),
+                                 grace_s)
+
+    async def _send_closed_loop(self, specs: Iterator[RequestSpec], concurrency: int, think_ns: int,
+                                duration_ns: int | None, stagger_ns: int) -> None:
+        start = self.clock.now_ns()
+        end = None if duration_ns is None else start + duration_ns
+
+        async def user(i: int) -> None:
+            if stagger_ns:
+                await self.clock.sleep_until(start + stagger_ns * i // concurrency)
+            for spec in specs:  # the shared iterator hands each spec to exactly one user
+                now = self.clock.now_ns()
+                if end is not None and now >= end:
+                    return
+                self.backend.prepare(spec)
+                await asyncio.wait({self._launch(spec, now)})
+                if think_ns:
+                    await self.clock.sleep_until(self.clock.now_ns() + think_ns)
+
+        users = [asyncio.ensure_future(user(i)) for i in range(concurrency)]
+        try:
+            await asyncio.gather(*users)
+        finally:
+            for u in users:
+                u.cancel()
+

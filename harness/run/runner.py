@@ -1,0 +1,216 @@
+"""Runs a scenario against an endpoint: phases in order, records to disk as they come, a summary at the end.
+
+The runner only runs. Which endpoint (run.target), which backend (client.backends), what to do with
+the result (the CLI writes the reports) and this machine's calibration (the CLI reads it) are decided
+elsewhere and handed in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from harness import __version__
+from harness.client.backend import Endpoint, PooledBackend
+from harness.client.backends import make_backend
+from harness.clock import Clock, MonotonicClock
+from harness.config.scenario import Scenario
+from harness.records import RecordWriter, RequestRecord, write_parquet
+from harness.run.dispatch import Dispatcher
+from harness.run.progress import Progress
+from harness.run.scrape import ServerScraper
+from harness.run.selfcheck import SelfCheck
+from harness.run.signals import Stopper
+from harness.stats.server import Row, metrics_url, same_origin
+from harness.stats.summary import PhaseRun, build_summary
+from harness.workload.plan import (
+    BatchPlan,
+    ClosedLoopPlan,
+    OpenLoopPlan,
+    PhasePlan,
+    peak_connections,
+    plan_phase,
+    text_maker,
+)
+
+Warn = Callable[[str], None]
+_WARM_MAX = 256  # connections opened ahead of a phase; an open-loop phase may need more later
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    run_dir: Path
+    summary: dict[str, Any]
+    records: list[RequestRecord]
+    server_rows: list[Row]
+
+
+def new_run_dir(reports_dir: Path, scenario_name: str) -> Path:
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    path = reports_dir / f"{stamp}-{scenario_name}"
+    suffix = 1
+    while path.exists():
+        suffix += 1
+        path = reports_dir / f"{stamp}-{scenario_name}-{suffix}"
+    return path
+
+
+async def run_plan(dispatcher: Dispatcher, plan: PhasePlan, grace_s: float) -> list[RequestRecord]:
+    """One phase's plan through the dispatcher's load model for it."""
+    if isinstance(plan, BatchPlan):
+        return await dispatcher.fixed_batch(plan.batches, grace_s)
+    if isinstance(plan, ClosedLoopPlan):
+        return await dispatcher.closed_loop(plan.source.stream(plan.requests), plan.concurrency, plan.think_ns,
+                                            plan.duration_ns, grace_s, plan.stagger_ns)
+    return await dispatcher.open_loop(plan.specs, plan.offsets_ns.tolist(), plan.max_in_flight, grace_s)
+
+
+def _header(scenario: Scenario, endpoint: Endpoint, run_id: str, clock: Clock, bundled: bool) -> dict[str, Any]:
+    return {
+        "run_id": run_id,
+        "scenario": scenario.name,
+        "harness_version": __version__,
+        "seed": scenario.seed,
+        "started_at": dt.datetime.now(dt.UTC).isoformat(),
+        # One wall-clock anchor: monotonic_ns of the records + (wall_ns - monotonic_ns) = wall time.
+        "anchor": {"monotonic_ns": clock.now_ns(), "wall_ns": time.time_ns()},
+        "endpoint": {"base_url": endpoint.base_url, "model": endpoint.model, "api": endpoint.api,
+                     "bundled_simulator": bundled},
+        "simulator": scenario.simulator.model_dump() if bundled else None,
+    }
+
+
+def _scraper(scenario: Scenario, endpoint: Endpoint, clock: Clock, run_dir: Path) -> ServerScraper | None:
+    cfg = scenario.endpoint
+    if cfg.scrape_interval_s == 0:
+        return None
+    url = cfg.metrics_url or metrics_url(endpoint.base_url)
+    # The key goes only where the requests go: a metrics URL on another host never sees it.
+    key = endpoint.api_key if same_origin(url, endpoint.base_url) else None
+    return ServerScraper(url, clock, cfg.scrape_interval_s, run_dir, key)
+
+
+@dataclass
+class _Sink:
+    """Where each finished record goes: to disk at once, to its phase, to the run, to the progress line."""
+
+    writer: RecordWriter
+    phase: list[RequestRecord] = field(default_factory=list)
+    run: list[RequestRecord] = field(default_factory=list)
+    progress: Progress | None = None
+
+    def __call__(self, rec: RequestRecord) -> None:
+        self.writer.write(rec)
+        self.phase.append(rec)
+        self.run.append(rec)
+        if self.progress is not None:
+            self.progress.record(rec)
+
+    def begin_phase(self, name: str) -> None:
+        self.phase = []
+        if self.progress is not None:
+            self.progress.begin_phase(name)
+
+
+async def _run_phases(scenario: Scenario, plans: list[PhasePlan], dispatcher: Dispatcher, backend: PooledBackend,
+                      sink: _Sink, check: SelfCheck, done: list[PhaseRun]) -> None:
+    """Phases in order until done or stopped; a phase cut short is kept with the records it has."""
+    for phase, plan in zip(scenario.phases, plans, strict=True):
+        if dispatcher.stopping:
+            break
+        await backend.warm(min(peak_connections(plan), _WARM_MAX))
+        sink.begin_phase(phase.name)
+        mark = check.mark()
+        try:
+            await run_plan(dispatcher, plan, scenario.client.stop_grace_s)
+        finally:
+            if sink.phase:
+                trace = plan.trace if isinstance(plan, OpenLoopPlan) else None
+                done.append(PhaseRun(phase, list(sink.phase), check.since(mark), trace))
+
+
+@dataclass
+class _Run:
+    """One run's moving parts, opened in order and closed in reverse, whatever happens in between."""
+
+    scenario: Scenario
+    endpoint: Endpoint
+    run_dir: Path
+    clock: Clock
+    warn: Warn
+    progress_to: TextIO | None
+    plans: list[PhasePlan]
+    phases: list[PhaseRun] = field(default_factory=list)
+    records: list[RequestRecord] = field(default_factory=list)
+    stopped: str | None = None
+
+    async def execute(self, backend: PooledBackend, check: SelfCheck) -> None:
+        with RecordWriter(self.run_dir) as writer:
+            sink = _Sink(writer)
+            dispatcher = Dispatcher(backend, self.clock, sink)
+            if self.progress_to is not None:
+                sink.progress = Progress(self.clock, self.progress_to, lambda: dispatcher.launched)
+                sink.progress.start()
+            stopper = Stopper(dispatcher, self.warn)
+            stopper.install()
+            try:
+                await _run_phases(self.scenario, self.plans, dispatcher, backend, sink, check, self.phases)
+            except asyncio.CancelledError:
+                if not stopper.cancelled:
+                    raise
+                task = asyncio.current_task()
+                if task is not None:
+                    task.uncancel()  # our own second Ctrl-C: the run ends here, its records kept
+            finally:
+                stopper.remove()
+                if sink.progress is not None:
+                    await sink.progress.stop()
+                self.stopped = stopper.signal
+                self.records = sink.run
+                if sink.run:
+                    write_parquet(self.run_dir / "requests.parquet", sink.run)
+
+
+async def run_scenario(
+    scenario: Scenario, endpoint: Endpoint, run_dir: Path, *, bundled: bool = False, clock: Clock | None = None,
+    warn: Warn | None = None, progress_to: TextIO | None = None, ceiling_tokens_per_s: float | None = None,
+) -> RunResult:
+    """Run every phase of `scenario` against `endpoint`; records go to `run_dir` as requests end.
+
+    `ceiling_tokens_per_s` is this machine's client ceiling from `harness calibrate`, when known: each
+    phase's summary then says how close it came to it.
+    """
+    clock = clock or MonotonicClock()
+    run_id = secrets.token_hex(4)
+    text = text_maker(scenario)  # a bad trace, dataset or tokenizer fails here, before any report exists
+    plans = [plan_phase(scenario, i, run_id, text) for i in range(len(scenario.phases))]
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "scenario.yaml").write_text(scenario.to_yaml(), encoding="utf-8")
+    header = _header(scenario, endpoint, run_id, clock, bundled)
+    cfg = scenario.client
+    run = _Run(scenario, endpoint, run_dir, clock, warn or (lambda message: None), progress_to, plans)
+    check = SelfCheck(clock, cfg.loop_lag_bound_ms, cfg.cpu_bound, run.warn)
+    backend = make_backend(endpoint, cfg, max(peak_connections(p) for p in plans))
+    scraper = _scraper(scenario, endpoint, clock, run_dir)
+    scraped: dict[str, Any] | None = None
+    if scraper is not None:
+        scraper.start()
+    check.start()
+    try:
+        await run.execute(backend, check)
+    finally:
+        await check.stop()
+        await backend.close()
+        if scraper is not None:
+            scraped = await scraper.stop()
+    rows = scraper.rows if scraper is not None else []
+    header["stopped"] = run.stopped
+    header["complete"] = len(run.phases) == len(plans) and run.stopped is None
+    summary = build_summary(scenario, header, run.phases, rows, scraped, ceiling_tokens_per_s)
+    return RunResult(run_dir, summary, run.records, rows)

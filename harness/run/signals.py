@@ -1,0 +1,45 @@
+"""Ctrl-C and SIGTERM during a run: the first stops sending and lets requests in flight finish within
+the grace period; the second cancels them at once. Either way every record taken is kept."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import Callable
+
+from harness.run.dispatch import Dispatcher
+
+Warn = Callable[[str], None]
+
+
+class Stopper:
+    def __init__(self, dispatcher: Dispatcher, warn: Warn) -> None:
+        self.dispatcher = dispatcher
+        self.warn = warn
+        self.signal: str | None = None
+        self.cancelled = False  # the second signal came: requests in flight were cancelled
+        self._main = asyncio.current_task()
+        self._loop = asyncio.get_running_loop()
+        self._installed: list[signal.Signals] = []
+
+    def install(self) -> None:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                self._loop.add_signal_handler(sig, self._on_signal, sig)
+                self._installed.append(sig)
+            except (NotImplementedError, RuntimeError, ValueError):
+                pass  # not the main thread, or no signals on this platform: nothing to install
+
+    def remove(self) -> None:
+        for sig in self._installed:
+            self._loop.remove_signal_handler(sig)
+        self._installed = []
+
+    def _on_signal(self, sig: signal.Signals) -> None:
+        if self.signal is None:
+            self.signal = sig.name
+            self.warn(f"{sig.name}: stopped sending; waiting for requests in flight (again to cancel them)")
+            self.dispatcher.stop()
+        elif self._main is not None and not self.cancelled:
+            self.cancelled = True
+            self._main.cancel()

@@ -1,0 +1,77 @@
+"""Starts the bundled simulator as a child process on a free loopback port.
+
+A separate process, so the simulator never competes with the harness for its event loop; the
+two share nothing but HTTP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import json
+import os
+import sys
+from collections.abc import AsyncIterator
+
+from harness.config.simulator import SimulatorConfig
+from harness.errors import SimulatorError
+
+_START_TIMEOUT_S = 30.0
+
+
+def simulator_command(cfg: SimulatorConfig, host: str = "127.0.0.1", port: int = 0) -> list[str]:
+    return [sys.executable, "-m", "harness", "sim", "serve", "--host", host, "--port", str(port),
+            "--config-json", cfg.model_dump_json()]
+
+
+# The cores this process was given, read once: after pinning itself, its own affinity is one core.
+_GIVEN_CORES = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+
+
+def split_cores() -> tuple[set[int], set[int]] | None:
+    """(harness cores, simulator cores) when this process was given two or more: first core, last core."""
+    cores = _GIVEN_CORES
+    return ({cores[0]}, {cores[-1]}) if len(cores) >= 2 else None
+
+
+def pin_process(cores: set[int]) -> None:
+    """Pin every thread of this process (numpy's BLAS threads included), not only the calling one."""
+    for tid in os.listdir("/proc/self/task"):
+        with contextlib.suppress(OSError):  # a thread may have ended meanwhile
+            os.sched_setaffinity(int(tid), cores)
+
+
+@contextlib.asynccontextmanager
+async def bundled_simulator(cfg: SimulatorConfig, pin: bool = False) -> AsyncIterator[tuple[str, str]]:
+    """Yields (base URL, model name) of a running simulator; stops it on exit.
+
+    With `pin`, the harness keeps the first core and the simulator gets the last, so neither
+    steals the other's time slices and the harness's own timing stays honest.
+    """
+    cores = split_cores() if pin else None
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}  # the simulator does no BLAS
+    # Pin the child before it execs, so every thread it ever starts inherits its core.
+    preexec = None if cores is None else functools.partial(os.sched_setaffinity, 0, cores[1])
+    proc = await asyncio.create_subprocess_exec(
+        *simulator_command(cfg), stdout=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL, env=env,
+        preexec_fn=preexec,
+    )
+    if cores is not None:
+        pin_process(cores[0])
+    try:
+        assert proc.stdout is not None
+        try:
+            line = await asyncio.wait_for(proc.stdout.readline(), _START_TIMEOUT_S)
+            info = json.loads(line)
+        except (TimeoutError, ValueError):
+            raise SimulatorError("the bundled simulator did not start") from None
+        yield info["url"], info["model"]
+    finally:
+        if proc.returncode is None:
+            proc.terminate()
+            try:
+                await asyncio.wait_for(proc.wait(), 5)
+            except TimeoutError:
+                proc.kill()
+                await proc.wait()

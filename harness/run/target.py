@@ -1,0 +1,33 @@
+"""What a run drives: a given endpoint, asked for its models first, or a bundled simulator started for it."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from harness.client.aio import list_models, open_session
+from harness.client.backend import Api, Endpoint
+from harness.config.scenario import Scenario
+from harness.errors import EndpointError
+from harness.run.simulator import bundled_simulator
+
+
+@asynccontextmanager
+async def target(scenario: Scenario, *, url: str | None, model: str | None, api: Api | None,
+                 api_key: str | None, pin: bool = False) -> AsyncIterator[tuple[Endpoint, bool]]:
+    """The endpoint to drive and whether it is a bundled simulator, started here when `url` is None and
+    stopped on exit; a given URL is asked for its models first, so a wrong one fails before any load."""
+    api = api or scenario.endpoint.api
+    url = url or scenario.endpoint.url
+    model = model or scenario.endpoint.model
+    if url is None:
+        async with bundled_simulator(scenario.simulator, pin=pin) as (sim_url, sim_model):
+            yield Endpoint(sim_url, model or sim_model, api, None), True
+        return
+    async with open_session(1, scenario.client.connect_timeout_s, 30) as session:
+        served = await list_models(session, url, api_key)
+    if model is None:
+        if not served:
+            raise EndpointError(f"{url} serves no models; pass --model")
+        model = served[0]
+    yield Endpoint(url, model, api, api_key), False

@@ -1,0 +1,94 @@
+"""The worker: one request through a backend, its events stamped with the one clock into one record.
+
+Every timestamp of a record is taken here, and the record is closed here, whichever backend ran it
+(the lean HTTP/1.1 client, aiohttp, a fake or the virtual-time engine).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+
+from harness.client.backend import Backend
+from harness.client.sse import Chunk
+from harness.clock import Clock
+from harness.records import RequestRecord, Status
+from harness.workload.requests import RequestSpec
+
+
+class RecordStamper:
+    """The `RequestEvents` a backend reports to: each event stamped with `clock` into `rec`."""
+
+    __slots__ = ("_counted", "_now", "done", "got_token", "rec")
+
+    def __init__(self, rec: RequestRecord, clock: Clock) -> None:
+        self.rec = rec
+        self._now = clock.now_ns
+        self.done = False  # the stream is over for the harness: [DONE], an error, or its end
+        self.got_token = False
+        self._counted = 0  # completion tokens reported so far (continuous usage)
+
+    def sent(self) -> None:
+        self.rec.sent_ns = self._now()
+
+    def status(self, http_status: int) -> None:
+        self.rec.http_status = http_status
+
+    def failed(self, status: Status, reason: str) -> None:
+        self.rec.status, self.rec.reason = status, reason
+        self.done = True
+
+    def ended(self) -> None:
+        if not self.done:
+            self.failed("bad_stream", "stream ended before [DONE]")
+
+    def chunks(self, chunks: Sequence[Chunk]) -> bool:
+        if not chunks:
+            return self.done
+        t_ns = self._now()  # every chunk of one read arrived together
+        rec = self.rec
+        for chunk in chunks:
+            if chunk.done:
+                if not rec.chunk_ns:
+                    self.failed("bad_stream", "no token in stream")
+                self.done = True
+                return True
+            if chunk.error is not None:
+                self.failed("http_error", f"error in stream: {chunk.error[:120]}")
+                return True
+            if chunk.has_content or chunk.has_reasoning:
+                if not self.got_token:
+                    self.got_token = True
+                    rec.first_token_ns = t_ns
+                if chunk.has_content and rec.first_content_ns is None:
+                    rec.first_content_ns = t_ns
+                rec.chunk_ns.append(t_ns)
+                if chunk.completion_tokens is not None:
+                    rec.chunk_tokens.append(chunk.completion_tokens - self._counted)
+            if chunk.completion_tokens is not None:
+                self._counted = chunk.completion_tokens
+                rec.completion_tokens = chunk.completion_tokens
+                rec.prompt_tokens = chunk.prompt_tokens
+        return False
+
+
+async def run_request(backend: Backend, clock: Clock, spec: RequestSpec, intended_ns: int,
+                      sink: Callable[[RequestRecord], None]) -> RequestRecord:
+    """Send one request; its closed record goes to `sink` however it ends (a cancelled one as `cancelled`)."""
+    rec = RequestRecord(spec.request_id, spec.phase, spec.index, spec.prompt_tokens, spec.max_tokens, intended_ns,
+                        batch=spec.batch)
+    try:
+        await backend.execute(spec, RecordStamper(rec, clock))
+    except asyncio.CancelledError:
+        rec.status, rec.reason = "cancelled", "run stopped"
+        raise
+    finally:
+        close(rec, clock.now_ns())
+        sink(rec)
+    return rec
+
+
+def close(rec: RequestRecord, end_ns: int) -> None:
+    rec.end_ns = end_ns
+    if rec.chunk_ns:
+        rec.last_token_ns = rec.chunk_ns[-1]

@@ -1,0 +1,117 @@
+"""One definition of each metric of the design brief (§3), per request record. Pure.
+
+Every report, the progress line, calibration and the HTML plots take their figures from here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from harness.clock import NS_PER_MS
+from harness.config.scenario import SLO
+from harness.records import RequestRecord
+
+PERCENTILES: tuple[tuple[str, float], ...] = (
+    ("p50", 50.0), ("p90", 90.0), ("p95", 95.0), ("p99", 99.0), ("p99.9", 99.9),
+)
+
+
+def distribution(values_ns: Sequence[float] | np.ndarray) -> dict[str, float | int | None]:
+    """count, mean, std, min, percentiles and max of nanosecond values, in milliseconds."""
+    arr = np.asarray(values_ns, dtype=np.float64) / NS_PER_MS
+    if arr.size == 0:
+        return {"count": 0, "mean": None, "std": None, "min": None,
+                **{name: None for name, _ in PERCENTILES}, "max": None}
+    pct = np.percentile(arr, [q for _, q in PERCENTILES])
+    return {
+        "count": int(arr.size), "mean": float(arr.mean()), "std": float(arr.std()),
+        "min": float(arr.min()), **{name: float(v) for (name, _), v in zip(PERCENTILES, pct, strict=True)},
+        "max": float(arr.max()),
+    }
+
+
+def ttft_ns(rec: RequestRecord) -> int | None:
+    if rec.first_token_ns is None or rec.sent_ns is None:
+        return None
+    return rec.first_token_ns - rec.sent_ns
+
+
+def ttft_from_intended_ns(rec: RequestRecord) -> int | None:
+    return None if rec.first_token_ns is None else rec.first_token_ns - rec.intended_ns
+
+
+def ttfc_ns(rec: RequestRecord) -> int | None:
+    """Time to the first *answer* text: later than TTFT when a reasoning model thinks first."""
+    if rec.first_content_ns is None or rec.sent_ns is None:
+        return None
+    return rec.first_content_ns - rec.sent_ns
+
+
+def e2e_ns(rec: RequestRecord) -> int | None:
+    if rec.last_token_ns is None or rec.sent_ns is None:
+        return None
+    return rec.last_token_ns - rec.sent_ns
+
+
+def e2e_from_intended_ns(rec: RequestRecord) -> int | None:
+    return None if rec.last_token_ns is None else rec.last_token_ns - rec.intended_ns
+
+
+def duration_ns(rec: RequestRecord) -> int | None:
+    """From `sent` to the request's end: its last byte, its error or its cancellation."""
+    return None if rec.sent_ns is None else rec.end_ns - rec.sent_ns
+
+
+def tpot_ns(rec: RequestRecord) -> float | None:
+    """(last − first token) / (output tokens − 1); none for requests with a single token."""
+    if rec.first_token_ns is None or rec.last_token_ns is None or rec.output_tokens < 2:
+        return None
+    return (rec.last_token_ns - rec.first_token_ns) / (rec.output_tokens - 1)
+
+
+def itl_samples_ns(rec: RequestRecord) -> list[float]:
+    """Token-normalised gaps after the first token-bearing chunk.
+
+    A gap before a chunk of k tokens contributes k samples of gap/k. The k per chunk comes from
+    the server's continuous usage when it sent it; otherwise, when the server's total exceeds
+    the chunks seen, each chunk is taken to carry an equal share.
+    """
+    chunks = rec.chunk_ns
+    if len(chunks) < 2:
+        return []
+    gaps = np.diff(np.asarray(chunks, dtype=np.float64))
+    if len(rec.chunk_tokens) == len(chunks):
+        k = np.maximum(np.asarray(rec.chunk_tokens[1:]), 1)
+        return list(np.repeat(gaps / k, k))
+    per_chunk = max(1.0, (rec.output_tokens - 1) / (len(chunks) - 1)) if rec.completion_tokens else 1.0
+    reps = round(per_chunk)
+    return list(gaps) if reps == 1 else list(np.repeat(gaps / reps, reps))
+
+
+def schedule_lag_ns(rec: RequestRecord) -> int | None:
+    """`sent − intended`: how late the client sent the request."""
+    return None if rec.sent_ns is None else rec.sent_ns - rec.intended_ns
+
+
+def meets_slo(rec: RequestRecord, slo: SLO) -> bool:
+    """An ok request within every limit the SLO sets (DistServe's goodput)."""
+    if rec.status != "ok":
+        return False
+    checks = ((slo.ttft_ms, ttft_ns(rec)), (slo.tpot_ms, tpot_ns(rec)), (slo.e2e_ms, e2e_ns(rec)))
+    for limit_ms, value_ns in checks:
+        if limit_ms is not None and value_ns is not None and value_ns > limit_ms * NS_PER_MS:
+            return False
+    return True
+
+
+def in_flight(records: Sequence[RequestRecord]) -> tuple[np.ndarray, np.ndarray]:
+    """Requests between `sent` and their end, as a step function: (event times in ns, count from each on).
+
+    An end sorts before a send at the same instant, so a closed-loop worker's next request does not
+    count twice.
+    """
+    events = sorted([(r.sent_ns, 1) for r in records if r.sent_ns is not None]
+                    + [(r.end_ns, -1) for r in records if r.sent_ns is not None])
+    return np.array([t for t, _ in events], dtype=np.int64), np.cumsum([d for _, d in events], dtype=np.int64)

@@ -1,0 +1,256 @@
+"""Statistics over request records, with the definitions of the design brief (§3).
+
+Pure functions: records in, plain dicts of numbers out. Latencies are reported in
+milliseconds, rates per second; everything is exact from the records (no sketches).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from harness.clock import NS_PER_S
+from harness.config.scenario import SLO
+from harness.records import STATUSES, RequestRecord, Status
+from harness.stats.metrics import (
+    distribution,
+    duration_ns,
+    e2e_from_intended_ns,
+    e2e_ns,
+    itl_samples_ns,
+    meets_slo,
+    tpot_ns,
+    ttfc_ns,
+    ttft_from_intended_ns,
+    ttft_ns,
+)
+
+Metric = Callable[[RequestRecord], float | int | None]
+
+# The three ways a request can end, for latencies split by status: an errored request's TTFT and
+# duration say how long a user waited for the failure; a cancelled one was cut off by the run's stop.
+STATUS_GROUPS: dict[str, tuple[Status, ...]] = {
+    "ok": ("ok",),
+    "errored": ("http_error", "timeout", "transport_error", "bad_stream"),
+    "cancelled": ("cancelled", "dropped"),
+}
+
+
+
+
+def _collect(records: Sequence[RequestRecord], metric: Metric) -> list[float]:
+    out: list[float] = []
+    for rec in records:
+        value = metric(rec)
+        if value is not None:
+            out.append(float(value))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    start_ns: int
+    end_ns: int
+
+    @property
+    def duration_s(self) -> float:
+        return max(self.end_ns - self.start_ns, 1) / NS_PER_S
+
+    def holds(self, t_ns: int | None) -> bool:
+        return t_ns is not None and self.start_ns <= t_ns <= self.end_ns
+
+    def to_json(self) -> dict[str, Any]:
+        return {"start_ns": self.start_ns, "end_ns": self.end_ns, "duration_s": self.duration_s}
+
+
+@dataclass(frozen=True, slots=True)
+class ClientCheck:
+    """The harness's own health while the phase ran (from `harness.run.selfcheck`)."""
+
+    loop_lag_p99_ms: float | None = None
+    cpu_share: float | None = None  # of one core
+    loop_lag_bound_ms: float = 5.0
+    cpu_bound: float = 0.9
+    cpu_seconds: float | None = None  # the harness process's CPU while the phase ran
+
+
+def windows(records: Sequence[RequestRecord], warmup_s: float, cooldown_s: float) -> tuple[Window, Window]:
+    """The whole phase (first intended send to last end) and its measurement window inside it."""
+    start = min((r.intended_ns for r in records), default=0)
+    end = max((r.end_ns for r in records), default=start)
+    whole = Window(start, end)
+    m_start, m_end = start + int(warmup_s * NS_PER_S), end - int(cooldown_s * NS_PER_S)
+    return whole, (Window(m_start, m_end) if m_end > m_start else whole)
+
+
+def _throughput(ok: Sequence[RequestRecord], window: Window) -> dict[str, float]:
+    """Tokens and requests that arrived inside the window, per second of it.
+
+    Output tokens are counted chunk by chunk, so a request straddling the window edge contributes
+    only what it streamed inside; a request's prompt counts when its first token does.
+    """
+    out = 0.0
+    inp = 0
+    done = 0
+    for r in ok:
+        if r.chunk_ns:
+            inside = bisect_right(r.chunk_ns, window.end_ns) - bisect_left(r.chunk_ns, window.start_ns)
+            out += inside * r.output_tokens / len(r.chunk_ns)
+        if window.holds(r.first_token_ns):
+            inp += r.prompt_tokens if r.prompt_tokens is not None else r.prompt_tokens_requested
+        done += window.holds(r.end_ns)
+    d = window.duration_s
+    return {"output_tokens_per_s": out / d, "total_tokens_per_s": (out + inp) / d, "requests_per_s": done / d}
+
+
+def summarize_phase(
+    records: Sequence[RequestRecord], slo: SLO, lag_bound_ms: float = 5.0, *, warmup_s: float = 0.0,
+    cooldown_s: float = 0.0, client: ClientCheck | None = None,
+) -> dict[str, Any]:
+    """Everything the reports need about one phase.
+
+    Latencies are over the requests intended inside the measurement window (warm-up and
+    cool-down excluded); rates are per second of that window; `whole_run` repeats the counts
+    and rates over the whole phase.
+    """
+    # In request order, whatever order they finished in: float sums then come out the same to the last bit,
+    # live and when `harness report` rebuilds them from disk.
+    records = sorted(records, key=lambda r: r.index)
+    whole, window = windows(records, warmup_s, cooldown_s)
+    measured = [r for r in records if window.holds(r.intended_ns)]
+    ok = [r for r in measured if r.status == "ok"]
+    all_ok = [r for r in records if r.status == "ok"]
+    counts = Counter(r.status for r in measured)
+    sent = [r for r in measured if r.sent_ns is not None]
+    ok_latencies = _latencies(ok)
+    lag_dist = distribution([r.sent_ns - r.intended_ns for r in sent if r.sent_ns is not None])
+    good = sum(1 for r in ok if meets_slo(r, slo) and window.holds(r.end_ns))
+    batches = batch_summary(records)
+    d = window.duration_s
+    return {
+        "requests": {
+            "total": len(measured), "ok": len(ok), "failed": len(measured) - len(ok),
+            "by_status": {s: counts.get(s, 0) for s in STATUSES},
+            "failure_reasons": dict(Counter(r.reason for r in measured if r.status != "ok" and r.reason)),
+        },
+        "window": {**window.to_json(), "warmup_s": warmup_s, "cooldown_s": cooldown_s},
+        "load": {"offered_rps": len(measured) / d, "sent_rps": len(sent) / d, "completed_rps": len(ok) / d},
+        "latency_ms": {**ok_latencies, "schedule_lag": lag_dist},
+        "latency_by_status_ms": _by_status(measured, ok_latencies),
+        "throughput": _throughput(ok, window),
+        "goodput": {
+            "requests_per_s": good / d,
+            "fraction": good / len(measured) if measured else 0.0,
+            "slo": {"ttft_ms": slo.ttft_ms, "tpot_ms": slo.tpot_ms, "e2e_ms": slo.e2e_ms},
+        },
+        "tokens": {
+            "output": sum(r.output_tokens for r in ok),
+            "input": sum(r.prompt_tokens if r.prompt_tokens is not None else r.prompt_tokens_requested for r in ok),
+            "estimated": sum(1 for r in ok if r.tokens_estimated),
+            "mismatched": sum(1 for r in ok if r.token_mismatch),
+            **_prompt_realisation(ok),
+        },
+        "whole_run": {
+            "window": whole.to_json(), "requests": len(records), "ok": len(all_ok),
+            "throughput": _throughput(all_ok, whole),
+        },
+        "batches": batches,
+        **_client_limited(lag_dist["p99"], lag_bound_ms, batches, client or ClientCheck()),
+    }
+
+
+def _latencies(records: Sequence[RequestRecord]) -> dict[str, dict[str, float | int | None]]:
+    itl: list[float] = []
+    gaps: list[np.ndarray] = []
+    for rec in records:
+        itl.extend(itl_samples_ns(rec))
+        if len(rec.chunk_ns) > 1:
+            gaps.append(np.diff(np.asarray(rec.chunk_ns, dtype=np.float64)))
+    return {
+        "ttft": distribution(_collect(records, ttft_ns)),
+        "ttft_from_intended": distribution(_collect(records, ttft_from_intended_ns)),
+        "time_to_first_content": distribution(_collect(records, ttfc_ns)),
+        "itl": distribution(itl),
+        "chunk_gap": distribution(np.concatenate(gaps) if gaps else []),
+        "tpot": distribution(_collect(records, tpot_ns)),
+        "e2e": distribution(_collect(records, e2e_ns)),
+        "e2e_from_intended": distribution(_collect(records, e2e_from_intended_ns)),
+    }
+
+
+def _by_status(measured: Sequence[RequestRecord], ok_latencies: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Latencies of ok, errored and cancelled requests apart, so failures do not hide in (or skew) the ok figures.
+    The ok group's latencies are the phase's headline ones, computed once."""
+    out: dict[str, dict[str, Any]] = {}
+    for group, statuses in STATUS_GROUPS.items():
+        recs = [r for r in measured if r.status in statuses]
+        out[group] = {
+            "count": len(recs),
+            "output_tokens": sum(r.output_tokens for r in recs),
+            "duration": distribution(_collect(recs, duration_ns)),
+            **(ok_latencies if group == "ok" else _latencies(recs)),
+        }
+    return out
+
+
+def _prompt_realisation(ok: Sequence[RequestRecord]) -> dict[str, Any]:
+    """How the server's count of each prompt compared with the length the harness asked for."""
+    diffs = [r.prompt_tokens - r.prompt_tokens_requested for r in ok if r.prompt_tokens is not None]
+    return {
+        "prompt_reported": len(diffs),
+        "prompt_mismatched": sum(1 for d in diffs if d != 0),
+        "prompt_diff_mean": float(np.mean(diffs)) if diffs else None,
+        "prompt_diff_max_abs": int(max(abs(d) for d in diffs)) if diffs else None,
+    }
+
+
+def _client_limited(lag_p99_ms: float | int | None, bound_ms: float, batches: dict[str, Any] | None,
+                    client: ClientCheck) -> dict[str, Any]:
+    """Whether the client's own lateness or load could distort the phase, and why.
+
+    Open and closed loop: schedule lag p99 above the bound. Fixed batches are sent from one
+    event loop, so their last request always leaves a little after the first; that spread only
+    matters once it is a visible share of the batch (2% of the median batch time). Any phase:
+    event-loop lag p99 above its bound, or the harness process above its CPU bound.
+    """
+    if batches is not None:
+        bound_ms = max(bound_ms, 0.02 * float(batches["batch_time_ms"]["p50"]))
+    reasons = []
+    if lag_p99_ms is not None and float(lag_p99_ms) > bound_ms:
+        reasons.append(f"schedule lag p99 {float(lag_p99_ms):.1f} ms > {bound_ms:.1f} ms")
+    if client.loop_lag_p99_ms is not None and client.loop_lag_p99_ms > client.loop_lag_bound_ms:
+        reasons.append(f"event-loop lag p99 {client.loop_lag_p99_ms:.1f} ms > {client.loop_lag_bound_ms:.1f} ms")
+    if client.cpu_share is not None and client.cpu_share > client.cpu_bound:
+        reasons.append(f"harness CPU {client.cpu_share:.0%} of a core > {client.cpu_bound:.0%}")
+    return {
+        "client_limited": bool(reasons), "client_limited_reason": "; ".join(reasons) or None,
+        "schedule_lag_bound_ms": bound_ms,
+        "client": {"loop_lag_p99_ms": client.loop_lag_p99_ms, "cpu_share": client.cpu_share,
+                   "cpu_seconds": client.cpu_seconds},
+    }
+
+
+def batch_summary(records: Sequence[RequestRecord]) -> dict[str, Any] | None:
+    """Fixed-batch phases: time from a batch's send to its last completion, and its tokens/s."""
+    by_batch: dict[int, list[RequestRecord]] = {}
+    for rec in records:
+        if rec.batch is not None:
+            by_batch.setdefault(rec.batch, []).append(rec)
+    if not by_batch:
+        return None
+    times, rates = [], []
+    for recs in by_batch.values():
+        elapsed = max(r.end_ns for r in recs) - min(r.intended_ns for r in recs)
+        times.append(elapsed)
+        tokens = sum(r.output_tokens for r in recs if r.status == "ok")
+        rates.append(tokens / max(elapsed, 1) * NS_PER_S)
+    return {
+        "count": len(by_batch),
+        "batch_time_ms": distribution(times),
+        "output_tokens_per_s_mean": float(np.mean(rates)),
+    }

@@ -1,0 +1,138 @@
+"""The server's own view of a run, from its Prometheus `/metrics`: which series to read, and what they say.
+
+Pure functions: exposition text in, values out; scraped rows and a time window in, a phase's server
+summary out. Engines name the same quantity differently, so each series here lists the names it goes by.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import numpy as np
+from prometheus_client.parser import text_string_to_metric_families
+
+from harness.clock import NS_PER_S
+
+FILENAME = "server_metrics.csv"  # in the run directory, appended as scraped
+
+# Our name -> the sample names it has in vLLM, SGLang and TGI. Counters carry their `_total` suffix.
+SERIES: dict[str, tuple[str, ...]] = {
+    "running": ("vllm:num_requests_running", "sglang:num_running_reqs", "tgi_batch_current_size"),
+    "waiting": ("vllm:num_requests_waiting", "sglang:num_queue_reqs", "tgi_queue_size"),
+    "kv_cache_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage"),
+    "generation_tokens_total": ("vllm:generation_tokens_total", "sglang:generation_tokens_total"),
+    "prompt_tokens_total": ("vllm:prompt_tokens_total", "sglang:prompt_tokens_total"),
+    "preemptions_total": ("vllm:num_preemptions_total",),
+}
+COLUMNS: tuple[str, ...] = tuple(SERIES)
+_OURS = {name: ours for ours, names in SERIES.items() for name in names}
+# A share of the cache is averaged over the engines behind one endpoint; everything else adds up.
+_AVERAGED = frozenset({"kv_cache_usage"})
+
+Sample = dict[str, float]
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One scrape: when its answer arrived (the harness clock) and the series it held."""
+
+    t_ns: int
+    values: Sample
+
+
+def metrics_url(base_url: str) -> str:
+    """vLLM, SGLang and TGI serve `/metrics` at the root, beside the `/v1` API."""
+    parts = urlsplit(base_url)
+    return urlunsplit((parts.scheme, parts.netloc, "/metrics", "", ""))
+
+
+def same_origin(a: str, b: str) -> bool:
+    pa, pb = urlsplit(a), urlsplit(b)
+    return (pa.scheme, pa.netloc) == (pb.scheme, pb.netloc)
+
+
+def parse_exposition(text: str) -> Sample:
+    """The known series in a Prometheus text exposition, summed (or averaged) over their label sets.
+
+    Only the lines of known series reach the parser: a vLLM exposition is mostly histogram buckets,
+    and the scrape shares the event loop with the load.
+    """
+    wanted = [line for line in text.splitlines()
+              if line and line[0] != "#" and line.partition("{")[0].partition(" ")[0] in _OURS]
+    totals: dict[str, list[float]] = {}
+    for family in text_string_to_metric_families("\n".join(wanted) + "\n"):
+        for sample in family.samples:
+            ours = _OURS.get(sample.name)
+            if ours is not None:
+                totals.setdefault(ours, []).append(float(sample.value))
+    return {k: (sum(v) / len(v) if k in _AVERAGED else sum(v)) for k, v in totals.items()}
+
+
+def _counter_rate(rows: Sequence[Row], name: str, start_ns: int, end_ns: int) -> float | None:
+    """The counter's rise over [start, end] per second, reading it between scrapes by linear interpolation,
+    so the server's rate covers the same window as the client's (not just the scrapes that fell inside)."""
+    points = [(r.t_ns, r.values[name]) for r in rows if name in r.values]
+    if len(points) < 2 or end_ns <= start_ns:
+        return None
+    t = np.array([p[0] for p in points], dtype=np.float64)
+    v = np.array([p[1] for p in points], dtype=np.float64)
+    rise = float(np.interp(end_ns, t, v) - np.interp(start_ns, t, v))
+    return rise / ((end_ns - start_ns) / NS_PER_S)
+
+
+def _gauge(rows: Sequence[Row], name: str) -> tuple[float | None, float | None]:
+    values = [r.values[name] for r in rows if name in r.values]
+    return (sum(values) / len(values), max(values)) if values else (None, None)
+
+
+def phase_server_summary(rows: Sequence[Row], start_ns: int, end_ns: int) -> dict[str, float | int | None]:
+    """Gauges averaged and maxed over the scrapes inside [start, end]; counters as rates over the window."""
+    inside = [r for r in rows if start_ns <= r.t_ns <= end_ns]
+    running_mean, running_max = _gauge(inside, "running")
+    waiting_mean, waiting_max = _gauge(inside, "waiting")
+    kv_mean, kv_max = _gauge(inside, "kv_cache_usage")
+    return {
+        "scrapes": len(inside),
+        "running_mean": running_mean, "running_max": running_max,
+        "waiting_mean": waiting_mean, "waiting_max": waiting_max,
+        "kv_cache_usage_mean": kv_mean, "kv_cache_usage_max": kv_max,
+        "generation_tokens_per_s": _counter_rate(rows, "generation_tokens_total", start_ns, end_ns),
+        "prompt_tokens_per_s": _counter_rate(rows, "prompt_tokens_total", start_ns, end_ns),
+        "preemptions_per_s": _counter_rate(rows, "preemptions_total", start_ns, end_ns),
+    }
+
+
+def attach_server(phases: list[dict[str, Any]], rows: Sequence[Row]) -> None:
+    """Each phase's server summary over its whole window, when anything was scraped."""
+    if not rows:
+        return
+    for phase in phases:
+        window = phase["whole_run"]["window"]
+        phase["server"] = phase_server_summary(rows, window["start_ns"], window["end_ns"])
+
+
+def rates(rows: Sequence[Row], name: str) -> tuple[list[float], list[float]]:
+    """A counter as a rate between consecutive scrapes: (midpoint times in ns, per-second values)."""
+    points = [(r.t_ns, r.values[name]) for r in rows if name in r.values]
+    times, values = [], []
+    for (t0, v0), (t1, v1) in pairwise(points):
+        if t1 > t0:
+            times.append((t0 + t1) / 2)
+            values.append((v1 - v0) / ((t1 - t0) / NS_PER_S))
+    return times, values
+
+
+def read_server_metrics(run_dir: Path) -> list[Row]:
+    """The rows a run scraped, or none when it scraped nothing."""
+    path = run_dir / FILENAME
+    if not path.is_file():
+        return []
+    with path.open(encoding="utf-8", newline="") as f:
+        return [Row(int(line["t_ns"]), {c: float(line[c]) for c in COLUMNS if line.get(c)})
+                for line in csv.DictReader(f)]

@@ -1,0 +1,154 @@
+"""`harness calibrate`: how well this machine's harness measures, and where its ceiling is.
+
+The bundled simulator runs in fixed-timing mode (constant TTFT and ITL, each token on an exact
+schedule, no model), pinned to its own core. The harness drives it at rising concurrency and
+compares what it measured with what the simulator recorded for the same request ids: the
+difference is the harness's own error. A last level with zero simulated delay finds the
+harness's ceiling in streamed tokens/s and its CPU cost per 1,000 tokens. The result is kept
+per machine, so every later run can say how close it came to that ceiling.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import numpy as np
+
+from harness.client.backend import Endpoint
+from harness.config.scenario import Scenario, parse_scenario
+from harness.config.simulator import SimulatorConfig
+from harness.gctune import tune_for_timing
+from harness.records import RequestRecord, read_records
+from harness.run.runner import run_scenario
+from harness.run.simulator import bundled_simulator
+from harness.tools.calibration_store import machine, save_calibration
+
+MS = 1e6
+
+
+def _scenario(concurrency: int, seconds: float, out_tokens: int, stagger_s: float) -> Scenario:
+    # Users start spread over one request's duration, so the load is steady rather than lockstep.
+    return parse_scenario({
+        "name": f"calibrate-{concurrency}",
+        "workload": {"prompt_tokens": 16, "output_tokens": out_tokens},
+        "phases": [{"name": "streams", "load": {"type": "concurrency", "concurrency": concurrency,
+                                                 "duration_s": seconds, "stagger_s": stagger_s}}],
+    }, "calibrate")
+
+
+async def _truth(base_url: str, ids: list[str]) -> dict[str, dict[str, Any]]:
+    url = base_url.removesuffix("/v1") + "/sim/truth"
+    out: dict[str, dict[str, Any]] = {}
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as session:
+        for i in range(0, len(ids), 2000):
+            async with session.post(url, json={"ids": ids[i:i + 2000]}) as resp:
+                for t in (await resp.json())["requests"]:
+                    out[t["request_id"]] = t
+    return out
+
+
+def errors(records: list[RequestRecord], truth: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Harness measurement minus the simulator's ground truth, per request and per token gap."""
+    ttft: list[int] = []
+    tpot: list[float] = []
+    gaps: list[int] = []
+    delivery: list[int] = []
+    for rec in records:
+        t = truth.get(rec.request_id)
+        if rec.status != "ok" or t is None or rec.sent_ns is None or rec.first_token_ns is None:
+            continue
+        tokens = np.asarray(t["token_ns"], dtype=np.int64)
+        seen = np.asarray(rec.chunk_ns, dtype=np.int64)
+        if len(tokens) != len(seen) or len(seen) < 2:
+            continue
+        ttft.append((rec.first_token_ns - rec.sent_ns) - (tokens[0] - t["arrival_ns"]))
+        tpot.append((seen[-1] - seen[0] - (tokens[-1] - tokens[0])) / (len(seen) - 1))
+        gaps.extend(np.diff(seen) - np.diff(tokens))
+        delivery.extend(seen - tokens)
+
+    def pct(values: list[Any], q: float) -> float | None:
+        return float(np.percentile(np.abs(values), q)) / MS if values else None
+
+    return {
+        "requests_compared": len(ttft),
+        "ttft_error_ms": {"p50": pct(ttft, 50), "p99": pct(ttft, 99), "max": pct(ttft, 100)},
+        "tpot_error_ms": {"p50": pct(tpot, 50), "p99": pct(tpot, 99)},
+        "chunk_gap_error_ms": {"p50": pct(gaps, 50), "p99": pct(gaps, 99)},
+        "token_delivery_ms": {"p50": pct(delivery, 50), "p99": pct(delivery, 99)},
+    }
+
+
+async def _level(sim: SimulatorConfig, concurrency: int, seconds: float, out_tokens: int,
+                 run_dir: Path, pin: bool) -> dict[str, Any]:
+    stagger_s = (sim.fixed_ttft_ms + sim.fixed_itl_ms * out_tokens) / 1e3
+    tune_for_timing()  # what the previous level left behind must not be scanned during this one
+    async with bundled_simulator(sim, pin=pin) as (url, model):
+        result = await run_scenario(_scenario(concurrency, seconds + stagger_s, out_tokens, stagger_s),
+                                    Endpoint(url, model), run_dir)
+        records = list(read_records(run_dir / "requests.jsonl"))
+        truth = await _truth(url, [r.request_id for r in records])
+    (phase,) = result.summary["phases"]
+    tokens = phase["tokens"]["output"]
+    # The phase's own CPU, from its first send to its last record: writing Parquet and drawing the report
+    # afterwards is not the cost of streaming.
+    cpu_s = phase["client"]["cpu_seconds"]
+    return {
+        "concurrency": concurrency,
+        "requests": phase["requests"]["total"],
+        "ok": phase["requests"]["ok"],
+        "output_tokens_per_s": phase["throughput"]["output_tokens_per_s"],
+        "requests_per_s": phase["throughput"]["requests_per_s"],
+        "harness_cpu_ms_per_1k_tokens": cpu_s * 1e3 / (tokens / 1e3) if tokens else None,
+        "client_limited": phase["client_limited"],
+        "client_limited_reason": phase["client_limited_reason"],
+        **errors(records, truth),
+    }
+
+
+async def calibrate(levels: list[int], seconds: float, reports_dir: Path, ttft_ms: float = 50.0,
+                    itl_ms: float = 10.0, out_tokens: int = 128, ceiling_streams: int = 64,
+                    ceiling_tokens: int = 512, pin: bool = True) -> dict[str, Any]:
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    base = reports_dir / f"{stamp}-calibration"
+    fixed = SimulatorConfig(timing="fixed", fixed_ttft_ms=ttft_ms, fixed_itl_ms=itl_ms)
+    results = [await _level(fixed, n, seconds, out_tokens, base / f"fidelity-{n}", pin) for n in levels]
+    instant = SimulatorConfig(timing="fixed", fixed_ttft_ms=0.0, fixed_itl_ms=0.0)
+    ceiling = await _level(instant, ceiling_streams, seconds, ceiling_tokens, base / "ceiling", pin)
+    report = {
+        "schema": "harness.calibration/1", "machine": machine(), "created": stamp,
+        "fidelity": {"ttft_ms": ttft_ms, "itl_ms": itl_ms, "output_tokens": out_tokens, "levels": results},
+        "ceiling": {"streams": ceiling_streams, "output_tokens": ceiling_tokens,
+                    "output_tokens_per_s": ceiling["output_tokens_per_s"],
+                    "requests_per_s": ceiling["requests_per_s"],
+                    "harness_cpu_ms_per_1k_tokens": ceiling["harness_cpu_ms_per_1k_tokens"]},
+    }
+    (base / "calibration.json").write_text(json.dumps(report, indent=2) + "\n")
+    save_calibration(report)
+    return report
+
+
+def render(report: dict[str, Any]) -> str:
+    def f(v: float | None, spec: str = ".2f") -> str:
+        return "-" if v is None else format(v, spec)
+
+    fid = report["fidelity"]
+    lines = [f"fidelity: fixed TTFT {fid['ttft_ms']:g} ms, ITL {fid['itl_ms']:g} ms, {fid['output_tokens']} tokens; "
+             "errors are |harness − simulator ground truth|",
+             f"{'streams':>8} {'requests':>9} {'TTFT err p50/p99 ms':>20} {'TPOT err p99 ms':>16} "
+             f"{'gap err p99 ms':>15} {'tokens/s':>9} {'CPU ms/1k tok':>14}  client limited"]
+    for lv in fid["levels"]:
+        lines.append(
+            f"{lv['concurrency']:>8} {lv['requests']:>9} "
+            f"{f(lv['ttft_error_ms']['p50']) + ' / ' + f(lv['ttft_error_ms']['p99']):>20} "
+            f"{f(lv['tpot_error_ms']['p99'], '.3f'):>16} {f(lv['chunk_gap_error_ms']['p99']):>15} "
+            f"{lv['output_tokens_per_s']:>9,.0f} {f(lv['harness_cpu_ms_per_1k_tokens']):>14}  "
+            f"{lv['client_limited_reason'] or 'no'}")
+    c = report["ceiling"]
+    lines.append(f"ceiling ({c['streams']} streams, {c['output_tokens']} tokens, zero simulated delay): "
+                 f"{c['output_tokens_per_s']:,.0f} tokens/s, {c['requests_per_s']:,.1f} requests/s, "
+                 f"{f(c['harness_cpu_ms_per_1k_tokens'])} ms of harness CPU per 1,000 tokens")
+    return "\n".join(lines)

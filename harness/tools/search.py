@@ -1,0 +1,95 @@
+"""`harness search`: the highest arrival rate whose goodput still meets the SLOs.
+
+Bisection over the Poisson rate of one phase: each trial runs the scenario's workload at a rate and
+asks whether at least `goodput` of its requests met every SLO. The boundary is then tried again
+with other seeds, so the capacity comes with an interval rather than one lucky number. Trials run
+against the endpoint, or in virtual time on the scenario's simulated accelerator (`predict`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import numpy as np
+
+from harness.config.scenario import SLO, Scenario, parse_scenario
+
+Trial = Callable[[Scenario], Awaitable[dict[str, Any]]]
+
+
+_KEYS = {"ttft": "ttft_ms", "tpot": "tpot_ms", "e2e": "e2e_ms"}
+
+
+def parse_slo(text: str) -> SLO:
+    """`ttft=500ms,tpot=50ms` (units ms or s) into per-request limits; a bad item raises ValueError naming it.
+
+    `ttft_p99=…` reads the same: the limit holds per request, and the goodput share says at which percentile
+    (a goodput of 0.99 is a p99 SLO).
+    """
+    values: dict[str, float] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        key, sep, raw = item.partition("=")
+        name = _KEYS.get(key.removesuffix("_p99"))
+        if not sep or name is None:
+            raise ValueError(f"{item!r}: expected ttft=…, tpot=… or e2e=…")
+        scale = 1e3 if raw.endswith("s") and not raw.endswith("ms") else 1.0
+        try:
+            values[name] = float(raw.removesuffix("ms").removesuffix("s")) * scale
+        except ValueError:
+            raise ValueError(f"{item!r}: not a duration (use 500ms or 0.5s)") from None
+    if not values:
+        raise ValueError("give at least one SLO")
+    return SLO(**values)
+
+
+def trial_scenario(base: Scenario, rate: float, duration_s: float, seed: int, slo: SLO) -> Scenario:
+    data = base.model_dump(mode="json")
+    data["seed"] = seed
+    data["slo"] = slo.model_dump()
+    data["phases"] = [{"name": f"rate={rate:.3g}", "load": {"type": "poisson", "rate": rate,
+                                                             "duration_s": duration_s}}]
+    return parse_scenario(data, "search")
+
+
+async def search(base: Scenario, trial: Trial, slo: SLO, goodput: float, low: float, high: float,
+                 duration_s: float, steps: int = 7, repeats: int = 3) -> dict[str, Any]:
+    """Bisect [low, high] for the highest rate whose goodput share is ≥ `goodput`, then repeat the boundary."""
+    trials: list[dict[str, Any]] = []
+
+    async def meets(rate: float, seed: int) -> bool:
+        summary = await trial(trial_scenario(base, rate, duration_s, seed, slo))
+        (phase,) = summary["phases"]
+        share = phase["goodput"]["fraction"]
+        trials.append({"rate": rate, "seed": seed, "goodput": share,
+                       "output_tokens_per_s": phase["throughput"]["output_tokens_per_s"]})
+        return bool(share >= goodput)
+
+    if not await meets(low, base.seed):
+        return {"capacity_rps": None, "interval_rps": None, "trials": trials,
+                "note": f"even {low:g} req/s misses the SLOs"}
+    lo, hi = low, high
+    if await meets(high, base.seed):
+        lo = hi
+    else:
+        for _ in range(steps):
+            mid = (lo + hi) / 2
+            if await meets(mid, base.seed):
+                lo = mid
+            else:
+                hi = mid
+    # Re-run the boundary with other seeds: each seed's arrivals differ, so does its capacity.
+    found = [lo]
+    for k in range(1, repeats):
+        r_lo, r_hi = lo * 0.8, min(hi * 1.1, high)
+        for _ in range(max(3, steps // 2)):
+            mid = (r_lo + r_hi) / 2
+            if await meets(mid, base.seed + k):
+                r_lo = mid
+            else:
+                r_hi = mid
+        found.append(r_lo)
+    arr = np.asarray(found)
+    half = 1.96 * arr.std(ddof=1) / np.sqrt(len(arr)) if len(arr) > 1 else 0.0
+    return {"capacity_rps": float(arr.mean()), "interval_rps": [float(arr.mean() - half), float(arr.mean() + half)],
+            "per_seed_rps": [float(x) for x in arr], "trials": trials}

@@ -1,0 +1,142 @@
+"""From a scenario phase to a concrete plan: which requests, and when each is intended. Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from harness.clock import NS_PER_S
+from harness.config.scenario import (
+    BatchLoad,
+    ConcurrencyLoad,
+    ConstantLoad,
+    GammaLoad,
+    PoissonLoad,
+    RampLoad,
+    Scenario,
+    TraceLoad,
+)
+from harness.tokens import make_text
+from harness.workload.arrivals import (
+    OffsetsNs,
+    constant_offsets,
+    gamma_offsets,
+    poisson_offsets,
+    ramp_offsets,
+    trace_offsets,
+    truncate_to_duration,
+)
+from harness.workload.requests import RequestSource, RequestSpec, TextMaker
+from harness.workload.traces import ColumnMap, Trace, read_trace, rescale, window
+
+
+@dataclass(frozen=True, slots=True)
+class OpenLoopPlan:
+    specs: Sequence[RequestSpec]
+    offsets_ns: OffsetsNs
+    max_in_flight: int | None = None
+    trace: dict[str, object] | None = None  # a replayed trace file: its source, rows used and rows skipped
+
+
+@dataclass(frozen=True, slots=True)
+class BatchPlan:
+    batches: list[list[RequestSpec]]
+
+    @property
+    def specs(self) -> list[RequestSpec]:
+        return [s for b in self.batches for s in b]
+
+
+@dataclass(frozen=True, slots=True)
+class ClosedLoopPlan:
+    source: RequestSource
+    concurrency: int
+    requests: int | None  # None: until the duration ends
+    duration_ns: int | None
+    think_ns: int = 0
+    stagger_ns: int = 0
+
+
+PhasePlan = OpenLoopPlan | BatchPlan | ClosedLoopPlan
+OpenLoad = PoissonLoad | GammaLoad | ConstantLoad | RampLoad | TraceLoad
+
+
+def phase_seed(seed: int, phase_index: int) -> int:
+    return int(np.random.SeedSequence([seed, phase_index, 0]).generate_state(1)[0])
+
+
+def open_loop_offsets(load: OpenLoad, seed: int) -> OffsetsNs:
+    if isinstance(load, RampLoad):
+        offsets = ramp_offsets(load.start_rate, load.end_rate, load.duration_s,
+                               seed if load.process == "poisson" else None)
+    elif isinstance(load, TraceLoad):
+        offsets = truncate_to_duration(trace_offsets(load.timestamps or [], load.time_scale), load.duration_s)
+    else:
+        # With only a duration, draw comfortably more arrivals than it can hold, then cut at the end.
+        count = load.requests or int(load.rate * (load.duration_s or 0) * 1.5) + 100
+        if isinstance(load, PoissonLoad):
+            offsets = poisson_offsets(load.rate, count, seed)
+        elif isinstance(load, GammaLoad):
+            offsets = gamma_offsets(load.rate, load.cv, count, seed)
+        else:
+            offsets = constant_offsets(load.rate, count)
+        offsets = truncate_to_duration(offsets, load.duration_s)
+    return offsets[: load.requests] if load.requests is not None else offsets
+
+
+def text_maker(scenario: Scenario) -> TextMaker:
+    """Prompt text for the scenario: the shared word tokenizer, or the model's own when one is given."""
+    if scenario.workload.tokenizer is None:
+        return make_text
+    from harness.workload.tokenizer import HFPromptMaker  # only runs that ask for it pay for the import
+
+    return HFPromptMaker(Path(scenario.workload.tokenizer))
+
+
+def plan_phase(scenario: Scenario, phase_index: int, run_id: str, text: TextMaker = make_text) -> PhasePlan:
+    phase = scenario.phases[phase_index]
+    load = phase.load
+    seed = phase_seed(scenario.seed, phase_index)
+    batch_size = load.size if isinstance(load, BatchLoad) else None
+    source = RequestSource(scenario.workload, phase.name, phase_index, seed, run_id, batch_size, text=text)
+    if isinstance(load, BatchLoad):
+        flat = source.take(load.size * load.batches)
+        return BatchPlan([flat[i:i + load.size] for i in range(0, len(flat), load.size)])
+    if isinstance(load, ConcurrencyLoad):
+        duration = None if load.duration_s is None else int(load.duration_s * NS_PER_S)
+        return ClosedLoopPlan(source, load.concurrency, load.requests, duration, int(load.think_time_ms * 1e6),
+                              int(load.stagger_s * NS_PER_S))
+    if isinstance(load, TraceLoad) and load.file is not None:
+        trace = replay_trace(load)
+        rows = tuple(trace.rows)
+        offsets = trace_offsets([r.arrival_s for r in rows])
+        source = RequestSource(scenario.workload, phase.name, phase_index, seed, run_id, rows=rows, text=text)
+        info = {"source": trace.source, "rows": len(rows), "skipped": dict(trace.skipped)}
+        return OpenLoopPlan(source.lazy(len(rows)), offsets, phase.max_in_flight, info)
+    offsets = open_loop_offsets(load, seed)
+    return OpenLoopPlan(source.lazy(len(offsets)), offsets, phase.max_in_flight)
+
+
+def replay_trace(load: TraceLoad) -> Trace:
+    """The trace file of a phase, windowed, sped up or rescaled, cut to its duration and request limit."""
+    assert load.file is not None
+    c = load.columns
+    trace = read_trace(Path(load.file), load.format, skip_bad=load.skip_bad_rows, model=load.model,
+                       columns=ColumnMap(c.time, c.input, c.output, c.time_unit, c.session))
+    trace = window(trace, load.start_s, load.end_s, None, load.time_scale)
+    if load.target_rate is not None:
+        trace = rescale(trace, load.target_rate)
+    rows = [r for r in trace.rows if load.duration_s is None or r.arrival_s < load.duration_s]
+    return Trace(trace.source, rows[: load.requests] if load.requests else rows, trace.skipped)
+
+
+def peak_connections(plan: PhasePlan) -> int:
+    """Connections the phase may hold open at once: the pool is sized to it, never aiohttp's 100."""
+    if isinstance(plan, BatchPlan):
+        return max(len(b) for b in plan.batches)
+    if isinstance(plan, ClosedLoopPlan):
+        return plan.concurrency
+    return max(1, min(len(plan.specs), plan.max_in_flight or len(plan.specs)))

@@ -1,0 +1,160 @@
+"""What each request asks for: prompt text, its length and the output length, seeded and pure."""
+
+from __future__ import annotations
+
+import functools
+import zlib
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import overload
+
+import numpy as np
+
+from harness.config.scenario import SharedPrefixDataset, ShareGPTDataset, Workload
+from harness.tokens import make_text
+from harness.workload.datasets import Message, sharegpt_turns
+from harness.workload.lengths import draw
+from harness.workload.traces import MOONCAKE_BLOCK_TOKENS, TraceRow
+
+TextMaker = Callable[[int, int], str]  # (tokens, seed) -> text of that many tokens
+
+
+@dataclass(frozen=True, slots=True)
+class RequestSpec:
+    request_id: str
+    phase: str
+    index: int
+    prompt: str
+    prompt_tokens: int
+    max_tokens: int
+    ignore_eos: bool
+    batch: int | None = None
+    messages: tuple[Message, ...] | None = None  # chat history (multi-turn datasets); else one user turn
+
+
+@dataclass(frozen=True, slots=True)
+class RequestSource:
+    """The requests of one phase, by index: request i is the same whoever asks and however many follow.
+
+    Each phase gets its own prompts (no accidental prefix-cache hits between phases).
+    """
+
+    workload: Workload
+    phase: str
+    phase_index: int
+    seed: int
+    run_id: str
+    batch_size: int | None = None
+    rows: tuple[TraceRow, ...] | None = None  # from a trace: request i takes row i's lengths and blocks
+    text: TextMaker = make_text  # (tokens, seed) -> text; a real model's tokenizer replaces the default
+
+    def spec(self, i: int) -> RequestSpec:
+        prompt_seed = int(np.random.SeedSequence([self.seed, self.phase_index, i]).generate_state(1)[0])
+        w = self.workload
+        rng = np.random.default_rng([self.seed, self.phase_index, i, 1])
+        prompt_tokens, max_tokens = draw(w.prompt_tokens, rng), draw(w.output_tokens, rng)
+        if self.rows is not None:
+            row = self.rows[i]
+            prompt_tokens, max_tokens = max(row.input_tokens, 1), max(row.output_tokens, 1)
+        messages: tuple[Message, ...] | None = None
+        if self.rows is not None and self.rows[i].hash_ids:
+            prompt = prompt_from_blocks(self.rows[i].hash_ids or (), prompt_tokens)
+        elif isinstance(w.dataset, ShareGPTDataset):
+            turns = sharegpt_turns(w.dataset.file, w.dataset.max_turns)
+            turn = turns[i % len(turns)]
+            messages, prompt = turn.messages, turn.prompt
+            prompt_tokens = len(prompt.split())
+            if w.dataset.output_tokens == "reply" and turn.reply_tokens is not None:
+                max_tokens = turn.reply_tokens
+        elif isinstance(w.dataset, SharedPrefixDataset):
+            d = w.dataset
+            prefix = self.text(d.prefix_tokens, 0x5A5E_0000 + i % d.prefixes)
+            question = self.text(draw(d.question_tokens, rng), prompt_seed)
+            messages = (("system", prefix), ("user", question))
+            prompt = f"{prefix} {question}"
+            prompt_tokens = len(prompt.split())
+        else:
+            prompt = self.text(prompt_tokens, prompt_seed)
+        return RequestSpec(
+            request_id=f"{self.run_id}-{self.phase_index}-{i}",
+            phase=self.phase,
+            index=i,
+            prompt=prompt,
+            prompt_tokens=prompt_tokens,
+            max_tokens=max_tokens,
+            ignore_eos=w.ignore_eos,
+            batch=None if self.batch_size is None else i // self.batch_size,
+            messages=messages,
+        )
+
+    def take(self, count: int) -> list[RequestSpec]:
+        return [self.spec(i) for i in range(count)]
+
+    def lazy(self, count: int) -> LazySpecs:
+        return LazySpecs(self, count)
+
+    def stream(self, count: int | None = None) -> Iterator[RequestSpec]:
+        """Specs in order, `count` of them or without end."""
+        i = 0
+        while count is None or i < count:
+            yield self.spec(i)
+            i += 1
+
+
+class LazySpecs(Sequence[RequestSpec]):
+    """`count` specs of a source, each built only when asked for: a long trace's prompts are not all
+    held in memory before the first request is even sent."""
+
+    def __init__(self, source: RequestSource, count: int) -> None:
+        self.source = source
+        self._n = count
+
+    def __len__(self) -> int:
+        return self._n
+
+    @overload
+    def __getitem__(self, i: int) -> RequestSpec: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[RequestSpec]: ...
+
+    def __getitem__(self, i: int | slice) -> RequestSpec | list[RequestSpec]:
+        if isinstance(i, slice):
+            return [self.source.spec(j) for j in range(*i.indices(self._n))]
+        if not -self._n <= i < self._n:
+            raise IndexError(i)
+        return self.source.spec(i % self._n)
+
+    def __iter__(self) -> Iterator[RequestSpec]:
+        return self.source.stream(self._n)
+
+
+@functools.lru_cache(maxsize=8192)
+def _block_text(hash_id: int) -> str:
+    # The salt keeps block texts apart from the per-request prompts made from small seeds.
+    return make_text(MOONCAKE_BLOCK_TOKENS, hash_id + 0x5EED_0000)
+
+
+def prompt_from_blocks(hash_ids: tuple[int, ...], num_tokens: int) -> str:
+    """A prompt of `num_tokens` words made of one fixed 512-word block per prefix-block id.
+
+    Requests that share leading block ids share a prompt prefix word for word, so a server with
+    prefix caching sees exactly the reuse the trace recorded.
+    """
+    full, rest = divmod(num_tokens, MOONCAKE_BLOCK_TOKENS)
+    parts = [_block_text(h) for h in hash_ids[:full]]
+    missing = num_tokens - len(parts) * MOONCAKE_BLOCK_TOKENS
+    if missing and len(hash_ids) > len(parts):  # the last block is partial: its first words
+        tail = _block_text(hash_ids[len(parts)]).split(" ", rest)[:rest]
+        parts.append(" ".join(tail))
+        missing -= len(tail)
+    if missing > 0:  # fewer ids than the length needs
+        parts.append(make_text(missing, zlib.crc32(repr(hash_ids).encode())))
+    return " ".join(p for p in parts if p)
+
+
+def build_requests(
+    workload: Workload, phase: str, phase_index: int, count: int, seed: int, run_id: str,
+    batch_size: int | None = None,
+) -> list[RequestSpec]:
+    return RequestSource(workload, phase, phase_index, seed, run_id, batch_size).take(count)
