@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test check install install-test browser clean
+.PHONY: demo test test-fast check install install-test browser clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,11 @@ check:
 	$(BIN)/pytest -q
 
 test: install-test browser check
+
+# Unit tests only (no network, no subprocess): about 20 s.
+test-fast: install-test
+	$(BIN)/ruff check harness tests bench
+	$(BIN)/pytest -q tests/unit
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

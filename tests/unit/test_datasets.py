@@ -14,7 +14,7 @@ from harness.tools.predict import predict
 from harness.workload.datasets import sharegpt_turns
 from harness.workload.plan import OpenLoopPlan, plan_phase
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "scenarios" / "data" / "sharegpt-sample.json"
 
 

@@ -7,8 +7,7 @@ from harness.clock import NS_PER_MS, NS_PER_S, FakeClock, MonotonicClock
 from harness.config.scenario import SLO
 from harness.run.selfcheck import SelfCheck
 from harness.stats.phase import ClientCheck, summarize_phase
-
-from .test_stats import rec
+from tests.unit.test_stats import rec
 
 
 class FakeCPU:

@@ -1,7 +1,7 @@
 from harness.config.scenario import SLO
 from harness.report.table import render_table
 from harness.stats.phase import summarize_phase
-from tests.test_stats import MS, rec
+from tests.unit.test_stats import MS, rec
 
 
 def _summary() -> dict:

@@ -13,10 +13,9 @@ from harness.errors import TokenizerError
 from harness.tokens import make_text
 from harness.workload.plan import OpenLoopPlan, plan_phase, text_maker
 from harness.workload.tokenizer import HFPromptMaker
+from tests.helpers import harness
 
-from .helpers import harness
-
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ from harness.cli import main
 from harness.config.scenario import SLO, Scenario, load_scenario
 from harness.tools.search import parse_slo, search
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_slo_text_parses_with_units() -> None:
@@ -71,7 +71,7 @@ def test_search_over_real_http_agrees_with_virtual_time(tmp_path: Path) -> None:
     capacity is low and trials short) find the capacity that virtual time predicts."""
     import json
 
-    from .helpers import harness
+    from tests.helpers import harness
 
     scenario = tmp_path / "narrow.yaml"
     scenario.write_text(SMALL_SERVER)

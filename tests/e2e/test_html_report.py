@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from .helpers import harness
+from tests.helpers import harness
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 SMALL = """
 name: html
@@ -65,8 +65,7 @@ def test_a_phase_of_failures_still_gets_its_figures() -> None:
     from harness.config.scenario import SLO
     from harness.report.html import render_html
     from harness.stats.phase import summarize_phase
-
-    from .test_stats import MS, rec
+    from tests.unit.test_stats import MS, rec
 
     records = [rec(0, i, [], status="http_error", idx=i) for i in range(5)]
     records += [rec(0, 5, [8, 9], status="bad_stream", idx=5), rec(0, 0, [], status="cancelled", idx=6)]

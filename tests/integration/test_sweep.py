@@ -10,10 +10,9 @@ from harness.config.scenario import load_scenario, parse_scenario
 from harness.errors import ScenarioError
 from harness.report.html import knee, sweep_groups
 from harness.tools.predict import predict
+from tests.helpers import harness
 
-from .helpers import harness
-
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_a_sweep_expands_into_one_phase_per_value() -> None:

@@ -3,7 +3,7 @@
 `predict` runs the simulator's engine in virtual time, so its output is the same on every run; a change
 in any headline number or in the table's layout shows up here as a short, readable diff. The figures kept
 are a curated subset of summary.json (every field is checked by the statistics tests). Regenerate
-deliberately with `UPDATE_GOLDEN=1 .venv/bin/pytest tests/test_golden.py` and review the diff.
+deliberately with `UPDATE_GOLDEN=1 .venv/bin/pytest tests/unit/test_golden.py` and review the diff.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from harness.config.scenario import load_scenario
 from harness.report.table import render_table
 from harness.tools.predict import predict
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = Path(__file__).resolve().parent / "golden"
 _LATENCIES = ("ttft", "ttft_from_intended", "itl", "tpot", "e2e", "schedule_lag")
 _PERCENTILES = ("count", "mean", "p50", "p90", "p99", "max")

@@ -17,7 +17,7 @@ from harness.sim.virtual import run_virtual
 from harness.tools.predict import predict
 from harness.workload.arrivals import poisson_offsets
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PERF = build_model("h100-sxm", "llama-3.1-8b")
 
 

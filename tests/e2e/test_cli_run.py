@@ -15,10 +15,9 @@ import yaml
 
 from harness.config.scenario import load_scenario
 from harness.tools.predict import predict
+from tests.helpers import harness
 
-from .helpers import harness
-
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 SMALL = """
 name: small
