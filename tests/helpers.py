@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,3 +21,10 @@ SHARED_TRACES = ROOT.parent / "shared" / "traces"
 NO_TRACES = f"needs the public request traces in {SHARED_TRACES} (shared/traces beside this checkout)"
 # CI fails when anything was skipped for this reason (tests/conftest.py), so CI still runs them.
 needs_traces = pytest.mark.skipif(not SHARED_TRACES.is_dir(), reason=NO_TRACES)
+
+
+def phase_json(*args: Any, **kwargs: Any) -> dict[str, Any]:
+    """A phase's statistics as they appear in summary.json."""
+    from harness.stats.phase import summarize_phase
+
+    return summarize_phase(*args, **kwargs).to_json()

@@ -21,7 +21,7 @@ from harness.stats.server import read_server_metrics
 @guarded
 def report(run_dir: Path, write: bool) -> None:
     """Rebuild a run's statistics, table and conclusion offline from its saved records."""
-    summary = rebuild(run_dir)
+    summary = rebuild(run_dir).to_json()
     if write:
         write_reports(summary, run_dir, list(read_records(run_dir / "requests.jsonl")), read_server_metrics(run_dir))
     print_table(summary)

@@ -51,12 +51,12 @@ def run(scenario_path: Path | None, endpoint: str | None, model: str | None, api
     progress_to = sys.stderr if (sys.stderr.isatty() if progress is None else progress) else None
     result = asyncio.run(_run(scenario, reports_dir, endpoint, model, api, key, pin, progress_to))
     write_run(result)
-    print_table(result.summary)
-    for phase in result.summary["phases"]:
-        if phase["client_limited"]:
-            warn(f"phase {phase['name']} was client-limited: {phase['client_limited_reason']}")
+    print_table(result.summary.to_json())
+    for phase in result.summary.phases:
+        if phase.client_limited:
+            warn(f"phase {phase.name} was client-limited: {phase.client_limited_reason}")
     click.echo(f"\nreport: {result.run_dir}")
-    if result.summary["run"].get("stopped"):
+    if result.summary.run.stopped:
         raise SystemExit(EXIT_STOPPED)
 
 

@@ -65,7 +65,7 @@ def search_cmd(scenario_path: Path | None, slo: SLO, goodput: float, low: float,
                 result = await run_scenario(s, ep, new_run_dir(reports_dir, f"{s.name}-search"), bundled=bundled,
                                             warn=warn)
                 write_run(result)
-                return result.summary
+                return result.summary.to_json()
 
             trials: Trial = trial
             return await search(scenario, trials, slo, goodput, low, high, duration, steps, repeats)

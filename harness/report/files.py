@@ -24,4 +24,4 @@ def write_reports(summary: dict[str, Any], run_dir: Path, records: Sequence[Requ
 
 def write_run(result: RunResult) -> None:
     """A finished run's reports beside its records."""
-    write_reports(result.summary, result.run_dir, result.records, result.server_rows)
+    write_reports(result.summary.to_json(), result.run_dir, result.records, result.server_rows)

@@ -10,11 +10,12 @@ from harness.config.scenario import load_scenario
 from harness.errors import ScenarioError
 from harness.records import RequestRecord, read_records
 from harness.stats.phase import ClientCheck
+from harness.stats.schema import Summary
 from harness.stats.server import read_server_metrics
 from harness.stats.summary import PhaseRun, build_summary
 
 
-def rebuild(run_dir: Path) -> dict[str, Any]:
+def rebuild(run_dir: Path) -> Summary:
     """Statistics recomputed from `requests.jsonl` with the run's own `scenario.yaml`.
 
     Server series come from the run's `server_metrics.csv`. The run header and each phase's self-check
@@ -44,7 +45,5 @@ def rebuild(run_dir: Path) -> dict[str, Any]:
                             cfg.cpu_bound, client.get("cpu_seconds"))
         ceiling = client.get("ceiling_tokens_per_s", ceiling)
         phases.append(PhaseRun(phase, records, check, saved_phase.get("trace")))
-    summary = build_summary(scenario, saved.get("run", {}), phases, read_server_metrics(run_dir),
-                            saved.get("server_metrics"), ceiling)
-    summary["schema"] = saved.get("schema", summary["schema"])
-    return summary
+    return build_summary(scenario, saved.get("run", {}), phases, read_server_metrics(run_dir),
+                         saved.get("server_metrics"), ceiling)

@@ -27,6 +27,7 @@ from harness.run.progress import Progress
 from harness.run.scrape import ServerScraper
 from harness.run.selfcheck import SelfCheck
 from harness.run.signals import Stopper
+from harness.stats.schema import Summary
 from harness.stats.server import Row, metrics_url, same_origin
 from harness.stats.summary import PhaseRun, build_summary
 from harness.workload.plan import (
@@ -46,7 +47,7 @@ _WARM_MAX = 256  # connections opened ahead of a phase; an open-loop phase may n
 @dataclass(frozen=True, slots=True)
 class RunResult:
     run_dir: Path
-    summary: dict[str, Any]
+    summary: Summary
     records: list[RequestRecord]
     server_rows: list[Row]
 

@@ -12,24 +12,25 @@ import numpy as np
 from harness.clock import NS_PER_MS
 from harness.config.scenario import SLO
 from harness.records import RequestRecord
+from harness.stats.schema import Distribution
 
 PERCENTILES: tuple[tuple[str, float], ...] = (
     ("p50", 50.0), ("p90", 90.0), ("p95", 95.0), ("p99", 99.0), ("p99.9", 99.9),
 )
 
 
-def distribution(values_ns: Sequence[float] | np.ndarray) -> dict[str, float | int | None]:
+def distribution(values_ns: Sequence[float] | np.ndarray) -> Distribution:
     """count, mean, std, min, percentiles and max of nanosecond values, in milliseconds."""
     arr = np.asarray(values_ns, dtype=np.float64) / NS_PER_MS
     if arr.size == 0:
-        return {"count": 0, "mean": None, "std": None, "min": None,
-                **{name: None for name, _ in PERCENTILES}, "max": None}
+        return Distribution.model_validate({"count": 0, "mean": None, "std": None, "min": None,
+                                            **{name: None for name, _ in PERCENTILES}, "max": None})
     pct = np.percentile(arr, [q for _, q in PERCENTILES])
-    return {
+    return Distribution.model_validate({
         "count": int(arr.size), "mean": float(arr.mean()), "std": float(arr.std()),
         "min": float(arr.min()), **{name: float(v) for (name, _), v in zip(PERCENTILES, pct, strict=True)},
         "max": float(arr.max()),
-    }
+    })
 
 
 def ttft_ns(rec: RequestRecord) -> int | None:

@@ -24,11 +24,29 @@ from harness.stats.metrics import (
     e2e_ns,
     itl_samples_ns,
     meets_slo,
+    schedule_lag_ns,
     tpot_ns,
     ttfc_ns,
     ttft_from_intended_ns,
     ttft_ns,
 )
+from harness.stats.schema import (
+    Batches,
+    ClientHealth,
+    Goodput,
+    Latencies,
+    LatencyByStatus,
+    Load,
+    MeasuredWindow,
+    PhaseLatencies,
+    PhaseStats,
+    Requests,
+    StatusLatencies,
+    Throughput,
+    Tokens,
+    WholeRun,
+)
+from harness.stats.schema import Window as SchemaWindow
 
 Metric = Callable[[RequestRecord], float | int | None]
 
@@ -88,7 +106,7 @@ def windows(records: Sequence[RequestRecord], warmup_s: float, cooldown_s: float
     return whole, (Window(m_start, m_end) if m_end > m_start else whole)
 
 
-def _throughput(ok: Sequence[RequestRecord], window: Window) -> dict[str, float]:
+def _throughput(ok: Sequence[RequestRecord], window: Window) -> Throughput:
     """Tokens and requests that arrived inside the window, per second of it.
 
     Output tokens are counted chunk by chunk, so a request straddling the window edge contributes
@@ -102,16 +120,29 @@ def _throughput(ok: Sequence[RequestRecord], window: Window) -> dict[str, float]
             inside = bisect_right(r.chunk_ns, window.end_ns) - bisect_left(r.chunk_ns, window.start_ns)
             out += inside * r.output_tokens / len(r.chunk_ns)
         if window.holds(r.first_token_ns):
-            inp += r.prompt_tokens if r.prompt_tokens is not None else r.prompt_tokens_requested
+            inp += _prompt(r)
         done += window.holds(r.end_ns)
     d = window.duration_s
-    return {"output_tokens_per_s": out / d, "total_tokens_per_s": (out + inp) / d, "requests_per_s": done / d}
+    return Throughput(output_tokens_per_s=out / d, total_tokens_per_s=(out + inp) / d, requests_per_s=done / d)
+
+
+def _prompt(r: RequestRecord) -> int:
+    return r.prompt_tokens if r.prompt_tokens is not None else r.prompt_tokens_requested
+
+
+class _Groups:
+    """The records of a phase as the statistics slice them (in request order)."""
+
+    def __init__(self, records: Sequence[RequestRecord], whole: Window, window: Window) -> None:
+        self.records, self.whole, self.window = records, whole, window
+        self.measured = [r for r in records if window.holds(r.intended_ns)]
+        self.ok = [r for r in self.measured if r.status == "ok"]
 
 
 def summarize_phase(
     records: Sequence[RequestRecord], slo: SLO, lag_bound_ms: float = 5.0, *, warmup_s: float = 0.0,
     cooldown_s: float = 0.0, client: ClientCheck | None = None,
-) -> dict[str, Any]:
+) -> PhaseStats:
     """Everything the reports need about one phase.
 
     Latencies are over the requests intended inside the measurement window (warm-up and
@@ -121,81 +152,72 @@ def summarize_phase(
     # In request order, whatever order they finished in: float sums then come out the same to the last bit,
     # live and when `harness report` rebuilds them from disk.
     records = sorted(records, key=lambda r: r.index)
-    whole, window = windows(records, warmup_s, cooldown_s)
-    measured = [r for r in records if window.holds(r.intended_ns)]
-    ok = [r for r in measured if r.status == "ok"]
-    all_ok = [r for r in records if r.status == "ok"]
-    counts = Counter(r.status for r in measured)
+    g = _Groups(records, *windows(records, warmup_s, cooldown_s))
+    measured, ok, d = g.measured, g.ok, g.window.duration_s
     sent = [r for r in measured if r.sent_ns is not None]
     ok_latencies = _latencies(ok)
-    lag_dist = distribution([r.sent_ns - r.intended_ns for r in sent if r.sent_ns is not None])
-    good = sum(1 for r in ok if meets_slo(r, slo) and window.holds(r.end_ns))
+    lag = distribution(_collect(sent, schedule_lag_ns))
     batches = batch_summary(records)
-    d = window.duration_s
-    return {
-        "requests": {
-            "total": len(measured), "ok": len(ok), "failed": len(measured) - len(ok),
-            "by_status": {s: counts.get(s, 0) for s in STATUSES},
-            "failure_reasons": dict(Counter(r.reason for r in measured if r.status != "ok" and r.reason)),
-        },
-        "window": {**window.to_json(), "warmup_s": warmup_s, "cooldown_s": cooldown_s},
-        "load": {"offered_rps": len(measured) / d, "sent_rps": len(sent) / d, "completed_rps": len(ok) / d},
-        "latency_ms": {**ok_latencies, "schedule_lag": lag_dist},
-        "latency_by_status_ms": _by_status(measured, ok_latencies),
-        "throughput": _throughput(ok, window),
-        "goodput": {
-            "requests_per_s": good / d,
-            "fraction": good / len(measured) if measured else 0.0,
-            "slo": {"ttft_ms": slo.ttft_ms, "tpot_ms": slo.tpot_ms, "e2e_ms": slo.e2e_ms},
-        },
-        "tokens": {
-            "output": sum(r.output_tokens for r in ok),
-            "input": sum(r.prompt_tokens if r.prompt_tokens is not None else r.prompt_tokens_requested for r in ok),
-            "estimated": sum(1 for r in ok if r.tokens_estimated),
-            "mismatched": sum(1 for r in ok if r.token_mismatch),
-            **_prompt_realisation(ok),
-        },
-        "whole_run": {
-            "window": whole.to_json(), "requests": len(records), "ok": len(all_ok),
-            "throughput": _throughput(all_ok, whole),
-        },
-        "batches": batches,
-        **_client_limited(lag_dist["p99"], lag_bound_ms, batches, client or ClientCheck()),
-    }
+    good = sum(1 for r in ok if meets_slo(r, slo) and g.window.holds(r.end_ns))
+    all_ok = [r for r in records if r.status == "ok"]
+    return PhaseStats(
+        requests=_requests(measured, len(ok)),
+        window=MeasuredWindow(**g.window.to_json(), warmup_s=warmup_s, cooldown_s=cooldown_s),
+        load=Load(offered_rps=len(measured) / d, sent_rps=len(sent) / d, completed_rps=len(ok) / d),
+        latency_ms=PhaseLatencies(**dict(ok_latencies), schedule_lag=lag),
+        latency_by_status_ms=_by_status(measured, ok_latencies),
+        throughput=_throughput(ok, g.window),
+        goodput=Goodput(requests_per_s=good / d, fraction=good / len(measured) if measured else 0.0, slo=slo),
+        tokens=_tokens(ok),
+        whole_run=WholeRun(window=SchemaWindow(**g.whole.to_json()), requests=len(records), ok=len(all_ok),
+                           throughput=_throughput(all_ok, g.whole)),
+        batches=batches,
+        **_client_limited(lag.p99, lag_bound_ms, batches, client or ClientCheck()),
+    )
 
 
-def _latencies(records: Sequence[RequestRecord]) -> dict[str, dict[str, float | int | None]]:
+def _requests(measured: Sequence[RequestRecord], ok: int) -> Requests:
+    counts = Counter(r.status for r in measured)
+    return Requests(total=len(measured), ok=ok, failed=len(measured) - ok,
+                    by_status={s: counts.get(s, 0) for s in STATUSES},
+                    failure_reasons=dict(Counter(r.reason for r in measured if r.status != "ok" and r.reason)))
+
+
+def _tokens(ok: Sequence[RequestRecord]) -> Tokens:
+    return Tokens(output=sum(r.output_tokens for r in ok), input=sum(_prompt(r) for r in ok),
+                  estimated=sum(1 for r in ok if r.tokens_estimated),
+                  mismatched=sum(1 for r in ok if r.token_mismatch), **_prompt_realisation(ok))
+
+
+def _latencies(records: Sequence[RequestRecord]) -> Latencies:
     itl: list[float] = []
     gaps: list[np.ndarray] = []
     for rec in records:
         itl.extend(itl_samples_ns(rec))
         if len(rec.chunk_ns) > 1:
             gaps.append(np.diff(np.asarray(rec.chunk_ns, dtype=np.float64)))
-    return {
-        "ttft": distribution(_collect(records, ttft_ns)),
-        "ttft_from_intended": distribution(_collect(records, ttft_from_intended_ns)),
-        "time_to_first_content": distribution(_collect(records, ttfc_ns)),
-        "itl": distribution(itl),
-        "chunk_gap": distribution(np.concatenate(gaps) if gaps else []),
-        "tpot": distribution(_collect(records, tpot_ns)),
-        "e2e": distribution(_collect(records, e2e_ns)),
-        "e2e_from_intended": distribution(_collect(records, e2e_from_intended_ns)),
-    }
+    return Latencies(
+        ttft=distribution(_collect(records, ttft_ns)),
+        ttft_from_intended=distribution(_collect(records, ttft_from_intended_ns)),
+        time_to_first_content=distribution(_collect(records, ttfc_ns)),
+        itl=distribution(itl),
+        chunk_gap=distribution(np.concatenate(gaps) if gaps else []),
+        tpot=distribution(_collect(records, tpot_ns)),
+        e2e=distribution(_collect(records, e2e_ns)),
+        e2e_from_intended=distribution(_collect(records, e2e_from_intended_ns)),
+    )
 
 
-def _by_status(measured: Sequence[RequestRecord], ok_latencies: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def _by_status(measured: Sequence[RequestRecord], ok_latencies: Latencies) -> LatencyByStatus:
     """Latencies of ok, errored and cancelled requests apart, so failures do not hide in (or skew) the ok figures.
     The ok group's latencies are the phase's headline ones, computed once."""
-    out: dict[str, dict[str, Any]] = {}
+    groups = {}
     for group, statuses in STATUS_GROUPS.items():
         recs = [r for r in measured if r.status in statuses]
-        out[group] = {
-            "count": len(recs),
-            "output_tokens": sum(r.output_tokens for r in recs),
-            "duration": distribution(_collect(recs, duration_ns)),
-            **(ok_latencies if group == "ok" else _latencies(recs)),
-        }
-    return out
+        latencies = ok_latencies if group == "ok" else _latencies(recs)
+        groups[group] = StatusLatencies(count=len(recs), output_tokens=sum(r.output_tokens for r in recs),
+                                        duration=distribution(_collect(recs, duration_ns)), **dict(latencies))
+    return LatencyByStatus(**groups)
 
 
 def _prompt_realisation(ok: Sequence[RequestRecord]) -> dict[str, Any]:
@@ -209,7 +231,7 @@ def _prompt_realisation(ok: Sequence[RequestRecord]) -> dict[str, Any]:
     }
 
 
-def _client_limited(lag_p99_ms: float | int | None, bound_ms: float, batches: dict[str, Any] | None,
+def _client_limited(lag_p99_ms: float | None, bound_ms: float, batches: Batches | None,
                     client: ClientCheck) -> dict[str, Any]:
     """Whether the client's own lateness or load could distort the phase, and why.
 
@@ -219,7 +241,7 @@ def _client_limited(lag_p99_ms: float | int | None, bound_ms: float, batches: di
     event-loop lag p99 above its bound, or the harness process above its CPU bound.
     """
     if batches is not None:
-        bound_ms = max(bound_ms, 0.02 * float(batches["batch_time_ms"]["p50"]))
+        bound_ms = max(bound_ms, 0.02 * float(batches.batch_time_ms.p50 or 0.0))
     reasons = []
     if lag_p99_ms is not None and float(lag_p99_ms) > bound_ms:
         reasons.append(f"schedule lag p99 {float(lag_p99_ms):.1f} ms > {bound_ms:.1f} ms")
@@ -230,12 +252,12 @@ def _client_limited(lag_p99_ms: float | int | None, bound_ms: float, batches: di
     return {
         "client_limited": bool(reasons), "client_limited_reason": "; ".join(reasons) or None,
         "schedule_lag_bound_ms": bound_ms,
-        "client": {"loop_lag_p99_ms": client.loop_lag_p99_ms, "cpu_share": client.cpu_share,
-                   "cpu_seconds": client.cpu_seconds},
+        "client": ClientHealth(loop_lag_p99_ms=client.loop_lag_p99_ms, cpu_share=client.cpu_share,
+                               cpu_seconds=client.cpu_seconds),
     }
 
 
-def batch_summary(records: Sequence[RequestRecord]) -> dict[str, Any] | None:
+def batch_summary(records: Sequence[RequestRecord]) -> Batches | None:
     """Fixed-batch phases: time from a batch's send to its last completion, and its tokens/s."""
     by_batch: dict[int, list[RequestRecord]] = {}
     for rec in records:
@@ -249,8 +271,5 @@ def batch_summary(records: Sequence[RequestRecord]) -> dict[str, Any] | None:
         times.append(elapsed)
         tokens = sum(r.output_tokens for r in recs if r.status == "ok")
         rates.append(tokens / max(elapsed, 1) * NS_PER_S)
-    return {
-        "count": len(by_batch),
-        "batch_time_ms": distribution(times),
-        "output_tokens_per_s_mean": float(np.mean(rates)),
-    }
+    return Batches(count=len(by_batch), batch_time_ms=distribution(times),
+                   output_tokens_per_s_mean=float(np.mean(rates)))

@@ -11,7 +11,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
@@ -106,15 +105,6 @@ def phase_server_summary(rows: Sequence[Row], start_ns: int, end_ns: int) -> dic
         "prompt_tokens_per_s": _counter_rate(rows, "prompt_tokens_total", start_ns, end_ns),
         "preemptions_per_s": _counter_rate(rows, "preemptions_total", start_ns, end_ns),
     }
-
-
-def attach_server(phases: list[dict[str, Any]], rows: Sequence[Row]) -> None:
-    """Each phase's server summary over its whole window, when anything was scraped."""
-    if not rows:
-        return
-    for phase in phases:
-        window = phase["whole_run"]["window"]
-        phase["server"] = phase_server_summary(rows, window["start_ns"], window["end_ns"])
 
 
 def rates(rows: Sequence[Row], name: str) -> tuple[list[float], list[float]]:

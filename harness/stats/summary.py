@@ -1,19 +1,19 @@
-"""summary.json put together in one place: each phase's entry from its records, then what joins the
-phases (server series, the comparison). One way for a live run, `harness report` and `harness predict`."""
+"""summary.json put together in one place, typed (harness.stats.schema): each phase's entry from its
+records, the server series over each phase, then the comparison of the phases. One way for a live run,
+`harness report` and `harness predict`."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from harness.config.scenario import Phase, Scenario
 from harness.records import RequestRecord
-from harness.stats.conclusion import comparisons, sentences
+from harness.stats.conclusion import compare
 from harness.stats.phase import ClientCheck, summarize_phase
-from harness.stats.server import Row, attach_server
-
-SUMMARY_SCHEMA = "harness.summary/1"
+from harness.stats.schema import ClientHealth, PhaseSummary, RunHeader, ScrapeInfo, ServerPhase, Summary, TraceUse
+from harness.stats.server import Row, phase_server_summary
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,33 +23,31 @@ class PhaseRun:
     phase: Phase
     records: Sequence[RequestRecord]
     client: ClientCheck | None = None
-    trace: dict[str, Any] | None = None
+    trace: Mapping[str, Any] | None = None
 
 
-def phase_summary(scenario: Scenario, run: PhaseRun, ceiling_tokens_per_s: float | None = None) -> dict[str, Any]:
+def phase_summary(scenario: Scenario, run: PhaseRun, rows: Sequence[Row] = (),
+                  ceiling_tokens_per_s: float | None = None) -> PhaseSummary:
     phase = run.phase
-    summary = {"name": phase.name, "config": phase.model_dump(mode="json"),
-               **summarize_phase(run.records, scenario.slo, scenario.client.schedule_lag_bound_ms,
-                                 warmup_s=phase.warmup_s, cooldown_s=phase.cooldown_s, client=run.client)}
+    stats = summarize_phase(run.records, scenario.slo, scenario.client.schedule_lag_bound_ms,
+                            warmup_s=phase.warmup_s, cooldown_s=phase.cooldown_s, client=run.client)
+    client = stats.client
     if ceiling_tokens_per_s is not None:
         # How close this phase came to what `harness calibrate` found this machine's client can take.
-        summary["client"]["ceiling_tokens_per_s"] = ceiling_tokens_per_s
-        summary["client"]["ceiling_share"] = (summary["whole_run"]["throughput"]["output_tokens_per_s"]
-                                              / ceiling_tokens_per_s)
-    if run.trace is not None:
-        summary["trace"] = run.trace
-    return summary
+        share = stats.whole_run.throughput.output_tokens_per_s / ceiling_tokens_per_s
+        client = ClientHealth(**{**dict(client), "ceiling_tokens_per_s": ceiling_tokens_per_s,
+                                 "ceiling_share": share})
+    whole = stats.whole_run.window
+    server = ServerPhase(**phase_server_summary(rows, whole.start_ns, whole.end_ns)) if rows else None
+    return PhaseSummary(**{**dict(stats), "client": client}, name=phase.name, config=phase.model_dump(mode="json"),
+                        trace=None if run.trace is None else TraceUse.model_validate(run.trace), server=server)
 
 
-def build_summary(scenario: Scenario, header: dict[str, Any], phases: Sequence[PhaseRun], rows: Sequence[Row] = (),
-                  scraped: dict[str, Any] | None = None, ceiling_tokens_per_s: float | None = None
-                  ) -> dict[str, Any]:
+def build_summary(scenario: Scenario, header: Mapping[str, Any], phases: Sequence[PhaseRun],
+                  rows: Sequence[Row] = (), scraped: Mapping[str, Any] | None = None,
+                  ceiling_tokens_per_s: float | None = None) -> Summary:
     """The whole summary: header, phases, server series when scraped, and the comparison of the phases."""
-    entries = [phase_summary(scenario, p, ceiling_tokens_per_s) for p in phases]
-    summary: dict[str, Any] = {"schema": SUMMARY_SCHEMA, "run": header, "phases": entries}
-    if scraped is not None:
-        summary["server_metrics"] = scraped
-    attach_server(entries, rows)
-    comps = comparisons(summary)
-    summary["comparison"] = {"phases": comps, "conclusion": sentences(comps)}
-    return summary
+    entries = [phase_summary(scenario, p, rows, ceiling_tokens_per_s) for p in phases]
+    return Summary(run=RunHeader.model_validate(header), phases=entries,
+                   server_metrics=None if scraped is None else ScrapeInfo.model_validate(scraped),
+                   comparison=compare(entries))

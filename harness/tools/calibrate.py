@@ -91,20 +91,20 @@ async def _level(sim: SimulatorConfig, concurrency: int, seconds: float, out_tok
                                     Endpoint(url, model), run_dir)
         records = list(read_records(run_dir / "requests.jsonl"))
         truth = await _truth(url, [r.request_id for r in records])
-    (phase,) = result.summary["phases"]
-    tokens = phase["tokens"]["output"]
+    (phase,) = result.summary.phases
+    tokens = phase.tokens.output
     # The phase's own CPU, from its first send to its last record: writing Parquet and drawing the report
     # afterwards is not the cost of streaming.
-    cpu_s = phase["client"]["cpu_seconds"]
+    cpu_s = phase.client.cpu_seconds or 0.0
     return {
         "concurrency": concurrency,
-        "requests": phase["requests"]["total"],
-        "ok": phase["requests"]["ok"],
-        "output_tokens_per_s": phase["throughput"]["output_tokens_per_s"],
-        "requests_per_s": phase["throughput"]["requests_per_s"],
+        "requests": phase.requests.total,
+        "ok": phase.requests.ok,
+        "output_tokens_per_s": phase.throughput.output_tokens_per_s,
+        "requests_per_s": phase.throughput.requests_per_s,
         "harness_cpu_ms_per_1k_tokens": cpu_s * 1e3 / (tokens / 1e3) if tokens else None,
-        "client_limited": phase["client_limited"],
-        "client_limited_reason": phase["client_limited_reason"],
+        "client_limited": phase.client_limited,
+        "client_limited_reason": phase.client_limited_reason,
         **errors(records, truth),
     }
 

@@ -94,7 +94,7 @@ async def predict_async(scenario: Scenario) -> dict[str, Any]:
     s = scenario.simulator
     header = {"run_id": "predict", "scenario": scenario.name, "harness_version": __version__, "seed": scenario.seed,
               "mode": "predict", "simulator": s.model_dump(), "complete": True}
-    return build_summary(scenario, header, await task)
+    return build_summary(scenario, header, await task).to_json()
 
 
 def predict(scenario: Scenario) -> dict[str, Any]:

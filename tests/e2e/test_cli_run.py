@@ -50,7 +50,7 @@ def test_default_run_is_the_quickstart_and_shows_the_thesis(tmp_path: Path) -> N
         assert label in proc.stdout
     run_dir = only_run_dir(tmp_path)
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["schema"] == "harness.summary/1"
+    assert summary["schema"] == "harness.summary/2"
     interactive, batch = summary["phases"]
     # Training-style batches win on throughput; interactive arrivals win on time to first token.
     assert batch["throughput"]["output_tokens_per_s"] > 2 * interactive["throughput"]["output_tokens_per_s"]
@@ -90,7 +90,7 @@ def test_default_run_is_the_quickstart_and_shows_the_thesis(tmp_path: Path) -> N
     assert rebuilt.returncode == 0 and sentence in rebuilt.stdout
     from harness.report.offline import rebuild
 
-    again = rebuild(run_dir)
+    again = rebuild(run_dir).to_json()
     for saved_phase, rebuilt_phase in zip(summary["phases"], again["phases"], strict=True):
         for key in ("requests", "latency_ms", "latency_by_status_ms", "throughput", "goodput", "tokens", "batches",
                     "server"):

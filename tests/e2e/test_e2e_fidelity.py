@@ -76,7 +76,7 @@ async def test_measured_ttft_and_itl_match_simulator_ground_truth(sim_url: str, 
     assert np.percentile(np.abs(gap_err), 99) < 10 * ms
 
     # The summary agrees with the records, and the thesis shows even on this small run.
-    interactive, batch = result.summary["phases"]
+    interactive, batch = result.summary.to_json()["phases"]
     assert interactive["requests"]["ok"] == 40 and batch["requests"]["ok"] == 32
     assert batch["latency_ms"]["ttft"]["p50"] > interactive["latency_ms"]["ttft"]["p50"]
     print(f"delivery p50/p99 {np.percentile(delivery, 50) / ms:.3f}/{np.percentile(delivery, 99) / ms:.3f} ms; "

@@ -64,7 +64,7 @@ def test_a_phase_of_failures_still_gets_its_figures() -> None:
 
     from harness.config.scenario import SLO
     from harness.report.html import render_html
-    from harness.stats.phase import summarize_phase
+    from tests.helpers import phase_json
     from tests.unit.test_stats import MS, rec
 
     records = [rec(0, i, [], status="http_error", idx=i) for i in range(5)]
@@ -72,7 +72,7 @@ def test_a_phase_of_failures_still_gets_its_figures() -> None:
     records[-1].sent_ns = None
     for r in records:
         r.end_ns += 3 * MS
-    summary = {"run": {"scenario": "broken"}, "phases": [{"name": "p", **summarize_phase(records, SLO())}]}
+    summary = {"run": {"scenario": "broken"}, "phases": [{"name": "p", **phase_json(records, SLO())}]}
     page = render_html(summary, records)
     images = re.findall(r"src='data:image/png;base64,([^']+)'", page)
     assert len(images) == 2 and all(base64.b64decode(b)[:4] == b"\x89PNG" for b in images)

@@ -6,7 +6,8 @@ import pytest
 from harness.clock import NS_PER_MS, NS_PER_S, FakeClock, MonotonicClock
 from harness.config.scenario import SLO
 from harness.run.selfcheck import SelfCheck
-from harness.stats.phase import ClientCheck, summarize_phase
+from harness.stats.phase import ClientCheck
+from tests.helpers import phase_json
 from tests.unit.test_stats import rec
 
 
@@ -53,9 +54,9 @@ async def test_ticker_measures_a_blocked_loop() -> None:
 
 def test_client_check_marks_a_phase_client_limited_with_every_reason() -> None:
     records = [rec(i * 10, i * 10, [i * 10 + 50], completion=1, idx=i) for i in range(5)]
-    healthy = summarize_phase(records, SLO(), client=ClientCheck(loop_lag_p99_ms=1.0, cpu_share=0.3))
+    healthy = phase_json(records, SLO(), client=ClientCheck(loop_lag_p99_ms=1.0, cpu_share=0.3))
     assert healthy["client_limited"] is False and healthy["client"]["cpu_share"] == 0.3
-    busy = summarize_phase(records, SLO(), client=ClientCheck(loop_lag_p99_ms=9.0, cpu_share=0.95))
+    busy = phase_json(records, SLO(), client=ClientCheck(loop_lag_p99_ms=9.0, cpu_share=0.95))
     assert busy["client_limited"] is True
     assert busy["client_limited_reason"] == "event-loop lag p99 9.0 ms > 5.0 ms; harness CPU 95% of a core > 90%"
 

@@ -55,3 +55,14 @@ def test_table_and_headline_figures_match_their_golden_files(scenario: str) -> N
     summary = predict(load_scenario(ROOT / "scenarios" / f"{scenario}.yaml"))
     _check(f"{scenario}.table.txt", render_table(summary) + "\n")
     _check(f"{scenario}.headline.json", json.dumps(headline(summary), indent=2, sort_keys=True) + "\n")
+
+
+def test_summary_reads_back_into_its_types_unchanged() -> None:
+    from harness.stats.schema import Summary
+
+    summary = predict(load_scenario(ROOT / "scenarios" / "interactive-vs-batch.yaml"))
+    typed = Summary.from_json(summary)
+    assert typed.to_json() == summary
+    assert typed.phases[1].batches is not None and typed.phases[1].batches.count == 2
+    with pytest.raises(ValueError, match="colour"):
+        Summary.from_json({**summary, "colour": "red"})  # a misspelt field is an error, not ignored

@@ -66,4 +66,4 @@ def test_predict_command_prints_the_table_or_json() -> None:
     assert result.exit_code == 0
     assert "training-batch" in result.output and "latency p50 / p90 / p99 ms" in result.output
     result = CliRunner().invoke(main, ["predict", "--json", str(ROOT / "scenarios" / "quickstart.yaml")])
-    assert json.loads(result.output)["schema"] == "harness.summary/1"
+    assert json.loads(result.output)["schema"] == "harness.summary/2"

@@ -12,7 +12,7 @@ from harness.stats.metrics import (
     ttft_from_intended_ns,
     ttft_ns,
 )
-from harness.stats.phase import summarize_phase
+from tests.helpers import phase_json
 
 MS = NS_PER_MS
 
@@ -59,12 +59,13 @@ def test_output_tokens_fall_back_to_chunk_count_and_are_flagged_estimated() -> N
 
 def test_distribution_percentiles_are_exact() -> None:
     d = distribution([i * MS for i in range(1, 101)])  # 1..100 ms
-    assert d["count"] == 100
-    assert d["min"] == 1.0 and d["max"] == 100.0
-    assert d["mean"] == pytest.approx(50.5)
-    assert d["p50"] == pytest.approx(50.5)
-    assert d["p99"] == pytest.approx(99.01)
-    assert distribution([])["p50"] is None
+    assert d.count == 100
+    assert d.min == 1.0 and d.max == 100.0
+    assert d.mean == pytest.approx(50.5)
+    assert d.p50 == pytest.approx(50.5)
+    assert d.p99 == pytest.approx(99.01)
+    assert d.to_json()["p99.9"] == pytest.approx(99.901)
+    assert distribution([]).p50 is None
 
 
 def test_phase_summary_counts_rates_and_goodput() -> None:
@@ -76,7 +77,7 @@ def test_phase_summary_counts_rates_and_goodput() -> None:
     ]
     records[3].reason = "HTTP 503 server_error"
     records[3].end_ns = 1000 * MS  # the window runs from t=0 to t=1 s
-    s = summarize_phase(records, SLO(ttft_ms=500, tpot_ms=50))
+    s = phase_json(records, SLO(ttft_ms=500, tpot_ms=50))
     assert s["requests"]["ok"] == 3 and s["requests"]["failed"] == 1
     assert s["requests"]["by_status"]["http_error"] == 1
     assert s["requests"]["failure_reasons"] == {"HTTP 503 server_error": 1}
@@ -92,14 +93,14 @@ def test_phase_summary_counts_rates_and_goodput() -> None:
 
 def test_schedule_lag_above_bound_marks_run_client_limited() -> None:
     records = [rec(i * 10, i * 10 + 8, [i * 10 + 50], completion=1, idx=i) for i in range(10)]
-    assert summarize_phase(records, SLO(), lag_bound_ms=5.0)["client_limited"] is True
-    assert summarize_phase(records, SLO(), lag_bound_ms=10.0)["client_limited"] is False
+    assert phase_json(records, SLO(), lag_bound_ms=5.0)["client_limited"] is True
+    assert phase_json(records, SLO(), lag_bound_ms=10.0)["client_limited"] is False
 
 
 def test_batch_summary_times_each_batch_from_send_to_last_completion() -> None:
     records = [rec(0, 0, [100, 200], completion=2, batch=0, idx=0), rec(0, 0, [100, 400], completion=2, batch=0,
                idx=1), rec(500, 500, [600, 700], completion=2, batch=1, idx=2)]
-    b = summarize_phase(records, SLO())["batches"]
+    b = phase_json(records, SLO())["batches"]
     assert b["count"] == 2
     assert b["batch_time_ms"]["max"] == pytest.approx(400.0)
     assert b["batch_time_ms"]["min"] == pytest.approx(200.0)
@@ -110,8 +111,8 @@ def test_fixed_batch_send_spread_is_judged_against_the_batch_time() -> None:
     # 8 ms of send spread in a 1 s batch is under 2% of it: not client-limited; in a 0.2 s batch it is.
     slow = [rec(0, 8 * (i % 2), [1000], completion=1, batch=0, idx=i) for i in range(10)]
     fast = [rec(0, 8 * (i % 2), [200], completion=1, batch=0, idx=i) for i in range(10)]
-    assert summarize_phase(slow, SLO())["client_limited"] is False
-    limited = summarize_phase(fast, SLO())
+    assert phase_json(slow, SLO())["client_limited"] is False
+    limited = phase_json(fast, SLO())
     assert limited["client_limited"] is True
     assert limited["client_limited_reason"] == "schedule lag p99 8.0 ms > 5.0 ms"
 
@@ -123,8 +124,8 @@ def test_warmup_and_cooldown_are_excluded_from_the_measurement_window() -> None:
     records[0].chunk_ns = [c + 900 * MS for c in records[0].chunk_ns]  # a slow first request (cold start)
     records[0].first_token_ns, records[0].last_token_ns = records[0].chunk_ns[0], records[0].chunk_ns[-1]
     records[0].end_ns = records[0].last_token_ns
-    whole = summarize_phase(records, SLO())
-    trimmed = summarize_phase(records, SLO(), warmup_s=1.0, cooldown_s=1.0)
+    whole = phase_json(records, SLO())
+    trimmed = phase_json(records, SLO(), warmup_s=1.0, cooldown_s=1.0)
     assert whole["latency_ms"]["ttft"]["max"] == pytest.approx(950.0)
     assert trimmed["latency_ms"]["ttft"]["max"] == pytest.approx(50.0)  # the cold start is warm-up
     assert trimmed["requests"]["total"] == 81  # intended in [1 s, 9.04 s]: requests 10..90
@@ -138,7 +139,7 @@ def test_warmup_and_cooldown_are_excluded_from_the_measurement_window() -> None:
 def test_realised_prompt_lengths_are_compared_with_the_requested_ones() -> None:
     a, b, c = (rec(0, 0, [10, 20], completion=2, idx=i) for i in range(3))
     a.prompt_tokens, b.prompt_tokens = 100, 112  # requested 100 each; c reported nothing
-    tokens = summarize_phase([a, b, c], SLO())["tokens"]
+    tokens = phase_json([a, b, c], SLO())["tokens"]
     assert tokens["prompt_reported"] == 2 and tokens["prompt_mismatched"] == 1
     assert tokens["prompt_diff_mean"] == pytest.approx(6.0) and tokens["prompt_diff_max_abs"] == 12
 
@@ -153,7 +154,7 @@ def test_latencies_are_split_by_status() -> None:
     ]
     records[3].end_ns = 25 * MS  # the error response came back 20 ms after sending
     records[4].end_ns = 95 * MS
-    split = summarize_phase(records, SLO())["latency_by_status_ms"]
+    split = phase_json(records, SLO())["latency_by_status_ms"]
     assert {g: split[g]["count"] for g in split} == {"ok": 2, "errored": 2, "cancelled": 1}
     assert split["ok"]["ttft"]["min"] == 30 and split["ok"]["ttft"]["max"] == 100
     assert split["ok"]["e2e"]["mean"] == pytest.approx(85)
@@ -163,7 +164,7 @@ def test_latencies_are_split_by_status() -> None:
     assert split["errored"]["output_tokens"] == 1
     assert split["cancelled"]["duration"]["max"] == 95 and split["cancelled"]["itl"]["count"] == 2
     # The headline latencies stay the ok requests' alone.
-    whole = summarize_phase(records, SLO())["latency_ms"]
+    whole = phase_json(records, SLO())["latency_ms"]
     assert whole["ttft"] == split["ok"]["ttft"]
 
 
@@ -181,7 +182,7 @@ def test_requests_in_flight_step_up_at_send_and_down_at_end() -> None:
 def test_chunk_gaps_are_kept_apart_from_token_normalised_itl_and_answer_text_from_reasoning() -> None:
     r = rec(0, 0, [100, 120, 160], completion=5, idx=0)  # 3 chunks carrying 5 tokens
     r.first_content_ns = 120 * MS  # the first chunk was reasoning text
-    lat = summarize_phase([r], SLO())["latency_ms"]
+    lat = phase_json([r], SLO())["latency_ms"]
     assert (lat["chunk_gap"]["count"], lat["chunk_gap"]["min"], lat["chunk_gap"]["max"]) == (2, 20, 40)
     assert lat["itl"]["count"] == 4 and lat["itl"]["mean"] == pytest.approx(15)
     assert lat["ttft"]["p50"] == 100 and lat["time_to_first_content"]["p50"] == 120

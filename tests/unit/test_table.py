@@ -1,6 +1,6 @@
 from harness.config.scenario import SLO
 from harness.report.table import render_table
-from harness.stats.phase import summarize_phase
+from tests.helpers import phase_json
 from tests.unit.test_stats import MS, rec
 
 
@@ -10,7 +10,7 @@ def _summary() -> dict:
     records += [rec(0, 0, [50], status="cancelled", idx=5)]
     for r in records[3:]:
         r.end_ns = 60 * MS
-    phase = {"name": "steady", **summarize_phase(records, SLO(ttft_ms=50))}
+    phase = {"name": "steady", **phase_json(records, SLO(ttft_ms=50))}
     return {"run": {"scenario": "tiny", "mode": "run"}, "phases": [phase], "comparison": {"conclusion": ["Done."]}}
 
 

@@ -1,0 +1,308 @@
+"""summary.json as types: the run and each phase, every section a frozen model.
+
+Built once from the records and the server series (harness.stats.summary), serialised once
+(`Summary.to_json`), read back with `Summary.from_json` (a regression gate, `harness report`).
+docs/summary.md is generated from these models (`python -m harness.stats.schema`).
+Latencies are in milliseconds, rates per second, timestamps integer nanoseconds of the monotonic clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import UnionType
+from typing import Any, Literal, Union, get_args, get_origin
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from harness.config.scenario import SLO
+from harness.config.simulator import SimulatorConfig
+
+SUMMARY_SCHEMA = "harness.summary/2"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True)
+
+
+class Distribution(_Model):
+    """Exact from the records (no sketches): None when there are no values."""
+
+    count: int
+    mean: float | None
+    std: float | None
+    min: float | None
+    p50: float | None
+    p90: float | None
+    p95: float | None
+    p99: float | None
+    p99_9: float | None = Field(alias="p99.9")
+    max: float | None
+
+
+class Requests(_Model):
+    total: int = Field(description="requests intended inside the measurement window")
+    ok: int
+    failed: int
+    by_status: dict[str, int]
+    failure_reasons: dict[str, int] = Field(description="short, low-cardinality causes and their counts")
+
+
+class Window(_Model):
+    start_ns: int
+    end_ns: int
+    duration_s: float
+
+
+class MeasuredWindow(Window):
+    warmup_s: float
+    cooldown_s: float
+
+
+class Load(_Model):
+    offered_rps: float = Field(description="requests intended per second of the window")
+    sent_rps: float
+    completed_rps: float = Field(description="ok requests per second")
+
+
+class Latencies(_Model):
+    ttft: Distribution = Field(description="first token − sent")
+    ttft_from_intended: Distribution = Field(description="first token − intended (what a waiting user sees)")
+    time_to_first_content: Distribution = Field(description="first answer text − sent (after any reasoning)")
+    itl: Distribution = Field(description="gaps between token-bearing chunks, token-normalised")
+    chunk_gap: Distribution = Field(description="gaps between token-bearing chunks, per chunk")
+    tpot: Distribution = Field(description="(last − first token) / (output tokens − 1)")
+    e2e: Distribution = Field(description="last token − sent")
+    e2e_from_intended: Distribution
+
+
+class PhaseLatencies(Latencies):
+    schedule_lag: Distribution = Field(description="sent − intended, over every sent request")
+
+
+class StatusLatencies(Latencies):
+    count: int
+    output_tokens: int
+    duration: Distribution = Field(description="end − sent: last byte, error or cancellation")
+
+
+class LatencyByStatus(_Model):
+    ok: StatusLatencies
+    errored: StatusLatencies
+    cancelled: StatusLatencies
+
+
+class Throughput(_Model):
+    output_tokens_per_s: float
+    total_tokens_per_s: float
+    requests_per_s: float
+
+
+class Goodput(_Model):
+    requests_per_s: float = Field(description="ok requests within every SLO, per second")
+    fraction: float = Field(description="share of the window's requests within every SLO")
+    slo: SLO
+
+
+class Tokens(_Model):
+    output: int
+    input: int
+    estimated: int = Field(description="ok requests without server usage (output counted from chunks)")
+    mismatched: int = Field(description="ok requests whose usage disagrees with the chunks seen")
+    prompt_reported: int
+    prompt_mismatched: int
+    prompt_diff_mean: float | None
+    prompt_diff_max_abs: int | None
+
+
+class WholeRun(_Model):
+    window: Window
+    requests: int
+    ok: int
+    throughput: Throughput
+
+
+class Batches(_Model):
+    count: int
+    batch_time_ms: Distribution = Field(description="a batch's send to its last completion")
+    output_tokens_per_s_mean: float
+
+
+class ClientHealth(_Model):
+    loop_lag_p99_ms: float | None
+    cpu_share: float | None = Field(description="of one core")
+    cpu_seconds: float | None
+    ceiling_tokens_per_s: float | None = Field(None, description="this machine's `harness calibrate` ceiling")
+    ceiling_share: float | None = None
+
+
+class ServerPhase(_Model):
+    """The endpoint's own /metrics over the phase: gauges averaged and maxed, counters as rates."""
+
+    scrapes: int
+    running_mean: float | None
+    running_max: float | None
+    waiting_mean: float | None
+    waiting_max: float | None
+    kv_cache_usage_mean: float | None
+    kv_cache_usage_max: float | None
+    generation_tokens_per_s: float | None
+    prompt_tokens_per_s: float | None
+    preemptions_per_s: float | None
+
+
+class TraceUse(_Model):
+    source: str
+    rows: int
+    skipped: dict[str, int]
+
+
+class PhaseStats(_Model):
+    """What the records of one phase say (harness.stats.phase)."""
+
+    requests: Requests
+    window: MeasuredWindow
+    load: Load
+    latency_ms: PhaseLatencies
+    latency_by_status_ms: LatencyByStatus
+    throughput: Throughput
+    goodput: Goodput
+    tokens: Tokens
+    whole_run: WholeRun
+    batches: Batches | None
+    client_limited: bool
+    client_limited_reason: str | None
+    schedule_lag_bound_ms: float
+    client: ClientHealth
+
+
+class _PhaseHead(_Model):
+    name: str
+    config: dict[str, Any] = Field(description="the phase as the scenario gave it")
+
+
+class PhaseSummary(PhaseStats, _PhaseHead):
+    """One phase: its name and configuration, what its records say, and what it replayed or scraped."""
+
+    trace: TraceUse | None = Field(None, description="the trace file replayed, when there was one")
+    server: ServerPhase | None = Field(None, description="when the endpoint's /metrics was scraped")
+
+
+class Anchor(_Model):
+    monotonic_ns: int
+    wall_ns: int
+
+
+class EndpointInfo(_Model):
+    base_url: str
+    model: str
+    api: str
+    bundled_simulator: bool
+
+
+class RunHeader(_Model):
+    """Who ran what, when, against which endpoint; how the run ended."""
+
+    run_id: str
+    scenario: str
+    harness_version: str
+    seed: int
+    mode: Literal["run", "predict"] = "run"
+    started_at: str | None = None
+    anchor: Anchor | None = Field(None, description="monotonic_ns + (wall_ns − monotonic_ns) = wall time")
+    endpoint: EndpointInfo | None = None
+    simulator: SimulatorConfig | None = Field(None, description="the bundled or predicted simulator")
+    stopped: str | None = Field(None, description="the signal that stopped the run")
+    complete: bool = True
+
+
+class ScrapeInfo(_Model):
+    url: str
+    interval_s: float
+    scrapes: int
+    failures: dict[str, int]
+    unavailable: str | None
+    series: list[str]
+
+
+class PhaseComparison(_Model):
+    phase: str
+    batch_size: int
+    versus: str
+    throughput_ratio: float | None
+    ttft_p50_ratio: float | None
+    ttft_p99_ratio: float | None
+    itl_p50_ratio: float | None
+    goodput_fraction: float
+    interactive_goodput_fraction: float
+
+
+class Comparison(_Model):
+    phases: list[PhaseComparison]
+    conclusion: list[str]
+
+
+class Summary(_Model):
+    """The whole of summary.json."""
+
+    schema_: str = Field(SUMMARY_SCHEMA, alias="schema")
+    run: RunHeader
+    phases: list[PhaseSummary]
+    server_metrics: ScrapeInfo | None = None
+    comparison: Comparison
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Summary:
+        return cls.model_validate(data)
+
+
+def reference() -> str:
+    """docs/summary.md: every field of summary.json with its type and meaning, from the models above."""
+    lines = [f"# summary.json (`{SUMMARY_SCHEMA}`)", "", "Generated by `python -m harness.stats.schema > "
+             "docs/summary.md` from `harness/stats/schema.py`; do not edit by hand. Latencies in ms, rates per "
+             "second, timestamps in integer ns of the monotonic clock; `null` where a value does not apply.", ""]
+    seen: list[type[BaseModel]] = []
+    queue: list[type[BaseModel]] = [Summary]
+    while queue:
+        model = queue.pop(0)
+        if model in seen:
+            continue
+        seen.append(model)
+        lines += [f"## {model.__name__}", ""]
+        if model.__doc__ and model.__doc__ is not BaseModel.__doc__:
+            lines += [model.__doc__.strip().splitlines()[0], ""]
+        lines += ["| field | type | meaning |", "|---|---|---|"]
+        for name, info in model.model_fields.items():
+            lines.append(f"| `{info.alias or name}` | {_type_name(info.annotation)} | {info.description or ''} |")
+            queue += _models_in(info.annotation)
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _type_name(annotation: Any) -> str:
+    origin, args = get_origin(annotation), get_args(annotation)
+    if origin in (Union, UnionType):
+        return " or ".join(_type_name(a) for a in args)
+    if origin is Literal:
+        return " / ".join(f"`{a}`" for a in args)
+    if origin is list:
+        return f"list of {_type_name(args[0])}"
+    if origin is dict:
+        return f"map of {_type_name(args[0])} to {_type_name(args[1])}"
+    if annotation is type(None):
+        return "null"
+    if annotation is Any:
+        return "any"
+    return getattr(annotation, "__name__", str(annotation))
+
+
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [m for arg in get_args(annotation) for m in _models_in(arg)]
+
+
+if __name__ == "__main__":
+    print(reference(), end="")

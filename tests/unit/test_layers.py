@@ -1,0 +1,99 @@
+"""The package's shape, read from its imports with `ast`, so it stays true as the code grows.
+
+Layers, lowest first; a module may import its own layer and those below it, never one above:
+
+    core       errors, clock, tokens, records, gctune (the shared bottom)
+    config     scenario, simulator config, presets (validated input)
+    workload   arrivals, lengths, traces, datasets, tokenizers, requests, plans
+    client     backend protocol, SSE, the HTTP clients, the fake
+    stats      metric definitions, phase statistics, server series, summary, conclusion
+    run        dispatcher, worker, runner, target, signals, self-check, progress, scrape
+    report     table, html, files, offline rebuild
+    tools      calibrate, search, predict
+    cli        one module per command
+
+The simulator (`harness.sim`) stands apart: it imports only the core and the config it shares with the
+harness, and only `harness.tools.predict` imports it (the CLI mounts its commands, nothing more).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "harness"
+LAYERS = ["core", "config", "workload", "client", "stats", "run", "report", "tools", "cli"]
+SIM_MAY_IMPORT = {"core", "config"}
+SIM_IMPORTERS = {"harness.tools.predict", "harness.cli"}  # the CLI only mounts `harness sim`
+MAX_FUNCTION_LINES = 50
+MAX_MODULE_LINES = 400
+
+
+def _module(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _layer(module: str) -> str:
+    parts = module.split(".")
+    if len(parts) < 2 or parts[1] in {"errors", "clock", "tokens", "records", "gctune", "__main__"}:
+        return "core"
+    return parts[1]
+
+
+def _imports(path: Path) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return {name for name in found if name == "harness" or name.startswith("harness.")}
+
+
+MODULES = {_module(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_no_module_imports_a_layer_above_its_own(module: str) -> None:
+    mine = _layer(module)
+    for imported in _imports(MODULES[module]):
+        theirs = _layer(imported)
+        if module == "harness.__main__" or imported == "harness":
+            continue  # the entry point, and the package's version string
+        if mine == "sim":
+            assert theirs in SIM_MAY_IMPORT | {"sim"}, f"{module} (simulator) imports {imported}"
+        elif theirs == "sim":
+            assert module in SIM_IMPORTERS, f"{module} imports the simulator ({imported})"
+        else:
+            assert LAYERS.index(theirs) <= LAYERS.index(mine), f"{module} ({mine}) imports {imported} ({theirs})"
+
+
+def test_the_layer_test_sees_every_package() -> None:
+    """A new package must be placed in the layers (or it would escape the check above)."""
+    packages = {_layer(m) for m in MODULES}
+    assert packages == set(LAYERS) | {"sim"}
+
+
+def test_functions_and_modules_stay_small() -> None:
+    long_functions, long_modules = [], []
+    for module, path in MODULES.items():
+        text = path.read_text(encoding="utf-8")
+        if text.count("\n") > MAX_MODULE_LINES:
+            long_modules.append(f"{module}: {text.count(chr(10))} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                length = (node.end_lineno or node.lineno) - node.lineno + 1
+                if length > MAX_FUNCTION_LINES:
+                    long_functions.append(f"{module}.{node.name}: {length} lines")
+    assert not long_functions, long_functions
+    assert not long_modules, long_modules
+
+
+def test_summary_reference_is_generated_from_the_types() -> None:
+    from harness.stats.schema import reference
+
+    docs = PACKAGE.parent / "docs" / "summary.md"
+    assert docs.read_text(encoding="utf-8") == reference(), "regenerate: python -m harness.stats.schema > docs/summary.md"
