@@ -63,6 +63,6 @@ def test_summary_reads_back_into_its_types_unchanged() -> None:
     summary = predict(load_scenario(ROOT / "scenarios" / "interactive-vs-batch.yaml"))
     typed = Summary.from_json(summary)
     assert typed.to_json() == summary
-    assert typed.phases[1].batches is not None and typed.phases[1].batches.count == 2
+    assert typed.phases[1].batches is not None and typed.phases[1].batches.count == 3  # batch-8, 3 batches
     with pytest.raises(ValueError, match="colour"):
         Summary.from_json({**summary, "colour": "red"})  # a misspelt field is an error, not ignored
