@@ -17,7 +17,6 @@ the one place that turns a `HarnessError` into its exit code (harness.cli.errors
 
 from __future__ import annotations
 
-EXIT_OK = 0
 EXIT_USAGE = 2
 EXIT_HARNESS = 3
 EXIT_STOPPED = 130  # Ctrl-C or SIGTERM, as shells report a SIGINT

@@ -14,9 +14,9 @@ from typing import IO, Literal
 
 import orjson
 
-Status = Literal["ok", "http_error", "timeout", "transport_error", "bad_stream", "cancelled", "dropped"]
+Status = Literal["ok", "http_error", "timeout", "transport_error", "bad_stream", "cancelled"]
 STATUSES: tuple[Status, ...] = (
-    "ok", "http_error", "timeout", "transport_error", "bad_stream", "cancelled", "dropped",
+    "ok", "http_error", "timeout", "transport_error", "bad_stream", "cancelled",
 )
 
 
@@ -28,7 +28,7 @@ class RequestRecord:
     prompt_tokens_requested: int
     max_tokens: int
     intended_ns: int
-    sent_ns: int | None = None  # None: never sent (dropped, or cancelled before sending)
+    sent_ns: int | None = None  # None: never sent (cancelled before sending)
     first_token_ns: int | None = None  # first chunk with answer *or reasoning* text
     first_content_ns: int | None = None  # first chunk with answer text only
     last_token_ns: int | None = None

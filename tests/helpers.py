@@ -10,6 +10,9 @@ from typing import Any
 
 import pytest
 
+from harness.config.scenario import Workload
+from harness.workload.requests import RequestSource, RequestSpec
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -25,6 +28,12 @@ needs_traces = pytest.mark.skipif(not SHARED_TRACES.is_dir(), reason=NO_TRACES)
 
 def phase_json(*args: Any, **kwargs: Any) -> dict[str, Any]:
     """A phase's statistics as they appear in summary.json."""
-    from harness.stats.phase import summarize_phase
+    from harness.stats.phase import phase_stats
 
-    return summarize_phase(*args, **kwargs).to_json()
+    return phase_stats(*args, **kwargs).to_json()
+
+
+def build_requests(workload: Workload, phase: str, phase_index: int, count: int, seed: int, run_id: str,
+                   batch_size: int | None = None) -> list[RequestSpec]:
+    """The first `count` requests of a phase, as the plan would send them."""
+    return RequestSource(workload, phase, phase_index, seed, run_id, batch_size).take(count)

@@ -20,7 +20,7 @@ import numpy as np
 from harness.clock import NS_PER_MS, NS_PER_S
 from harness.records import RequestRecord
 from harness.report.table import render_table
-from harness.stats.metrics import in_flight, itl_samples_ns, ttft_ns
+from harness.stats.metrics import e2e_ns, in_flight, itl_samples_ns, ttft_ns
 from harness.stats.server import Row, rates
 
 _STYLE = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222}
@@ -53,7 +53,7 @@ def _cdfs(by_phase: dict[str, list[RequestRecord]]) -> str:
         series = {
             "TTFT": [v for r in ok if (v := ttft_ns(r)) is not None],
             "ITL": [v for r in ok for v in itl_samples_ns(r)],
-            "E2E": [r.last_token_ns - r.sent_ns for r in ok if r.last_token_ns is not None and r.sent_ns is not None],
+            "E2E": [v for r in ok if (v := e2e_ns(r)) is not None],
         }
         for ax, (label, values) in zip(axes, series.items(), strict=True):
             if values:

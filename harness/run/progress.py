@@ -11,6 +11,7 @@ import numpy as np
 
 from harness.clock import NS_PER_MS, NS_PER_S, Clock, cancel_quietly
 from harness.records import RequestRecord
+from harness.stats.metrics import ttft_ns
 
 
 class Progress:
@@ -40,8 +41,9 @@ class Progress:
             self._errors += 1
             return
         self._tokens += rec.output_tokens
-        if rec.first_token_ns is not None and rec.sent_ns is not None:
-            self._ttft_ns.append(rec.first_token_ns - rec.sent_ns)
+        ttft = ttft_ns(rec)
+        if ttft is not None:
+            self._ttft_ns.append(ttft)
 
     def line(self) -> str:
         elapsed = max(self.clock.now_ns() - self._start, 1) / NS_PER_S

@@ -55,7 +55,7 @@ Metric = Callable[[RequestRecord], float | int | None]
 STATUS_GROUPS: dict[str, tuple[Status, ...]] = {
     "ok": ("ok",),
     "errored": ("http_error", "timeout", "transport_error", "bad_stream"),
-    "cancelled": ("cancelled", "dropped"),
+    "cancelled": ("cancelled",),
 }
 
 
@@ -139,7 +139,7 @@ class _Groups:
         self.ok = [r for r in self.measured if r.status == "ok"]
 
 
-def summarize_phase(
+def phase_stats(
     records: Sequence[RequestRecord], slo: SLO, lag_bound_ms: float = 5.0, *, warmup_s: float = 0.0,
     cooldown_s: float = 0.0, client: ClientCheck | None = None,
 ) -> PhaseStats:

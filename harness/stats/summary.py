@@ -11,7 +11,7 @@ from typing import Any
 from harness.config.scenario import Phase, Scenario
 from harness.records import RequestRecord
 from harness.stats.conclusion import compare
-from harness.stats.phase import ClientCheck, summarize_phase
+from harness.stats.phase import ClientCheck, phase_stats
 from harness.stats.schema import ClientHealth, PhaseSummary, RunHeader, ScrapeInfo, ServerPhase, Summary, TraceUse
 from harness.stats.server import Row, phase_server_summary
 
@@ -29,7 +29,7 @@ class PhaseRun:
 def phase_summary(scenario: Scenario, run: PhaseRun, rows: Sequence[Row] = (),
                   ceiling_tokens_per_s: float | None = None) -> PhaseSummary:
     phase = run.phase
-    stats = summarize_phase(run.records, scenario.slo, scenario.client.schedule_lag_bound_ms,
+    stats = phase_stats(run.records, scenario.slo, scenario.client.schedule_lag_bound_ms,
                             warmup_s=phase.warmup_s, cooldown_s=phase.cooldown_s, client=run.client)
     client = stats.client
     if ceiling_tokens_per_s is not None:

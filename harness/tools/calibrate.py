@@ -25,6 +25,7 @@ from harness.gctune import tune_for_timing
 from harness.records import RequestRecord, read_records
 from harness.run.runner import run_scenario
 from harness.run.simulator import bundled_simulator
+from harness.stats.metrics import tpot_ns, ttft_ns
 from harness.tools.calibration_store import machine, save_calibration
 
 MS = 1e6
@@ -59,14 +60,15 @@ def errors(records: list[RequestRecord], truth: dict[str, dict[str, Any]]) -> di
     delivery: list[int] = []
     for rec in records:
         t = truth.get(rec.request_id)
-        if rec.status != "ok" or t is None or rec.sent_ns is None or rec.first_token_ns is None:
+        measured_ttft, measured_tpot = ttft_ns(rec), tpot_ns(rec)
+        if rec.status != "ok" or t is None or measured_ttft is None or measured_tpot is None:
             continue
         tokens = np.asarray(t["token_ns"], dtype=np.int64)
         seen = np.asarray(rec.chunk_ns, dtype=np.int64)
         if len(tokens) != len(seen) or len(seen) < 2:
             continue
-        ttft.append((rec.first_token_ns - rec.sent_ns) - (tokens[0] - t["arrival_ns"]))
-        tpot.append((seen[-1] - seen[0] - (tokens[-1] - tokens[0])) / (len(seen) - 1))
+        ttft.append(measured_ttft - (tokens[0] - t["arrival_ns"]))
+        tpot.append(measured_tpot - (tokens[-1] - tokens[0]) / (len(tokens) - 1))
         gaps.extend(np.diff(seen) - np.diff(tokens))
         delivery.extend(seen - tokens)
 

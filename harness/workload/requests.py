@@ -151,10 +151,3 @@ def prompt_from_blocks(hash_ids: tuple[int, ...], num_tokens: int) -> str:
     if missing > 0:  # fewer ids than the length needs
         parts.append(make_text(missing, zlib.crc32(repr(hash_ids).encode())))
     return " ".join(p for p in parts if p)
-
-
-def build_requests(
-    workload: Workload, phase: str, phase_index: int, count: int, seed: int, run_id: str,
-    batch_size: int | None = None,
-) -> list[RequestSpec]:
-    return RequestSource(workload, phase, phase_index, seed, run_id, batch_size).take(count)

@@ -17,7 +17,8 @@ from harness.config.scenario import Workload
 from harness.errors import HarnessError
 from harness.records import RequestRecord
 from harness.run.worker import run_request
-from harness.workload.requests import RequestSpec, build_requests
+from harness.workload.requests import RequestSpec
+from tests.helpers import build_requests
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 SEEN = web.AppKey("seen", list)

@@ -20,7 +20,7 @@ from harness.config.simulator import FaultConfig, SimulatorConfig
 from harness.records import RequestRecord
 from harness.run.worker import run_request
 from harness.sim.server import serve
-from harness.workload.requests import build_requests
+from tests.helpers import build_requests
 
 Start = Callable[..., Awaitable[str]]
 

@@ -10,7 +10,7 @@ from harness.clock import NS_PER_MS, FakeClock
 from harness.config.scenario import Workload
 from harness.records import RequestRecord
 from harness.run.dispatch import Dispatcher
-from harness.workload.requests import build_requests
+from tests.helpers import build_requests
 
 MS = NS_PER_MS
 

@@ -96,4 +96,4 @@ def test_summary_reference_is_generated_from_the_types() -> None:
     from harness.stats.schema import reference
 
     docs = PACKAGE.parent / "docs" / "summary.md"
-    assert docs.read_text(encoding="utf-8") == reference(), "regenerate: python -m harness.stats.schema > docs/summary.md"
+    assert docs.read_text(encoding="utf-8") == reference(), "run: python -m harness.stats.schema > docs/summary.md"

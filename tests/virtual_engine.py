@@ -1,4 +1,4 @@
-"""Virtual time: the step engine runs a whole workload as fast as the CPU allows, no sleeping.
+"""Test support: the step engine run in virtual time without asyncio (engine and performance-model tests).
 
 Steps start back to back while there is work; an idle engine jumps to the next arrival. A callback
 on each finished request may submit more (the next batch, a closed-loop user's next request), so
