@@ -64,14 +64,14 @@ async def one(kind: str, rate: float, seconds: float, workdir: Path) -> dict[str
         result = await run_scenario(scenario, Endpoint(url, model), run_dir)
         records = list(read_records(run_dir / "requests.jsonl"))
         truth = await _truth(url, [r.request_id for r in records])
-    (phase,) = result.summary["phases"]
+    (phase,) = result.summary.phases
     views = {
         "schedule": [r.intended_ns for r in records],
         "harness sent": [r.sent_ns for r in records if r.sent_ns is not None],
         "server saw": [t["arrival_ns"] for t in truth.values()],
     }
-    out: dict[str, Any] = {"kind": kind, "rate": rate, "requests": len(records), "ok": phase["requests"]["ok"],
-                           "lag_p99_ms": phase["latency_ms"]["schedule_lag"]["p99"], "views": {}}
+    out: dict[str, Any] = {"kind": kind, "rate": rate, "requests": len(records), "ok": phase.requests.ok,
+                           "lag_p99_ms": phase.latency_ms.schedule_lag.p99, "views": {}}
     planned = np.diff(np.sort(np.asarray(views["schedule"], dtype=np.int64))) / 1e9
     for name, stamps in views.items():
         t = np.sort(np.asarray(stamps, dtype=np.int64))

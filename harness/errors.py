@@ -23,18 +23,10 @@ EXIT_STOPPED = 130  # Ctrl-C or SIGTERM, as shells report a SIGINT
 
 
 class HarnessError(RuntimeError):
-    """A one-line reason the run could not go on."""
+    """A one-line reason the run could not go on; `hint` says what to do about it."""
 
     exit_code = EXIT_HARNESS
     hint = "the run could not go on"
-
-
-class EndpointError(HarnessError):
-    hint = "check the URL, the model name and the API key"
-
-
-class SimulatorError(HarnessError):
-    hint = "see the simulator's error output above"
 
 
 class UsageError(HarnessError, ValueError):
@@ -44,27 +36,28 @@ class UsageError(HarnessError, ValueError):
     hint = "fix the input named in the message"
 
 
-class ScenarioError(UsageError):
-    """A scenario that cannot be run; the message is one line naming the file and field."""
+# The kinds the tree above names; each says where to look.
+class EndpointError(HarnessError):
+    hint = "check the URL, the model name and the API key"
 
+
+class SimulatorError(HarnessError):
+    hint = "see the simulator's error output above"
+
+
+class ScenarioError(UsageError):
     hint = "see docs/scenarios.md for every field"
 
 
 class TraceError(UsageError):
-    """A trace that cannot be read; the message names the file and line."""
-
     hint = "--skip-bad-rows skips and counts unreadable rows"
 
 
 class TokenizerError(UsageError):
-    """A tokenizer that cannot be loaded; the message names the path."""
-
     hint = "give a local tokenizer.json or a directory holding one"
 
 
 class PresetError(UsageError):
-    """A presets file that cannot be used; the message names the file and entry."""
-
     hint = "`harness sim presets` lists the known ones"
 
 

@@ -15,7 +15,7 @@ from harness.cli.report import report
 from harness.cli.run import run
 from harness.cli.search import search_cmd
 from harness.cli.trace import trace
-from harness.sim.cli import sim  # the simulator's own commands, mounted as `harness sim`
+from harness.run.simulator import simulator_cli
 
 
 @click.group()
@@ -24,5 +24,5 @@ def main() -> None:
     """Benchmark LLM inference endpoints with realistic load."""
 
 
-for command in (run, predict, calibrate, report, search_cmd, trace, sim):
+for command in (run, predict, calibrate, report, search_cmd, trace, simulator_cli()):
     main.add_command(command)

@@ -23,6 +23,7 @@ Api = Literal["chat", "completions"]
 
 class RequestEvents(Protocol):
     got_token: bool  # a token-bearing chunk has arrived (ends the first-token timeout)
+    done: bool  # the stream is over for the harness: [DONE], an error, its end or a failure
 
     def sent(self) -> None: ...
 

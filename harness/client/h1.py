@@ -86,7 +86,7 @@ class _Connection(asyncio.Protocol):
         if ex.status != 200:
             if len(ex.body) < _ERROR_BODY_LIMIT:
                 ex.body += body
-        elif not ex.done.done():
+        elif not ex.events.done:
             try:
                 over = ex.events.chunks(ex.reader.read(body))
             except BadChunk as exc:
@@ -245,7 +245,7 @@ def _settle(events: RequestEvents, exchange: _Exchange, error: BaseException | N
     elif isinstance(error, BadChunk):
         events.failed("bad_stream", str(error))
     elif error is not None:
-        if not exchange.reader.over:  # after [DONE] the connection may go: the request is complete
+        if not events.done:  # after [DONE] the connection may go: the request is complete
             events.failed("transport_error", type(error).__name__)
     elif exchange.status != 200:
         events.failed("http_error", error_reason(exchange.status, exchange.body))

@@ -110,22 +110,28 @@ def _parse(payload: bytes) -> Chunk:
 
 
 class ChunkReader:
-    """Body bytes in, the chunks they complete out; nothing after `[DONE]` or an error is read."""
+    """Body bytes in, the chunks they complete out. Payloads after `[DONE]` or an error in the same read are
+    not the stream's: they are dropped, never reported as a bad chunk."""
 
-    __slots__ = ("_decoder", "over")
+    __slots__ = ("_decoder",)
 
     def __init__(self) -> None:
         self._decoder = SSEDecoder()
-        self.over = False
 
     def read(self, data: bytes) -> list[Chunk]:
-        if self.over:
-            return []
-        chunks = []
-        for payload in self._decoder.feed(data):
-            chunk = interpret(payload)
-            chunks.append(chunk)
-            if chunk.done or chunk.error is not None:
-                self.over = True
-                break
-        return chunks
+        payloads = self._decoder.feed(data)
+        try:
+            return [interpret(p) for p in payloads]
+        except BadChunk:
+            return _until_bad(payloads)
+
+
+def _until_bad(payloads: list[bytes]) -> list[Chunk]:
+    """The chunks up to the stream's end; a bad payload before it raises."""
+    chunks = []
+    for payload in payloads:
+        chunk = interpret(payload)
+        chunks.append(chunk)
+        if chunk.done or chunk.error is not None:
+            break
+    return chunks

@@ -1,4 +1,4 @@
-"""Starts the bundled simulator as a child process on a free loopback port.
+"""Starts the bundled simulator as a child process on a free loopback port, and mounts its commands.
 
 A separate process, so the simulator never competes with the harness for its event loop; the
 two share nothing but HTTP.
@@ -14,10 +14,19 @@ import os
 import sys
 from collections.abc import AsyncIterator
 
+import click
+
 from harness.config.simulator import SimulatorConfig
 from harness.errors import SimulatorError
 
 _START_TIMEOUT_S = 30.0
+
+
+def simulator_cli() -> click.Group:
+    """`harness sim`: the simulator's own commands, which the bundled process runs too."""
+    from harness.sim.cli import sim
+
+    return sim
 
 
 def simulator_command(cfg: SimulatorConfig, host: str = "127.0.0.1", port: int = 0) -> list[str]:

@@ -43,8 +43,8 @@ class RecordStamper:
             self.failed("bad_stream", "stream ended before [DONE]")
 
     def chunks(self, chunks: Sequence[Chunk]) -> bool:
-        if not chunks:
-            return self.done
+        if self.done or not chunks:
+            return self.done  # nothing new, or what follows the end, which is not the stream's
         t_ns = self._now()  # every chunk of one read arrived together
         rec = self.rec
         for chunk in chunks:
