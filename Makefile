@@ -24,7 +24,7 @@ demo: install
 
 check:
 	$(BIN)/ruff check harness tests bench
-	$(BIN)/mypy harness
+	$(BIN)/mypy harness bench
 	$(BIN)/pytest -q
 
 test: install-test browser check
