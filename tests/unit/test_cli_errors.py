@@ -1,0 +1,43 @@
+"""The one error boundary: every documented error class becomes its exit code and one line with its hint."""
+
+from __future__ import annotations
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from harness import errors
+from harness.cli.errors import guarded
+
+ERROR_CLASSES = [cls for cls in vars(errors).values()
+                 if isinstance(cls, type) and issubclass(cls, errors.HarnessError)]
+
+
+def _command(exc: BaseException) -> click.Command:
+    @click.command()
+    @guarded
+    def failing() -> None:
+        raise exc
+
+    return failing
+
+
+@pytest.mark.parametrize("cls", ERROR_CLASSES, ids=lambda c: c.__name__)
+def test_each_error_class_exits_with_its_code_and_one_line(cls: type[errors.HarnessError]) -> None:
+    result = CliRunner().invoke(_command(cls("scenarios/x.yaml: phases[0].load.rate: must be > 0")))
+    expected = errors.EXIT_USAGE if issubclass(cls, errors.UsageError) else errors.EXIT_HARNESS
+    assert result.exit_code == cls.exit_code == expected
+    assert result.output == f"error: scenarios/x.yaml: phases[0].load.rate: must be > 0 ({cls.hint})\n"
+    assert cls.hint and "\n" not in cls.hint
+
+
+def test_usage_errors_cover_every_bad_input_kind() -> None:
+    usage = {c.__name__ for c in ERROR_CLASSES if issubclass(c, errors.UsageError)}
+    assert usage == {"UsageError", "ScenarioError", "TraceError", "TokenizerError", "PresetError"}
+
+
+def test_ctrl_c_is_exit_130_and_other_exceptions_are_not_swallowed() -> None:
+    stopped = CliRunner().invoke(_command(KeyboardInterrupt()))
+    assert stopped.exit_code == errors.EXIT_STOPPED and "stopped" in stopped.output
+    bug = CliRunner().invoke(_command(ValueError("a bug, not bad input")))
+    assert bug.exit_code == 1 and isinstance(bug.exception, ValueError)  # no bare ValueError → exit 2
