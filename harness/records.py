@@ -7,12 +7,14 @@ the arrival time of each token-bearing chunk; `requests.csv` has the scalar colu
 from __future__ import annotations
 
 import csv
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import IO, Literal
 
 import orjson
+
+from harness.errors import UsageError
 
 Status = Literal["ok", "http_error", "timeout", "transport_error", "bad_stream", "cancelled"]
 STATUSES: tuple[Status, ...] = (
@@ -97,12 +99,22 @@ class RecordWriter:
         self.close()
 
 
-def read_records(path: Path) -> Iterator[RequestRecord]:
-    """Records back from a `requests.jsonl`, for offline reports and tests."""
-    with path.open(encoding="utf-8") as fh:
-        for line in fh:
-            if line.strip():
-                yield RequestRecord(**orjson.loads(line))
+def read_records(path: Path, warn: Callable[[str], None] | None = None) -> Iterator[RequestRecord]:
+    """Records back from a `requests.jsonl`, for offline reports and tests.
+
+    A torn last line (the process was killed mid-write) is skipped, with a warning; a bad line anywhere
+    else means the file is not a records file.
+    """
+    with path.open(encoding="utf-8", errors="replace") as fh:
+        lines = [(n, line) for n, line in enumerate(fh, 1) if line.strip()]
+    for i, (n, line) in enumerate(lines):
+        try:
+            yield RequestRecord(**orjson.loads(line))
+        except (orjson.JSONDecodeError, TypeError) as exc:
+            if i < len(lines) - 1:
+                raise UsageError(f"{path}:{n}: not a request record ({exc})") from None
+            if warn is not None:
+                warn(f"{path}:{n}: skipped a torn last line (the run was killed while writing it)")
 
 
 

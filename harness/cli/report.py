@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from harness.cli.errors import guarded
+from harness.cli.errors import guarded, warn
 from harness.records import read_records
 from harness.report.files import write_reports
 from harness.report.offline import rebuild
@@ -21,7 +21,8 @@ from harness.stats.server import read_server_metrics
 @guarded
 def report(run_dir: Path, write: bool) -> None:
     """Rebuild a run's statistics, table and conclusion offline from its saved records."""
-    summary = rebuild(run_dir).to_json()
+    summary = rebuild(run_dir, warn).to_json()
     if write:
-        write_reports(summary, run_dir, list(read_records(run_dir / "requests.jsonl")), read_server_metrics(run_dir))
+        records = list(read_records(run_dir / "requests.jsonl"))
+        write_reports(summary, run_dir, records, read_server_metrics(run_dir))
     print_table(summary)

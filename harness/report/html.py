@@ -193,8 +193,8 @@ def render_html(summary: dict[str, Any], records: Sequence[RequestRecord], rows:
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
              f"<style>{_STYLE}</style></head><body><h1>{html.escape(title)}</h1>",
              f"<p class='note'>run {html.escape(str(run.get('run_id', '')))} · started "
-             f"{html.escape(str(run.get('started_at', '')))} · endpoint "
-             f"{html.escape(str(run.get('endpoint', {}).get('base_url', '')))}</p>",
+             f"{html.escape(str(run.get('started_at') or ''))} · endpoint "
+             f"{html.escape(str((run.get('endpoint') or {}).get('base_url', '')))}</p>",
              f"<pre>{html.escape(render_table(summary))}</pre>",
              "<h2>Latency distributions</h2>", f"<img alt='latency CDFs' src='{_cdfs(by_phase)}'>"]
     slo = summary["phases"][0]["goodput"]["slo"] if summary.get("phases") else {}

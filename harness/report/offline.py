@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from harness import __version__
 from harness.config.scenario import load_scenario
 from harness.errors import ScenarioError
 from harness.records import RequestRecord, read_records
@@ -15,7 +17,7 @@ from harness.stats.server import read_server_metrics
 from harness.stats.summary import PhaseRun, build_summary
 
 
-def rebuild(run_dir: Path) -> Summary:
+def rebuild(run_dir: Path, warn: Callable[[str], None] | None = None) -> Summary:
     """Statistics recomputed from `requests.jsonl` with the run's own `scenario.yaml`.
 
     Server series come from the run's `server_metrics.csv`. The run header and each phase's self-check
@@ -30,7 +32,7 @@ def rebuild(run_dir: Path) -> Summary:
         saved = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
     saved_phases = {p["name"]: p for p in saved.get("phases", [])}
     by_phase: dict[str, list[RequestRecord]] = {}
-    for rec in read_records(records_path):
+    for rec in read_records(records_path, warn):
         by_phase.setdefault(rec.phase, []).append(rec)
     cfg = scenario.client
     phases = []
@@ -40,10 +42,13 @@ def rebuild(run_dir: Path) -> Summary:
         if not records:
             continue
         saved_phase = saved_phases.get(phase.name, {})
-        client = saved_phase.get("client", {})
+        client = saved_phase.get("client") or {}
         check = ClientCheck(client.get("loop_lag_p99_ms"), client.get("cpu_share"), cfg.loop_lag_bound_ms,
                             cfg.cpu_bound, client.get("cpu_seconds"))
         ceiling = client.get("ceiling_tokens_per_s", ceiling)
         phases.append(PhaseRun(phase, records, check, saved_phase.get("trace")))
-    return build_summary(scenario, saved.get("run", {}), phases, read_server_metrics(run_dir),
-                         saved.get("server_metrics"), ceiling)
+    # Without a saved summary the run never finished (killed): say so rather than leave the header blank.
+    header = saved.get("run") or {"run_id": "unknown", "scenario": scenario.name, "harness_version": __version__,
+                                  "seed": scenario.seed, "complete": False}
+    return build_summary(scenario, header, phases, read_server_metrics(run_dir), saved.get("server_metrics"),
+                         ceiling)

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import functools
 import json
 import os
+import signal
 import sys
 from collections.abc import AsyncIterator
 
@@ -51,6 +53,19 @@ def pin_process(cores: set[int]) -> None:
             os.sched_setaffinity(int(tid), cores)
 
 
+_PR_SET_PDEATHSIG = 1
+
+
+def _child_setup(cores: set[int] | None) -> None:
+    """In the child, before it execs: die with the harness, and take the simulator's core."""
+    # Even a kill -9 of the harness must not leave a simulator holding its port: the kernel sends SIGTERM
+    # to the child when the parent dies (Linux; elsewhere this is a no-op and the exit path still stops it).
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    if cores is not None:
+        os.sched_setaffinity(0, cores)  # before exec, so every thread it starts inherits its core
+
+
 @contextlib.asynccontextmanager
 async def bundled_simulator(cfg: SimulatorConfig, pin: bool = False) -> AsyncIterator[tuple[str, str]]:
     """Yields (base URL, model name) of a running simulator; stops it on exit.
@@ -60,11 +75,9 @@ async def bundled_simulator(cfg: SimulatorConfig, pin: bool = False) -> AsyncIte
     """
     cores = split_cores() if pin else None
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}  # the simulator does no BLAS
-    # Pin the child before it execs, so every thread it ever starts inherits its core.
-    preexec = None if cores is None else functools.partial(os.sched_setaffinity, 0, cores[1])
     proc = await asyncio.create_subprocess_exec(
         *simulator_command(cfg), stdout=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL, env=env,
-        preexec_fn=preexec,
+        preexec_fn=functools.partial(_child_setup, None if cores is None else cores[1]),
     )
     if cores is not None:
         pin_process(cores[0])
