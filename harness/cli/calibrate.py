@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from harness.cli.common import reports_dir_option
+from harness.cli.common import reports_dir_option, writable_dir
 from harness.cli.errors import guarded
 from harness.gctune import tune_for_timing
 from harness.tools.calibrate import calibrate as run_calibration
@@ -34,6 +34,7 @@ def _levels(ctx: click.Context, param: click.Parameter, value: str) -> list[int]
 @guarded
 def calibrate(levels: list[int], seconds: float, reports_dir: Path) -> None:
     """Measure this machine's harness against the simulator's ground truth, and its ceiling."""
+    writable_dir(reports_dir, "--reports-dir")
     tune_for_timing()
     report = asyncio.run(run_calibration(levels, seconds, reports_dir))
     click.echo(render(report))

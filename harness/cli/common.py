@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from harness.config.scenario import Scenario, load_scenario
+from harness.errors import UsageError
 
 _REPO_SCENARIOS = Path(__file__).resolve().parent.parent.parent / "scenarios"
 
@@ -34,3 +35,15 @@ def api_key(flag_env: str | None, scenario_env: str | None) -> str | None:
     if not value:
         raise click.BadParameter(f"environment variable {name} is not set", param_hint="--api-key-env")
     return value
+
+
+def writable_dir(path: Path, flag: str) -> Path:
+    """`path`, created if need be and proven writable before anything is sent."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / ".harness-write-check"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise UsageError(f"{flag} {path}: cannot write there: {exc.strerror}") from None
+    return path

@@ -4,16 +4,24 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import TextIO
 
 import click
 
-from harness.cli.common import api_key, api_key_env_option, reports_dir_option, scenario_argument, scenario_or_default
-from harness.cli.errors import guarded, warn
+from harness.cli.common import (
+    api_key,
+    api_key_env_option,
+    reports_dir_option,
+    scenario_argument,
+    scenario_or_default,
+    writable_dir,
+)
+from harness.cli.errors import fail, guarded, warn
 from harness.client.backend import Api
 from harness.config.scenario import Scenario, TraceLoad
-from harness.errors import EXIT_STOPPED
+from harness.errors import EXIT_NOTHING_OK, EXIT_STOPPED
 from harness.gctune import tune_for_timing
 from harness.report.files import write_run
 from harness.report.table import print_table
@@ -46,6 +54,7 @@ def run(scenario_path: Path | None, endpoint: str | None, model: str | None, api
     scenario = _with_flags(scenario_or_default(scenario_path), tokenizer, skip_bad_rows)
     if endpoint is not None and not endpoint.startswith(("http://", "https://")):
         raise click.BadParameter("must start with http:// or https://", param_hint="--endpoint")
+    writable_dir(reports_dir, "--reports-dir")
     key = api_key(api_key_env, scenario.endpoint.api_key_env)
     tune_for_timing()
     progress_to = sys.stderr if (sys.stderr.isatty() if progress is None else progress) else None
@@ -58,6 +67,12 @@ def run(scenario_path: Path | None, endpoint: str | None, model: str | None, api
     click.echo(f"\nreport: {result.run_dir}")
     if result.summary.run.stopped:
         raise SystemExit(EXIT_STOPPED)
+    if not any(phase.requests.ok for phase in result.summary.phases):
+        causes = Counter[str]()
+        for phase in result.summary.phases:
+            causes.update(phase.requests.failure_reasons)
+        top = ", ".join(f"{reason} ×{n}" for reason, n in causes.most_common(3)) or "no request was sent"
+        raise fail(f"no request succeeded ({top})", EXIT_NOTHING_OK)
 
 
 def _with_flags(scenario: Scenario, tokenizer: Path | None, skip_bad_rows: bool) -> Scenario:

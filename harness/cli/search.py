@@ -9,7 +9,14 @@ from typing import Any
 
 import click
 
-from harness.cli.common import api_key, api_key_env_option, reports_dir_option, scenario_argument, scenario_or_default
+from harness.cli.common import (
+    api_key,
+    api_key_env_option,
+    reports_dir_option,
+    scenario_argument,
+    scenario_or_default,
+    writable_dir,
+)
 from harness.cli.errors import guarded, warn
 from harness.config.scenario import SLO, Scenario
 from harness.report.files import write_run
@@ -55,6 +62,10 @@ def search_cmd(scenario_path: Path | None, slo: SLO, goodput: float, low: float,
     scenario = scenario_or_default(scenario_path)
     if high <= low:
         raise click.BadParameter("must be above --low", param_hint="--high")
+    if virtual and endpoint is not None:
+        raise click.BadParameter("--predict runs on the scenario's simulated accelerator; drop one of them",
+                                 param_hint="--endpoint")
+    writable_dir(reports_dir, "--reports-dir")
     key = api_key(api_key_env, scenario.endpoint.api_key_env)
 
     async def searching() -> dict[str, Any]:

@@ -292,13 +292,18 @@ class Scenario(_Strict):
         return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)
 
 
+def _union_member(part: int | str) -> bool:
+    """pydantic's name for a union member (constrained-int, LengthDist, a load tag), not a key."""
+    return isinstance(part, str) and (part in _LOAD_TAGS or "-" in part or part[:1].isupper())
+
+
 def _field_path(loc: tuple[int | str, ...]) -> str:
     out = ""
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
-        elif part in _LOAD_TAGS or "-" in part or part[:1].isupper():
-            continue  # pydantic's name for a union member (constrained-int, LengthDist), not a key
+        elif _union_member(part):
+            continue
         else:
             out += f".{part}" if out else str(part)
     return out or "(top level)"
@@ -328,12 +333,29 @@ def parse_scenario(data: Any, source: str) -> Scenario:
             scenario = Scenario.model_validate({**scenario.model_dump(mode="json"), "phases": expanded})
         return scenario
     except ValidationError as exc:
-        err = min(exc.errors(), key=_rank)
-        msg = str(err["msg"]).removeprefix("Value error, ")
-        if err["type"] == "extra_forbidden":
-            msg = "unknown field"
-        more = f" (and {exc.error_count() - 1} more problems)" if exc.error_count() > 1 else ""
-        raise ScenarioError(f"{source}: {_field_path(err['loc'])}: {msg}{more}") from None
+        raise ScenarioError(_problems(exc, source)) from None
+
+
+_MAX_PROBLEMS = 10
+
+
+def _problems(exc: ValidationError, source: str) -> str:
+    """Every problem of the scenario, one line each (capped): for a field that could take several shapes,
+    only the likeliest complaint (see `_rank`)."""
+    best: dict[tuple[int | str, ...], Any] = {}
+    for err in exc.errors():
+        loc = tuple(err["loc"])
+        root = next((loc[:i] for i, part in enumerate(loc) if _union_member(part)), loc)
+        if root not in best or _rank(err) < _rank(best[root]):
+            best[root] = err
+    lines = [f"{source}: {_field_path(e['loc'])}: {_message(e)}" for e in sorted(best.values(), key=_rank)]
+    if len(lines) > _MAX_PROBLEMS:
+        lines = [*lines[:_MAX_PROBLEMS], f"{source}: … and {len(lines) - _MAX_PROBLEMS} more problems"]
+    return "\n".join(lines)
+
+
+def _message(err: Any) -> str:
+    return "unknown field" if err["type"] == "extra_forbidden" else str(err["msg"]).removeprefix("Value error, ")
 
 
 def _resolve_trace_files(data: Any, base: Path) -> None:
@@ -358,6 +380,8 @@ def load_scenario(path: Path) -> Scenario:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ScenarioError(f"{path}: cannot read scenario: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise ScenarioError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:

@@ -30,4 +30,7 @@ async def target(scenario: Scenario, *, url: str | None, model: str | None, api:
         if not served:
             raise EndpointError(f"{url} serves no models; pass --model")
         model = served[0]
+    elif served and model not in served:
+        # Every request would be a 404: say so before sending any.
+        raise EndpointError(f"{url} does not serve model {model!r}; it serves {', '.join(served[:5])}")
     yield Endpoint(url, model, api, api_key), False

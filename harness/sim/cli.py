@@ -127,7 +127,10 @@ def serve_cmd(host: str, port: int, presets: Path | None, config_json: str | Non
             raise click.BadParameter(str(exc.errors()[0]["msg"]), param_hint="--config-json") from None
     else:
         cfg = simulator_config(options)
-    asyncio.run(_serve_forever(cfg, host, port, api_key))
+    try:
+        asyncio.run(_serve_forever(cfg, host, port, api_key))
+    except OSError as exc:  # the port is taken, or the host is not ours
+        raise click.BadParameter(f"cannot listen on {host}:{port}: {exc.strerror}", param_hint="--port") from None
 
 
 async def _serve_forever(cfg: SimulatorConfig, host: str, port: int, api_key: str | None) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import json
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -121,12 +122,21 @@ def _read(path: Path, rows: Rows, parse: Any, what: str, skip_bad: bool,
     for line, row in rows:
         try:
             item = parse(row, skipped)
+            if item is not None:
+                _check(*item)
         except (KeyError, ValueError, TypeError, AttributeError) as exc:
             _bad(path, line, f"{what} ({exc})", skip_bad, skipped)
             continue
         if item is not None:
             raw.append(item)
     return _finish(path, raw, skipped)
+
+
+def _check(arrival_s: float, row: TraceRow) -> None:
+    if not math.isfinite(arrival_s):
+        raise ValueError(f"timestamp {arrival_s} is not a number")
+    if row.input_tokens < 0 or row.output_tokens < 0:
+        raise ValueError(f"negative token count ({row.input_tokens} in, {row.output_tokens} out)")
 
 
 def _json_lines(path: Path, skip_bad: bool, skipped: dict[str, int]) -> Rows:

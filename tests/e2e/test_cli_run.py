@@ -132,16 +132,27 @@ def test_run_against_an_endpoint_keeps_the_key_secret(tmp_path: Path, sim_url: s
     assert secret not in proc.stdout + proc.stderr
 
 
-def test_completions_api_and_failures_are_counted_by_cause(tmp_path: Path, sim_url: str) -> None:
+def test_a_model_the_endpoint_does_not_serve_stops_before_any_load(tmp_path: Path, sim_url: str) -> None:
     scenario = tmp_path / "small.yaml"
     scenario.write_text(SMALL)
-    proc = harness("run", str(scenario), "--endpoint", sim_url, "--api", "completions", "--model", "no-such-model",
+    proc = harness("run", str(scenario), "--endpoint", sim_url, "--model", "no-such-model",
                    "--reports-dir", str(tmp_path / "reports"))
-    assert proc.returncode == 0, proc.stderr  # a failing endpoint never crashes the run
+    assert proc.returncode == 3
+    assert proc.stderr.strip().startswith("error: ") and "'no-such-model'" in proc.stderr
+    assert "llama-3.1-8b" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "reports").exists()  # nothing was sent, nothing written
+
+
+def test_completions_api_and_failures_are_counted_by_cause(tmp_path: Path) -> None:
+    scenario = tmp_path / "small.yaml"
+    scenario.write_text(SMALL + "simulator: {faults: {error_rate: 1.0, error_status: 503}}\n")
+    proc = harness("run", str(scenario), "--api", "completions", "--reports-dir", str(tmp_path / "reports"))
+    assert proc.returncode == 4, proc.stderr  # the run went through; not one request succeeded
+    assert "error: no request succeeded (HTTP 503 server_error ×16)" in proc.stderr
     summary = json.loads((only_run_dir(tmp_path / "reports") / "summary.json").read_text())
     for phase in summary["phases"]:
         assert phase["requests"]["ok"] == 0
-        assert phase["requests"]["failure_reasons"] == {"HTTP 404 not_found_error": phase["requests"]["total"]}
+        assert phase["requests"]["failure_reasons"] == {"HTTP 503 server_error": phase["requests"]["total"]}
     assert "0 / 10" in proc.stdout
 
 

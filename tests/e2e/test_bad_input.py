@@ -1,0 +1,75 @@
+"""Bad input: one line naming the file, field or flag, exit code 2, and nothing sent first."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from harness.cli import main
+from tests.helpers import harness
+
+GOOD = "name: t\nphases:\n  - name: p\n    load: {type: poisson, rate: 1, requests: 2}\n"
+
+
+def _run(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(main, list(args))
+    return result.exit_code, result.output
+
+
+def test_unwritable_reports_dir_fails_before_the_endpoint_is_contacted(tmp_path: Path) -> None:
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(GOOD)
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    # Port 9 (discard) is closed here: contacting it would be exit 3, not 2.
+    code, out = _run("run", str(scenario), "--endpoint", "http://127.0.0.1:9/v1", "--reports-dir", str(blocker / "r"))
+    assert code == 2
+    assert out.startswith(f"error: --reports-dir {blocker / 'r'}: cannot write there") and out.count("\n") == 1
+
+
+def test_non_utf8_scenario_is_one_line(tmp_path: Path) -> None:
+    scenario = tmp_path / "latin1.yaml"
+    scenario.write_bytes(GOOD.encode() + b"description: caf\xe9\n")
+    code, out = _run("run", str(scenario))
+    assert code == 2 and out.startswith(f"error: {scenario}: not UTF-8 text") and out.count("\n") == 1
+
+
+def test_every_problem_of_a_scenario_is_listed_one_per_line(tmp_path: Path) -> None:
+    scenario = tmp_path / "bad.yaml"
+    scenario.write_text("name: t\ncolour: red\nworkload: {prompt_tokens: -1}\nphases:\n"
+                        "  - name: p\n    load: {type: poisson, rate: 0, requests: 2}\n"
+                        "  - name: q\n    load: {type: batch, size: 0}\n")
+    code, out = _run("predict", str(scenario))
+    assert code == 2
+    lines = out.strip().splitlines()
+    assert lines[0] == f"error: {scenario}: colour: unknown field"
+    fields = {line.removeprefix("error: ").split(": ")[1] for line in lines}
+    assert {"colour", "workload.prompt_tokens", "phases[0].load.rate", "phases[1].load.size"} <= fields
+    assert len(lines) == 4  # one per problem, not one per union member pydantic tried
+
+
+def test_search_refuses_predict_with_an_endpoint(tmp_path: Path) -> None:
+    code, out = _run("search", "--predict", "--endpoint", "http://127.0.0.1:9/v1", "--slo", "ttft=1s")
+    assert code == 2 and "--endpoint" in out and "--predict" in out
+
+
+def test_sim_serve_on_a_port_in_use_is_one_line() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = harness("sim", "serve", "--port", str(port), timeout=60)
+    assert proc.returncode == 2
+    assert f"cannot listen on 127.0.0.1:{port}" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_negative_trace_lengths_are_bad_rows(tmp_path: Path) -> None:
+    trace = tmp_path / "t.jsonl"
+    trace.write_text('{"timestamp": 0, "input_tokens": 5, "output_tokens": 3}\n'
+                     '{"timestamp": 1, "input_tokens": 5, "output_tokens": -3}\n')
+    code, out = _run("trace", "inspect", str(trace))
+    assert code == 2 and f"{trace}:2: " in out and "negative token count" in out
+    code, out = _run("trace", "inspect", str(trace), "--skip-bad-rows")
+    assert code == 0 and "skipped {'bad_rows': 1}" in out
