@@ -16,9 +16,9 @@ import orjson
 
 from harness.errors import UsageError
 
-Status = Literal["ok", "http_error", "timeout", "transport_error", "bad_stream", "cancelled"]
+Status = Literal["ok", "truncated", "http_error", "timeout", "transport_error", "bad_stream", "cancelled"]
 STATUSES: tuple[Status, ...] = (
-    "ok", "http_error", "timeout", "transport_error", "bad_stream", "cancelled",
+    "ok", "truncated", "http_error", "timeout", "transport_error", "bad_stream", "cancelled",
 )
 
 

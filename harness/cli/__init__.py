@@ -1,6 +1,7 @@
 """The `harness` command line: one thin module per command, errors mapped to exit codes in `errors`.
 
-Exit codes: 0 ok, 2 usage or bad input, 3 harness error (endpoint unreachable, simulator failed),
+Exit codes: 0 ok, 2 usage or bad input, 3 harness error (endpoint unreachable, simulator failed), 4 no request
+succeeded,
 130 stopped by Ctrl-C or SIGTERM (the records taken and the summary are written).
 """
 

@@ -16,6 +16,7 @@ import aiohttp
 from harness.client.backend import Endpoint, RequestEvents, error_reason, request_body
 from harness.client.sse import ChunkReader
 from harness.errors import BadChunk, EndpointError
+from harness.redact import redactor
 from harness.workload.requests import RequestSpec
 
 _READ_BUFFER = 1 << 20  # large enough that a burst of chunks is one read, not many
@@ -110,10 +111,11 @@ async def list_models(session: aiohttp.ClientSession, base_url: str, api_key: st
     """The endpoint's served models; also proves it is reachable before any load is sent."""
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     url = f"{base_url.rstrip('/')}/models"
+    redact = redactor(api_key)  # a 401 may echo the key back
     try:
         async with session.get(url, headers=headers, timeout=aiohttp.ClientTimeout(total=15)) as resp:
             if resp.status != 200:
-                raise EndpointError(f"GET {url} answered {await _error_reason(resp)}")
+                raise EndpointError(redact(f"GET {url} answered {await _error_reason(resp)}"))
             body = await resp.json(content_type=None)
     except (aiohttp.ClientError, TimeoutError) as exc:
         raise EndpointError(f"cannot reach endpoint {base_url}: {type(exc).__name__} {exc}".strip()) from None

@@ -31,7 +31,7 @@ _ERROR_BODY_LIMIT = 8192
 class _Exchange:
     """One request's response, as the parser reports it."""
 
-    __slots__ = ("body", "complete", "done", "events", "first_timer", "keep_alive", "reader", "status")
+    __slots__ = ("body", "complete", "done", "events", "first_timer", "framed", "keep_alive", "reader", "status")
 
     def __init__(self, events: RequestEvents, done: asyncio.Future[BaseException | None],
                  first_timer: asyncio.TimerHandle | None) -> None:
@@ -43,6 +43,7 @@ class _Exchange:
         self.body = b""
         self.keep_alive = False
         self.complete = False  # the HTTP message ended (the body's last chunk came)
+        self.framed = False  # chunked or sized; otherwise the body ends when the server closes
 
     def finish(self, error: BaseException | None = None) -> None:
         if not self.done.done():
@@ -72,9 +73,18 @@ class _Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
+        ex = self.exchange
+        if exc is None and ex is not None and ex.status and not ex.framed and not ex.complete:
+            ex.complete = True  # a body without length or chunks ends at the close: that is its end, not a reset
+            ex.finish()
+            return
         self._fail(exc or ConnectionResetError("server closed the connection"))
 
     # -- httptools callbacks --
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if self.exchange is not None and name.lower() in (b"content-length", b"transfer-encoding"):
+            self.exchange.framed = True
+
     def on_headers_complete(self) -> None:
         if self.exchange is not None:
             self.exchange.status = self.parser.get_status_code()

@@ -95,18 +95,37 @@ def _parse(payload: bytes) -> Chunk:
         err = obj["error"]
         chunk.error = str(err.get("message", err)) if isinstance(err, dict) else str(err)
         return chunk
-    for choice in obj.get("choices") or ():
+    choices = obj.get("choices")
+    if choices is None:
+        choices = []
+    if not isinstance(choices, list) or not all(isinstance(c, dict) for c in choices):
+        raise BadChunk(f"stream chunk's choices are not objects: {payload[:80]!r}")
+    for choice in choices:
         delta = choice.get("delta")
         if isinstance(delta, dict):
-            chunk.has_content |= bool(delta.get("content"))
-            chunk.has_reasoning |= bool(delta.get("reasoning_content") or delta.get("reasoning"))
+            chunk.has_content |= _text(delta.get("content"))
+            chunk.has_reasoning |= _text(delta.get("reasoning_content")) or _text(delta.get("reasoning"))
         else:
-            chunk.has_content |= bool(choice.get("text"))
+            chunk.has_content |= _text(choice.get("text"))
     usage = obj.get("usage")
     if isinstance(usage, dict):
-        chunk.prompt_tokens = usage.get("prompt_tokens")
-        chunk.completion_tokens = usage.get("completion_tokens")
+        chunk.prompt_tokens = _count(usage, "prompt_tokens", payload)
+        chunk.completion_tokens = _count(usage, "completion_tokens", payload)
     return chunk
+
+
+def _text(value: object) -> bool:
+    return isinstance(value, str) and value != ""
+
+
+def _count(usage: dict[str, object], name: str, payload: bytes) -> int | None:
+    """A usage count: absent, or a whole number ≥ 0; anything else makes the chunk bad."""
+    value = usage.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise BadChunk(f"usage.{name} is not a count: {value!r}")
+    return value
 
 
 class ChunkReader:

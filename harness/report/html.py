@@ -48,6 +48,7 @@ def _pyplot() -> Any:
 
 def _cdfs(by_phase: dict[str, list[RequestRecord]]) -> str:
     fig, axes = _pyplot().subplots(1, 3, figsize=(12, 3.6))
+    positive = [False, False, False]  # log scale only where something lies above zero
     for name, recs in by_phase.items():
         ok = [r for r in recs if r.status == "ok"]
         series = {
@@ -55,15 +56,17 @@ def _cdfs(by_phase: dict[str, list[RequestRecord]]) -> str:
             "ITL": [v for r in ok for v in itl_samples_ns(r)],
             "E2E": [v for r in ok if (v := e2e_ns(r)) is not None],
         }
-        for ax, (label, values) in zip(axes, series.items(), strict=True):
+        for i, (ax, values) in enumerate(zip(axes, series.values(), strict=True)):
             if values:
                 x = np.sort(np.asarray(values, dtype=np.float64)) / NS_PER_MS
                 ax.plot(x, np.arange(1, len(x) + 1) / len(x), label=name, linewidth=1.2)
-            if label != "E2E":  # TTFT and ITL span decades; E2E sits in one
-                ax.set_xscale("log")
-            ax.set_xlabel(f"{label} (ms)")
-            ax.set_ylabel("fraction of requests" if label == "TTFT" else "")
-            ax.grid(alpha=0.3)
+                positive[i] |= bool(x[-1] > 0)
+    for i, (ax, label) in enumerate(zip(axes, ("TTFT", "ITL", "E2E"), strict=True)):
+        if label != "E2E" and positive[i]:  # TTFT and ITL span decades; E2E sits in one
+            ax.set_xscale("log")
+        ax.set_xlabel(f"{label} (ms)")
+        ax.set_ylabel("fraction of requests" if label == "TTFT" else "")
+        ax.grid(alpha=0.3)
     if axes[0].get_legend_handles_labels()[1]:  # a phase where every request failed has no curve
         axes[0].legend(fontsize=8)
     return _png(fig)

@@ -22,6 +22,7 @@ from harness.client.backends import make_backend
 from harness.clock import Clock, MonotonicClock
 from harness.config.scenario import Scenario
 from harness.records import RecordWriter, RequestRecord, write_parquet
+from harness.redact import redactor, short_reason
 from harness.run.dispatch import Dispatcher
 from harness.run.progress import Progress
 from harness.run.scrape import ServerScraper
@@ -102,11 +103,14 @@ class _Sink:
     """Where each finished record goes: to disk at once, to its phase, to the run, to the progress line."""
 
     writer: RecordWriter
+    redact: Callable[[str], str]
     phase: list[RequestRecord] = field(default_factory=list)
     run: list[RequestRecord] = field(default_factory=list)
     progress: Progress | None = None
 
     def __call__(self, rec: RequestRecord) -> None:
+        if rec.reason:
+            rec.reason = short_reason(rec.reason, self.redact)  # before anyone reads it: servers echo keys
         self.writer.write(rec)
         self.phase.append(rec)
         self.run.append(rec)
@@ -153,7 +157,7 @@ class _Run:
 
     async def execute(self, backend: PooledBackend, check: SelfCheck) -> None:
         with RecordWriter(self.run_dir) as writer:
-            sink = _Sink(writer)
+            sink = _Sink(writer, redactor(self.endpoint.api_key))
             dispatcher = Dispatcher(backend, self.clock, sink)
             if self.progress_to is not None:
                 sink.progress = Progress(self.clock, self.progress_to, lambda: dispatcher.launched)

@@ -9,6 +9,7 @@ from harness.client.aio import list_models, open_session
 from harness.client.backend import Api, Endpoint
 from harness.config.scenario import Scenario
 from harness.errors import EndpointError
+from harness.redact import redactor
 from harness.run.simulator import bundled_simulator
 
 
@@ -32,5 +33,6 @@ async def target(scenario: Scenario, *, url: str | None, model: str | None, api:
         model = served[0]
     elif served and model not in served:
         # Every request would be a 404: say so before sending any.
-        raise EndpointError(f"{url} does not serve model {model!r}; it serves {', '.join(served[:5])}")
+        message = f"{url} does not serve model {model!r}; it serves {', '.join(served[:5])}"
+        raise EndpointError(redactor(api_key)(message))
     yield Endpoint(url, model, api, api_key), False

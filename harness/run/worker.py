@@ -54,7 +54,7 @@ class RecordStamper:
                 self.done = True
                 return True
             if chunk.error is not None:
-                self.failed("http_error", f"error in stream: {chunk.error[:120]}")
+                self.failed("http_error", f"error in stream: {chunk.error}")
                 return True
             if chunk.carries_token:
                 if not self.got_token:
@@ -77,15 +77,28 @@ async def run_request(backend: Backend, clock: Clock, spec: RequestSpec, intende
     """Send one request; its closed record goes to `sink` however it ends (a cancelled one as `cancelled`)."""
     rec = RequestRecord(spec.request_id, spec.phase, spec.index, spec.prompt_tokens, spec.max_tokens, intended_ns,
                         batch=spec.batch)
+    events = RecordStamper(rec, clock)
     try:
-        await backend.execute(spec, RecordStamper(rec, clock))
+        await backend.execute(spec, events)
     except asyncio.CancelledError:
         rec.status, rec.reason = "cancelled", "run stopped"
         raise
+    except Exception as exc:  # a backend bug must not pass for a good answer, nor stop the run
+        events.failed("bad_stream", f"client error reading the stream: {type(exc).__name__}")
     finally:
         close(rec, clock.now_ns())
+        if spec.ignore_eos:
+            _check_length(rec)
         sink(rec)
     return rec
+
+
+def _check_length(rec: RequestRecord) -> None:
+    """Asked for exactly `max_tokens` (ignore_eos, min_tokens): fewer is not a success, whatever the status said."""
+    exact = rec.chunk_tokens and len(rec.chunk_tokens) == len(rec.chunk_ns)  # continuous usage: per chunk
+    delivered = sum(rec.chunk_tokens) if exact else rec.output_tokens
+    if rec.status == "ok" and delivered < rec.max_tokens:
+        rec.status, rec.reason = "truncated", f"{delivered} of {rec.max_tokens} tokens"
 
 
 def close(rec: RequestRecord, end_ns: int) -> None:

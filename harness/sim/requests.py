@@ -86,12 +86,18 @@ def parse_body(body: object, chat: bool) -> ParsedRequest:
     max_tokens = _int_field(body, "max_completion_tokens")
     if max_tokens is None:
         max_tokens = _int_field(body, "max_tokens")
+    min_tokens = _int_field(body, "min_tokens") or 0
+    # As vLLM does: a request that can produce nothing, or cannot meet its own minimum, is refused.
+    if max_tokens is not None and max_tokens < 1:
+        raise BadRequest("max_tokens must be at least 1", "max_tokens")
+    if max_tokens is not None and min_tokens > max_tokens:
+        raise BadRequest("min_tokens must be less than or equal to max_tokens", "min_tokens")
     options = body.get("stream_options") or {}
     return ParsedRequest(
         model=model,
         prompt_words=prompt.split(),
         max_tokens=max_tokens,
-        min_tokens=_int_field(body, "min_tokens") or 0,
+        min_tokens=min_tokens,
         ignore_eos=bool(body.get("ignore_eos", False)),
         stream=bool(body.get("stream", False)),
         include_usage=isinstance(options, dict) and bool(options.get("include_usage", False)),

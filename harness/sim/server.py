@@ -105,9 +105,11 @@ class SimServer:
     async def completions(self, request: web.Request) -> web.StreamResponse:
         return await self._complete(request, chat=False)
 
-    async def models(self, _: web.Request) -> web.Response:
+    async def models(self, request: web.Request) -> web.Response:
         if (starting := self._starting()) is not None:
             return starting
+        if not self._authorised(request):
+            return _unauthorised()
         card = {"id": self.cfg.name, "object": "model", "created": 0, "owned_by": "harness-sim",
                 "max_model_len": self.max_model_len}
         return web.json_response({"object": "list", "data": [card]})
@@ -133,6 +135,8 @@ class SimServer:
         return web.json_response(self.faults.config.to_json())
 
     async def set_faults(self, request: web.Request) -> web.Response:
+        if not self._authorised(request):
+            return _unauthorised()
         try:
             self.faults.configure(FaultConfig.from_json(await request.json(), self.faults.config))
         except (ValueError, TypeError) as exc:
@@ -177,8 +181,7 @@ class SimServer:
         if (starting := self._starting()) is not None:
             return starting
         if not self._authorised(request):
-            return error_response(401, "invalid or missing API key", "authentication_error",
-                                  code="invalid_api_key")
+            return _unauthorised()
         try:
             parsed = parse_body(await request.json(), chat)
         except BadRequest as exc:
@@ -337,6 +340,10 @@ class _StampingHandler(web.RequestHandler):
     def data_received(self, data: bytes) -> None:
         self.received_ns = time.monotonic_ns()
         super().data_received(data)
+
+
+def _unauthorised() -> web.Response:
+    return error_response(401, "invalid or missing API key", "authentication_error", code="invalid_api_key")
 
 
 @dataclass(slots=True)

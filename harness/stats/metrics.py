@@ -116,3 +116,26 @@ def in_flight(records: Sequence[RequestRecord]) -> tuple[np.ndarray, np.ndarray]
     events = sorted([(r.sent_ns, 1) for r in records if r.sent_ns is not None]
                     + [(r.end_ns, -1) for r in records if r.sent_ns is not None])
     return np.array([t for t, _ in events], dtype=np.int64), np.cumsum([d for _, d in events], dtype=np.int64)
+
+
+# OpenAI's error types (and the common engines'): kept in a cause; any other text a server puts there is not.
+KNOWN_ERROR_TYPES = frozenset({
+    "invalid_request_error", "authentication_error", "permission_error", "not_found_error", "rate_limit_error",
+    "server_error", "api_error", "overloaded_error", "timeout_error", "BadRequestError", "NotFoundError",
+    "InternalServerError", "ServiceUnavailableError",
+})
+
+
+def cause(rec: RequestRecord) -> str:
+    """Why a request did not succeed, from a fixed vocabulary (`summary.json` counts these): the server's
+    own words stay in the record's `reason` only."""
+    if rec.status == "http_error":
+        if rec.reason.startswith("error in stream"):
+            return "error in stream"
+        parts = rec.reason.split(" ")  # "HTTP <status> <type>", as the clients write it
+        code = rec.http_status or (parts[1] if len(parts) > 1 and parts[1].isdigit() else "?")
+        kind = parts[2] if len(parts) > 2 and parts[2] in KNOWN_ERROR_TYPES else ""
+        return f"HTTP {code} {kind}".rstrip()
+    if rec.status == "truncated":
+        return "fewer tokens than asked"
+    return rec.reason.split(":")[0] or rec.status

@@ -18,6 +18,7 @@ from harness.clock import NS_PER_S
 from harness.config.scenario import SLO
 from harness.records import STATUSES, RequestRecord, Status
 from harness.stats.metrics import (
+    cause,
     distribution,
     duration_ns,
     e2e_from_intended_ns,
@@ -54,7 +55,7 @@ Metric = Callable[[RequestRecord], float | int | None]
 # duration say how long a user waited for the failure; a cancelled one was cut off by the run's stop.
 STATUS_GROUPS: dict[str, tuple[Status, ...]] = {
     "ok": ("ok",),
-    "errored": ("http_error", "timeout", "transport_error", "bad_stream"),
+    "errored": ("truncated", "http_error", "timeout", "transport_error", "bad_stream"),
     "cancelled": ("cancelled",),
 }
 
@@ -180,7 +181,7 @@ def _requests(measured: Sequence[RequestRecord], ok: int) -> Requests:
     counts = Counter(r.status for r in measured)
     return Requests(total=len(measured), ok=ok, failed=len(measured) - ok,
                     by_status={s: counts.get(s, 0) for s in STATUSES},
-                    failure_reasons=dict(Counter(r.reason for r in measured if r.status != "ok" and r.reason)))
+                    failure_reasons=dict(Counter(cause(r) for r in measured if r.status != "ok")))
 
 
 def _tokens(ok: Sequence[RequestRecord]) -> Tokens:

@@ -52,7 +52,8 @@ async def good(request: web.Request) -> web.StreamResponse:
 
 async def reasoning_first(request: web.Request) -> web.StreamResponse:
     think = b'data: {"choices":[{"index":0,"delta":{"reasoning_content":"hmm"}}]}\n\n'
-    return await streaming(request, [think, chunk(" answer"), b"data: [DONE]\n\n"], pause_s=0.02)
+    # Three token-bearing chunks: the request asks for exactly three tokens (ignore_eos).
+    return await streaming(request, [think, chunk(" answer"), chunk(" here"), b"data: [DONE]\n\n"], pause_s=0.02)
 
 
 async def overloaded(request: web.Request) -> web.StreamResponse:

@@ -43,6 +43,8 @@ async def test_models_and_health(sim: str, session: aiohttp.ClientSession) -> No
     ({"model": "llama-3.1-8b"}, 400, None),
     (chat(max_tokens="many"), 400, None),
     (chat(4000, max_tokens=200), 400, "context_length_exceeded"),
+    (chat(max_tokens=0), 400, None),  # vLLM refuses a request that can produce nothing
+    (chat(max_tokens=4, min_tokens=8), 400, None),  # … or cannot meet its own minimum
 ])
 async def test_openai_shaped_errors(sim: str, session: aiohttp.ClientSession, body: dict, status: int,
                                     code: str | None) -> None:
@@ -60,6 +62,16 @@ async def test_api_key_is_enforced_when_configured(session: aiohttp.ClientSessio
             assert resp.status == 401
         async with session.post(f"{url}/chat/completions", json=chat(max_tokens=2),
                                 headers={"Authorization": "Bearer sk-1"}) as resp:
+            assert resp.status == 200
+        # The model list and the fault switch are behind the key too.
+        async with session.get(f"{url}/models") as resp:
+            assert resp.status == 401
+        async with session.get(f"{url}/models", headers={"Authorization": "Bearer sk-1"}) as resp:
+            assert resp.status == 200
+        faults = url.removesuffix("/v1") + "/sim/faults"
+        async with session.post(faults, json={"error_rate": 1.0}) as resp:
+            assert resp.status == 401
+        async with session.post(faults, json={"error_rate": 0.0}, headers={"Authorization": "Bearer sk-1"}) as resp:
             assert resp.status == 200
     finally:
         await runner.cleanup()

@@ -1,0 +1,29 @@
+"""The harness's own secret kept out of everything it writes or prints, wherever a server echoes it back."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+MARK = "[REDACTED]"
+_REASON_LIMIT = 200  # a record's reason is a short cause, not a server's whole error page
+
+
+def redactor(secret: str | None) -> Callable[[str], str]:
+    """A function that blanks `secret` out of a text (the identity when there is none)."""
+    if not secret:
+        return _same
+
+    def redact(text: str) -> str:
+        return text.replace(secret, MARK) if secret in text else text
+
+    return redact
+
+
+def _same(text: str) -> str:
+    return text
+
+
+def short_reason(text: str, redact: Callable[[str], str]) -> str:
+    """Redact first, then shorten: cutting first could leave half a key behind."""
+    text = redact(text)
+    return text if len(text) <= _REASON_LIMIT else text[:_REASON_LIMIT - 1] + "…"

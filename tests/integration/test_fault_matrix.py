@@ -1,0 +1,166 @@
+"""The fault matrix: a purpose-built misbehaving server on loopback, one fault per request, run through the
+real runner with both HTTP clients. Every fault must end as its status and cause, counted by cause in the
+summary, with nothing saved as `ok` that was not, no traceback, and the API key (which this server echoes
+back in every way it can) nowhere in what the harness writes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+
+from harness.client.backend import Endpoint
+from harness.config.scenario import parse_scenario
+from harness.records import read_records
+from harness.report.files import write_run
+from harness.run.runner import run_scenario
+from harness.stats.metrics import cause
+
+SECRET = "sk-fault-matrix-0123456789abcdef"
+
+
+def sse(*events: object) -> list[bytes]:
+    return [b"data: " + (e if isinstance(e, bytes) else json.dumps(e).encode()) + b"\n\n" for e in events]
+
+
+TOKEN = {"choices": [{"index": 0, "delta": {"content": " w"}}]}
+USAGE = {"choices": [], "usage": {"prompt_tokens": 8, "completion_tokens": 3}}
+DONE = b"[DONE]"
+
+
+def _usage(value: object) -> dict[str, object]:
+    return {"choices": [], "usage": {"prompt_tokens": 8, "completion_tokens": value}}
+
+
+def _error(status: int, kind: str, message: str = "no") -> tuple[int, bytes]:
+    return status, json.dumps({"error": {"message": message, "type": kind}}).encode()
+
+
+# mode: (what the server does, expected status, expected cause)
+MODES: dict[str, tuple[tuple[str, object], str, str]] = {
+    "good": (("chunked", sse(TOKEN, TOKEN, TOKEN, USAGE, DONE)), "ok", ""),
+    "500": (("json", _error(500, "server_error")), "http_error", "HTTP 500 server_error"),
+    "429": (("json", _error(429, "rate_limit_error")), "http_error", "HTTP 429 rate_limit_error"),
+    "500 until close": (("json-eof", _error(500, "server_error")), "http_error", "HTTP 500 server_error"),
+    "stream until close, no [DONE]": (("eof", sse(TOKEN, TOKEN)), "bad_stream", "stream ended before [DONE]"),
+    "stream until close": (("eof", sse(TOKEN, TOKEN, TOKEN, USAGE, DONE)), "ok", ""),
+    "reset before answering": (("reset", None), "transport_error", "*"),
+    "invalid JSON chunk": (("chunked", sse(TOKEN, b"{oops", DONE)), "bad_stream", "invalid JSON in stream chunk"),
+    "choices not objects": (("chunked", sse({"choices": [1]}, DONE)), "bad_stream",
+                            "stream chunk's choices are not objects"),
+    "HTML instead of SSE": (("html", b"<html><body>gateway says hi</body></html>"), "bad_stream",
+                            "stream ended before [DONE]"),
+    "usage count is text": (("chunked", sse(TOKEN, TOKEN, TOKEN, _usage("lots"), DONE)), "bad_stream",
+                            "usage.completion_tokens is not a count"),
+    "usage count negative": (("chunked", sse(TOKEN, TOKEN, TOKEN, _usage(-7), DONE)), "bad_stream",
+                             "usage.completion_tokens is not a count"),
+    "truncated": (("chunked", sse(TOKEN, _usage(1), DONE)), "truncated", "fewer tokens than asked"),
+    "key echoed in stream error": (("chunked", sse(TOKEN, {"error": {"message": f"bad key {SECRET}!"}})),
+                                   "http_error", "error in stream"),
+    "key echoed as error type": (("json", _error(401, SECRET)), "http_error", "HTTP 401"),
+    "stall past the first-token timeout": (("stall", sse(TOKEN, USAGE, DONE)), "timeout", "first token timeout"),
+}
+ORDER = list(MODES)
+
+
+class _FaultServer(asyncio.Protocol):
+    """One request per connection, answered by the next fault in ORDER (GET /v1/models answers normally)."""
+
+    served: ClassVar[list[str]] = []
+    answers: ClassVar[set[asyncio.Task[None]]] = set()
+
+    def __init__(self) -> None:
+        self.buf = b""
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        head, sep, body = self.buf.partition(b"\r\n\r\n")
+        if not sep:
+            return
+        length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                       if line.lower().startswith(b"content-length:")), 0)
+        if len(body) < length:
+            return
+        self.buf = b""
+        if head.startswith(b"GET"):
+            self._send(200, b"application/json", b'{"object":"list","data":[{"id":"m"}]}', "length")
+            return
+        mode = ORDER[len(self.served) % len(ORDER)]
+        self.served.append(mode)
+        task = asyncio.ensure_future(self._answer(*MODES[mode][0]))
+        self.answers.add(task)
+        task.add_done_callback(self.answers.discard)
+
+    async def _answer(self, kind: str, payload: object) -> None:
+        assert self.transport is not None
+        if kind == "reset":
+            self.transport.abort()
+        elif kind == "stall":
+            await asyncio.sleep(1.0)
+            if not self.transport.is_closing():
+                self._send(200, b"text/event-stream", b"".join(payload), "chunked")  # type: ignore[arg-type]
+        elif kind in ("json", "json-eof"):
+            status, body = payload  # type: ignore[misc]
+            self._send(status, b"application/json", body, "eof" if kind == "json-eof" else "length")
+        elif kind == "html":
+            self._send(200, b"text/html", payload, "length")  # type: ignore[arg-type]
+        else:
+            self._send(200, b"text/event-stream", b"".join(payload), kind)  # type: ignore[arg-type]
+
+    def _send(self, status: int, ctype: bytes, body: bytes, framing: str) -> None:
+        assert self.transport is not None
+        head = b"HTTP/1.1 %d X\r\nContent-Type: %s\r\nConnection: close\r\n" % (status, ctype)
+        if framing == "length":
+            out = head + b"Content-Length: %d\r\n\r\n" % len(body) + body
+        elif framing == "chunked":
+            out = head + b"Transfer-Encoding: chunked\r\n\r\n" + b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)
+        else:  # the body ends when the connection closes
+            out = head + b"\r\n" + body
+        self.transport.write(out)
+        self.transport.close()
+
+
+@pytest.fixture
+async def fault_url() -> AsyncIterator[str]:
+    _FaultServer.served = []
+    server = await asyncio.get_running_loop().create_server(_FaultServer, "127.0.0.1", 0)
+    yield f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1"
+    server.close()
+
+
+@pytest.mark.parametrize("http", ["h1", "aiohttp"])
+async def test_every_fault_ends_as_its_status_and_cause(fault_url: str, http: str, tmp_path: Path) -> None:
+    scenario = parse_scenario({
+        "name": "faults", "workload": {"prompt_tokens": 8, "output_tokens": 3},
+        "endpoint": {"scrape_interval_s": 0},
+        "client": {"http": http, "first_token_timeout_s": 0.3, "request_timeout_s": 5},
+        "phases": [{"name": "p", "load": {"type": "concurrency", "concurrency": 1, "requests": len(ORDER)}}],
+    }, "test")
+    result = await run_scenario(scenario, Endpoint(fault_url, "m", "chat", SECRET), tmp_path / "run")
+    write_run(result)
+    assert _FaultServer.served == ORDER
+    records = sorted(read_records(tmp_path / "run" / "requests.jsonl"), key=lambda r: r.index)
+    assert len(records) == len(ORDER)
+    for rec, mode in zip(records, ORDER, strict=True):
+        _, status, expected_cause = MODES[mode]
+        assert rec.status == status, f"{mode}: {rec.status} {rec.reason}"
+        if expected_cause != "*" and status != "ok":
+            assert cause(rec) == expected_cause, f"{mode}: {rec.reason}"
+    (phase,) = result.summary.phases
+    failed_modes = [m for m in ORDER if MODES[m][1] != "ok"]
+    assert phase.requests.ok == len(ORDER) - len(failed_modes)
+    assert sum(phase.requests.failure_reasons.values()) == len(failed_modes)
+    assert phase.requests.by_status["truncated"] == 1
+    for path in (tmp_path / "run").iterdir():
+        assert SECRET.encode() not in path.read_bytes(), path.name  # the key, echoed every way, is nowhere
+    echoed = [r for r, m in zip(records, ORDER, strict=True) if "key echoed" in m]
+    assert all("[REDACTED]" in r.reason for r in echoed)
