@@ -26,12 +26,14 @@ from harness.errors import BadChunk
 from harness.workload.requests import RequestSpec
 
 _ERROR_BODY_LIMIT = 8192
+HEADER_LIMIT = 64 << 10  # a real server's response headers are well under a kilobyte
 
 
 class _Exchange:
     """One request's response, as the parser reports it."""
 
-    __slots__ = ("body", "complete", "done", "events", "first_timer", "framed", "keep_alive", "reader", "status")
+    __slots__ = ("body", "complete", "done", "events", "first_timer", "framed", "head_bytes", "keep_alive", "reader",
+                 "status")
 
     def __init__(self, events: RequestEvents, done: asyncio.Future[BaseException | None],
                  first_timer: asyncio.TimerHandle | None) -> None:
@@ -44,6 +46,7 @@ class _Exchange:
         self.keep_alive = False
         self.complete = False  # the HTTP message ended (the body's last chunk came)
         self.framed = False  # chunked or sized; otherwise the body ends when the server closes
+        self.head_bytes = 0  # read before the headers were complete
 
     def finish(self, error: BaseException | None = None) -> None:
         if not self.done.done():
@@ -70,6 +73,11 @@ class _Connection(asyncio.Protocol):
             self._fail(exc)
         except BadChunk as exc:
             self._fail(exc)
+        ex = self.exchange
+        if ex is not None and not ex.status:  # still in the headers, which might never end
+            ex.head_bytes += len(data)
+            if ex.head_bytes > HEADER_LIMIT:
+                self._fail(ResponseTooLarge(f"response headers over {HEADER_LIMIT >> 10} KiB"))
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
@@ -252,6 +260,8 @@ def _settle(events: RequestEvents, exchange: _Exchange, error: BaseException | N
         events.status(exchange.status)
     if isinstance(error, _Expired):
         events.failed("timeout", str(error))
+    elif isinstance(error, ResponseTooLarge):
+        events.failed("transport_error", str(error))
     elif isinstance(error, BadChunk):
         events.failed("bad_stream", str(error))
     elif error is not None:
@@ -265,6 +275,10 @@ def _settle(events: RequestEvents, exchange: _Exchange, error: BaseException | N
 
 class _Expired(Exception):
     pass
+
+
+class ResponseTooLarge(Exception):
+    """A part of the response past its documented cap."""
 
 
 def _expire(done: asyncio.Future[Any], reason: str) -> None:

@@ -16,19 +16,37 @@ from harness.errors import BadChunk
 DONE = b"[DONE]"
 
 
-class SSEDecoder:
-    """Incremental decoder: bytes in (split anywhere), complete event data payloads out."""
+LINE_LIMIT = 8 << 20  # an SSE line longer than this is not a stream chunk: the stream is bad, not our memory
 
-    __slots__ = ("_data", "_tail")
+
+class SSEDecoder:
+    """Incremental decoder: bytes in (split anywhere), complete event data payloads out.
+
+    An unfinished line is kept as its pieces and joined once, when its end comes, so a long line costs
+    what it weighs, not its square; past `LINE_LIMIT` it is refused.
+    """
+
+    __slots__ = ("_data", "_pending", "_pending_len")
 
     def __init__(self) -> None:
-        self._tail = b""
+        self._pending: list[bytes] = []  # pieces of the line not yet ended
+        self._pending_len = 0
         self._data: list[bytes] = []
 
     def feed(self, piece: bytes) -> list[bytes]:
-        buf = self._tail + piece if self._tail else piece
-        lines = buf.split(b"\n")
-        self._tail = lines.pop()
+        if b"\n" not in piece:
+            self._pending.append(piece)
+            self._pending_len += len(piece)
+            if self._pending_len > LINE_LIMIT:
+                raise BadChunk(f"stream line longer than {LINE_LIMIT >> 20} MiB")
+            return []
+        if self._pending:
+            piece = b"".join((*self._pending, piece))
+            self._pending, self._pending_len = [], 0
+        lines = piece.split(b"\n")
+        tail = lines.pop()
+        if tail:
+            self._pending, self._pending_len = [tail], len(tail)
         events: list[bytes] = []
         for raw in lines:
             line = raw[:-1] if raw.endswith(b"\r") else raw
@@ -44,8 +62,7 @@ class SSEDecoder:
 
     def close(self) -> list[bytes]:
         """Payloads left when the stream ends without a final blank line."""
-        events = self.feed(b"\n\n") if self._tail or self._data else []
-        return events
+        return self.feed(b"\n\n") if self._pending or self._data else []
 
 
 @dataclass(slots=True)

@@ -19,6 +19,8 @@ import aiohttp
 from harness.clock import NS_PER_S, Clock, cancel_quietly
 from harness.stats.server import COLUMNS, FILENAME, Row, parse_exposition
 
+METRICS_BODY_LIMIT = 8 << 20  # an engine's exposition is kilobytes; vLLM's with many LoRAs, a few hundred
+
 
 class ServerScraper:
     def __init__(self, url: str, clock: Clock, interval_s: float, run_dir: Path,
@@ -71,13 +73,18 @@ class ServerScraper:
     async def _scrape(self, session: aiohttp.ClientSession) -> None:
         try:
             async with session.get(self.url, headers=self._headers) as resp:
-                body = await resp.text()
+                raw = await _read_capped(resp, METRICS_BODY_LIMIT)
                 t_ns = self.clock.now_ns()
                 status = resp.status
         except (aiohttp.ClientError, TimeoutError) as exc:
             self.failures[type(exc).__name__] += 1
             return
         first = not self.rows and not self.failures
+        if raw is None:
+            # Parsing it would stall the load's event loop for as long as it is big: not ours to read.
+            self._fail(f"/metrics over {METRICS_BODY_LIMIT >> 20} MiB", give_up=True)
+            return
+        body = raw.decode("utf-8", errors="replace")
         if status != 200:
             self._fail(f"HTTP {status}", give_up=first or status == 404)
             return
@@ -104,3 +111,13 @@ class ServerScraper:
         self._csv.writerow([row.t_ns, *(row.values.get(c, "") for c in COLUMNS)])
         self._file.flush()  # a crashed run keeps what was scraped
         self.rows.append(row)
+
+
+async def _read_capped(resp: aiohttp.ClientResponse, limit: int) -> bytes | None:
+    """The body, or None as soon as it passes `limit` (the rest is never read)."""
+    body = bytearray()
+    async for piece in resp.content.iter_chunked(1 << 16):
+        body += piece
+        if len(body) > limit:
+            return None
+    return bytes(body)

@@ -63,6 +63,9 @@ MODES: dict[str, tuple[tuple[str, object], str, str]] = {
                                    "http_error", "error in stream"),
     "key echoed as error type": (("json", _error(401, SECRET)), "http_error", "HTTP 401"),
     "stall past the first-token timeout": (("stall", sse(TOKEN, USAGE, DONE)), "timeout", "first token timeout"),
+    "a line that never ends": (("chunked", [b"data: " + b"x" * (9 << 20)]), "bad_stream",
+                               "stream line longer than 8 MiB"),
+    "headers that never end": (("endless-headers", None), "transport_error", "*"),
 }
 ORDER = list(MODES)
 
@@ -104,6 +107,10 @@ class _FaultServer(asyncio.Protocol):
         assert self.transport is not None
         if kind == "reset":
             self.transport.abort()
+        elif kind == "endless-headers":
+            self.transport.write(b"HTTP/1.1 200 OK\r\nX-Padding: " + b"a" * (200 << 10))
+            await asyncio.sleep(2.0)
+            self.transport.close()
         elif kind == "stall":
             await asyncio.sleep(1.0)
             if not self.transport.is_closing():

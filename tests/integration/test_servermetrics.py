@@ -186,3 +186,14 @@ async def test_the_key_reaches_metrics_only_on_the_endpoints_own_host(serve, tmp
     far = _scraper(same, Endpoint("http://127.0.0.2:1/v1", "m", "chat", "sk-secret"), MonotonicClock(), tmp_path)
     assert near is not None and near._headers == {"Authorization": "Bearer sk-secret"}
     assert far is not None and far._headers == {}
+
+
+async def test_a_huge_metrics_page_is_refused_not_read(serve, tmp_path: Path) -> None:
+    huge = vllm_exposition((1, 0), 10) + "# padding " + "x" * (9 << 20) + "\n"
+
+    async def metrics(_: web.Request) -> web.Response:
+        return web.Response(text=huge)
+
+    scraper, info = await scrape_for(await serve(metrics), tmp_path, 0.3)
+    assert info["unavailable"] == "/metrics over 8 MiB" and info["scrapes"] == 0
+    assert scraper.rows == []
