@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator
 import click
 
 from harness.config.simulator import SimulatorConfig
-from harness.errors import SimulatorError
+from harness.errors import ScenarioError, SimulatorError
 
 _START_TIMEOUT_S = 30.0
 
@@ -29,6 +29,15 @@ def simulator_cli() -> click.Group:
     from harness.sim.cli import sim
 
     return sim
+
+
+def check_fits(cfg: SimulatorConfig) -> None:
+    """A simulator that could serve nothing is a scenario mistake, named before anything starts."""
+    from harness.sim.server import fit_problem
+
+    problem = fit_problem(cfg)
+    if problem is not None:
+        raise ScenarioError(f"simulator: {problem}")
 
 
 def simulator_command(cfg: SimulatorConfig, host: str = "127.0.0.1", port: int = 0) -> list[str]:
@@ -73,6 +82,7 @@ async def bundled_simulator(cfg: SimulatorConfig, pin: bool = False) -> AsyncIte
     With `pin`, the harness keeps the first core and the simulator gets the last, so neither
     steals the other's time slices and the harness's own timing stays honest.
     """
+    check_fits(cfg)
     cores = split_cores() if pin else None
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}  # the simulator does no BLAS
     proc = await asyncio.create_subprocess_exec(

@@ -18,7 +18,7 @@ from harness.config.simulator import SimulatorConfig
 from harness.errors import PresetError
 from harness.gctune import tune_for_timing
 from harness.sim.perfmodel import StepLoad, build_model
-from harness.sim.server import serve
+from harness.sim.server import fit_problem, serve
 
 
 def _load_presets(path: Path | None) -> None:
@@ -127,6 +127,9 @@ def serve_cmd(host: str, port: int, presets: Path | None, config_json: str | Non
             raise click.BadParameter(str(exc.errors()[0]["msg"]), param_hint="--config-json") from None
     else:
         cfg = simulator_config(options)
+    problem = fit_problem(cfg)
+    if problem is not None:
+        raise click.BadParameter(problem, param_hint="--model / --accelerator / --tp")
     try:
         asyncio.run(_serve_forever(cfg, host, port, api_key))
     except OSError as exc:  # the port is taken, or the host is not ours

@@ -32,6 +32,17 @@ MALFORMED_FRAME = b"data: {this is not json\n\n"
 Emit = Callable[[int, int], Awaitable[None]]
 
 
+def fit_problem(cfg: SimulatorConfig) -> str | None:
+    """Why this accelerator cannot serve this model at all (its weights leave no room for a KV cache), or None."""
+    if cfg.timing == "fixed":
+        return None  # no memory model in fixed timing
+    tokens = build_model(cfg.accelerator, cfg.model, cfg.dtype, cfg.tp).kv_capacity_tokens(cfg.gpu_memory_utilization)
+    if tokens >= 16:  # one KV block
+        return None
+    return (f"{cfg.model} in {cfg.dtype} leaves no memory for a KV cache on {cfg.tp} × {cfg.accelerator} "
+            f"(gpu_memory_utilization {cfg.gpu_memory_utilization}): raise tp, use fp8, or a larger accelerator")
+
+
 def build_engine(cfg: SimulatorConfig) -> Engine:
     perf = build_model(cfg.accelerator, cfg.model, cfg.dtype, cfg.tp)
     kv_blocks = perf.kv_capacity_tokens(cfg.gpu_memory_utilization) // 16

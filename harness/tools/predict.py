@@ -19,6 +19,7 @@ from harness.config.scenario import Scenario
 from harness.records import RequestRecord
 from harness.run.dispatch import Dispatcher
 from harness.run.runner import run_plan
+from harness.run.simulator import check_fits
 from harness.sim.engine import SimRequest
 from harness.sim.realtime import StepDriver
 from harness.sim.requests import make_request, output_length, parse_body
@@ -88,6 +89,7 @@ def _discard(_: RequestRecord) -> None:
 
 async def predict_async(scenario: Scenario) -> dict[str, Any]:
     """`predict` inside a running event loop (`harness search --predict` runs its trials so)."""
+    check_fits(scenario.simulator)
     clock = FakeClock()
     task = asyncio.ensure_future(_phases(scenario, clock))
     await clock.run_until_idle(task)

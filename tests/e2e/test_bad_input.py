@@ -73,3 +73,16 @@ def test_negative_trace_lengths_are_bad_rows(tmp_path: Path) -> None:
     assert code == 2 and f"{trace}:2: " in out and "negative token count" in out
     code, out = _run("trace", "inspect", str(trace), "--skip-bad-rows")
     assert code == 0 and "skipped {'bad_rows': 1}" in out
+
+
+def test_a_simulator_that_cannot_hold_its_model_is_bad_input(tmp_path: Path) -> None:
+    scenario = tmp_path / "big.yaml"
+    scenario.write_text(GOOD + "simulator: {accelerator: a100-80g, model: llama-3.1-70b}\n")
+    for command in ("predict", "run"):
+        code, out = _run(command, str(scenario), "--reports-dir", str(tmp_path)) if command == "run" else \
+            _run(command, str(scenario))
+        assert code == 2 and out.count("\n") == 1, (command, out)
+        assert "leaves no memory for a KV cache on 1 × a100-80g" in out
+    fp8 = tmp_path / "fp8.yaml"
+    fp8.write_text(GOOD + "simulator: {accelerator: a100-80g, model: llama-3.1-70b, dtype: fp8}\n")
+    assert _run("predict", str(fp8))[0] == 0  # 70 GB of fp8 weights leave room on 80 GB

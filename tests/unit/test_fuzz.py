@@ -1,0 +1,95 @@
+"""Fuzzing: whatever bytes a server sends and however they are split, and whatever YAML a user writes, the
+harness raises nothing but its documented error types."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from harness.client.sse import ChunkReader
+from harness.clock import FakeClock
+from harness.config.scenario import load_scenario, parse_scenario
+from harness.errors import BadChunk, ScenarioError
+from harness.records import RequestRecord
+from harness.run.worker import RecordStamper
+
+FRAGMENTS = [b"data: ", b"data:", b"\n", b"\r\n", b"\n\n", b"[DONE]", b"{", b"}", b'"choices"', b":", b"[", b"]",
+             b'"delta"', b'{"content": "x"}', b'"usage"', b'{"completion_tokens": 3}', b'"error"', b"1", b"-7",
+             b'"lots"', b"null", b",", b"event: x", b": comment", b"\xff\xfe"]
+streams = st.lists(st.one_of(st.sampled_from(FRAGMENTS), st.binary(max_size=40)), max_size=60).map(b"".join)
+
+
+def _splits(data: bytes, cuts: list[int]) -> list[bytes]:
+    points = sorted({c % (len(data) + 1) for c in cuts})
+    return [data[a:b] for a, b in zip([0, *points], [*points, len(data)], strict=True)]
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(streams, st.lists(st.integers(min_value=0, max_value=10_000), max_size=8))
+def test_any_bytes_split_anywhere_are_chunks_or_a_bad_chunk(data: bytes, cuts: list[int]) -> None:
+    reader = ChunkReader()
+    stamper = RecordStamper(RequestRecord("r", "p", 0, 8, 3, 0), FakeClock())
+    try:
+        for piece in _splits(data, cuts):
+            if stamper.chunks(reader.read(piece)):
+                break
+    except BadChunk:
+        return
+    rec = stamper.rec
+    assert rec.chunk_ns == sorted(rec.chunk_ns)
+    assert rec.completion_tokens is None or (isinstance(rec.completion_tokens, int) and rec.completion_tokens >= 0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(streams)
+def test_splitting_never_changes_what_a_stream_says(data: bytes) -> None:
+    def chunks(pieces: list[bytes]) -> list[object] | str:
+        reader = ChunkReader()
+        out: list[object] = []
+        try:
+            for piece in pieces:
+                out += [(c.done, c.has_content, c.has_reasoning, c.completion_tokens, c.error)
+                        for c in reader.read(piece)]
+        except BadChunk:
+            return "bad"
+        return out
+
+    whole, bytewise = chunks([data]), chunks([data[i:i + 1] for i in range(len(data))])
+    if whole != "bad" and bytewise != "bad":
+        assert whole == bytewise
+
+
+yaml_values = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-5, 10**6), st.floats(allow_nan=True), st.text(max_size=12)),
+    lambda inner: st.one_of(st.lists(inner, max_size=4),
+                            st.dictionaries(st.sampled_from(["name", "phases", "load", "type", "rate", "requests",
+                                                             "workload", "simulator", "slo", "client", "size",
+                                                             "prompt_tokens", "dist", "sweep", "x"]), inner,
+                                            max_size=5)),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(yaml_values)
+def test_any_scenario_data_is_a_scenario_or_one_scenario_error(data: object) -> None:
+    try:
+        parse_scenario(data, "fuzz.yaml")
+    except ScenarioError as exc:
+        assert str(exc).startswith("fuzz.yaml")
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.one_of(st.binary(max_size=200), yaml_values.map(lambda d: yaml.safe_dump(d).encode()),
+                 yaml_values.map(lambda d: json.dumps(d, default=str).encode())))
+def test_any_file_is_a_scenario_or_one_scenario_error(tmp_path: Path, content: bytes) -> None:
+    path = tmp_path / "fuzz.yaml"
+    path.write_bytes(content)
+    try:
+        load_scenario(path)
+    except ScenarioError as exc:
+        assert str(exc).startswith(str(path))
