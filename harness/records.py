@@ -50,6 +50,17 @@ class RequestRecord:
         return self.completion_tokens if self.completion_tokens is not None else len(self.chunk_ns)
 
     @property
+    def exact_chunk_tokens(self) -> bool:
+        """The server said how many tokens each chunk carried (continuous usage)."""
+        return bool(self.chunk_tokens) and len(self.chunk_tokens) == len(self.chunk_ns)
+
+    @property
+    def delivered_tokens(self) -> int:
+        """Tokens that actually arrived: per chunk when the server said, else one per token-bearing chunk.
+        What throughput counts: a usage total that claims more than the stream carried does not inflate it."""
+        return sum(self.chunk_tokens) if self.exact_chunk_tokens else len(self.chunk_ns)
+
+    @property
     def tokens_estimated(self) -> bool:
         return self.completion_tokens is None
 

@@ -40,7 +40,7 @@ class Progress:
         if rec.status != "ok":
             self._errors += 1
             return
-        self._tokens += rec.output_tokens
+        self._tokens += rec.delivered_tokens
         ttft = ttft_ns(rec)
         if ttft is not None:
             self._ttft_ns.append(ttft)

@@ -95,8 +95,8 @@ async def run_request(backend: Backend, clock: Clock, spec: RequestSpec, intende
 
 def _check_length(rec: RequestRecord) -> None:
     """Asked for exactly `max_tokens` (ignore_eos, min_tokens): fewer is not a success, whatever the status said."""
-    exact = rec.chunk_tokens and len(rec.chunk_tokens) == len(rec.chunk_ns)  # continuous usage: per chunk
-    delivered = sum(rec.chunk_tokens) if exact else rec.output_tokens
+    # Per chunk when the server said; else its usage total (a server may put several tokens in one chunk).
+    delivered = rec.delivered_tokens if rec.exact_chunk_tokens else rec.output_tokens
     if rec.status == "ok" and delivered < rec.max_tokens:
         rec.status, rec.reason = "truncated", f"{delivered} of {rec.max_tokens} tokens"
 

@@ -118,8 +118,8 @@ def _throughput(ok: Sequence[RequestRecord], window: Window) -> Throughput:
     done = 0
     for r in ok:
         if r.chunk_ns:
-            inside = bisect_right(r.chunk_ns, window.end_ns) - bisect_left(r.chunk_ns, window.start_ns)
-            out += inside * r.output_tokens / len(r.chunk_ns)
+            first, last = bisect_left(r.chunk_ns, window.start_ns), bisect_right(r.chunk_ns, window.end_ns)
+            out += sum(r.chunk_tokens[first:last]) if r.exact_chunk_tokens else last - first
         if window.holds(r.first_token_ns):
             inp += _prompt(r)
         done += window.holds(r.end_ns)
@@ -185,7 +185,7 @@ def _requests(measured: Sequence[RequestRecord], ok: int) -> Requests:
 
 
 def _tokens(ok: Sequence[RequestRecord]) -> Tokens:
-    return Tokens(output=sum(r.output_tokens for r in ok), input=sum(_prompt(r) for r in ok),
+    return Tokens(output=sum(r.delivered_tokens for r in ok), input=sum(_prompt(r) for r in ok),
                   estimated=sum(1 for r in ok if r.tokens_estimated),
                   mismatched=sum(1 for r in ok if r.token_mismatch), **_prompt_realisation(ok))
 
@@ -216,7 +216,7 @@ def _by_status(measured: Sequence[RequestRecord], ok_latencies: Latencies) -> La
     for group, statuses in STATUS_GROUPS.items():
         recs = [r for r in measured if r.status in statuses]
         latencies = ok_latencies if group == "ok" else _latencies(recs)
-        groups[group] = StatusLatencies(count=len(recs), output_tokens=sum(r.output_tokens for r in recs),
+        groups[group] = StatusLatencies(count=len(recs), output_tokens=sum(r.delivered_tokens for r in recs),
                                         duration=distribution(_collect(recs, duration_ns)), **dict(latencies))
     return LatencyByStatus(**groups)
 
@@ -270,7 +270,7 @@ def batch_summary(records: Sequence[RequestRecord]) -> Batches | None:
     for recs in by_batch.values():
         elapsed = max(r.end_ns for r in recs) - min(r.intended_ns for r in recs)
         times.append(elapsed)
-        tokens = sum(r.output_tokens for r in recs if r.status == "ok")
+        tokens = sum(r.delivered_tokens for r in recs if r.status == "ok")
         rates.append(tokens / max(elapsed, 1) * NS_PER_S)
     return Batches(count=len(by_batch), batch_time_ms=distribution(times),
                    output_tokens_per_s_mean=float(np.mean(rates)))

@@ -8,6 +8,7 @@ from harness.run.progress import Progress
 def done(i: int, status: str = "ok", ttft_ms: int = 20, tokens: int = 10) -> RequestRecord:
     rec = RequestRecord(f"r{i}", "p", i, 8, tokens, 0, sent_ns=0, first_token_ns=ttft_ms * NS_PER_MS,
                         completion_tokens=tokens, status=status)  # type: ignore[arg-type]
+    rec.chunk_ns = [ttft_ms * NS_PER_MS + k for k in range(tokens)]
     return rec
 
 

@@ -186,3 +186,14 @@ def test_chunk_gaps_are_kept_apart_from_token_normalised_itl_and_answer_text_fro
     assert (lat["chunk_gap"]["count"], lat["chunk_gap"]["min"], lat["chunk_gap"]["max"]) == (2, 20, 40)
     assert lat["itl"]["count"] == 4 and lat["itl"]["mean"] == pytest.approx(15)
     assert lat["ttft"]["p50"] == 100 and lat["time_to_first_content"]["p50"] == 120
+
+
+def test_throughput_counts_what_the_stream_carried_not_what_usage_claims() -> None:
+    liar = rec(0, 0, [100, 200, 300], completion=16, idx=0)  # usage claims 16 tokens for 3 chunks
+    s = phase_json([liar], SLO())
+    assert s["tokens"]["output"] == 3 and s["tokens"]["mismatched"] == 1
+    assert s["throughput"]["output_tokens_per_s"] == pytest.approx(3 / 0.3)
+    exact = rec(0, 0, [100, 200, 300], completion=6, idx=1)
+    exact.chunk_tokens = [1, 2, 3]  # continuous usage: the server said what each chunk carried
+    s = phase_json([exact], SLO())
+    assert s["tokens"]["output"] == 6 and s["throughput"]["output_tokens_per_s"] == pytest.approx(6 / 0.3)
