@@ -86,3 +86,36 @@ def test_a_simulator_that_cannot_hold_its_model_is_bad_input(tmp_path: Path) -> 
     fp8 = tmp_path / "fp8.yaml"
     fp8.write_text(GOOD + "simulator: {accelerator: a100-80g, model: llama-3.1-70b, dtype: fp8}\n")
     assert _run("predict", str(fp8))[0] == 0  # 70 GB of fp8 weights leave room on 80 GB
+
+
+def test_a_key_echoed_by_a_refusing_endpoint_never_reaches_the_terminal(tmp_path: Path) -> None:
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    secret = "sk-echoed-9876543210"
+
+    class Echo(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # a 401 whose error type is the key it was sent
+            key = self.headers.get("Authorization", "").removeprefix("Bearer ")
+            body = json.dumps({"error": {"message": f"bad key {key}", "type": key}}).encode()
+            self.send_response(401)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Echo)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        scenario = tmp_path / "s.yaml"
+        scenario.write_text(GOOD)
+        proc = harness("run", str(scenario), "--endpoint", f"http://127.0.0.1:{server.server_port}/v1",
+                       "--api-key-env", "ECHO_KEY", "--reports-dir", str(tmp_path / "r"), env={"ECHO_KEY": secret})
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert proc.returncode == 3
+    assert "[REDACTED]" in proc.stderr and secret not in proc.stdout + proc.stderr
