@@ -74,7 +74,8 @@ def report(samples: list[tuple[float, float, int]], rate: float) -> None:
     print(f"RSS MiB: first {rss[0]:.1f}, after the first minute {rss[settled][0]:.1f}, last {rss[-1]:.1f}, "
           f"max {rss.max():.1f}; trend after the first minute {slope:+.2f} MiB/min "
           f"= {slope / (rate * 60) * 1e3:.2f} MiB per 1,000 requests (each record is kept for the final report)")
-    print(f"open fds: first {fds[0]}, min {fds.min()}, max {fds.max()}, last {fds[-1]}")
+    print(f"open fds: first {fds[0]} (before the pool is opened), after the first minute min "
+          f"{fds[settled].min()}, max {fds[settled].max()}, last {fds[-1]}")
 
 
 def main() -> None:

@@ -7,6 +7,7 @@ turns one payload into what the harness measures. One parser serves chat and com
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import orjson
@@ -154,8 +155,10 @@ class ChunkReader:
     def __init__(self) -> None:
         self._decoder = SSEDecoder()
 
-    def read(self, data: bytes) -> list[Chunk]:
+    def read(self, data: bytes) -> Sequence[Chunk]:
         payloads = self._decoder.feed(data)
+        if len(payloads) == 1:  # one event per read: the usual shape of a busy stream
+            return (interpret(payloads[0]),)
         try:
             return [interpret(p) for p in payloads]
         except BadChunk:

@@ -56,7 +56,7 @@ class RecordStamper:
             if chunk.error is not None:
                 self.failed("http_error", f"error in stream: {chunk.error}")
                 return True
-            if chunk.carries_token:
+            if chunk.has_content or chunk.has_reasoning:
                 if not self.got_token:
                     self.got_token = True
                     rec.first_token_ns = t_ns
