@@ -5,7 +5,7 @@ meets the same behaviours as scripts, on the virtual clock."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 import pytest
 from aiohttp import web
@@ -61,24 +61,6 @@ CASES: dict[str, tuple[Callable[[web.Request], Awaitable[web.StreamResponse]], S
 }
 
 
-@pytest.fixture
-async def serve() -> AsyncIterator[Callable[[Callable[[web.Request], Awaitable[web.StreamResponse]]], Awaitable[str]]]:
-    runners: list[web.AppRunner] = []
-
-    async def start(handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> str:
-        app = web.Application()
-        app.router.add_post("/v1/chat/completions", handler)
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        await web.TCPSite(runner, "127.0.0.1", 0).start()
-        runners.append(runner)
-        return f"http://127.0.0.1:{runner.addresses[0][1]}/v1"
-
-    yield start
-    for runner in runners:
-        await runner.cleanup()
-
-
 def _keep(rec: RequestRecord) -> None:
     pass
 
@@ -93,7 +75,7 @@ async def _run(backend: Backend, clock: Clock) -> RequestRecord:
 
 @pytest.mark.parametrize("case", sorted(CASES))
 @pytest.mark.parametrize("kind", ["h1", "aiohttp", "fake"])
-async def test_every_backend_reports_the_same_record(serve, kind: str, case: str) -> None:
+async def test_every_backend_reports_the_same_record(server, kind: str, case: str) -> None:
     handler, script, status, reason, tokens = CASES[case]
     if kind == "fake":
         clock: Clock = FakeClock()
@@ -101,7 +83,7 @@ async def test_every_backend_reports_the_same_record(serve, kind: str, case: str
         rec = await _run(fake, clock)
     else:
         clock = MonotonicClock()
-        endpoint = Endpoint(await serve(handler), "m")
+        endpoint = Endpoint(await server(handler), "m")
         if kind == "h1":
             h1 = H1Backend(endpoint, 2, 5, 10)
             rec = await _run(h1, clock)

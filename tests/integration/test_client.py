@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 import pytest
 from aiohttp import web
@@ -19,9 +19,9 @@ from harness.records import RequestRecord
 from harness.run.worker import run_request
 from harness.workload.requests import RequestSpec
 from tests.helpers import build_requests
+from tests.integration.conftest import SEEN
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-SEEN = web.AppKey("seen", list)
 
 
 def chunk(content: str) -> bytes:
@@ -78,32 +78,6 @@ async def disconnect(request: web.Request) -> web.StreamResponse:
 async def stall(request: web.Request) -> web.StreamResponse:
     await asyncio.sleep(1)
     return await streaming(request, [chunk(" a"), b"data: [DONE]\n\n"])
-
-
-async def models(request: web.Request) -> web.Response:
-    return web.json_response({"object": "list", "data": [{"id": "m1"}, {"id": "m2"}]})
-
-
-@pytest.fixture
-async def server() -> AsyncIterator[Callable[[Handler], Awaitable[str]]]:
-    runners: list[web.AppRunner] = []
-
-    async def start(handler: Handler) -> str:
-        app = web.Application()
-        app[SEEN] = []
-        app.router.add_post("/v1/chat/completions", handler)
-        app.router.add_post("/v1/completions", handler)
-        app.router.add_get("/v1/models", models)
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        await web.TCPSite(runner, "127.0.0.1", 0).start()
-        runners.append(runner)
-        return f"http://127.0.0.1:{runner.addresses[0][1]}/v1"
-
-    start.runners = runners  # type: ignore[attr-defined]
-    yield start
-    for runner in runners:
-        await runner.cleanup()
 
 
 def _ignore(rec: RequestRecord) -> None:

@@ -1,0 +1,37 @@
+"""Fixtures shared by the integration tests: small loopback servers that misbehave on purpose."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import pytest
+from aiohttp import web
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+SEEN = web.AppKey("seen", list)
+
+
+async def models(request: web.Request) -> web.Response:
+    return web.json_response({"object": "list", "data": [{"id": "m1"}, {"id": "m2"}]})
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[Callable[[Handler], Awaitable[str]]]:
+    runners: list[web.AppRunner] = []
+
+    async def start(handler: Handler) -> str:
+        app = web.Application()
+        app[SEEN] = []
+        app.router.add_post("/v1/chat/completions", handler)
+        app.router.add_post("/v1/completions", handler)
+        app.router.add_get("/v1/models", models)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", 0).start()
+        runners.append(runner)
+        return f"http://127.0.0.1:{runner.addresses[0][1]}/v1"
+
+    start.runners = runners  # type: ignore[attr-defined]
+    yield start
+    for runner in runners:
+        await runner.cleanup()
