@@ -61,6 +61,10 @@ def run(scenario_path: Path | None, endpoint: str | None, model: str | None, api
     result = asyncio.run(_run(scenario, reports_dir, endpoint, model, api, key, pin, progress_to))
     write_run(result)
     print_table(result.summary.to_json())
+    scraped = result.summary.server_metrics
+    if scraped is not None and scraped.unavailable is not None:
+        warn(f"no server-side series: {scraped.url} gave {scraped.unavailable} (set endpoint.metrics_url, or "
+             "endpoint.scrape_interval_s: 0 to stop trying)")
     for phase in result.summary.phases:
         if phase.client_limited:
             warn(f"phase {phase.name} was client-limited: {phase.client_limited_reason}")

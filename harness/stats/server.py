@@ -20,13 +20,17 @@ from harness.clock import NS_PER_S
 
 FILENAME = "server_metrics.csv"  # in the run directory, appended as scraped
 
-# Our name -> the sample names it has in vLLM, SGLang and TGI. Counters carry their `_total` suffix.
+# Our name -> the sample names it has in vLLM, SGLang, TGI and llama.cpp's llama-server (`--metrics`).
+# Counters carry their `_total` suffix.
 SERIES: dict[str, tuple[str, ...]] = {
-    "running": ("vllm:num_requests_running", "sglang:num_running_reqs", "tgi_batch_current_size"),
-    "waiting": ("vllm:num_requests_waiting", "sglang:num_queue_reqs", "tgi_queue_size"),
-    "kv_cache_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage"),
-    "generation_tokens_total": ("vllm:generation_tokens_total", "sglang:generation_tokens_total"),
-    "prompt_tokens_total": ("vllm:prompt_tokens_total", "sglang:prompt_tokens_total"),
+    "running": ("vllm:num_requests_running", "sglang:num_running_reqs", "tgi_batch_current_size",
+                "llamacpp:requests_processing"),
+    "waiting": ("vllm:num_requests_waiting", "sglang:num_queue_reqs", "tgi_queue_size", "llamacpp:requests_deferred"),
+    "kv_cache_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage",
+                       "llamacpp:kv_cache_usage_ratio"),
+    "generation_tokens_total": ("vllm:generation_tokens_total", "sglang:generation_tokens_total",
+                                "llamacpp:tokens_predicted_total"),
+    "prompt_tokens_total": ("vllm:prompt_tokens_total", "sglang:prompt_tokens_total", "llamacpp:prompt_tokens_total"),
     "preemptions_total": ("vllm:num_preemptions_total",),
 }
 COLUMNS: tuple[str, ...] = tuple(SERIES)

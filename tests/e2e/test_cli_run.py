@@ -211,3 +211,12 @@ def test_second_ctrl_c_cancels_requests_in_flight_and_keeps_records(tmp_path: Pa
     statuses = set(rows["status"])
     assert "cancelled" in statuses and statuses <= {"ok", "cancelled"}
     assert summary["phases"][0]["requests"]["by_status"]["cancelled"] > 0
+
+
+def test_a_run_says_when_the_server_gave_no_series(tmp_path: Path, sim_url: str) -> None:
+    root = sim_url.removesuffix("/v1")
+    scenario = tmp_path / "small.yaml"
+    scenario.write_text(SMALL + f"endpoint: {{metrics_url: '{root}/no-metrics-here'}}\n")
+    proc = harness("run", str(scenario), "--endpoint", sim_url, "--reports-dir", str(tmp_path / "reports"))
+    assert proc.returncode == 0, proc.stderr
+    assert f"warning: no server-side series: {root}/no-metrics-here gave HTTP 404" in proc.stderr

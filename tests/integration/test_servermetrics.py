@@ -52,6 +52,30 @@ def test_sglang_and_tgi_names_are_read_too() -> None:
     assert parse_exposition(text) == {"waiting": 7, "kv_cache_usage": 0.5, "running": 12}
 
 
+LLAMA_CPP = """# HELP llamacpp:prompt_tokens_total Number of prompt tokens processed.
+# TYPE llamacpp:prompt_tokens_total counter
+llamacpp:prompt_tokens_total 6886
+# HELP llamacpp:prompt_seconds_total Prompt process time
+# TYPE llamacpp:prompt_seconds_total counter
+llamacpp:prompt_seconds_total 2903.63
+# HELP llamacpp:tokens_predicted_total Number of generation tokens processed.
+# TYPE llamacpp:tokens_predicted_total counter
+llamacpp:tokens_predicted_total 3469
+# HELP llamacpp:requests_processing Number of requests processing.
+# TYPE llamacpp:requests_processing gauge
+llamacpp:requests_processing 8
+# HELP llamacpp:requests_deferred Number of requests deferred.
+# TYPE llamacpp:requests_deferred gauge
+llamacpp:requests_deferred 3
+"""
+
+
+def test_llama_cpp_names_are_read_too() -> None:
+    """llama-server --metrics, as it exposes them (names and types from its /metrics page)."""
+    assert parse_exposition(LLAMA_CPP) == {"prompt_tokens_total": 6886, "generation_tokens_total": 3469,
+                                           "running": 8, "waiting": 3}
+
+
 def test_metrics_url_sits_at_the_root_beside_the_api() -> None:
     assert metrics_url("http://127.0.0.1:8000/v1") == "http://127.0.0.1:8000/metrics"
     assert metrics_url("https://host/openai/v1/") == "https://host/metrics"
