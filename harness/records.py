@@ -43,6 +43,7 @@ class RequestRecord:
     status: Status = "ok"
     reason: str = ""
     http_status: int | None = None
+    retries: int = 0  # sent again after a pooled connection died before any answer
 
     @property
     def output_tokens(self) -> int:

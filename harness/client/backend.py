@@ -34,6 +34,9 @@ class RequestEvents(Protocol):
 
     def failed(self, status: Status, reason: str) -> None: ...
 
+    def retried(self) -> None:
+        """The request is sent again: the first connection died before the server answered a byte."""
+
     def ended(self) -> None:
         """The body ended: without [DONE] the stream was cut short."""
 

@@ -202,46 +202,58 @@ class H1Backend:
         self._opened.add(conn)
         return conn
 
-    async def _acquire(self) -> _Connection:
+    async def _acquire(self) -> tuple[_Connection, bool]:
+        """A pooled connection if one is still open (True: reused), else a new one."""
         while self._idle:
             conn = self._idle.pop()
             if conn.usable:
-                return conn
-        return await self._connect()
+                return conn, True
+        return await self._connect(), False
 
     async def execute(self, spec: RequestSpec, events: RequestEvents) -> None:
         request = self._prepared.pop(spec.request_id, None)
         if request is None:
             self.prepare(spec)
             request = self._prepared.pop(spec.request_id)
-        loop = asyncio.get_running_loop()
         async with self._slots:
-            conn: _Connection | None = None
-            timers: list[asyncio.TimerHandle] = []
-            try:
-                conn = await self._acquire()
-                done: asyncio.Future[BaseException | None] = loop.create_future()
-                timers.append(loop.call_later(self.request_timeout_s, _expire, done, "request timeout"))
-                first = None
-                if self.first_token_timeout_s is not None:
-                    first = loop.call_later(self.first_token_timeout_s, _expire, done, "first token timeout")
-                    timers.append(first)
-                exchange = _Exchange(events, done, first)
-                conn.exchange = exchange
-                assert conn.transport is not None
-                events.sent()  # handed to the connection: the server cannot see it sooner
-                conn.transport.write(request)
-                error = await done
-                _settle(events, exchange, error)
-                if error is None and conn.usable:
-                    conn = self._release(conn, exchange)
-            except (OSError, TimeoutError) as exc:
-                events.failed("transport_error", type(exc).__name__)
-            finally:
-                for timer in timers:
-                    timer.cancel()
-                if conn is not None and conn.transport is not None:
-                    conn.transport.close()  # mid-response, failed, or not reusable
+            if await self._attempt(request, events, fresh=False):
+                # A server may close an idle connection just as it is taken (llama-server does, while
+                # advertising keep-alive): it never saw this request, so it goes once more on a new one.
+                events.retried()
+                await self._attempt(request, events, fresh=True)
+
+    async def _attempt(self, request: bytes, events: RequestEvents, fresh: bool) -> bool:
+        """One try; True when a pooled connection was dead before the server answered a single byte."""
+        loop = asyncio.get_running_loop()
+        conn: _Connection | None = None
+        timers: list[asyncio.TimerHandle] = []
+        try:
+            conn, reused = (await self._connect(), False) if fresh else await self._acquire()
+            done: asyncio.Future[BaseException | None] = loop.create_future()
+            timers.append(loop.call_later(self.request_timeout_s, _expire, done, "request timeout"))
+            first = None
+            if self.first_token_timeout_s is not None:
+                first = loop.call_later(self.first_token_timeout_s, _expire, done, "first token timeout")
+                timers.append(first)
+            exchange = _Exchange(events, done, first)
+            conn.exchange = exchange
+            assert conn.transport is not None
+            events.sent()  # handed to the connection: the server cannot see it sooner
+            conn.transport.write(request)
+            error = await done
+            if reused and _stale(exchange, error):
+                return True
+            _settle(events, exchange, error)
+            if error is None and conn.usable:
+                conn = self._release(conn, exchange)
+        except (OSError, TimeoutError) as exc:
+            events.failed("transport_error", type(exc).__name__)
+        finally:
+            for timer in timers:
+                timer.cancel()
+            if conn is not None and conn.transport is not None:
+                conn.transport.close()  # mid-response, failed, or not reusable
+        return False
 
     def _release(self, conn: _Connection, exchange: _Exchange) -> _Connection | None:
         """Back to the pool after a clean exchange; returns the connection when it is not reusable."""
@@ -253,6 +265,12 @@ class H1Backend:
             self._idle.append(conn)
             return None
         return conn
+
+
+def _stale(exchange: _Exchange, error: BaseException | None) -> bool:
+    """The connection failed before a single byte of answer: the server cannot have taken the request."""
+    return (isinstance(error, ConnectionError) and not exchange.status and not exchange.head_bytes
+            and not exchange.events.got_token)
 
 
 def _settle(events: RequestEvents, exchange: _Exchange, error: BaseException | None) -> None:

@@ -34,6 +34,9 @@ class RecordStamper:
     def status(self, http_status: int) -> None:
         self.rec.http_status = http_status
 
+    def retried(self) -> None:
+        self.rec.retries += 1
+
     def failed(self, status: Status, reason: str) -> None:
         self.rec.status, self.rec.reason = status, reason
         self.done = True

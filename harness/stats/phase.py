@@ -181,7 +181,8 @@ def _requests(measured: Sequence[RequestRecord], ok: int) -> Requests:
     counts = Counter(r.status for r in measured)
     return Requests(total=len(measured), ok=ok, failed=len(measured) - ok,
                     by_status={s: counts.get(s, 0) for s in STATUSES},
-                    failure_reasons=dict(Counter(cause(r) for r in measured if r.status != "ok")))
+                    failure_reasons=dict(Counter(cause(r) for r in measured if r.status != "ok")),
+                    retried=sum(1 for r in measured if r.retries))
 
 
 def _tokens(ok: Sequence[RequestRecord]) -> Tokens:

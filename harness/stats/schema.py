@@ -48,6 +48,7 @@ class Requests(_Model):
     failed: int
     by_status: dict[str, int]
     failure_reasons: dict[str, int] = Field(description="short, low-cardinality causes and their counts")
+    retried: int = Field(0, description="requests sent again because a pooled connection was dead before any answer")
 
 
 class Window(_Model):

@@ -171,3 +171,52 @@ async def test_every_fault_ends_as_its_status_and_cause(fault_url: str, http: st
         assert SECRET.encode() not in path.read_bytes(), path.name  # the key, echoed every way, is nowhere
     echoed = [r for r, m in zip(records, ORDER, strict=True) if "key echoed" in m]
     assert all("[REDACTED]" in r.reason for r in echoed)
+
+
+class _ClosesIdle(asyncio.Protocol):
+    """Advertises keep-alive, then drops any connection on which a second request arrives, without a byte
+    of answer: the race of a server that closes idle connections just as the client reuses one."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.answered = 0
+        self.buf = b""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        assert self.transport is not None
+        self.buf += data
+        head, sep, body = self.buf.partition(b"\r\n\r\n")
+        length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                       if line.lower().startswith(b"content-length:")), 0)
+        if not sep or len(body) < length:
+            return
+        self.buf = b""
+        if self.answered:
+            self.transport.abort()
+            return
+        self.answered += 1
+        stream = b"".join(sse(TOKEN, TOKEN, TOKEN, USAGE, DONE))
+        self.transport.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: keep-alive\r\n"
+                             b"Keep-Alive: timeout=5\r\nTransfer-Encoding: chunked\r\n\r\n"
+                             + b"%x\r\n%s\r\n0\r\n\r\n" % (len(stream), stream))
+
+
+async def test_a_dead_pooled_connection_is_retried_once_on_a_fresh_one(tmp_path: Path) -> None:
+    server = await asyncio.get_running_loop().create_server(_ClosesIdle, "127.0.0.1", 0)
+    url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1"
+    scenario = parse_scenario({
+        "name": "idle", "workload": {"prompt_tokens": 8, "output_tokens": 3}, "endpoint": {"scrape_interval_s": 0},
+        "phases": [{"name": "p", "load": {"type": "concurrency", "concurrency": 1, "requests": 6}}],
+    }, "test")
+    try:
+        result = await run_scenario(scenario, Endpoint(url, "m"), tmp_path / "run")
+    finally:
+        server.close()
+    (phase,) = result.summary.phases
+    assert phase.requests.ok == 6, phase.requests.failure_reasons  # no spurious resets
+    assert phase.requests.retried == 5  # every request after the first met a dead pooled connection
+    assert sorted(r.retries for r in result.records) == [0, 1, 1, 1, 1, 1]
