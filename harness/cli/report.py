@@ -7,11 +7,9 @@ from pathlib import Path
 import click
 
 from harness.cli.errors import guarded, warn
-from harness.records import read_records
 from harness.report.files import write_reports
 from harness.report.offline import rebuild
 from harness.report.table import print_table
-from harness.stats.server import read_server_metrics
 
 
 @click.command()
@@ -21,8 +19,8 @@ from harness.stats.server import read_server_metrics
 @guarded
 def report(run_dir: Path, write: bool) -> None:
     """Rebuild a run's statistics, table and conclusion offline from its saved records."""
-    summary = rebuild(run_dir, warn).to_json()
+    rebuilt = rebuild(run_dir, warn)
+    summary = rebuilt.summary.to_json()
     if write:
-        records = list(read_records(run_dir / "requests.jsonl"))
-        write_reports(summary, run_dir, records, read_server_metrics(run_dir))
+        write_reports(summary, run_dir, rebuilt.records, rebuilt.rows)
     print_table(summary)

@@ -23,7 +23,7 @@ from harness.report.files import write_run
 from harness.run.runner import new_run_dir, run_scenario
 from harness.run.target import target
 from harness.tools.predict import predict_async
-from harness.tools.search import Trial, parse_slo, search
+from harness.tools.search import parse_slo, search
 
 
 def _slo(ctx: click.Context, param: click.Parameter, value: str) -> SLO:
@@ -78,8 +78,7 @@ def search_cmd(scenario_path: Path | None, slo: SLO, goodput: float, low: float,
                 write_run(result)
                 return result.summary.to_json()
 
-            trials: Trial = trial
-            return await search(scenario, trials, slo, goodput, low, high, duration, steps, repeats)
+            return await search(scenario, trial, slo, goodput, low, high, duration, steps, repeats)
 
     found = asyncio.run(searching())
     if as_json:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -13,11 +14,20 @@ from harness.errors import ScenarioError
 from harness.records import RequestRecord, read_records
 from harness.stats.phase import ClientCheck
 from harness.stats.schema import Summary
-from harness.stats.server import read_server_metrics
+from harness.stats.server import Row, read_server_metrics
 from harness.stats.summary import PhaseRun, build_summary
 
 
-def rebuild(run_dir: Path, warn: Callable[[str], None] | None = None) -> Summary:
+@dataclass(frozen=True, slots=True)
+class Rebuilt:
+    """A run's summary recomputed, with the records and server series it came from (read once, for the report)."""
+
+    summary: Summary
+    records: list[RequestRecord]
+    rows: list[Row]
+
+
+def rebuild(run_dir: Path, warn: Callable[[str], None] | None = None) -> Rebuilt:
     """Statistics recomputed from `requests.jsonl` with the run's own `scenario.yaml`.
 
     Server series come from the run's `server_metrics.csv`. The run header and each phase's self-check
@@ -31,8 +41,9 @@ def rebuild(run_dir: Path, warn: Callable[[str], None] | None = None) -> Summary
     if (run_dir / "summary.json").is_file():
         saved = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
     saved_phases = {p["name"]: p for p in saved.get("phases", [])}
+    all_records = list(read_records(records_path, warn))
     by_phase: dict[str, list[RequestRecord]] = {}
-    for rec in read_records(records_path, warn):
+    for rec in all_records:
         by_phase.setdefault(rec.phase, []).append(rec)
     cfg = scenario.client
     phases = []
@@ -50,5 +61,6 @@ def rebuild(run_dir: Path, warn: Callable[[str], None] | None = None) -> Summary
     # Without a saved summary the run never finished (killed): say so rather than leave the header blank.
     header = saved.get("run") or {"run_id": "unknown", "scenario": scenario.name, "harness_version": __version__,
                                   "seed": scenario.seed, "complete": False}
-    return build_summary(scenario, header, phases, read_server_metrics(run_dir), saved.get("server_metrics"),
-                         ceiling)
+    rows = read_server_metrics(run_dir)
+    summary = build_summary(scenario, header, phases, rows, saved.get("server_metrics"), ceiling)
+    return Rebuilt(summary, all_records, rows)

@@ -90,7 +90,7 @@ def test_default_run_is_the_quickstart_and_shows_the_thesis(tmp_path: Path) -> N
     assert rebuilt.returncode == 0 and sentence in rebuilt.stdout
     from harness.report.offline import rebuild
 
-    again = rebuild(run_dir).to_json()
+    again = rebuild(run_dir).summary.to_json()
     for saved_phase, rebuilt_phase in zip(summary["phases"], again["phases"], strict=True):
         for key in ("requests", "latency_ms", "latency_by_status_ms", "throughput", "goodput", "tokens", "batches",
                     "server"):
