@@ -8,8 +8,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from harness.config.scenario import Workload
 from harness.workload.requests import RequestSource, RequestSpec
 
@@ -20,10 +18,9 @@ def harness(*args: str, env: dict[str, str] | None = None, timeout: float = 120)
     return subprocess.run([sys.executable, "-m", "harness", *args], capture_output=True, text=True, timeout=timeout,
                           env={**os.environ, **(env or {})}, cwd=ROOT)
 
-SHARED_TRACES = ROOT.parent / "shared" / "traces"
-NO_TRACES = f"needs the public request traces in {SHARED_TRACES} (shared/traces beside this checkout)"
-# CI fails when anything was skipped for this reason (tests/conftest.py), so CI still runs them.
-needs_traces = pytest.mark.skipif(not SHARED_TRACES.is_dir(), reason=NO_TRACES)
+TRACES = ROOT / "scenarios" / "traces"  # the public traces shipped with the project, gzipped
+AZURE_TRACE = TRACES / "AzureLLMInferenceTrace_conv.csv.gz"
+MOONCAKE_TRACE = TRACES / "mooncake_conversation_trace.jsonl.gz"
 
 
 def phase_json(*args: Any, **kwargs: Any) -> dict[str, Any]:

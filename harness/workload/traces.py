@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import csv
 import datetime as dt
+import gzip
 import json
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import IO, Any, Literal
 
 import numpy as np
 
@@ -95,8 +96,20 @@ def _azure_time(text: str) -> float:
     return base + (float("0." + frac) if frac else 0.0)
 
 
+def open_text(path: Path) -> IO[str]:
+    """A trace file as text; `.gz` files are decompressed on the fly (the shipped traces are gzipped)."""
+    if path.suffix == ".gz":
+        return gzip.open(path, "rt", newline="", encoding="utf-8")
+    return path.open(newline="", encoding="utf-8")
+
+
+def inner_suffix(path: Path) -> str:
+    """`.jsonl` for both `x.jsonl` and `x.jsonl.gz`."""
+    return Path(path.stem).suffix if path.suffix == ".gz" else path.suffix
+
+
 def _csv_rows(path: Path) -> Iterator[tuple[int, dict[str, str]]]:
-    with path.open(newline="", encoding="utf-8") as fh:
+    with open_text(path) as fh:
         reader = csv.DictReader(fh)
         for row in reader:
             yield reader.line_num, row
@@ -140,7 +153,7 @@ def _check(arrival_s: float, row: TraceRow) -> None:
 
 
 def _json_lines(path: Path, skip_bad: bool, skipped: dict[str, int]) -> Rows:
-    with path.open(encoding="utf-8") as fh:
+    with open_text(path) as fh:
         for line, text in enumerate(fh, 1):
             if not text.strip():
                 continue
@@ -190,20 +203,24 @@ def read_generic(path: Path, columns: ColumnMap, skip_bad: bool = False) -> Trac
 
     def parse(row: dict[str, Any], _: dict[str, int]) -> Parsed:
         session = str(row[columns.session]) if columns.session else None
+        ids = row.get("hash_ids")  # JSONL from `trace convert` of a Mooncake trace keeps its prefix blocks
         return float(row[columns.time]) * scale, TraceRow(0.0, int(row[columns.input]), int(row[columns.output]),
-                                                          session=session)
+                                                          tuple(int(i) for i in ids) if ids else None, session)
 
     skipped: dict[str, int] = {}
-    rows = _json_lines(path, skip_bad, skipped) if path.suffix in (".jsonl", ".json") else _csv_rows(path)
+    json_rows = inner_suffix(path) in (".jsonl", ".json")
+    rows = _json_lines(path, skip_bad, skipped) if json_rows else _csv_rows(path)
     return _read(path, rows, parse, "missing or bad column", skip_bad, skipped)
 
 
 def sniff(path: Path) -> Format:
     """The format of a trace file, from its first line."""
     try:
-        with path.open(encoding="utf-8") as fh:
+        with open_text(path) as fh:
             first = fh.readline()
-    except OSError as exc:
+    except (OSError, EOFError) as exc:
+        if isinstance(exc, EOFError) or not exc.strerror:
+            raise TraceError(f"{path}: not a readable gzip file ({exc})") from None
         raise TraceError(f"{path}: cannot read: {exc.strerror}") from None
     if first.startswith("TIMESTAMP,ContextTokens,GeneratedTokens"):
         return "azure"
@@ -225,8 +242,8 @@ def read_trace(path: Path, fmt: Format | None = None, *, skip_bad: bool = False,
         if fmt == "burstgpt":
             return read_burstgpt(path, model, skip_bad)
         return read_generic(path, columns or ColumnMap(), skip_bad)
-    except OSError as exc:
-        raise TraceError(f"{path}: cannot read: {exc.strerror}") from None
+    except (OSError, EOFError) as exc:
+        raise TraceError(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
 
 
 def window(trace: Trace, start_s: float | None = None, end_s: float | None = None, limit: int | None = None,

@@ -8,7 +8,7 @@ from harness.cli import main
 from harness.config.scenario import load_scenario
 from harness.errors import ScenarioError
 from harness.workload.plan import BatchPlan, OpenLoopPlan, plan_phase
-from tests.helpers import SHARED_TRACES, needs_traces
+from tests.helpers import AZURE_TRACE
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -27,9 +27,7 @@ def write(tmp_path: Path, text: str) -> Path:
 
 
 def _shipped() -> list[object]:
-    """Every shipped scenario; those replaying the shared traces need them."""
-    return [pytest.param(p, id=p.name, marks=[needs_traces] if "shared/traces" in p.read_text() else [])
-            for p in sorted((ROOT / "scenarios").glob("*.yaml"))]
+    return [pytest.param(p, id=p.name) for p in sorted((ROOT / "scenarios").glob("*.yaml"))]
 
 
 @pytest.mark.parametrize("path", _shipped())
@@ -136,9 +134,8 @@ def test_length_distributions_are_seeded_and_clamped(tmp_path: Path, dist: str, 
     assert list(first) == _lengths(tmp_path, dist)  # same seed, same lengths
 
 
-@needs_traces
 def test_empirical_lengths_sample_a_trace_column(tmp_path: Path) -> None:
-    azure = SHARED_TRACES / "AzureLLMInferenceTrace_conv.csv"
+    azure = AZURE_TRACE
     values = np.array(_lengths(tmp_path, f"{{dist: empirical, file: {azure}, column: input, max: 8000}}"))
     assert abs(np.median(values) - 1020) < 80  # the trace's input median
     assert values.max() <= 8000
