@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from harness.config.scenario import Workload
+from harness.config.workload import Workload
 from harness.workload.requests import RequestSource, RequestSpec
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -20,7 +20,8 @@ from harness.cli.common import (
 )
 from harness.cli.errors import fail, guarded, warn
 from harness.client.backend import Api
-from harness.config.scenario import Scenario, TraceLoad
+from harness.config.load import TraceLoad
+from harness.config.scenario import Scenario
 from harness.errors import EXIT_NOTHING_OK, EXIT_STOPPED
 from harness.gctune import tune_for_timing
 from harness.report.files import write_run

@@ -8,7 +8,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from harness.config.scenario import Phase, Scenario
+from harness.config.load import Phase
+from harness.config.scenario import Scenario
 from harness.records import RequestRecord
 from harness.stats.conclusion import compare
 from harness.stats.phase import ClientCheck, phase_stats

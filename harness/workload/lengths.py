@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.config.scenario import Length, LengthDist
+from harness.config.workload import Length, LengthDist
 from harness.workload.traces import read_trace
 
 

@@ -9,16 +9,8 @@ from pathlib import Path
 import numpy as np
 
 from harness.clock import NS_PER_S
-from harness.config.scenario import (
-    BatchLoad,
-    ConcurrencyLoad,
-    ConstantLoad,
-    GammaLoad,
-    PoissonLoad,
-    RampLoad,
-    Scenario,
-    TraceLoad,
-)
+from harness.config.load import BatchLoad, ConcurrencyLoad, ConstantLoad, GammaLoad, PoissonLoad, RampLoad, TraceLoad
+from harness.config.scenario import Scenario
 from harness.tokens import make_text
 from harness.workload.arrivals import (
     OffsetsNs,

@@ -10,7 +10,7 @@ from typing import overload
 
 import numpy as np
 
-from harness.config.scenario import SharedPrefixDataset, ShareGPTDataset, Workload
+from harness.config.workload import SharedPrefixDataset, ShareGPTDataset, Workload
 from harness.tokens import make_text
 from harness.workload.datasets import Message, sharegpt_turns
 from harness.workload.lengths import draw

@@ -15,7 +15,7 @@ from harness.client.backend import Backend, Endpoint
 from harness.client.fake import Script, ScriptedBackend
 from harness.client.h1 import H1Backend
 from harness.clock import Clock, FakeClock, MonotonicClock
-from harness.config.scenario import Workload
+from harness.config.workload import Workload
 from harness.records import RequestRecord
 from harness.run.worker import run_request
 from tests.helpers import build_requests

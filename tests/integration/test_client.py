@@ -13,7 +13,7 @@ from harness.client.aio import OpenAIBackend, list_models, open_session
 from harness.client.backend import Endpoint, request_body
 from harness.client.h1 import H1Backend
 from harness.clock import MonotonicClock
-from harness.config.scenario import Workload
+from harness.config.workload import Workload
 from harness.errors import HarnessError
 from harness.records import RequestRecord
 from harness.run.worker import run_request

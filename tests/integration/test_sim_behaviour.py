@@ -15,8 +15,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from harness.client.aio import OpenAIBackend, open_session
 from harness.client.backend import Endpoint
 from harness.clock import MonotonicClock
-from harness.config.scenario import Workload
 from harness.config.simulator import FaultConfig, SimulatorConfig
+from harness.config.workload import Workload
 from harness.records import RequestRecord
 from harness.run.worker import run_request
 from harness.sim.server import serve

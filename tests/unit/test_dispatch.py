@@ -7,7 +7,7 @@ import pytest
 
 from harness.client.fake import ScriptedBackend
 from harness.clock import NS_PER_MS, FakeClock
-from harness.config.scenario import Workload
+from harness.config.workload import Workload
 from harness.records import RequestRecord
 from harness.run.dispatch import Dispatcher
 from tests.helpers import build_requests

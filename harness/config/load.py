@@ -1,0 +1,156 @@
+"""Load models and phases of a scenario: when requests are sent (open, closed loop, fixed batch, sweeps)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from harness.config.base import PositiveFloat, PositiveInt, Strict
+
+
+class _OpenLoop(Strict):
+    rate: PositiveFloat = Field(description="mean arrivals per second")
+    requests: PositiveInt | None = None
+    duration_s: PositiveFloat | None = None
+
+    @model_validator(mode="after")
+    def _bounded(self) -> _OpenLoop:
+        if self.requests is None and self.duration_s is None:
+            raise ValueError("give 'requests' or 'duration_s' (or both) to bound the phase")
+        return self
+
+
+class PoissonLoad(_OpenLoop):
+    type: Literal["poisson"]
+
+
+class GammaLoad(_OpenLoop):
+    type: Literal["gamma"]
+    cv: PositiveFloat = Field(description="coefficient of variation of the gaps; 1 is Poisson")
+
+
+class ConstantLoad(_OpenLoop):
+    type: Literal["constant"]
+
+
+class RampLoad(Strict):
+    """Open loop whose rate moves linearly from `start_rate` to `end_rate` over `duration_s`."""
+
+    type: Literal["ramp"]
+    start_rate: PositiveFloat
+    end_rate: PositiveFloat
+    duration_s: PositiveFloat
+    process: Literal["poisson", "constant"] = "poisson"
+    requests: PositiveInt | None = None
+
+
+class TraceColumns(Strict):
+    time: str = "timestamp"
+    input: str = "input_tokens"
+    output: str = "output_tokens"
+    time_unit: Literal["s", "ms"] = "s"
+    session: str | None = None
+
+
+class TraceLoad(Strict):
+    """Open loop at recorded arrival times: a trace file, or a list of seconds.
+
+    From a file, each request also takes its input and output lengths (and, for Mooncake, its
+    prefix blocks) from its row. `time_scale` 10 replays ten times faster; `target_rate` instead
+    stretches the whole trace to that mean rate, keeping its burst shape.
+    """
+
+    type: Literal["trace"]
+    timestamps: Annotated[list[Annotated[float, Field(ge=0)]], Field(min_length=1)] | None = None
+    file: str | None = Field(None, description="path, relative to the scenario file")
+    format: Literal["azure", "mooncake", "burstgpt", "generic"] | None = Field(None, description="default: sniffed")
+    model: str | None = Field(None, description="BurstGPT: keep only this model's rows")
+    columns: TraceColumns = TraceColumns()
+    skip_bad_rows: bool = False
+    start_s: Annotated[float, Field(ge=0)] = 0.0
+    end_s: PositiveFloat | None = None
+    time_scale: PositiveFloat = 1.0
+    target_rate: PositiveFloat | None = None
+    requests: PositiveInt | None = None
+    duration_s: PositiveFloat | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> TraceLoad:
+        if (self.timestamps is None) == (self.file is None):
+            raise ValueError("give exactly one of 'file' and 'timestamps'")
+        return self
+
+
+class BatchLoad(Strict):
+    """Training-style: send `size` requests at once, wait for all of them, repeat `batches` times."""
+
+    type: Literal["batch"]
+    size: PositiveInt
+    batches: PositiveInt = 1
+
+
+class ConcurrencyLoad(Strict):
+    """Closed loop: `concurrency` users, each sending its next request when the last one ends."""
+
+    type: Literal["concurrency"]
+    concurrency: PositiveInt
+    requests: PositiveInt | None = None
+    duration_s: PositiveFloat | None = None
+    think_time_ms: Annotated[float, Field(ge=0)] = 0.0
+    stagger_s: Annotated[float, Field(ge=0)] = Field(0.0, description="spread the users' first requests evenly "
+                                                     "over this long, so they do not run in lockstep")
+
+    @model_validator(mode="after")
+    def _bounded(self) -> ConcurrencyLoad:
+        if self.requests is None and self.duration_s is None:
+            raise ValueError("give 'requests' or 'duration_s' (or both) to bound the phase")
+        return self
+
+
+Load = Annotated[PoissonLoad | GammaLoad | ConstantLoad | RampLoad | TraceLoad | BatchLoad | ConcurrencyLoad,
+                 Field(discriminator="type")]
+LOAD_TAGS = {"poisson", "gamma", "constant", "ramp", "trace", "batch", "concurrency", "sharegpt", "shared_prefix"}
+
+
+class Sweep(Strict):
+    """Run the phase once per value: a list of rates (open loop) or of concurrencies (closed loop)."""
+
+    rate: Annotated[list[PositiveFloat], Field(min_length=1)] | None = None
+    concurrency: Annotated[list[PositiveInt], Field(min_length=1)] | None = None
+
+    @model_validator(mode="after")
+    def _one_list(self) -> Sweep:
+        if (self.rate is None) == (self.concurrency is None):
+            raise ValueError("give exactly one of 'rate' and 'concurrency'")
+        return self
+
+
+class Phase(Strict):
+    name: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_.=@-]+$")]
+    load: Load
+    max_in_flight: PositiveInt | None = Field(
+        None, description="open loop: hold requests back beyond this many in flight (the wait shows as lag)")
+    warmup_s: Annotated[float, Field(ge=0)] = 0.0
+    cooldown_s: Annotated[float, Field(ge=0)] = 0.0
+    sweep: Sweep | None = None
+
+    @model_validator(mode="after")
+    def _sweepable(self) -> Phase:
+        if self.sweep is None:
+            return self
+        if self.sweep.rate is not None and not hasattr(self.load, "rate"):
+            raise ValueError("a rate sweep needs a poisson, gamma or constant load")
+        if self.sweep.concurrency is not None and not isinstance(self.load, ConcurrencyLoad):
+            raise ValueError("a concurrency sweep needs a concurrency load")
+        return self
+
+    def expand(self) -> list[Phase]:
+        """The concrete phases of a sweep, one per value, named `name@rate=4` / `name@concurrency=8`."""
+        if self.sweep is None:
+            return [self]
+        key, values = ("rate", self.sweep.rate) if self.sweep.rate is not None else (
+            "concurrency", self.sweep.concurrency)
+        return [self.model_copy(update={"name": f"{self.name}@{key}={v:g}", "sweep": None,
+                                        "load": self.load.model_copy(update={key: v})})
+                for v in values or []]

@@ -1,0 +1,69 @@
+"""What a scenario's requests ask for: length distributions, datasets, tokenizer."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from harness.config.base import PositiveFloat, PositiveInt, Strict
+
+
+class LengthDist(Strict):
+    """A distribution of token counts, drawn per request (seeded), clamped to [min, max]."""
+
+    dist: Literal["fixed", "uniform", "normal", "lognormal", "empirical"]
+    value: PositiveInt | None = Field(None, description="fixed")
+    mean: PositiveFloat | None = Field(None, description="normal")
+    std: Annotated[float, Field(ge=0)] | None = Field(None, description="normal")
+    median: PositiveFloat | None = Field(None, description="lognormal: exp(mu)")
+    sigma: Annotated[float, Field(ge=0)] | None = Field(None, description="lognormal: std of the log")
+    file: str | None = Field(None, description="empirical: a trace file, relative to the scenario file")
+    column: Literal["input", "output"] = Field("input", description="empirical: which lengths to sample")
+    min: PositiveInt = 1
+    max: PositiveInt | None = None
+
+    @model_validator(mode="after")
+    def _parameters(self) -> LengthDist:
+        needs = {"fixed": ("value",), "uniform": ("max",), "normal": ("mean", "std"),
+                 "lognormal": ("median", "sigma"), "empirical": ("file",)}[self.dist]
+        missing = [name for name in needs if getattr(self, name) is None]
+        if missing:
+            raise ValueError(f"'{self.dist}' needs {', '.join(repr(m) for m in missing)}")
+        if self.max is not None and self.max < self.min:
+            raise ValueError("'max' is below 'min'")
+        return self
+
+
+Length = PositiveInt | LengthDist
+
+
+class ShareGPTDataset(Strict):
+    """Conversations in ShareGPT format: each human turn is a request carrying the history before it."""
+
+    type: Literal["sharegpt"]
+    file: str = Field(description="ShareGPT JSON, relative to the scenario file")
+    output_tokens: Literal["reply", "workload"] = Field(
+        "reply", description="reply: the recorded answer's length; workload: workload.output_tokens")
+    max_turns: PositiveInt | None = None
+
+
+class SharedPrefixDataset(Strict):
+    """N system prompts of P tokens, each request one of them followed by its own question."""
+
+    type: Literal["shared_prefix"]
+    prefixes: PositiveInt = 4
+    prefix_tokens: PositiveInt = 1024
+    question_tokens: Length = 64
+
+
+Dataset = Annotated[ShareGPTDataset | SharedPrefixDataset, Field(discriminator="type")]
+
+
+class Workload(Strict):
+    prompt_tokens: Length = 256
+    output_tokens: Length = 128
+    ignore_eos: bool = Field(True, description="ask the server for exactly output_tokens tokens")
+    dataset: Dataset | None = Field(None, description="prompts from a dataset instead of prompt_tokens")
+    tokenizer: str | None = Field(None, description="a local Hugging Face tokenizer (directory or tokenizer.json)"
+                                  " to build prompts of exact length for a real model; never downloaded")
