@@ -44,6 +44,9 @@ class RequestRecord:
     reason: str = ""
     http_status: int | None = None
     retries: int = 0  # sent again after a pooled connection died before any answer
+    cached_tokens: int | None = None  # prompt tokens the server served from its cache, when it says
+    finish_reason: str | None = None  # the server's, from the last choice that gave one
+    message: str = ""  # the server's own error message (redacted of the API key, capped)
 
     @property
     def output_tokens(self) -> int:

@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 MARK = "[REDACTED]"
 _REASON_LIMIT = 200  # a record's reason is a short cause, not a server's whole error page
+MESSAGE_LIMIT = 500  # the server's own error sentence, kept per record: enough to read, not a whole page
 
 
 def redactor(secret: str | None) -> Callable[[str], str]:
@@ -23,7 +24,7 @@ def _same(text: str) -> str:
     return text
 
 
-def short_reason(text: str, redact: Callable[[str], str]) -> str:
+def short_reason(text: str, redact: Callable[[str], str], limit: int = _REASON_LIMIT) -> str:
     """Redact first, then shorten: cutting first could leave half a key behind."""
     text = redact(text)
-    return text if len(text) <= _REASON_LIMIT else text[:_REASON_LIMIT - 1] + "…"
+    return text if len(text) <= limit else text[:limit - 1] + "…"

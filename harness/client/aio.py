@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import aiohttp
 
-from harness.client.backend import Endpoint, RequestEvents, error_reason, request_body
+from harness.client.backend import Endpoint, RequestEvents, error_message, error_reason, request_body
 from harness.client.sse import ChunkReader
 from harness.errors import BadChunk, EndpointError
 from harness.redact import redactor
@@ -76,7 +76,7 @@ class OpenAIBackend:
                                              trace_request_ctx=events.sent) as resp:
                     events.status(resp.status)
                     if resp.status != 200:
-                        events.failed("http_error", await _error_reason(resp))
+                        events.failed("http_error", *await _error_reason(resp))
                     else:
                         await _read_stream(resp, events, first_token_deadline)
         except TimeoutError:
@@ -99,12 +99,13 @@ async def _read_stream(resp: aiohttp.ClientResponse, events: RequestEvents, firs
     events.ended()
 
 
-async def _error_reason(resp: aiohttp.ClientResponse) -> str:
+async def _error_reason(resp: aiohttp.ClientResponse) -> tuple[str, str]:
+    """The short cause and the server's own message."""
     try:
         body = await asyncio.wait_for(resp.content.read(8192), 5)
     except (TimeoutError, aiohttp.ClientError):
         body = b""
-    return error_reason(resp.status, body)
+    return error_reason(resp.status, body), error_message(body)
 
 
 async def list_models(session: aiohttp.ClientSession, base_url: str, api_key: str | None) -> list[str]:
@@ -115,7 +116,7 @@ async def list_models(session: aiohttp.ClientSession, base_url: str, api_key: st
     try:
         async with session.get(url, headers=headers, timeout=aiohttp.ClientTimeout(total=15)) as resp:
             if resp.status != 200:
-                raise EndpointError(redact(f"GET {url} answered {await _error_reason(resp)}"))
+                raise EndpointError(redact(f"GET {url} answered {(await _error_reason(resp))[0]}"))
             body = await resp.json(content_type=None)
     except (aiohttp.ClientError, TimeoutError) as exc:
         raise EndpointError(f"cannot reach endpoint {base_url}: {type(exc).__name__} {exc}".strip()) from None

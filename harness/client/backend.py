@@ -32,7 +32,8 @@ class RequestEvents(Protocol):
     def chunks(self, chunks: Sequence[Chunk]) -> bool:
         """Chunks that arrived together; True once the stream is over for the harness ([DONE] or an error)."""
 
-    def failed(self, status: Status, reason: str) -> None: ...
+    def failed(self, status: Status, reason: str, message: str = "") -> None:
+        """`reason`: a short cause; `message`: the server's own words, when it gave any."""
 
     def retried(self) -> None:
         """The request is sent again: the first connection died before the server answered a byte."""
@@ -94,3 +95,15 @@ def error_reason(status: int, body: bytes) -> str:
     except (ValueError, KeyError, TypeError):
         return f"HTTP {status}"
     return f"HTTP {status} {err_type}"
+
+
+def error_message(body: bytes) -> str:
+    """The server's own sentence: `error.message` of an OpenAI-shaped error, else the body's text."""
+    try:
+        err = json.loads(body)["error"]
+        message = err.get("message") if isinstance(err, dict) else err
+        if isinstance(message, str):
+            return message
+    except (ValueError, KeyError, TypeError):
+        pass
+    return body.decode("utf-8", "replace").strip()

@@ -26,6 +26,8 @@ class Script:
     usage: bool = True  # a usage chunk before [DONE]
     http_status: int = 200  # otherwise an OpenAI error of `error_type`, after the first-token delay
     error_type: str = "server_error"
+    error_message: str = ""  # the server's own sentence
+    finish_reason: str | None = "length"  # on the last token's chunk
     cut_after: int | None = None  # the connection drops after this many tokens
     no_done: bool = False  # the body ends without [DONE]
     stream_error: str | None = None  # an error object in the stream after the tokens
@@ -68,7 +70,7 @@ class ScriptedBackend:
     async def _answer(self, spec: RequestSpec, script: Script, events: RequestEvents) -> None:
         events.status(script.http_status)
         if script.http_status != 200:
-            events.failed("http_error", f"HTTP {script.http_status} {script.error_type}")
+            events.failed("http_error", f"HTTP {script.http_status} {script.error_type}", script.error_message)
             return
         tokens = spec.max_tokens if script.tokens is None else script.tokens
         for i in range(tokens):
@@ -78,6 +80,8 @@ class ScriptedBackend:
                 events.failed("transport_error", "ConnectionResetError")
                 return
             events.chunks(_TOKEN)
+        if script.finish_reason is not None:
+            events.chunks((Chunk(finish_reason=script.finish_reason),))
         if script.stream_error is not None:
             events.chunks((Chunk(error=script.stream_error),))
             return

@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 import httptools
 import orjson
 
-from harness.client.backend import Endpoint, RequestEvents, error_reason, request_body
+from harness.client.backend import Endpoint, RequestEvents, error_message, error_reason, request_body
 from harness.client.sse import ChunkReader
 from harness.errors import BadChunk
 from harness.workload.requests import RequestSpec
@@ -286,7 +286,7 @@ def _settle(events: RequestEvents, exchange: _Exchange, error: BaseException | N
         if not events.done:  # after [DONE] the connection may go: the request is complete
             events.failed("transport_error", type(error).__name__)
     elif exchange.status != 200:
-        events.failed("http_error", error_reason(exchange.status, exchange.body))
+        events.failed("http_error", error_reason(exchange.status, exchange.body), error_message(exchange.body))
     else:
         events.ended()
 

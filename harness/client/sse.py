@@ -76,6 +76,8 @@ class Chunk:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     error: str | None = None
+    finish_reason: str | None = None
+    cached_tokens: int | None = None  # usage.prompt_tokens_details.cached_tokens, or llama.cpp's timings.cache_n
 
     @property
     def carries_token(self) -> bool:
@@ -93,7 +95,8 @@ def interpret(payload: bytes) -> Chunk:
         return Chunk(done=True)
     # Fast path for the chunk that is nearly every chunk: an object with a non-empty text field and
     # no usage or error. Two regex searches instead of a JSON parse; everything else is parsed.
-    if payload[:1] == b"{" and payload[-1:] == b"}" and b'"usage"' not in payload and b'"error"' not in payload:
+    if (payload[:1] == b"{" and payload[-1:] == b"}" and b'"usage"' not in payload and b'"error"' not in payload
+            and b'_reason":"' not in payload and b'_reason": "' not in payload):  # finish_reason given: parse
         content = _CONTENT.search(payload) is not None
         reasoning = _REASONING.search(payload) is not None
         if content or reasoning:
@@ -119,6 +122,8 @@ def _parse(payload: bytes) -> Chunk:
     if not isinstance(choices, list) or not all(isinstance(c, dict) for c in choices):
         raise BadChunk(f"stream chunk's choices are not objects: {payload[:80]!r}")
     for choice in choices:
+        if isinstance(choice.get("finish_reason"), str):
+            chunk.finish_reason = choice["finish_reason"]
         delta = choice.get("delta")
         if isinstance(delta, dict):
             chunk.has_content |= _text(delta.get("content"))
@@ -129,6 +134,12 @@ def _parse(payload: bytes) -> Chunk:
     if isinstance(usage, dict):
         chunk.prompt_tokens = _count(usage, "prompt_tokens", payload)
         chunk.completion_tokens = _count(usage, "completion_tokens", payload)
+        details = usage.get("prompt_tokens_details")
+        if isinstance(details, dict):
+            chunk.cached_tokens = _count(details, "cached_tokens", payload)
+    timings = obj.get("timings")  # llama.cpp's llama-server
+    if chunk.cached_tokens is None and isinstance(timings, dict):
+        chunk.cached_tokens = _count(timings, "cache_n", payload)
     return chunk
 
 
@@ -142,7 +153,7 @@ def _count(usage: dict[str, object], name: str, payload: bytes) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise BadChunk(f"usage.{name} is not a count: {value!r}")
+        raise BadChunk(f"{name} is not a count: {value!r}")
     return value
 
 

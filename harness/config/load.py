@@ -72,6 +72,7 @@ class TraceLoad(Strict):
     end_s: PositiveFloat | None = None
     time_scale: PositiveFloat = 1.0
     target_rate: PositiveFloat | None = None
+    max_idle_s: PositiveFloat | None = Field(None, description="shorten any silence longer than this to it")
     requests: PositiveInt | None = None
     duration_s: PositiveFloat | None = None
 
@@ -79,6 +80,8 @@ class TraceLoad(Strict):
     def _one_source(self) -> TraceLoad:
         if (self.timestamps is None) == (self.file is None):
             raise ValueError("give exactly one of 'file' and 'timestamps'")
+        if self.target_rate is not None and self.time_scale != 1.0:
+            raise ValueError("give 'time_scale' or 'target_rate', not both: target_rate sets the speed itself")
         return self
 
 

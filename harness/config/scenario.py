@@ -27,6 +27,12 @@ class SLO(Strict):
     e2e_ms: PositiveFloat | None = None
 
 
+# The server-side series the harness reads (harness.stats.server maps each to the names engines give it).
+ServerSeries = Literal["running", "waiting", "kv_cache_usage", "generation_tokens_total", "prompt_tokens_total",
+                       "preemptions_total", "prefix_cache_queries_total", "prefix_cache_hits_total",
+                       "prefix_cache_hit_rate"]
+
+
 class EndpointConfig(Strict):
     url: str | None = Field(None, description="OpenAI base URL, e.g. http://host:8000/v1; none: the simulator")
     model: str | None = None
@@ -34,6 +40,9 @@ class EndpointConfig(Strict):
     api_key_env: str | None = Field(None, description="name of the environment variable holding the key")
     metrics_url: str | None = Field(None, description="Prometheus /metrics to scrape; none: origin + /metrics")
     scrape_interval_s: float = Field(1.0, ge=0, description="seconds between scrapes; 0: no scraping")
+    server_metrics: dict[ServerSeries, str] | None = Field(
+        None, description="our series -> the endpoint's metric name, for an engine nobody mapped "
+        "(e.g. {running: myengine_active_requests}); counters with their _total suffix")
 
 
 class ClientConfig(Strict):

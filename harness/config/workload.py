@@ -67,3 +67,10 @@ class Workload(Strict):
     dataset: Dataset | None = Field(None, description="prompts from a dataset instead of prompt_tokens")
     tokenizer: str | None = Field(None, description="a local Hugging Face tokenizer (directory or tokenizer.json)"
                                   " to build prompts of exact length for a real model; never downloaded")
+    prompt_reuse: Literal["per_run", "across_runs"] = Field(
+        "per_run", description="per_run: every run draws its own prompts (salted by the run id), so no prompt "
+        "cache carries over from an earlier run; across_runs: the same seed gives the same prompts (warm-cache "
+        "studies)")
+    cached_share_warning: Annotated[float, Field(ge=0, le=1)] | None = Field(
+        0.2, description="warn when the server says it served more than this share of a phase's prompt tokens "
+        "from its cache; raise it for workloads that share prefixes on purpose, null: never")

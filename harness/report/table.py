@@ -56,6 +56,18 @@ def _goodput(phase: dict[str, Any]) -> str:
     return f"{g['requests_per_s']:.2f} ({g['fraction']:.0%})"
 
 
+def _prompt_off(phase: dict[str, Any]) -> str:
+    t = phase["tokens"]
+    if not t["prompt_mismatched"]:
+        return "0"
+    return f"{t['prompt_diff_mean']:+.1f} ({t['prompt_mismatched']}/{t['prompt_reported']})"
+
+
+def _cached(phase: dict[str, Any]) -> str:
+    share = phase["tokens"].get("cached_share")
+    return "-" if share is None else f"{share:.0%}"
+
+
 def _limited(phase: dict[str, Any]) -> Text:
     return Text("YES", style="bold red") if phase["client_limited"] else Text("no", style="green")
 
@@ -98,12 +110,20 @@ def _server_cell(fmt: Callable[[dict[str, Any]], str]) -> Cell:
     return cell
 
 
+# Shown only when some phase has something to say: prompts counted other than asked, a prompt cache hit.
+PROMPT_ROWS: list[tuple[Row, Callable[[dict[str, Any]], bool]]] = [
+    (("prompt tokens off by, mean (n)", _prompt_off), lambda p: bool(p["tokens"]["prompt_mismatched"])),
+    (("prompt tokens cached", _cached), lambda p: bool(p["tokens"].get("cached_reported"))),
+]
+
+
 # Shown when the endpoint's /metrics was scraped: the server's own account beside the client's.
 SERVER_SECTION: list[Row] = [
     ("server (scraped /metrics)", None),
     ("  running / waiting, mean", _server_cell(lambda s: f"{s['running_mean']:.1f} / {s['waiting_mean']:.1f}")),
     ("  KV cache usage, max", _server_cell(lambda s: f"{s['kv_cache_usage_max']:.0%}")),
     ("  generated tokens/s", _server_cell(lambda s: f"{s['generation_tokens_per_s']:,.0f}")),
+    ("  prefix cache hit share", _server_cell(lambda s: f"{s['prefix_cache_hit_share']:.0%}")),
 ]
 
 
@@ -117,7 +137,9 @@ def build_table(summary: dict[str, Any]) -> Table:
     table.add_column("")
     for phase in phases:
         table.add_column(phase["name"], justify="right")
-    sections = SECTIONS + ([SERVER_SECTION] if any(p.get("server") for p in phases) else [])
+    prompt_rows = [row for row, shown in PROMPT_ROWS if any(shown(p) for p in phases)]
+    sections = [*SECTIONS[:3], [*SECTIONS[3], *prompt_rows],
+                *([SERVER_SECTION] if any(p.get("server") for p in phases) else [])]
     for i, rows in enumerate(sections):
         if i:
             table.add_section()

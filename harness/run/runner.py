@@ -22,14 +22,14 @@ from harness.client.backends import make_backend
 from harness.clock import Clock, MonotonicClock
 from harness.config.scenario import Scenario
 from harness.records import RecordWriter, RequestRecord, write_parquet
-from harness.redact import redactor, short_reason
+from harness.redact import MESSAGE_LIMIT, redactor, short_reason
 from harness.run.dispatch import Dispatcher
 from harness.run.progress import Progress
 from harness.run.scrape import ServerScraper
 from harness.run.selfcheck import SelfCheck
 from harness.run.signals import Stopper
 from harness.stats.schema import Summary
-from harness.stats.server import Row, metrics_url, same_origin
+from harness.stats.server import Row, metrics_url, same_origin, series_names
 from harness.stats.summary import PhaseRun, build_summary
 from harness.workload.plan import (
     BatchPlan,
@@ -95,7 +95,7 @@ def _scraper(scenario: Scenario, endpoint: Endpoint, clock: Clock, run_dir: Path
     url = cfg.metrics_url or metrics_url(endpoint.base_url)
     # The key goes only where the requests go: a metrics URL on another host never sees it.
     key = endpoint.api_key if same_origin(url, endpoint.base_url) else None
-    return ServerScraper(url, clock, cfg.scrape_interval_s, run_dir, key)
+    return ServerScraper(url, clock, cfg.scrape_interval_s, run_dir, key, series_names(cfg.server_metrics))
 
 
 @dataclass
@@ -111,6 +111,8 @@ class _Sink:
     def __call__(self, rec: RequestRecord) -> None:
         if rec.reason:
             rec.reason = short_reason(rec.reason, self.redact)  # before anyone reads it: servers echo keys
+        if rec.message:
+            rec.message = short_reason(rec.message, self.redact, MESSAGE_LIMIT)
         self.writer.write(rec)
         self.phase.append(rec)
         self.run.append(rec)

@@ -11,21 +11,23 @@ from __future__ import annotations
 import asyncio
 import csv
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
 
 import aiohttp
 
 from harness.clock import NS_PER_S, Clock, cancel_quietly
-from harness.stats.server import COLUMNS, FILENAME, Row, parse_exposition
+from harness.stats.server import COLUMNS, FILENAME, KNOWN, Row, parse_exposition
 
 METRICS_BODY_LIMIT = 8 << 20  # an engine's exposition is kilobytes; vLLM's with many LoRAs, a few hundred
 
 
 class ServerScraper:
     def __init__(self, url: str, clock: Clock, interval_s: float, run_dir: Path,
-                 api_key: str | None = None) -> None:
+                 api_key: str | None = None, names: Mapping[str, str] = KNOWN) -> None:
         self.url = url
+        self.names = names
         self.clock = clock
         self.interval_s = interval_s
         self.path = run_dir / FILENAME
@@ -89,7 +91,7 @@ class ServerScraper:
             self._fail(f"HTTP {status}", give_up=first or status == 404)
             return
         try:
-            values = parse_exposition(body)
+            values = parse_exposition(body, self.names)
         except ValueError:
             self._fail("unparsable exposition", give_up=first)
             return

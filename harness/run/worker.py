@@ -37,8 +37,8 @@ class RecordStamper:
     def retried(self) -> None:
         self.rec.retries += 1
 
-    def failed(self, status: Status, reason: str) -> None:
-        self.rec.status, self.rec.reason = status, reason
+    def failed(self, status: Status, reason: str, message: str = "") -> None:
+        self.rec.status, self.rec.reason, self.rec.message = status, reason, message
         self.done = True
 
     def ended(self) -> None:
@@ -57,7 +57,7 @@ class RecordStamper:
                 self.done = True
                 return True
             if chunk.error is not None:
-                self.failed("http_error", f"error in stream: {chunk.error}")
+                self.failed("http_error", "error in stream", chunk.error)
                 return True
             if chunk.has_content or chunk.has_reasoning:
                 if not self.got_token:
@@ -72,6 +72,10 @@ class RecordStamper:
                 self._counted = chunk.completion_tokens
                 rec.completion_tokens = chunk.completion_tokens
                 rec.prompt_tokens = chunk.prompt_tokens
+            if chunk.finish_reason is not None:
+                rec.finish_reason = chunk.finish_reason
+            if chunk.cached_tokens is not None:
+                rec.cached_tokens = chunk.cached_tokens
         return False
 
 
@@ -90,18 +94,22 @@ async def run_request(backend: Backend, clock: Clock, spec: RequestSpec, intende
         events.failed("bad_stream", f"client error reading the stream: {type(exc).__name__}")
     finally:
         close(rec, clock.now_ns())
-        if spec.ignore_eos:
-            _check_length(rec)
+        _check_length(rec, spec.ignore_eos)
         sink(rec)
     return rec
 
 
-def _check_length(rec: RequestRecord) -> None:
-    """Asked for exactly `max_tokens` (ignore_eos, min_tokens): fewer is not a success, whatever the status said."""
+def _check_length(rec: RequestRecord, exact: bool) -> None:
+    """Fewer tokens than `max_tokens` is not a success when exactly that many were asked for (ignore_eos,
+    min_tokens), nor when the server stopped for length before it (the context was full)."""
     # Per chunk when the server said; else its usage total (a server may put several tokens in one chunk).
     delivered = rec.delivered_tokens if rec.exact_chunk_tokens else rec.output_tokens
-    if rec.status == "ok" and delivered < rec.max_tokens:
+    if rec.status != "ok" or delivered >= rec.max_tokens:
+        return
+    if exact:
         rec.status, rec.reason = "truncated", f"{delivered} of {rec.max_tokens} tokens"
+    elif rec.finish_reason == "length":
+        rec.status, rec.reason = "truncated", f"context full: {delivered} of {rec.max_tokens} tokens"
 
 
 def close(rec: RequestRecord, end_ns: int) -> None:

@@ -43,6 +43,7 @@ class SimRequest:
     generated: int = 0
     table: BlockTable = field(init=False)
     preemptions: int = 0
+    cached_tokens: int = 0  # prompt tokens found in the prefix cache when first scheduled (usage details)
     scheduled_ns: int | None = None  # when it first entered a step: the end of its queue time
     token_ns: list[int] = field(default_factory=list)  # ground truth: emission time of each token
     finished: bool = False
@@ -131,7 +132,10 @@ class Engine:
             req = self.waiting[0]
             if req.computed == 0:
                 # At least the last token is computed afresh: its logits are what samples the next.
-                req.computed = self.pool.match_prefix(req.table, req.total_tokens - 1)
+                first = req.preemptions == 0
+                req.computed = self.pool.match_prefix(req.table, req.total_tokens - 1, count=first)
+                if first:
+                    req.cached_tokens = req.computed
             n = min(req.total_tokens - req.computed, budget)
             if not self.pool.allocate(req.table, blocks_for(req.computed + n) - req.table.blocks):
                 # A waiting request must not pin cached blocks: a preempted request queued in front

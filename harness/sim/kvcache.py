@@ -65,19 +65,22 @@ class BlockPool:
     def used(self) -> int:
         return self.total - self.available
 
-    def match_prefix(self, table: BlockTable, max_tokens: int) -> int:
-        """Reference the longest cached prefix of `table` (at most `max_tokens`); returns tokens hit."""
+    def match_prefix(self, table: BlockTable, max_tokens: int, count: bool = True) -> int:
+        """Reference the longest cached prefix of `table` (at most `max_tokens`); returns tokens hit.
+
+        `count` False: a preempted request looking again, which vLLM leaves out of its prefix-cache
+        counters (else a thrashing server would report more hits than prompt tokens sent)."""
         if not self.caching or table.refs:
             return 0
         limit = max_tokens // BLOCK_TOKENS
-        self.query_tokens += max_tokens
+        self.query_tokens += max_tokens if count else 0
         for h in table.hashes[:limit]:
             if h not in self._refcount:
                 break
             self._reference(h)
             table.refs.append(h)
         hit = len(table.refs) * BLOCK_TOKENS
-        self.hit_tokens += hit
+        self.hit_tokens += hit if count else 0
         return hit
 
     def allocate(self, table: BlockTable, n: int) -> bool:

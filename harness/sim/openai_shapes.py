@@ -71,18 +71,23 @@ class ChunkRenderer:
             choice["text"] = ""
         return self._frame({"choices": [choice]})
 
-    def usage(self, prompt_tokens: int, completion_tokens: int) -> bytes:
-        return self._frame({"choices": [], "usage": usage(prompt_tokens, completion_tokens)})
+    def usage(self, prompt_tokens: int, completion_tokens: int, cached_tokens: int | None = None) -> bytes:
+        return self._frame({"choices": [], "usage": usage(prompt_tokens, completion_tokens, cached_tokens)})
 
 
-def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
-    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens}
+def usage(prompt_tokens: int, completion_tokens: int, cached_tokens: int | None = None) -> dict[str, Any]:
+    """OpenAI's usage object; with `cached_tokens`, its `prompt_tokens_details` (vLLM with
+    --enable-prompt-tokens-details)."""
+    out: dict[str, Any] = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                           "total_tokens": prompt_tokens + completion_tokens}
+    if cached_tokens is not None:
+        out["prompt_tokens_details"] = {"cached_tokens": cached_tokens}
+    return out
 
 
 def full_response(
     chat: bool, response_id: str, model: str, created: int, text: str, reason: str,
-    prompt_tokens: int, completion_tokens: int,
+    prompt_tokens: int, completion_tokens: int, cached_tokens: int | None = None,
 ) -> dict[str, Any]:
     if chat:
         choice: dict[str, Any] = {"index": 0, "message": {"role": "assistant", "content": text},
@@ -91,4 +96,4 @@ def full_response(
         choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": reason}
     return {"id": response_id, "object": "chat.completion" if chat else "text_completion",
             "created": created, "model": model, "choices": [choice],
-            "usage": usage(prompt_tokens, completion_tokens)}
+            "usage": usage(prompt_tokens, completion_tokens, cached_tokens)}

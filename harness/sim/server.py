@@ -32,6 +32,21 @@ MALFORMED_FRAME = b"data: {this is not json\n\n"
 Emit = Callable[[int, int], Awaitable[None]]
 
 
+def model_context(cfg: SimulatorConfig, engine: Engine) -> int:
+    """The longest context the server accepts: the model's, and, as vLLM does, never more than the KV cache
+    could hold on its own."""
+    return min(cfg.max_model_len or MODELS[cfg.model].max_model_len, engine.pool.total * 16)
+
+
+def context_problem(max_model_len: int, parsed: ParsedRequest) -> str | None:
+    """Why a request cannot fit the model's context (the 400's message), or None."""
+    context_left = max_model_len - parsed.prompt_tokens
+    if context_left > 0 and (parsed.max_tokens or 0) <= context_left:
+        return None
+    return (f"this model's maximum context length is {max_model_len} tokens; the request has "
+            f"{parsed.prompt_tokens} prompt tokens and asks for {parsed.max_tokens} more")
+
+
 def fit_problem(cfg: SimulatorConfig) -> str | None:
     """Why this accelerator cannot serve this model at all (its weights leave no room for a KV cache), or None."""
     if cfg.timing == "fixed":
@@ -64,8 +79,7 @@ class SimServer:
                                             self.clock, self._observe_lateness)
         else:
             engine = build_engine(cfg)
-            # As vLLM does, never accept a context the KV cache could not hold on its own.
-            self.max_model_len = min(self.max_model_len, engine.pool.total * 16)
+            self.max_model_len = model_context(cfg, engine)
             self.driver = StepDriver(engine, self.clock, self._observe_lateness)
         self.faults = FaultInjector(cfg.faults)
         self.ground_truth: OrderedDict[str, SimRequest] = OrderedDict()
@@ -176,12 +190,9 @@ class SimServer:
         if parsed.model != self.cfg.name:
             return error_response(404, f"the model '{parsed.model}' does not exist", "not_found_error",
                                   "model", "model_not_found")
-        context_left = self.max_model_len - parsed.prompt_tokens
-        if context_left <= 0 or (parsed.max_tokens or 0) > context_left:
-            return error_response(
-                400, f"this model's maximum context length is {self.max_model_len} tokens; the request has "
-                f"{parsed.prompt_tokens} prompt tokens and asks for {parsed.max_tokens} more",
-                "invalid_request_error", "messages" if chat else "prompt", "context_length_exceeded")
+        if (too_long := context_problem(self.max_model_len, parsed)) is not None:
+            return error_response(400, too_long, "invalid_request_error", "messages" if chat else "prompt",
+                                  "context_length_exceeded")
         if self.cfg.max_waiting is not None and self.driver.snapshot().waiting >= self.cfg.max_waiting:
             return error_response(429, "too many requests waiting", "rate_limit_error",
                                   headers={"Retry-After": "1"})
@@ -252,7 +263,7 @@ class SimServer:
         def closing_frames() -> bytes:
             frames = renderer.finish(_finish_reason(req, parsed))
             if parsed.include_usage:
-                frames += renderer.usage(req.prompt_tokens, len(req.token_ns))
+                frames += renderer.usage(req.prompt_tokens, len(req.token_ns), req.cached_tokens)
             return frames + b"data: [DONE]\n\n"
 
         if plan.clean and request.transport is not None:
@@ -322,7 +333,7 @@ class SimServer:
         text = "".join(token_text(i) for i in range(len(req.token_ns)))
         body = full_response(chat, f"{'chatcmpl' if chat else 'cmpl'}-{req.request_id}", self.cfg.name,
                              int(time.time()), text, _finish_reason(req, parsed), req.prompt_tokens,
-                             len(req.token_ns))
+                             len(req.token_ns), req.cached_tokens)
         return web.json_response(body, headers={"X-Request-Id": req.request_id})
 
 

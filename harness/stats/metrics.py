@@ -137,5 +137,5 @@ def cause(rec: RequestRecord) -> str:
         kind = parts[2] if len(parts) > 2 and parts[2] in KNOWN_ERROR_TYPES else ""
         return f"HTTP {code} {kind}".rstrip()
     if rec.status == "truncated":
-        return "fewer tokens than asked"
+        return "context full" if rec.reason.startswith("context full") else "fewer tokens than asked"
     return rec.reason.split(":")[0] or rec.status

@@ -223,13 +223,19 @@ def _by_status(measured: Sequence[RequestRecord], ok_latencies: Latencies) -> La
 
 
 def _prompt_realisation(ok: Sequence[RequestRecord]) -> dict[str, Any]:
-    """How the server's count of each prompt compared with the length the harness asked for."""
+    """How the server's count of each prompt compared with the length the harness asked for, and how much of
+    it the server had cached."""
     diffs = [r.prompt_tokens - r.prompt_tokens_requested for r in ok if r.prompt_tokens is not None]
+    cached = [r for r in ok if r.cached_tokens is not None]
+    prompt = sum(_prompt(r) for r in cached)
+    hit = sum(r.cached_tokens or 0 for r in cached)
     return {
         "prompt_reported": len(diffs),
         "prompt_mismatched": sum(1 for d in diffs if d != 0),
         "prompt_diff_mean": float(np.mean(diffs)) if diffs else None,
         "prompt_diff_max_abs": int(max(abs(d) for d in diffs)) if diffs else None,
+        "cached_reported": len(cached), "prompt_cached": hit,
+        "cached_share": hit / prompt if prompt else None,
     }
 
 

@@ -116,6 +116,9 @@ class Tokens(_Model):
     prompt_mismatched: int
     prompt_diff_mean: float | None
     prompt_diff_max_abs: int | None
+    cached_reported: int = Field(0, description="ok requests whose server said how many prompt tokens it had cached")
+    prompt_cached: int = Field(0, description="prompt tokens served from the server's cache, over those requests")
+    cached_share: float | None = Field(None, description="prompt_cached / their prompt tokens")
 
 
 class WholeRun(_Model):
@@ -152,12 +155,22 @@ class ServerPhase(_Model):
     generation_tokens_per_s: float | None
     prompt_tokens_per_s: float | None
     preemptions_per_s: float | None
+    prefix_cache_hit_share: float | None = Field(None, description="prompt tokens found in the server's prefix "
+                                                 "cache / prompt tokens looked up, over the window")
+
+
+class IdleCapped(_Model):
+    max_idle_s: float
+    gaps: int = Field(description="silences shortened to max_idle_s")
+    seconds_removed: float
 
 
 class TraceUse(_Model):
     source: str
     rows: int
     skipped: dict[str, int]
+    offered_rate: float | None = Field(None, description="rows replayed / seconds of replay (the duration when set)")
+    idle_capped: IdleCapped | None = None
 
 
 class PhaseStats(_Model):
@@ -189,6 +202,8 @@ class PhaseSummary(PhaseStats, _PhaseHead):
 
     trace: TraceUse | None = Field(None, description="the trace file replayed, when there was one")
     server: ServerPhase | None = Field(None, description="when the endpoint's /metrics was scraped")
+    warnings: list[str] = Field(default_factory=list, description="what may make the phase's figures "
+                                "misleading (a prompt cache carried over, prompts not of the asked length)")
 
 
 class Anchor(_Model):

@@ -7,10 +7,11 @@ summary out. Engines name the same quantity differently, so each series here lis
 from __future__ import annotations
 
 import csv
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
@@ -32,11 +33,25 @@ SERIES: dict[str, tuple[str, ...]] = {
                                 "llamacpp:tokens_predicted_total"),
     "prompt_tokens_total": ("vllm:prompt_tokens_total", "sglang:prompt_tokens_total", "llamacpp:prompt_tokens_total"),
     "preemptions_total": ("vllm:num_preemptions_total",),
+    # Prompt tokens looked up in / found in the prefix cache; llama.cpp counts only the ones it found.
+    "prefix_cache_queries_total": ("vllm:prefix_cache_queries_total",),
+    "prefix_cache_hits_total": ("vllm:prefix_cache_hits_total", "llamacpp:prompt_tokens_cached_total"),
+    "prefix_cache_hit_rate": ("sglang:cache_hit_rate",),  # SGLang's own running share, a gauge
 }
 COLUMNS: tuple[str, ...] = tuple(SERIES)
-_OURS = {name: ours for ours, names in SERIES.items() for name in names}
-# A share of the cache is averaged over the engines behind one endpoint; everything else adds up.
-_AVERAGED = frozenset({"kv_cache_usage"})
+KNOWN: dict[str, str] = {name: ours for ours, names in SERIES.items() for name in names}
+# Shares are averaged over the engines behind one endpoint; everything else adds up.
+_AVERAGED = frozenset({"kv_cache_usage", "prefix_cache_hit_rate"})
+
+
+def series_names(user: Mapping[Any, str] | None = None) -> dict[str, str]:
+    """Sample name -> our series: the known names, with a scenario's own mapping (`endpoint.server_metrics`,
+    our name -> its metric) for an engine nobody mapped, or to override one."""
+    if not user:
+        return KNOWN
+    overridden = set(user)
+    names = {name: ours for name, ours in KNOWN.items() if ours not in overridden}
+    return names | {metric: ours for ours, metric in user.items()}
 
 Sample = dict[str, float]
 
@@ -60,18 +75,18 @@ def same_origin(a: str, b: str) -> bool:
     return (pa.scheme, pa.netloc) == (pb.scheme, pb.netloc)
 
 
-def parse_exposition(text: str) -> Sample:
-    """The known series in a Prometheus text exposition, summed (or averaged) over their label sets.
+def parse_exposition(text: str, names: Mapping[str, str] = KNOWN) -> Sample:
+    """The series of `names` in a Prometheus text exposition, summed (or averaged) over their label sets.
 
     Only the lines of known series reach the parser: a vLLM exposition is mostly histogram buckets,
     and the scrape shares the event loop with the load.
     """
     wanted = [line for line in text.splitlines()
-              if line and line[0] != "#" and line.partition("{")[0].partition(" ")[0] in _OURS]
+              if line and line[0] != "#" and line.partition("{")[0].partition(" ")[0] in names]
     totals: dict[str, list[float]] = {}
     for family in text_string_to_metric_families("\n".join(wanted) + "\n"):
         for sample in family.samples:
-            ours = _OURS.get(sample.name)
+            ours = names.get(sample.name)
             if ours is not None:
                 totals.setdefault(ours, []).append(float(sample.value))
     return {k: (sum(v) / len(v) if k in _AVERAGED else sum(v)) for k, v in totals.items()}
@@ -108,7 +123,21 @@ def phase_server_summary(rows: Sequence[Row], start_ns: int, end_ns: int) -> dic
         "generation_tokens_per_s": _counter_rate(rows, "generation_tokens_total", start_ns, end_ns),
         "prompt_tokens_per_s": _counter_rate(rows, "prompt_tokens_total", start_ns, end_ns),
         "preemptions_per_s": _counter_rate(rows, "preemptions_total", start_ns, end_ns),
+        "prefix_cache_hit_share": _hit_share(rows, inside, start_ns, end_ns),
     }
+
+
+def _hit_share(rows: Sequence[Row], inside: Sequence[Row], start_ns: int, end_ns: int) -> float | None:
+    """The share of prompt tokens the server found in its prefix cache over the window: hits over lookups
+    (vLLM), hits over hits plus tokens computed (llama.cpp counts only those two), or SGLang's own gauge."""
+    hits = _counter_rate(rows, "prefix_cache_hits_total", start_ns, end_ns)
+    looked_up = _counter_rate(rows, "prefix_cache_queries_total", start_ns, end_ns)
+    if hits is not None and looked_up is None:
+        computed = _counter_rate(rows, "prompt_tokens_total", start_ns, end_ns)
+        looked_up = None if computed is None else hits + computed
+    if hits is not None and looked_up:
+        return hits / looked_up
+    return _gauge(inside, "prefix_cache_hit_rate")[0]
 
 
 def rates(rows: Sequence[Row], name: str) -> tuple[list[float], list[float]]:

@@ -13,7 +13,16 @@ from harness.config.scenario import Scenario
 from harness.records import RequestRecord
 from harness.stats.conclusion import compare
 from harness.stats.phase import ClientCheck, phase_stats
-from harness.stats.schema import ClientHealth, PhaseSummary, RunHeader, ScrapeInfo, ServerPhase, Summary, TraceUse
+from harness.stats.schema import (
+    ClientHealth,
+    PhaseSummary,
+    RunHeader,
+    ScrapeInfo,
+    ServerPhase,
+    Summary,
+    Tokens,
+    TraceUse,
+)
 from harness.stats.server import Row, phase_server_summary
 
 
@@ -41,7 +50,23 @@ def phase_summary(scenario: Scenario, run: PhaseRun, rows: Sequence[Row] = (),
     whole = stats.whole_run.window
     server = ServerPhase(**phase_server_summary(rows, whole.start_ns, whole.end_ns)) if rows else None
     return PhaseSummary(**{**dict(stats), "client": client}, name=phase.name, config=phase.model_dump(mode="json"),
-                        trace=None if run.trace is None else TraceUse.model_validate(run.trace), server=server)
+                        trace=None if run.trace is None else TraceUse.model_validate(run.trace), server=server,
+                        warnings=phase_warnings(scenario, stats.tokens))
+
+
+def phase_warnings(scenario: Scenario, tokens: Tokens) -> list[str]:
+    """Why a phase's figures may mislead: a cache share the scenario did not expect, prompts of other lengths."""
+    out = []
+    bound = scenario.workload.cached_share_warning
+    if tokens.cached_share is not None and bound is not None and tokens.cached_share > bound:
+        out.append(f"the server served {tokens.cached_share:.0%} of prompt tokens from its cache (above "
+                   f"workload.cached_share_warning {bound:.0%}): TTFT is flattered by an earlier run's or this "
+                   "run's reuse")
+    if tokens.prompt_mismatched:
+        out.append(f"{tokens.prompt_mismatched} of {tokens.prompt_reported} prompts counted other than asked by "
+                   f"the server (mean {tokens.prompt_diff_mean:+.1f} tokens): give workload.tokenizer (a local "
+                   "tokenizer.json, or 'server')")
+    return out
 
 
 def build_summary(scenario: Scenario, header: Mapping[str, Any], phases: Sequence[PhaseRun],

@@ -9,12 +9,13 @@ would have measured.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 from harness import __version__
 from harness.client.backend import RequestEvents
 from harness.client.sse import Chunk
-from harness.clock import FakeClock, cancel_quietly
+from harness.clock import NS_PER_S, FakeClock, cancel_quietly
 from harness.config.scenario import Scenario
 from harness.records import RequestRecord
 from harness.run.dispatch import Dispatcher
@@ -23,9 +24,9 @@ from harness.run.simulator import check_fits
 from harness.sim.engine import SimRequest
 from harness.sim.realtime import StepDriver
 from harness.sim.requests import make_request, output_length, parse_body
-from harness.sim.server import build_engine
+from harness.sim.server import build_engine, context_problem, model_context
 from harness.stats.summary import PhaseRun, build_summary
-from harness.workload.plan import plan_phase, text_maker
+from harness.workload.plan import OpenLoopPlan, plan_phase, text_maker
 from harness.workload.requests import RequestSpec
 
 _TOKEN = (Chunk(has_content=True),)
@@ -33,51 +34,86 @@ _DONE = Chunk(done=True)
 
 
 class EngineBackend:
-    """A `Backend` whose server is the step engine, on the dispatcher's own (fake) clock."""
+    """A `Backend` whose server is the step engine, on the dispatcher's own (fake) clock: it refuses what
+    the server refuses (a context too long) and gives up when the client would (its timeouts)."""
 
-    def __init__(self, driver: StepDriver, clock: FakeClock, seed: int) -> None:
+    def __init__(self, driver: StepDriver, clock: FakeClock, scenario: Scenario, context: int) -> None:
         self.driver = driver
         self.clock = clock
-        self.seed = seed
+        self.seed = scenario.simulator.seed
+        self.context = context
+        c = scenario.client
+        self.first_token_ns = None if c.first_token_timeout_s is None else int(c.first_token_timeout_s * NS_PER_S)
+        self.request_ns = int(c.request_timeout_s * NS_PER_S)
 
     def prepare(self, spec: RequestSpec) -> None:
         pass
 
     async def execute(self, spec: RequestSpec, events: RequestEvents) -> None:
-        req = self._sim_request(spec, self.clock.now_ns())
-        finished = asyncio.get_running_loop().create_future()
-
-        def on_token(r: SimRequest) -> None:
-            events.chunks(_TOKEN)
-            if r.finished:
-                usage = Chunk(prompt_tokens=r.prompt_tokens, completion_tokens=len(r.token_ns))
-                events.chunks((usage, _DONE))
-                finished.set_result(None)
-
-        req.on_token = on_token
-        events.sent()
-        events.status(200)
-        self.driver.submit(req)
-        await finished
-
-    def _sim_request(self, spec: RequestSpec, arrival_ns: int) -> SimRequest:
         # The request body the client would send, parsed the way the server parses it.
         body = {"model": "", "prompt": spec.prompt, "max_tokens": spec.max_tokens, "ignore_eos": spec.ignore_eos}
         parsed = parse_body(body, chat=False)
-        out = output_length(parsed, 1 << 30, self.seed, spec.max_tokens)
-        return make_request(spec.request_id, parsed.prompt_words, out, arrival_ns)
+        sent_ns = self.clock.now_ns()
+        events.sent()
+        if (too_long := context_problem(self.context, parsed)) is not None:
+            events.status(400)
+            events.failed("http_error", "HTTP 400 invalid_request_error", too_long)
+            return
+        events.status(200)
+        req = make_request(spec.request_id, parsed.prompt_words, output_length(parsed, 1 << 30, self.seed,
+                                                                                spec.max_tokens), sent_ns)
+        loop = asyncio.get_running_loop()
+        first, finished = loop.create_future(), loop.create_future()
+        req.on_token = _reporter(events, first, finished)
+        self.driver.submit(req)
+        first_deadline = None if self.first_token_ns is None else sent_ns + self.first_token_ns
+        for fut, deadline, why in ((first, first_deadline, "first token timeout"),
+                                   (finished, sent_ns + self.request_ns, "request timeout")):
+            if not await self._within(fut, deadline):
+                req.on_token = None
+                self.driver.abort(req)
+                events.failed("timeout", why)
+                return
+
+    async def _within(self, fut: asyncio.Future[None], deadline_ns: int | None) -> bool:
+        """Whether `fut` completes before the clock reaches `deadline_ns`."""
+        if deadline_ns is None:
+            await fut
+            return True
+        timer = asyncio.ensure_future(self.clock.sleep_until(deadline_ns))
+        await asyncio.wait((fut, timer), return_when=asyncio.FIRST_COMPLETED)
+        await cancel_quietly(timer)
+        return fut.done()
+
+
+def _reporter(events: RequestEvents, first: asyncio.Future[None], finished: asyncio.Future[None]
+              ) -> Callable[[SimRequest], None]:
+    def on_token(r: SimRequest) -> None:
+        events.chunks(_TOKEN)
+        if not first.done():
+            first.set_result(None)
+        if r.finished:
+            usage = Chunk(prompt_tokens=r.prompt_tokens, completion_tokens=len(r.token_ns),
+                          cached_tokens=r.cached_tokens)
+            events.chunks((usage, _DONE))
+            finished.set_result(None)
+
+    return on_token
 
 
 async def _phases(scenario: Scenario, clock: FakeClock) -> list[PhaseRun]:
-    driver = StepDriver(build_engine(scenario.simulator), clock, settle=clock.end_of_instant)
-    dispatcher = Dispatcher(EngineBackend(driver, clock, scenario.simulator.seed), clock, _discard)
+    engine = build_engine(scenario.simulator)
+    driver = StepDriver(engine, clock, settle=clock.end_of_instant)
+    backend = EngineBackend(driver, clock, scenario, model_context(scenario.simulator, engine))
+    dispatcher = Dispatcher(backend, clock, _discard)
     driving = asyncio.ensure_future(driver.run())
     text = text_maker(scenario)
     done = []
     try:
         for i, phase in enumerate(scenario.phases):
-            records = await run_plan(dispatcher, plan_phase(scenario, i, "predict", text), 0.0)
-            done.append(PhaseRun(phase, records))
+            plan = plan_phase(scenario, i, "predict", text)
+            records = await run_plan(dispatcher, plan, 0.0)
+            done.append(PhaseRun(phase, records, trace=plan.trace if isinstance(plan, OpenLoopPlan) else None))
     finally:
         await cancel_quietly(driving)
     return done

@@ -22,7 +22,7 @@ from harness.workload.arrivals import (
     truncate_to_duration,
 )
 from harness.workload.requests import RequestSource, RequestSpec, TextMaker
-from harness.workload.traces import ColumnMap, Trace, read_trace, rescale, window
+from harness.workload.traces import ColumnMap, Trace, cap_idle, read_trace, rescale, window
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,27 +102,36 @@ def plan_phase(scenario: Scenario, phase_index: int, run_id: str, text: TextMake
         return ClosedLoopPlan(source, load.concurrency, load.requests, duration, int(load.think_time_ms * 1e6),
                               int(load.stagger_s * NS_PER_S))
     if isinstance(load, TraceLoad) and load.file is not None:
-        trace = replay_trace(load)
+        trace, info = replay_trace(load)
         rows = tuple(trace.rows)
         offsets = trace_offsets([r.arrival_s for r in rows])
         source = RequestSource(scenario.workload, phase.name, phase_index, seed, run_id, rows=rows, text=text)
-        info = {"source": trace.source, "rows": len(rows), "skipped": dict(trace.skipped)}
         return OpenLoopPlan(source.lazy(len(rows)), offsets, phase.max_in_flight, info)
     offsets = open_loop_offsets(load, seed)
     return OpenLoopPlan(source.lazy(len(offsets)), offsets, phase.max_in_flight)
 
 
-def replay_trace(load: TraceLoad) -> Trace:
-    """The trace file of a phase, windowed, sped up or rescaled, cut to its duration and request limit."""
+def replay_trace(load: TraceLoad) -> tuple[Trace, dict[str, object]]:
+    """The trace file of a phase, windowed, sped up or rescaled, idle gaps capped, cut to its duration and
+    request limit; and what summary.json says of it (source, rows, rows skipped, gaps capped, rate)."""
     assert load.file is not None
     c = load.columns
     trace = read_trace(Path(load.file), load.format, skip_bad=load.skip_bad_rows, model=load.model,
                        columns=ColumnMap(c.time, c.input, c.output, c.time_unit, c.session))
     trace = window(trace, load.start_s, load.end_s, None, load.time_scale)
+    capped, cut_s = 0, 0.0
+    if load.max_idle_s is not None:
+        trace, capped, cut_s = cap_idle(trace, load.max_idle_s)
     if load.target_rate is not None:
-        trace = rescale(trace, load.target_rate)
+        trace = rescale(trace, load.target_rate, load.duration_s)
     rows = [r for r in trace.rows if load.duration_s is None or r.arrival_s < load.duration_s]
-    return Trace(trace.source, rows[: load.requests] if load.requests else rows, trace.skipped)
+    rows = rows[: load.requests] if load.requests else rows
+    span = load.duration_s or (rows[-1].arrival_s if rows else 0.0)
+    info: dict[str, object] = {"source": trace.source, "rows": len(rows), "skipped": dict(trace.skipped),
+                               "offered_rate": len(rows) / span if span > 0 else None}
+    if load.max_idle_s is not None:
+        info["idle_capped"] = {"max_idle_s": load.max_idle_s, "gaps": capped, "seconds_removed": round(cut_s, 3)}
+    return Trace(trace.source, rows, trace.skipped), info
 
 
 def peak_connections(plan: PhasePlan) -> int:

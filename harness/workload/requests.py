@@ -48,8 +48,17 @@ class RequestSource:
     rows: tuple[TraceRow, ...] | None = None  # from a trace: request i takes row i's lengths and blocks
     text: TextMaker = make_text  # (tokens, seed) -> text; a real model's tokenizer replaces the default
 
+    @property
+    def salt(self) -> int:
+        """Mixed into every prompt seed: per run by default, so a rerun, a search trial or a nightly job never
+        meets a prompt cache warmed by an earlier run; 0 (the seed alone) when prompts are reused on purpose."""
+        if self.workload.prompt_reuse == "across_runs":
+            return 0
+        return zlib.crc32(self.run_id.encode()) + 1
+
     def spec(self, i: int) -> RequestSpec:
-        prompt_seed = int(np.random.SeedSequence([self.seed, self.phase_index, i]).generate_state(1)[0])
+        salt = self.salt
+        prompt_seed = int(np.random.SeedSequence([self.seed, self.phase_index, i, salt]).generate_state(1)[0])
         w = self.workload
         rng = np.random.default_rng([self.seed, self.phase_index, i, 1])
         prompt_tokens, max_tokens = draw(w.prompt_tokens, rng), draw(w.output_tokens, rng)
@@ -58,17 +67,19 @@ class RequestSource:
             prompt_tokens, max_tokens = max(row.input_tokens, 1), max(row.output_tokens, 1)
         messages: tuple[Message, ...] | None = None
         if self.rows is not None and self.rows[i].hash_ids:
-            prompt = prompt_from_blocks(self.rows[i].hash_ids or (), prompt_tokens)
+            # Blocks are salted per phase too: two phases replaying the same rows do not share a cache.
+            prompt = prompt_from_blocks(self.rows[i].hash_ids or (), prompt_tokens, (salt, self.phase_index))
         elif isinstance(w.dataset, ShareGPTDataset):
             turns = sharegpt_turns(w.dataset.file, w.dataset.max_turns)
             turn = turns[i % len(turns)]
-            messages, prompt = turn.messages, turn.prompt
+            messages = with_lead(turn.messages, self.text(LEAD_TOKENS, prompt_seed_of(self.seed, salt)))
+            prompt = " ".join(content for _, content in messages)
             prompt_tokens = len(prompt.split())
             if w.dataset.output_tokens == "reply" and turn.reply_tokens is not None:
                 max_tokens = turn.reply_tokens
         elif isinstance(w.dataset, SharedPrefixDataset):
             d = w.dataset
-            prefix = self.text(d.prefix_tokens, 0x5A5E_0000 + i % d.prefixes)
+            prefix = self.text(d.prefix_tokens, prompt_seed_of(self.seed, salt, self.phase_index, i % d.prefixes))
             question = self.text(draw(d.question_tokens, rng), prompt_seed)
             messages = (("system", prefix), ("user", question))
             prompt = f"{prefix} {question}"
@@ -129,25 +140,38 @@ class LazySpecs(Sequence[RequestSpec]):
         return self.source.stream(self._n)
 
 
+LEAD_TOKENS = 4  # a dataset's fixed texts get a per-run lead of this many tokens (980⁴ ≈ 10¹² leads)
+
+
+def prompt_seed_of(*parts: int) -> int:
+    return int(np.random.SeedSequence([0x5A5E, *parts]).generate_state(1)[0])
+
+
+def with_lead(messages: tuple[Message, ...], lead: str) -> tuple[Message, ...]:
+    """The conversation with `lead` opening its first message: every turn of it in this run shares the lead
+    (multi-turn reuse within the run stays), and no other run's cache matches from its first token."""
+    (role, content), *rest = messages
+    return ((role, f"{lead} {content}"), *rest)
+
+
 @functools.lru_cache(maxsize=8192)
-def _block_text(hash_id: int) -> str:
-    # The salt keeps block texts apart from the per-request prompts made from small seeds.
-    return make_text(MOONCAKE_BLOCK_TOKENS, hash_id + 0x5EED_0000)
+def _block_text(hash_id: int, salt: tuple[int, int]) -> str:
+    return make_text(MOONCAKE_BLOCK_TOKENS, prompt_seed_of(hash_id, *salt))
 
 
-def prompt_from_blocks(hash_ids: tuple[int, ...], num_tokens: int) -> str:
+def prompt_from_blocks(hash_ids: tuple[int, ...], num_tokens: int, salt: tuple[int, int] = (0, 0)) -> str:
     """A prompt of `num_tokens` words made of one fixed 512-word block per prefix-block id.
 
     Requests that share leading block ids share a prompt prefix word for word, so a server with
     prefix caching sees exactly the reuse the trace recorded.
     """
     full, rest = divmod(num_tokens, MOONCAKE_BLOCK_TOKENS)
-    parts = [_block_text(h) for h in hash_ids[:full]]
+    parts = [_block_text(h, salt) for h in hash_ids[:full]]
     missing = num_tokens - len(parts) * MOONCAKE_BLOCK_TOKENS
     if missing and len(hash_ids) > len(parts):  # the last block is partial: its first words
-        tail = _block_text(hash_ids[len(parts)]).split(" ", rest)[:rest]
+        tail = _block_text(hash_ids[len(parts)], salt).split(" ", rest)[:rest]
         parts.append(" ".join(tail))
         missing -= len(tail)
     if missing > 0:  # fewer ids than the length needs
-        parts.append(make_text(missing, zlib.crc32(repr(hash_ids).encode())))
+        parts.append(make_text(missing, prompt_seed_of(zlib.crc32(repr(hash_ids).encode()), *salt)))
     return " ".join(p for p in parts if p)

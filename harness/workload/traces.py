@@ -259,11 +259,32 @@ def window(trace: Trace, start_s: float | None = None, end_s: float | None = Non
                  dict(trace.skipped))
 
 
-def rescale(trace: Trace, target_rate: float) -> Trace:
-    """The same arrivals stretched in time to a mean rate of `target_rate`: the burst shape (CV) is kept."""
+def rescale(trace: Trace, target_rate: float, duration_s: float | None = None) -> Trace:
+    """The same arrivals stretched in time to a mean rate of `target_rate`: the burst shape (CV) is kept.
+
+    With `duration_s`, the rate is met over the part that will be replayed, not over the whole window: the
+    first `target_rate × duration_s` rows are spread over exactly `duration_s` (a quiet start of a trace
+    would otherwise under-deliver)."""
     t = trace.arrivals_s
-    span = t[-1] - t[0]
-    if len(t) < 2 or span <= 0:
+    count = math.ceil(target_rate * duration_s) if duration_s is not None else None
+    if count is not None and count < len(t) and t[count] > 0:
+        factor = duration_s / t[count] if duration_s is not None else 1.0
+    elif len(t) >= 2 and t[-1] - t[0] > 0:
+        factor = ((len(t) - 1) / (t[-1] - t[0])) / target_rate
+    else:
         return trace
-    factor = ((len(t) - 1) / span) / target_rate
     return Trace(trace.source, [replace(r, arrival_s=r.arrival_s * factor) for r in trace.rows], dict(trace.skipped))
+
+
+def cap_idle(trace: Trace, max_idle_s: float) -> tuple[Trace, int, float]:
+    """Every gap between arrivals longer than `max_idle_s` shortened to it; also how many and the seconds cut."""
+    rows, shift, capped = [], 0.0, 0
+    previous = trace.rows[0].arrival_s if trace.rows else 0.0
+    for r in trace.rows:
+        gap = r.arrival_s - previous
+        if gap > max_idle_s:
+            shift += gap - max_idle_s
+            capped += 1
+        previous = r.arrival_s
+        rows.append(replace(r, arrival_s=r.arrival_s - shift))
+    return Trace(trace.source, rows, dict(trace.skipped)), capped, shift

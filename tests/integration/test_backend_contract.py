@@ -25,8 +25,12 @@ SPEC = build_requests(Workload(prompt_tokens=8, output_tokens=3), "p", 0, 1, see
 ERROR_IN_STREAM = b'data: {"error": {"message": "engine died", "type": "server_error"}}\n\n'
 
 
+FINISH = b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"length"}]}\n\n'
+
+
 async def good(request: web.Request) -> web.StreamResponse:
-    return await streaming(request, [chunk(" a"), chunk(" b"), chunk(" c"), USAGE, b"data: [DONE]\n\n"], 0.005)
+    return await streaming(request, [chunk(" a"), chunk(" b"), chunk(" c"), FINISH, USAGE, b"data: [DONE]\n\n"],
+                           0.005)
 
 
 async def overloaded(request: web.Request) -> web.StreamResponse:
@@ -48,16 +52,17 @@ async def hang_up(request: web.Request) -> web.StreamResponse:
     return resp
 
 
-# (server behaviour, the same as a script for the fake, expected status, reason, tokens seen)
-CASES: dict[str, tuple[Callable[[web.Request], Awaitable[web.StreamResponse]], Script, str, str | None, int]] = {
-    "good": (good, Script(tokens=3), "ok", "", 3),
-    "overloaded": (overloaded, Script(http_status=429, error_type="rate_limit_error"), "http_error",
-                   "HTTP 429 rate_limit_error", 0),
-    "cut short": (cut_short, Script(tokens=2, usage=False, no_done=True), "bad_stream",
-                  "stream ended before [DONE]", 2),
-    "error in stream": (engine_died, Script(tokens=1, stream_error="engine died"), "http_error",
-                        "error in stream: engine died", 1),
-    "hang up": (hang_up, Script(tokens=3, cut_after=1), "transport_error", None, 1),
+# (server behaviour, the same as a script for the fake, expected status, reason, server message, tokens seen)
+Case = tuple[Callable[[web.Request], Awaitable[web.StreamResponse]], Script, str, str | None, str, int]
+CASES: dict[str, Case] = {
+    "good": (good, Script(tokens=3), "ok", "", "", 3),
+    "overloaded": (overloaded, Script(http_status=429, error_type="rate_limit_error", error_message="queue full"),
+                   "http_error", "HTTP 429 rate_limit_error", "queue full", 0),
+    "cut short": (cut_short, Script(tokens=2, usage=False, no_done=True, finish_reason=None), "bad_stream",
+                  "stream ended before [DONE]", "", 2),
+    "error in stream": (engine_died, Script(tokens=1, stream_error="engine died", finish_reason=None), "http_error",
+                        "error in stream", "engine died", 1),
+    "hang up": (hang_up, Script(tokens=3, cut_after=1), "transport_error", None, "", 1),
 }
 
 
@@ -76,7 +81,7 @@ async def _run(backend: Backend, clock: Clock) -> RequestRecord:
 @pytest.mark.parametrize("case", sorted(CASES))
 @pytest.mark.parametrize("kind", ["h1", "aiohttp", "fake"])
 async def test_every_backend_reports_the_same_record(server, kind: str, case: str) -> None:
-    handler, script, status, reason, tokens = CASES[case]
+    handler, script, status, reason, message, tokens = CASES[case]
     if kind == "fake":
         clock: Clock = FakeClock()
         fake = ScriptedBackend(clock, ttft_ms=20, itl_ms=5, scripts={SPEC.index: script})  # type: ignore[arg-type]
@@ -94,6 +99,8 @@ async def test_every_backend_reports_the_same_record(server, kind: str, case: st
     assert rec.status == status, rec.reason
     if reason is not None:
         assert rec.reason == reason
+    assert rec.message == message
+    assert rec.finish_reason == ("length" if status == "ok" else None)
     assert len(rec.chunk_ns) == tokens
     assert rec.sent_ns is not None and rec.intended_ns <= rec.sent_ns <= rec.end_ns
     if tokens:
