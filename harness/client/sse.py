@@ -136,10 +136,10 @@ def _parse(payload: bytes) -> Chunk:
         chunk.completion_tokens = _count(usage, "completion_tokens", payload)
         details = usage.get("prompt_tokens_details")
         if isinstance(details, dict):
-            chunk.cached_tokens = _count(details, "cached_tokens", payload)
+            chunk.cached_tokens = _count(details, "cached_tokens", payload, "usage.prompt_tokens_details")
     timings = obj.get("timings")  # llama.cpp's llama-server
     if chunk.cached_tokens is None and isinstance(timings, dict):
-        chunk.cached_tokens = _count(timings, "cache_n", payload)
+        chunk.cached_tokens = _count(timings, "cache_n", payload, "timings")
     return chunk
 
 
@@ -147,13 +147,13 @@ def _text(value: object) -> bool:
     return isinstance(value, str) and value != ""
 
 
-def _count(usage: dict[str, object], name: str, payload: bytes) -> int | None:
+def _count(usage: dict[str, object], name: str, payload: bytes, where: str = "usage") -> int | None:
     """A usage count: absent, or a whole number ≥ 0; anything else makes the chunk bad."""
     value = usage.get(name)
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise BadChunk(f"{name} is not a count: {value!r}")
+        raise BadChunk(f"{where}.{name} is not a count: {value!r}")
     return value
 
 

@@ -170,7 +170,8 @@ async def test_every_fault_ends_as_its_status_and_cause(fault_url: str, http: st
     for path in (tmp_path / "run").iterdir():
         assert SECRET.encode() not in path.read_bytes(), path.name  # the key, echoed every way, is nowhere
     echoed = [r for r, m in zip(records, ORDER, strict=True) if "key echoed" in m]
-    assert all("[REDACTED]" in r.reason for r in echoed)
+    assert all("[REDACTED]" in r.reason + r.message for r in echoed)
+    assert echoed[0].message == "bad key [REDACTED]!"  # the server's own words, kept without the key
 
 
 class _ClosesIdle(asyncio.Protocol):

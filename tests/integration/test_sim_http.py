@@ -82,7 +82,8 @@ async def test_non_streaming_chat_has_exact_usage(sim: str, session: aiohttp.Cli
     async with session.post(f"{sim}/chat/completions", json=body, headers={"X-Request-Id": "u1"}) as resp:
         data = await resp.json()
         assert resp.headers["X-Request-Id"] == "u1"
-    assert data["usage"] == {"prompt_tokens": 37, "completion_tokens": 7, "total_tokens": 44}
+    assert data["usage"] == {"prompt_tokens": 37, "completion_tokens": 7, "total_tokens": 44,
+                             "prompt_tokens_details": {"cached_tokens": 0}}
     assert len(data["choices"][0]["message"]["content"].split()) == 7  # max_completion_tokens wins
     async with session.get(sim.removesuffix("/v1") + "/sim/requests/u1") as resp:
         truth = await resp.json()
