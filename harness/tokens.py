@@ -16,11 +16,17 @@ _VOCAB: tuple[str, ...] = tuple(
 
 def make_text(num_tokens: int, seed: int) -> str:
     """`num_tokens` words drawn from the vocabulary with a seeded generator."""
+    return words_text(_VOCAB, num_tokens, seed)
+
+
+def words_text(words: tuple[str, ...], count: int, seed: int) -> str:
+    """`count` words drawn from `words` with a seeded generator, joined by spaces."""
     rng = np.random.default_rng(seed)
-    idx = rng.integers(0, len(_VOCAB), size=num_tokens)
-    return " ".join(_VOCAB[i] for i in idx)
+    idx = rng.integers(0, len(words), size=count)
+    return " ".join(words[i] for i in idx)
 
 
+VOCAB = _VOCAB
 VOCAB_SIZE = len(_VOCAB)
 
 

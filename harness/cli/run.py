@@ -25,6 +25,7 @@ from harness.config.scenario import Scenario
 from harness.errors import EXIT_NOTHING_OK, EXIT_STOPPED
 from harness.gctune import tune_for_timing
 from harness.report.files import write_run
+from harness.report.notes import notes
 from harness.report.table import print_table
 from harness.run.runner import RunResult, new_run_dir, run_scenario
 from harness.run.target import target
@@ -40,16 +41,16 @@ from harness.tools.calibration_store import ceiling_tokens_per_s
 @reports_dir_option
 @click.option("--pin/--no-pin", default=True, show_default=True,
               help="With the bundled simulator on a machine of 2+ cores: harness on the first, simulator on the last.")
-@click.option("--tokenizer", type=click.Path(path_type=Path, exists=True),
-              help="A local Hugging Face tokenizer (directory or tokenizer.json) for prompts of exact length "
-                   "on a real model. Never downloaded.")
+@click.option("--tokenizer", metavar="PATH|server",
+              help="Prompts of exact length on a real model: a local Hugging Face tokenizer (directory or "
+                   "tokenizer.json, never downloaded), or 'server' to count with the endpoint's own /tokenize.")
 @click.option("--skip-bad-rows", is_flag=True,
               help="Trace phases: skip unreadable rows (counted in summary.json) instead of stopping.")
 @click.option("--progress/--no-progress", default=None,
               help="Live progress line on stderr (default: when stderr is a terminal).")
 @guarded
 def run(scenario_path: Path | None, endpoint: str | None, model: str | None, api: Api | None,
-        api_key_env: str | None, reports_dir: Path, pin: bool, tokenizer: Path | None, skip_bad_rows: bool,
+        api_key_env: str | None, reports_dir: Path, pin: bool, tokenizer: str | None, skip_bad_rows: bool,
         progress: bool | None) -> None:
     """Run SCENARIO (default scenarios/quickstart.yaml) and report each phase side by side."""
     scenario = _with_flags(scenario_or_default(scenario_path), tokenizer, skip_bad_rows)
@@ -62,13 +63,8 @@ def run(scenario_path: Path | None, endpoint: str | None, model: str | None, api
     result = asyncio.run(_run(scenario, reports_dir, endpoint, model, api, key, pin, progress_to))
     write_run(result)
     print_table(result.summary.to_json())
-    scraped = result.summary.server_metrics
-    if scraped is not None and scraped.unavailable is not None:
-        warn(f"no server-side series: {scraped.url} gave {scraped.unavailable} (set endpoint.metrics_url, or "
-             "endpoint.scrape_interval_s: 0 to stop trying)")
-    for phase in result.summary.phases:
-        if phase.client_limited:
-            warn(f"phase {phase.name} was client-limited: {phase.client_limited_reason}")
+    for line in notes(result.summary.to_json()):
+        warn(line)
     click.echo(f"\nreport: {result.run_dir}")
     if result.summary.run.stopped:
         raise SystemExit(EXIT_STOPPED)
@@ -80,9 +76,13 @@ def run(scenario_path: Path | None, endpoint: str | None, model: str | None, api
         raise fail(f"no request succeeded ({top})", EXIT_NOTHING_OK)
 
 
-def _with_flags(scenario: Scenario, tokenizer: Path | None, skip_bad_rows: bool) -> Scenario:
+def _with_flags(scenario: Scenario, tokenizer: str | None, skip_bad_rows: bool) -> Scenario:
     if tokenizer is not None:
-        workload = scenario.workload.model_copy(update={"tokenizer": str(tokenizer.resolve())})
+        if tokenizer != "server" and not Path(tokenizer).exists():
+            raise click.BadParameter(f"no such file or directory {tokenizer} (or give 'server')",
+                                     param_hint="--tokenizer")
+        resolved = tokenizer if tokenizer == "server" else str(Path(tokenizer).resolve())
+        workload = scenario.workload.model_copy(update={"tokenizer": resolved})
         scenario = scenario.model_copy(update={"workload": workload})
     if skip_bad_rows:
         phases = [p.model_copy(update={"load": p.load.model_copy(update={"skip_bad_rows": True})})

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from types import SimpleNamespace
 
 import aiohttp
@@ -30,6 +31,25 @@ async def _on_headers_sent(
         stamp()
 
 
+class _Try:
+    """The trace context of one try: stamps `sent` when the headers go, and notes a pooled connection."""
+
+    __slots__ = ("reused", "sent")
+
+    def __init__(self, sent: Callable[[], None]) -> None:
+        self.sent = sent
+        self.reused = False
+
+    def __call__(self) -> None:
+        self.sent()
+
+
+async def _on_reuse(session: aiohttp.ClientSession, ctx: SimpleNamespace,
+                    params: aiohttp.TraceConnectionReuseconnParams) -> None:
+    if isinstance(ctx.trace_request_ctx, _Try):
+        ctx.trace_request_ctx.reused = True
+
+
 def open_session(max_connections: int, connect_timeout_s: float, request_timeout_s: float) -> aiohttp.ClientSession:
     connector = aiohttp.TCPConnector(limit=max_connections, limit_per_host=max_connections, ttl_dns_cache=None)
     timeout = aiohttp.ClientTimeout(total=request_timeout_s, sock_connect=connect_timeout_s)
@@ -37,6 +57,7 @@ def open_session(max_connections: int, connect_timeout_s: float, request_timeout
     # a TCP handshake is the client's cost (it shows as schedule lag), not the server's TTFT.
     tracing = aiohttp.TraceConfig()
     tracing.on_request_headers_sent.append(_on_headers_sent)
+    tracing.on_connection_reuseconn.append(_on_reuse)
     return aiohttp.ClientSession(connector=connector, timeout=timeout, read_bufsize=_READ_BUFFER,
                                  trace_configs=[tracing])
 
@@ -69,11 +90,27 @@ class OpenAIBackend:
         if spec.request_id not in self._prepared:
             self.prepare(spec)
         body, headers = self._prepared.pop(spec.request_id)
+        for attempt in range(2):
+            try:
+                await self._attempt(body, headers, events)
+                return
+            except _NeverAnswered as exc:
+                # Closed before any answer (a pooled connection the server had just dropped): it never saw the
+                # request, so it goes once more, as the lean client does.
+                if attempt or events.got_token:
+                    events.failed("transport_error", type(exc.__cause__).__name__)
+                    return
+                events.retried()
+
+    async def _attempt(self, body: bytes, headers: dict[str, str], events: RequestEvents) -> None:
+        """One try; raises `_NeverAnswered` only when the connection died before the server answered at all."""
+        answered, attempt = False, _Try(events.sent)
         try:
             # Until the first token, the tighter first-token timeout applies; then only the total.
             async with asyncio.timeout(self.first_token_timeout_s) as first_token_deadline:
                 async with self.session.post(self.endpoint.url, data=body, headers=headers,
-                                             trace_request_ctx=events.sent) as resp:
+                                             trace_request_ctx=attempt) as resp:
+                    answered = True
                     events.status(resp.status)
                     if resp.status != 200:
                         events.failed("http_error", *await _error_reason(resp))
@@ -81,10 +118,19 @@ class OpenAIBackend:
                         await _read_stream(resp, events, first_token_deadline)
         except TimeoutError:
             events.failed("timeout", "request timeout" if events.got_token else "first token timeout")
+        except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
+            if answered or not attempt.reused:  # only a pooled connection can have died unseen
+                events.failed("transport_error", type(exc).__name__)
+            else:
+                raise _NeverAnswered from exc
         except aiohttp.ClientError as exc:
             events.failed("transport_error", type(exc).__name__)
         except BadChunk as exc:
             events.failed("bad_stream", str(exc))
+
+
+class _NeverAnswered(Exception):
+    """The connection died before a byte of answer: the server cannot have taken the request."""
 
 
 async def _read_stream(resp: aiohttp.ClientResponse, events: RequestEvents, first_token_deadline: asyncio.Timeout

@@ -81,6 +81,8 @@ class _Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
+        if self.exchange is None and self in self._idle:
+            self._idle.remove(self)  # closed by the server while idle: out of the pool at once
         ex = self.exchange
         if exc is None and ex is not None and ex.status and not ex.framed and not ex.complete:
             ex.complete = True  # a body without length or chunks ends at the close: that is its end, not a reset

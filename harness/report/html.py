@@ -19,6 +19,7 @@ import numpy as np
 
 from harness.clock import NS_PER_MS, NS_PER_S
 from harness.records import RequestRecord
+from harness.report.notes import notes
 from harness.report.table import render_table
 from harness.stats.metrics import e2e_ns, in_flight, itl_samples_ns, ttft_ns
 from harness.stats.server import Row, rates
@@ -26,7 +27,7 @@ from harness.stats.server import Row, rates
 _STYLE = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222}
 pre{background:#f6f6f6;padding:1em;overflow-x:auto;font-size:13px;white-space:pre-wrap}
 img{max-width:100%;border:1px solid #ddd;margin:0.5em 0}
-h1{font-size:1.5em}h2{font-size:1.15em;margin-top:1.6em}.note{color:#555}"""
+h1{font-size:1.5em}h2{font-size:1.15em;margin-top:1.6em}.note{color:#555}.warn{color:#a33}"""
 
 
 def _png(fig: Any) -> str:
@@ -199,6 +200,7 @@ def render_html(summary: dict[str, Any], records: Sequence[RequestRecord], rows:
              f"{html.escape(str(run.get('started_at') or ''))} · endpoint "
              f"{html.escape(str((run.get('endpoint') or {}).get('base_url', '')))}</p>",
              f"<pre>{html.escape(render_table(summary))}</pre>",
+             *(f"<p class='warn'>{html.escape(line)}</p>" for line in notes(summary)),
              "<h2>Latency distributions</h2>", f"<img alt='latency CDFs' src='{_cdfs(by_phase)}'>"]
     slo = summary["phases"][0]["goodput"]["slo"] if summary.get("phases") else {}
     for name, points in sweep_groups(summary).items():

@@ -27,6 +27,7 @@ from harness.run.dispatch import Dispatcher
 from harness.run.progress import Progress
 from harness.run.scrape import ServerScraper
 from harness.run.selfcheck import SelfCheck
+from harness.run.server_tokens import server_words
 from harness.run.signals import Stopper
 from harness.stats.schema import Summary
 from harness.stats.server import Row, metrics_url, same_origin, series_names
@@ -196,10 +197,13 @@ async def run_scenario(
     clock = clock or MonotonicClock()
     run_id = secrets.token_hex(4)
     text = text_maker(scenario)  # a bad trace, dataset or tokenizer fails here, before any report exists
-    plans = [plan_phase(scenario, i, run_id, text) for i in range(len(scenario.phases))]
+    counted = await server_words(endpoint) if scenario.workload.tokenizer == "server" else None
+    plans = [plan_phase(scenario, i, run_id, counted or text, counted.overhead if counted else 0)
+             for i in range(len(scenario.phases))]
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "scenario.yaml").write_text(scenario.to_yaml(), encoding="utf-8")
     header = _header(scenario, endpoint, run_id, clock, bundled)
+    header["tokenizer"] = counted.info() if counted else None
     cfg = scenario.client
     run = _Run(scenario, endpoint, run_dir, clock, warn or (lambda message: None), progress_to, plans)
     check = SelfCheck(clock, cfg.loop_lag_bound_ms, cfg.cpu_bound, run.warn)

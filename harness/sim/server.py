@@ -23,6 +23,7 @@ from harness.sim.openai_shapes import ChunkRenderer, error_response, full_respon
 from harness.sim.perfmodel import build_model
 from harness.sim.realtime import Driver, FixedTimingDriver, StepDriver
 from harness.sim.requests import BadRequest, ParsedRequest, make_request, output_length, parse_body
+from harness.sim.tokenize import tokenize_handler
 from harness.tokens import token_text
 
 _GROUND_TRUTH_KEEP = 200_000  # requests whose token times stay retrievable
@@ -95,6 +96,7 @@ class SimServer:
         app.router.add_get("/v1/models", self.models)
         app.router.add_get("/health", self.health)
         app.router.add_get("/metrics", self.prometheus)
+        app.router.add_post("/tokenize", tokenize_handler(self.max_model_len, self._authorised, _unauthorised))
         app.router.add_get("/sim/requests/{request_id}", self.request_truth)
         app.router.add_post("/sim/truth", self.many_truths)
         app.router.add_get("/sim/status", self.status)

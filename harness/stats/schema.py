@@ -218,6 +218,12 @@ class EndpointInfo(_Model):
     bundled_simulator: bool
 
 
+class ServerTokenizer(_Model):
+    kind: Literal["server"]
+    words: int = Field(description="words of the harness's vocabulary that are one token at the server")
+    template_overhead: int = Field(description="tokens the server adds around a one-turn prompt, taken off each")
+
+
 class RunHeader(_Model):
     """Who ran what, when, against which endpoint; how the run ended."""
 
@@ -232,6 +238,8 @@ class RunHeader(_Model):
     simulator: SimulatorConfig | None = Field(None, description="the bundled or predicted simulator")
     stopped: str | None = Field(None, description="the signal that stopped the run")
     complete: bool = True
+    tokenizer: ServerTokenizer | None = Field(None, description="with --tokenizer server: what the endpoint said")
+
 
 
 class ScrapeInfo(_Model):

@@ -81,19 +81,22 @@ def open_loop_offsets(load: OpenLoad, seed: int) -> OffsetsNs:
 
 def text_maker(scenario: Scenario) -> TextMaker:
     """Prompt text for the scenario: the shared word tokenizer, or the model's own when one is given."""
-    if scenario.workload.tokenizer is None:
+    if scenario.workload.tokenizer in (None, "server"):  # the server's words come once the endpoint is known
         return make_text
     from harness.workload.tokenizer import HFPromptMaker  # only runs that ask for it pay for the import
 
     return HFPromptMaker(Path(scenario.workload.tokenizer))
 
 
-def plan_phase(scenario: Scenario, phase_index: int, run_id: str, text: TextMaker = make_text) -> PhasePlan:
+def plan_phase(scenario: Scenario, phase_index: int, run_id: str, text: TextMaker = make_text,
+               overhead: int = 0) -> PhasePlan:
+    """`overhead`: tokens the server adds around a one-turn prompt, taken off each (--tokenizer server)."""
     phase = scenario.phases[phase_index]
     load = phase.load
     seed = phase_seed(scenario.seed, phase_index)
     batch_size = load.size if isinstance(load, BatchLoad) else None
-    source = RequestSource(scenario.workload, phase.name, phase_index, seed, run_id, batch_size, text=text)
+    source = RequestSource(scenario.workload, phase.name, phase_index, seed, run_id, batch_size, text=text,
+                           overhead=overhead)
     if isinstance(load, BatchLoad):
         flat = source.take(load.size * load.batches)
         return BatchPlan([flat[i:i + load.size] for i in range(0, len(flat), load.size)])
@@ -105,7 +108,8 @@ def plan_phase(scenario: Scenario, phase_index: int, run_id: str, text: TextMake
         trace, info = replay_trace(load)
         rows = tuple(trace.rows)
         offsets = trace_offsets([r.arrival_s for r in rows])
-        source = RequestSource(scenario.workload, phase.name, phase_index, seed, run_id, rows=rows, text=text)
+        source = RequestSource(scenario.workload, phase.name, phase_index, seed, run_id, rows=rows, text=text,
+                               overhead=overhead)
         return OpenLoopPlan(source.lazy(len(rows)), offsets, phase.max_in_flight, info)
     offsets = open_loop_offsets(load, seed)
     return OpenLoopPlan(source.lazy(len(offsets)), offsets, phase.max_in_flight)

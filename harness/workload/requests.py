@@ -47,6 +47,7 @@ class RequestSource:
     batch_size: int | None = None
     rows: tuple[TraceRow, ...] | None = None  # from a trace: request i takes row i's lengths and blocks
     text: TextMaker = make_text  # (tokens, seed) -> text; a real model's tokenizer replaces the default
+    overhead: int = 0  # tokens the server adds around a one-turn prompt (chat template, BOS): taken off the text
 
     @property
     def salt(self) -> int:
@@ -85,7 +86,7 @@ class RequestSource:
             prompt = f"{prefix} {question}"
             prompt_tokens = len(prompt.split())
         else:
-            prompt = self.text(prompt_tokens, prompt_seed)
+            prompt = self.text(max(prompt_tokens - self.overhead, 1), prompt_seed)
         return RequestSpec(
             request_id=f"{self.run_id}-{self.phase_index}-{i}",
             phase=self.phase,

@@ -1,0 +1,19 @@
+"""What a reader must know beside the table, in one line each: the terminal warns with these lines and
+report.html shows the same ones, so the two never disagree."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def notes(summary: dict[str, Any]) -> list[str]:
+    out = []
+    scraped = summary.get("server_metrics")
+    if scraped is not None and scraped.get("unavailable") is not None:
+        out.append(f"no server-side series: {scraped['url']} gave {scraped['unavailable']} (set "
+                   "endpoint.metrics_url or endpoint.server_metrics, or endpoint.scrape_interval_s: 0 to stop trying)")
+    for phase in summary.get("phases", []):
+        if phase.get("client_limited"):
+            out.append(f"phase {phase['name']} was client-limited: {phase.get('client_limited_reason')}")
+        out += [f"phase {phase['name']}: {message}" for message in phase.get("warnings", [])]
+    return out
