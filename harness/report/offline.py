@@ -12,10 +12,10 @@ from harness import __version__
 from harness.config.scenario import load_scenario
 from harness.errors import ScenarioError
 from harness.records import RequestRecord, read_records
-from harness.stats.phase import ClientCheck
 from harness.stats.schema import Summary
 from harness.stats.server import Row, read_server_metrics
 from harness.stats.summary import PhaseRun, build_summary
+from harness.stats.verdict import ClientCheck
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,8 +54,11 @@ def rebuild(run_dir: Path, warn: Callable[[str], None] | None = None) -> Rebuilt
             continue
         saved_phase = saved_phases.get(phase.name, {})
         client = saved_phase.get("client") or {}
+        # The live verdicts are not in the records: the saved one stands for them.
         check = ClientCheck(client.get("loop_lag_p99_ms"), client.get("cpu_share"), cfg.loop_lag_bound_ms,
-                            cfg.cpu_bound, client.get("cpu_seconds"))
+                            cfg.cpu_bound, client.get("cpu_seconds"), client.get("runq_share"),
+                            client.get("load_per_core"), client.get("verdict", "ok"),
+                            saved_phase.get("client_limited_reason") or "")
         ceiling = client.get("ceiling_tokens_per_s", ceiling)
         phases.append(PhaseRun(phase, records, check, saved_phase.get("trace")))
     # Without a saved summary the run never finished (killed): say so rather than leave the header blank.

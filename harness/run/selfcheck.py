@@ -1,36 +1,65 @@
-"""The harness watching itself: event-loop lag and its own CPU use while it drives load.
+"""The harness watching itself: event-loop lag, its own CPU use, and whether it got a CPU when it wanted one.
 
-A client that cannot keep up inflates every latency it reports. A ticker sleeps a fixed interval
-and records how late it wakes (the event loop's lag); CPU time over wall time says how much of a
-core the process burns. Both are summarised per phase, and the first time either crosses its
-bound a warning goes out once.
+A client that cannot keep up inflates every latency it reports. A ticker sleeps a fixed interval and records
+how late it wakes (the event loop's lag); CPU time over wall time says how much of a core the process burns;
+the kernel's run-queue delay of the main thread (`/proc/self/schedstat`) says how long it waited for a CPU.
+Every second the same rule that gives a phase its verdict (`harness.stats.verdict`) judges the last second:
+the first window that is not ok is warned about once, and a phase's verdict is never milder than the worst
+window inside it, so the warning and the verdict cannot contradict each other.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 
 from harness.clock import NS_PER_MS, NS_PER_S, Clock, cancel_quietly
-from harness.stats.phase import ClientCheck
+from harness.stats.verdict import RANK, ClientCheck, Verdict, verdict
 
 _TICK_NS = 10 * NS_PER_MS
 _WINDOW_TICKS = 100  # live check over the last second
+_SCHEDSTAT = Path("/proc/self/schedstat")
+
+
+def schedstat() -> tuple[int, int] | None:
+    """(ns on a CPU, ns runnable but waiting for one) of this process's main thread; None off Linux."""
+    try:
+        run_ns, wait_ns, *_ = _SCHEDSTAT.read_text().split()
+        return int(run_ns), int(wait_ns)
+    except (OSError, ValueError):
+        return None
+
+
+def load_per_core() -> float | None:
+    try:
+        return os.getloadavg()[0] / (os.cpu_count() or 1)
+    except OSError:
+        return None
+
+
+Mark = tuple[int, float, int, tuple[int, int] | None]
 
 
 class SelfCheck:
     def __init__(self, clock: Clock, loop_lag_bound_ms: float = 5.0, cpu_bound: float = 0.9,
                  warn: Callable[[str], None] | None = None,
-                 cpu_time: Callable[[], float] = time.process_time) -> None:
+                 cpu_time: Callable[[], float] = time.process_time,
+                 sched: Callable[[], tuple[int, int] | None] = schedstat,
+                 load: Callable[[], float | None] = load_per_core) -> None:
         self.clock = clock
         self.loop_lag_bound_ms = loop_lag_bound_ms
         self.cpu_bound = cpu_bound
         self._warn = warn
         self._cpu_time = cpu_time
+        self._sched = sched
+        self._load = load
         self.lags_ns: list[int] = []
+        self.windows: list[tuple[int, Verdict, str]] = []  # live verdicts: (samples at the window's end, …)
         self._task: asyncio.Task[None] | None = None
         self.warned = False
 
@@ -43,19 +72,27 @@ class SelfCheck:
     async def stop(self) -> None:
         await cancel_quietly(self._task)
 
-    def mark(self) -> tuple[int, float, int]:
-        """A point to measure from: (samples so far, CPU seconds, now)."""
-        return len(self.lags_ns), self._cpu_time(), self.clock.now_ns()
+    def mark(self) -> Mark:
+        """A point to measure from: (samples so far, CPU seconds, now, scheduler times)."""
+        return len(self.lags_ns), self._cpu_time(), self.clock.now_ns(), self._sched()
 
-    def since(self, mark: tuple[int, float, int]) -> ClientCheck:
-        index, cpu0, t0 = mark
+    def since(self, mark: Mark) -> ClientCheck:
+        index, cpu0, t0, sched0 = mark
         lags = self.lags_ns[index:]
         wall_s = (self.clock.now_ns() - t0) / NS_PER_S
         cpu_s = self._cpu_time() - cpu0
+        sched1 = self._sched()
+        runq = None
+        if sched0 is not None and sched1 is not None:
+            ran, waited = sched1[0] - sched0[0], sched1[1] - sched0[1]
+            runq = waited / (ran + waited) if ran + waited > 0 else None
+        live = [(v, why) for end, v, why in self.windows if end > index]
+        live_verdict, live_reason = max(live, key=lambda w: RANK[w[0]], default=("ok", ""))
         return ClientCheck(
             loop_lag_p99_ms=float(np.percentile(lags, 99)) / NS_PER_MS if lags else None,
             cpu_share=cpu_s / wall_s if wall_s > 0 else None,
             loop_lag_bound_ms=self.loop_lag_bound_ms, cpu_bound=self.cpu_bound, cpu_seconds=cpu_s,
+            runq_share=runq, load_per_core=self._load(), live_verdict=live_verdict, live_reason=live_reason,
         )
 
     async def _tick(self) -> None:
@@ -69,14 +106,15 @@ class SelfCheck:
                 window = self.mark()
 
     def _check(self, check: ClientCheck) -> None:
-        if self.warned or self._warn is None:
-            return
-        problems = []
+        late = []
         if check.loop_lag_p99_ms is not None and check.loop_lag_p99_ms > self.loop_lag_bound_ms:
-            problems.append(f"event loop {check.loop_lag_p99_ms:.1f} ms late (p99)")
+            late.append(f"event loop {check.loop_lag_p99_ms:.1f} ms late (p99)")
         if check.cpu_share is not None and check.cpu_share > self.cpu_bound:
-            problems.append(f"harness at {check.cpu_share:.0%} of a core")
-        if problems:
+            late.append(f"harness at {check.cpu_share:.0%} of a core")
+        name, reason = verdict(", ".join(late) or None, check)
+        if name == "ok":
+            return
+        self.windows.append((len(self.lags_ns), name, reason))
+        if not self.warned and self._warn is not None:
             self.warned = True
-            self._warn("the client may be the bottleneck: " + ", ".join(problems) +
-                       "; latencies it reports may be inflated (see client_limited in summary.json)")
+            self._warn(f"{reason}; latencies it reports may be inflated (see client_limited in summary.json)")

@@ -48,6 +48,7 @@ from harness.stats.schema import (
     WholeRun,
 )
 from harness.stats.schema import Window as SchemaWindow
+from harness.stats.verdict import ClientCheck, verdict, worst
 
 Metric = Callable[[RequestRecord], float | int | None]
 
@@ -85,17 +86,6 @@ class Window:
 
     def to_json(self) -> dict[str, Any]:
         return {"start_ns": self.start_ns, "end_ns": self.end_ns, "duration_s": self.duration_s}
-
-
-@dataclass(frozen=True, slots=True)
-class ClientCheck:
-    """The harness's own health while the phase ran (from `harness.run.selfcheck`)."""
-
-    loop_lag_p99_ms: float | None = None
-    cpu_share: float | None = None  # of one core
-    loop_lag_bound_ms: float = 5.0
-    cpu_bound: float = 0.9
-    cpu_seconds: float | None = None  # the harness process's CPU while the phase ran
 
 
 def windows(records: Sequence[RequestRecord], warmup_s: float, cooldown_s: float) -> tuple[Window, Window]:
@@ -241,27 +231,30 @@ def _prompt_realisation(ok: Sequence[RequestRecord]) -> dict[str, Any]:
 
 def _client_limited(lag_p99_ms: float | None, bound_ms: float, batches: Batches | None,
                     client: ClientCheck) -> dict[str, Any]:
-    """Whether the client's own lateness or load could distort the phase, and why.
+    """Whether the client's own lateness or load could distort the phase, why, and whose fault it is.
 
-    Open and closed loop: schedule lag p99 above the bound. Fixed batches are sent from one
-    event loop, so their last request always leaves a little after the first; that spread only
-    matters once it is a visible share of the batch (2% of the median batch time). Any phase:
-    event-loop lag p99 above its bound, or the harness process above its CPU bound.
+    Late means: schedule lag p99 above its bound (open and closed loop; fixed batches are sent from one
+    event loop, so their last request always leaves a little after the first, which only matters once it
+    is a visible share of the batch: 2% of the median batch time), event-loop lag p99 above its bound, or
+    the harness above its CPU bound. The live check's worst verdict inside the phase counts too, so a
+    warning printed during the phase is never contradicted by the phase's verdict.
     """
     if batches is not None:
         bound_ms = max(bound_ms, 0.02 * float(batches.batch_time_ms.p50 or 0.0))
-    reasons = []
+    late = []
     if lag_p99_ms is not None and float(lag_p99_ms) > bound_ms:
-        reasons.append(f"schedule lag p99 {float(lag_p99_ms):.1f} ms > {bound_ms:.1f} ms")
+        late.append(f"schedule lag p99 {float(lag_p99_ms):.1f} ms > {bound_ms:.1f} ms")
     if client.loop_lag_p99_ms is not None and client.loop_lag_p99_ms > client.loop_lag_bound_ms:
-        reasons.append(f"event-loop lag p99 {client.loop_lag_p99_ms:.1f} ms > {client.loop_lag_bound_ms:.1f} ms")
-    if client.cpu_share is not None and client.cpu_share > client.cpu_bound:
-        reasons.append(f"harness CPU {client.cpu_share:.0%} of a core > {client.cpu_bound:.0%}")
+        late.append(f"event-loop lag p99 {client.loop_lag_p99_ms:.1f} ms > {client.loop_lag_bound_ms:.1f} ms")
+    if not late and client.cpu_share is not None and client.cpu_share > client.cpu_bound:
+        late.append(f"CPU above {client.cpu_bound:.0%}")  # the verdict's reason gives the share itself
+    name, reason = worst(verdict("; ".join(late) or None, client), (client.live_verdict, client.live_reason))
     return {
-        "client_limited": bool(reasons), "client_limited_reason": "; ".join(reasons) or None,
+        "client_limited": name != "ok", "client_limited_reason": reason or None,
         "schedule_lag_bound_ms": bound_ms,
         "client": ClientHealth(loop_lag_p99_ms=client.loop_lag_p99_ms, cpu_share=client.cpu_share,
-                               cpu_seconds=client.cpu_seconds),
+                               cpu_seconds=client.cpu_seconds, runq_share=client.runq_share,
+                               load_per_core=client.load_per_core, verdict=name),
     }
 
 

@@ -138,6 +138,12 @@ class ClientHealth(_Model):
     loop_lag_p99_ms: float | None
     cpu_share: float | None = Field(description="of one core")
     cpu_seconds: float | None
+    runq_share: float | None = Field(None, description="of the time the harness's main thread was runnable, the "
+                                     "share it waited for a CPU (Linux /proc/self/schedstat)")
+    load_per_core: float | None = Field(None, description="the machine's 1-minute load average over its cores")
+    verdict: Literal["ok", "stalled", "not_scheduled", "saturated"] = Field(
+        "ok", description="ok, or why the harness was late: saturated (its core full), not_scheduled (waiting "
+        "for a CPU held by something else), stalled (neither)")
     ceiling_tokens_per_s: float | None = Field(None, description="this machine's `harness calibrate` ceiling")
     ceiling_share: float | None = None
 

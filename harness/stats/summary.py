@@ -12,7 +12,7 @@ from harness.config.load import Phase
 from harness.config.scenario import Scenario
 from harness.records import RequestRecord
 from harness.stats.conclusion import compare
-from harness.stats.phase import ClientCheck, phase_stats
+from harness.stats.phase import phase_stats
 from harness.stats.schema import (
     ClientHealth,
     PhaseSummary,
@@ -24,6 +24,7 @@ from harness.stats.schema import (
     TraceUse,
 )
 from harness.stats.server import Row, phase_server_summary
+from harness.stats.verdict import ClientCheck
 
 
 @dataclass(frozen=True, slots=True)

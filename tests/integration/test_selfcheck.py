@@ -6,7 +6,7 @@ import pytest
 from harness.clock import NS_PER_MS, NS_PER_S, FakeClock, MonotonicClock
 from harness.config.scenario import SLO
 from harness.run.selfcheck import SelfCheck
-from harness.stats.phase import ClientCheck
+from harness.stats.verdict import ClientCheck
 from tests.helpers import phase_json
 from tests.unit.test_stats import rec
 
@@ -39,7 +39,25 @@ def test_warns_once_when_over_a_bound() -> None:
     check._check(ClientCheck(loop_lag_p99_ms=12.0, cpu_share=0.97))
     check._check(ClientCheck(loop_lag_p99_ms=30.0, cpu_share=0.99))
     assert len(warnings) == 1
-    assert "event loop 12.0 ms late" in warnings[0] and "97% of a core" in warnings[0]
+    assert warnings[0].startswith("harness saturated: event loop 12.0 ms late (p99), harness at 97% of a core")
+    assert [v for _, v, _ in check.windows] == ["saturated", "saturated"]
+
+
+def test_the_live_warning_and_the_phase_verdict_come_from_one_rule() -> None:
+    """A late second inside a phase makes the phase's verdict at least as bad, whatever its own p99 says."""
+    warnings: list[str] = []
+    clock, cpu = FakeClock(), FakeCPU()
+    check = SelfCheck(clock, warn=warnings.append, cpu_time=cpu, sched=lambda: (0, 0), load=lambda: 0.2)
+    mark = check.mark()
+    check.lags_ns.extend([0] * 1000)
+    check._check(ClientCheck(loop_lag_p99_ms=7.0, cpu_share=0.05, runq_share=0.6))  # one bad second
+    clock.advance_to(10 * NS_PER_S)
+    phase = check.since(mark)
+    assert phase.loop_lag_p99_ms == 0.0 and phase.live_verdict == "not_scheduled"
+    records = [rec(i * 10, i * 10, [i * 10 + 50], completion=1, idx=i) for i in range(5)]
+    summary = phase_json(records, SLO(), client=phase)
+    assert summary["client_limited"] is True and summary["client"]["verdict"] == "not_scheduled"
+    assert summary["client_limited_reason"] == warnings[0].split("; latencies")[0]
 
 
 async def test_ticker_measures_a_blocked_loop() -> None:
@@ -57,8 +75,10 @@ def test_client_check_marks_a_phase_client_limited_with_every_reason() -> None:
     healthy = phase_json(records, SLO(), client=ClientCheck(loop_lag_p99_ms=1.0, cpu_share=0.3))
     assert healthy["client_limited"] is False and healthy["client"]["cpu_share"] == 0.3
     busy = phase_json(records, SLO(), client=ClientCheck(loop_lag_p99_ms=9.0, cpu_share=0.95))
-    assert busy["client_limited"] is True
-    assert busy["client_limited_reason"] == "event-loop lag p99 9.0 ms > 5.0 ms; harness CPU 95% of a core > 90%"
+    assert busy["client_limited"] is True and busy["client"]["verdict"] == "saturated"
+    assert busy["client_limited_reason"] == "harness saturated: event-loop lag p99 9.0 ms > 5.0 ms at 95% of a core"
+    hot = phase_json(records, SLO(), client=ClientCheck(loop_lag_p99_ms=1.0, cpu_share=0.95))
+    assert hot["client_limited_reason"] == "harness saturated: CPU above 90% at 95% of a core"
 
 
 def test_lazy_imports_are_paid_before_the_load_starts() -> None:

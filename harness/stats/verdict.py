@@ -1,0 +1,54 @@
+"""Who is to blame when the harness is late: one rule, used for the live warning and the phase's verdict alike.
+
+A late client inflates every latency it reports, whatever the cause; the cause says what to do about it:
+- `saturated`: the harness used (nearly) its whole core: run fewer streams per process, or more processes;
+- `not_scheduled`: it used little CPU but waited for one (the kernel's run-queue delay of its main thread, or
+  a load above the machine's cores): something else holds its cores, often the server on the same machine;
+- `stalled`: late with neither (a blocking call, a long pause).
+A server whose queue fills is not the client's fault; `harness.stats.summary` says so apart.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Verdict = Literal["ok", "stalled", "not_scheduled", "saturated"]
+RANK: dict[Verdict, int] = {"ok": 0, "stalled": 1, "not_scheduled": 2, "saturated": 3}
+RUNQ_BOUND = 0.25  # waiting for a CPU a quarter of the time it wanted one is contention, not noise
+
+
+@dataclass(frozen=True, slots=True)
+class ClientCheck:
+    """The harness's own health over a stretch of time (from `harness.run.selfcheck`)."""
+
+    loop_lag_p99_ms: float | None = None
+    cpu_share: float | None = None  # of one core
+    loop_lag_bound_ms: float = 5.0
+    cpu_bound: float = 0.9
+    cpu_seconds: float | None = None  # the harness process's CPU over the stretch
+    runq_share: float | None = None  # of the time the main thread was runnable, the share it waited for a CPU
+    load_per_core: float | None = None  # the machine's 1-minute load average over its cores
+    live_verdict: Verdict = "ok"  # the worst verdict the live check gave inside the stretch
+    live_reason: str = ""
+
+
+def verdict(late: str | None, client: ClientCheck) -> tuple[Verdict, str]:
+    """`late`: what was late and by how much (None: nothing was). The verdict and its one-line reason."""
+    if late is None:
+        return "ok", ""
+    cpu = client.cpu_share or 0.0
+    if cpu >= client.cpu_bound:
+        return "saturated", f"harness saturated: {late} at {cpu:.0%} of a core"
+    runq = client.runq_share
+    load = client.load_per_core
+    if (runq is not None and runq >= RUNQ_BOUND) or (load is not None and load > 1.0):
+        waited = f", waiting for a CPU {runq:.0%} of the time" if runq is not None else ""
+        loaded = f", machine load {load:.1f} per core" if load is not None else ""
+        return "not_scheduled", (f"harness not scheduled: {late} at only {cpu:.0%} of a core{waited}{loaded}: "
+                                 "something else holds its cores (the server on the same machine?)")
+    return "stalled", f"harness stalled: {late} at {cpu:.0%} of a core without CPU contention"
+
+
+def worst(*verdicts: tuple[Verdict, str]) -> tuple[Verdict, str]:
+    return max(verdicts, key=lambda v: RANK[v[0]])

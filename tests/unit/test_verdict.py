@@ -1,0 +1,35 @@
+"""The one rule that says whose fault a late client is."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.stats.verdict import ClientCheck, verdict, worst
+
+
+@pytest.mark.parametrize(("check", "expected"), [
+    (ClientCheck(cpu_share=0.97), "saturated"),
+    (ClientCheck(cpu_share=0.02, runq_share=0.6), "not_scheduled"),
+    (ClientCheck(cpu_share=0.02, runq_share=0.01, load_per_core=3.5), "not_scheduled"),
+    (ClientCheck(cpu_share=0.02, runq_share=0.01, load_per_core=0.3), "stalled"),
+    (ClientCheck(cpu_share=None, runq_share=None, load_per_core=None), "stalled"),
+])
+def test_a_late_client_is_judged_by_its_cpu_and_its_wait_for_one(check: ClientCheck, expected: str) -> None:
+    name, reason = verdict("lag p99 9.0 ms > 5.0 ms", check)
+    assert name == expected
+    assert reason.startswith(f"harness {expected.replace('_', ' ')}: lag p99 9.0 ms > 5.0 ms")
+
+
+def test_nothing_late_is_ok_however_busy() -> None:
+    assert verdict(None, ClientCheck(cpu_share=0.99, runq_share=0.9)) == ("ok", "")
+
+
+def test_the_reason_names_the_numbers() -> None:
+    _, reason = verdict("lag", ClientCheck(cpu_share=0.019, runq_share=0.6, load_per_core=4.0))
+    assert "only 2% of a core" in reason and "waiting for a CPU 60% of the time" in reason
+    assert "machine load 4.0 per core" in reason
+
+
+def test_the_worst_verdict_wins() -> None:
+    assert worst(("ok", ""), ("stalled", "s"), ("not_scheduled", "n")) == ("not_scheduled", "n")
+    assert worst(("saturated", "x"), ("not_scheduled", "n"))[0] == "saturated"
