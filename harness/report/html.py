@@ -21,7 +21,10 @@ from harness.clock import NS_PER_MS, NS_PER_S
 from harness.records import RequestRecord
 from harness.report.notes import notes
 from harness.report.table import render_table
+from harness.stats.conclusion import knee as knee_of
+from harness.stats.conclusion import sweeps
 from harness.stats.metrics import e2e_ns, in_flight, itl_samples_ns, ttft_ns
+from harness.stats.schema import PhaseSummary
 from harness.stats.server import Row, rates
 
 _STYLE = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222}
@@ -152,18 +155,14 @@ def _server(rows: Sequence[Row], records: Sequence[RequestRecord], t0: int) -> s
 
 def sweep_groups(summary: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
     """Phases expanded from one sweep (`name@rate=4`, …), grouped by the phase they came from."""
-    groups: dict[str, list[dict[str, Any]]] = {}
-    for phase in summary["phases"]:
-        base, sep, _ = phase["name"].partition("@")
-        if sep:
-            groups.setdefault(base, []).append(phase)
-    return {k: v for k, v in groups.items() if len(v) >= 2}
+    phases = [PhaseSummary.model_validate(p) for p in summary["phases"]]
+    return {name: [p.to_json() for p in points] for name, points in sweeps(phases).items()}
 
 
-def knee(points: list[dict[str, Any]], goodput: float = 0.95) -> dict[str, Any] | None:
-    """The highest-throughput point whose goodput share still meets `goodput`: the capacity under the SLOs."""
-    good = [p for p in points if p["goodput"]["fraction"] >= goodput]
-    return max(good, key=lambda p: p["throughput"]["output_tokens_per_s"]) if good else None
+def knee(points: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The sweep's capacity under the SLOs (`harness.stats.conclusion.knee`)."""
+    best = knee_of([PhaseSummary.model_validate(p) for p in points])
+    return None if best is None else best.to_json()
 
 
 def _sweep_curve(name: str, points: list[dict[str, Any]], slo: dict[str, Any]) -> str:

@@ -267,6 +267,11 @@ class PhaseComparison(_Model):
     itl_p50_ratio: float | None
     goodput_fraction: float
     interactive_goodput_fraction: float
+    at_capacity: bool = Field(False, description="versus is the interactive sweep's knee: its fastest point "
+                              "with ≥ 95% goodput; else an arbitrary offered rate")
+    versus_offered_rps: float | None = None
+    waiting_max: float | None = Field(None, description="most requests the server held waiting during the batch "
+                                      "phase (scraped)")
 
 
 class Comparison(_Model):

@@ -37,6 +37,8 @@ def verdict(late: str | None, client: ClientCheck) -> tuple[Verdict, str]:
     """`late`: what was late and by how much (None: nothing was). The verdict and its one-line reason."""
     if late is None:
         return "ok", ""
+    if client.cpu_share is None and client.runq_share is None and client.load_per_core is None:
+        return "stalled", late  # no self-check readings (records alone): late, cause unknown
     cpu = client.cpu_share or 0.0
     if cpu >= client.cpu_bound:
         return "saturated", f"harness saturated: {late} at {cpu:.0%} of a core"

@@ -1,15 +1,26 @@
 from harness.stats.conclusion import comparisons, sentences
-from harness.stats.schema import Distribution, Goodput, PhaseLatencies, PhaseSummary, Requests, Throughput
+from harness.stats.schema import (
+    Distribution,
+    Goodput,
+    Load,
+    PhaseLatencies,
+    PhaseSummary,
+    Requests,
+    ServerPhase,
+    Throughput,
+)
 
 
 def phase(name: str, load: dict, tput: float, ttft_p50: float, ttft_p99: float, itl: float,
-          good: float) -> PhaseSummary:
+          good: float, offered: float = 4.0, waiting_max: float | None = None) -> PhaseSummary:
     """Only the fields the comparison reads (model_construct skips validation of the rest)."""
     latency = PhaseLatencies.model_construct(ttft=Distribution.model_construct(p50=ttft_p50, p99=ttft_p99),
                                              itl=Distribution.model_construct(p50=itl))
+    server = None if waiting_max is None else ServerPhase.model_construct(waiting_max=waiting_max)
     return PhaseSummary.model_construct(name=name, config={"load": load}, requests=Requests.model_construct(ok=10),
                                         throughput=Throughput.model_construct(output_tokens_per_s=tput),
-                                        latency_ms=latency, goodput=Goodput.model_construct(fraction=good))
+                                        latency_ms=latency, goodput=Goodput.model_construct(fraction=good),
+                                        load=Load.model_construct(offered_rps=offered), server=server)
 
 
 def test_each_batch_phase_is_compared_with_the_interactive_one() -> None:
@@ -19,11 +30,27 @@ def test_each_batch_phase_is_compared_with_the_interactive_one() -> None:
         phase("b64", {"type": "batch", "size": 64}, 1550.0, 600.0, 1640.0, 12.0, 0.25),
     ]
     (c,) = comparisons(phases)
-    assert (c.phase, c.versus, c.batch_size) == ("b64", "live", 64)
+    assert (c.phase, c.versus, c.batch_size, c.at_capacity) == ("b64", "live", 64, False)
     assert c.throughput_ratio == 3.1 and c.ttft_p99_ratio == 41.0 and c.itl_p50_ratio == 1.5
     assert sentences([c]) == ["Batches of 64 deliver 3.1× the output tokens/s of the interactive run, at 41.0× "
                               "its p99 TTFT and 1.5× its median inter-token latency; 25% of batched requests meet "
-                              "the SLOs, against 100% interactive."]
+                              "the SLOs, against 100% interactive. The ratio holds at the 4.00 req/s the "
+                              "interactive run was offered; sweep its rate to compare at its capacity."]
+
+
+def test_with_a_sweep_the_batch_is_compared_at_the_interactive_capacity() -> None:
+    phases = [
+        phase("live@rate=2", {"type": "poisson", "rate": 2}, 250.0, 20.0, 30.0, 8.0, 1.0, 2.0),
+        phase("live@rate=8", {"type": "poisson", "rate": 8}, 1000.0, 25.0, 60.0, 9.0, 0.97, 8.0),
+        phase("live@rate=16", {"type": "poisson", "rate": 16}, 1400.0, 400.0, 2000.0, 14.0, 0.4, 16.0),
+        phase("b64", {"type": "batch", "size": 64}, 2000.0, 600.0, 1500.0, 12.0, 0.25, waiting_max=32),
+    ]
+    (c,) = comparisons(phases)
+    assert c.versus == "live@rate=8" and c.at_capacity and c.throughput_ratio == 2.0 and c.ttft_p99_ratio == 25.0
+    (line,) = sentences([c])
+    assert "of the interactive run at its measured capacity (live@rate=8, the fastest sweep point with ≥ 95% " \
+           "goodput), at 25.0× its p99 TTFT" in line
+    assert "Up to 32 batched requests waited in the server's queue" in line and "req/s the interactive" not in line
 
 
 def test_no_interactive_phase_no_conclusion() -> None:
