@@ -23,7 +23,7 @@ from harness.report.files import write_run
 from harness.run.runner import new_run_dir, run_scenario
 from harness.run.target import target
 from harness.tools.predict import predict_async
-from harness.tools.search import parse_slo, search
+from harness.tools.search import MIN_REQUESTS, parse_slo, search
 
 
 def _slo(ctx: click.Context, param: click.Parameter, value: str) -> SLO:
@@ -53,11 +53,13 @@ def _slo(ctx: click.Context, param: click.Parameter, value: str) -> SLO:
 @api_key_env_option
 @reports_dir_option
 @click.option("--steps", type=click.IntRange(1, 20), default=7, show_default=True, help="Bisection steps.")
+@click.option("--min-requests", type=click.IntRange(min=1), default=MIN_REQUESTS, show_default=True,
+              help="Each trial sends at least this many requests, however low its rate.")
 @click.option("--json", "as_json", is_flag=True, help="Print the search result as JSON.")
 @guarded
 def search_cmd(scenario_path: Path | None, slo: SLO, goodput: float, low: float, high: float, duration: float,
                repeats: int, virtual: bool, endpoint: str | None, model: str | None, api_key_env: str | None,
-               reports_dir: Path, steps: int, as_json: bool) -> None:
+               reports_dir: Path, steps: int, min_requests: int, as_json: bool) -> None:
     """Find the highest Poisson rate whose goodput meets the SLOs, with a confidence interval."""
     scenario = scenario_or_default(scenario_path)
     if high <= low:
@@ -70,7 +72,8 @@ def search_cmd(scenario_path: Path | None, slo: SLO, goodput: float, low: float,
 
     async def searching() -> dict[str, Any]:
         if virtual:
-            return await search(scenario, predict_async, slo, goodput, low, high, duration, steps, repeats)
+            return await search(scenario, predict_async, slo, goodput, low, high, duration, steps, repeats,
+                                min_requests=min_requests)
         async with target(scenario, url=endpoint, model=model, api=None, api_key=key) as (ep, bundled):
             async def trial(s: Scenario) -> dict[str, Any]:
                 result = await run_scenario(s, ep, new_run_dir(reports_dir, f"{s.name}-search"), bundled=bundled,
@@ -78,7 +81,8 @@ def search_cmd(scenario_path: Path | None, slo: SLO, goodput: float, low: float,
                 write_run(result)
                 return result.summary.to_json()
 
-            return await search(scenario, trial, slo, goodput, low, high, duration, steps, repeats)
+            return await search(scenario, trial, slo, goodput, low, high, duration, steps, repeats,
+                                min_requests=min_requests)
 
     found = asyncio.run(searching())
     if as_json:
@@ -89,8 +93,9 @@ def search_cmd(scenario_path: Path | None, slo: SLO, goodput: float, low: float,
 
 def _print(found: dict[str, Any], goodput: float) -> None:
     for t in found["trials"]:
-        click.echo(f"  rate {t['rate']:8.3f} req/s  seed {t['seed']}  goodput {t['goodput']:.0%}  "
-                   f"{t['output_tokens_per_s']:,.0f} tok/s")
+        small = "  too few requests to decide" if t["too_small"] else ""
+        click.echo(f"  rate {t['rate']:8.3f} req/s  seed {t['seed']}  {t['requests']} requests  goodput "
+                   f"{t['goodput']:.0%}  {t['output_tokens_per_s']:,.0f} tok/s{small}")
     if found["capacity_rps"] is None:
         click.echo(found["note"])
     else:

@@ -8,6 +8,7 @@ against the endpoint, or in virtual time on the scenario's simulated accelerator
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -16,6 +17,8 @@ import numpy as np
 from harness.config.scenario import SLO, Scenario, parse_scenario
 
 Trial = Callable[[Scenario], Awaitable[dict[str, Any]]]
+# A trial decides "≥ 95% goodput" on its own requests: with 20, one miss flips it; with 50, three do.
+MIN_REQUESTS = 50
 
 
 _KEYS = {"ttft": "ttft_ms", "tpot": "tpot_ms", "e2e": "e2e_ms"}
@@ -43,27 +46,36 @@ def parse_slo(text: str) -> SLO:
     return SLO(**values)
 
 
-def trial_scenario(base: Scenario, rate: float, duration_s: float, seed: int, slo: SLO) -> Scenario:
+def trial_scenario(base: Scenario, rate: float, duration_s: float, seed: int, slo: SLO,
+                   min_requests: int = MIN_REQUESTS) -> Scenario:
+    """One trial: `duration_s` of Poisson arrivals at `rate`, but never fewer than `min_requests` requests."""
     data = base.model_dump(mode="json")
     data["seed"] = seed
     data["slo"] = slo.model_dump()
-    data["phases"] = [{"name": f"rate={rate:.3g}", "load": {"type": "poisson", "rate": rate,
-                                                             "duration_s": duration_s}}]
+    requests = max(min_requests, math.ceil(rate * duration_s))
+    data["phases"] = [{"name": f"rate={rate:.3g}", "load": {"type": "poisson", "rate": rate, "requests": requests}}]
     return parse_scenario(data, "search")
 
 
 async def search(base: Scenario, trial: Trial, slo: SLO, goodput: float, low: float, high: float,
-                 duration_s: float, steps: int = 7, repeats: int = 3) -> dict[str, Any]:
-    """Bisect [low, high] for the highest rate whose goodput share is ≥ `goodput`, then repeat the boundary."""
+                 duration_s: float, steps: int = 7, repeats: int = 3, *,
+                 min_requests: int = MIN_REQUESTS) -> dict[str, Any]:
+    """Bisect [low, high] for the highest rate whose goodput share is ≥ `goodput`, then repeat the boundary.
+
+    A trial whose window held fewer than `min_requests` requests (a run cut short, a long warm-up) is kept
+    but marked too small to decide, and counts as missing the SLOs: capacity is never claimed on a few.
+    """
     trials: list[dict[str, Any]] = []
 
     async def meets(rate: float, seed: int) -> bool:
-        summary = await trial(trial_scenario(base, rate, duration_s, seed, slo))
+        summary = await trial(trial_scenario(base, rate, duration_s, seed, slo, min_requests))
         (phase,) = summary["phases"]
         share = phase["goodput"]["fraction"]
-        trials.append({"rate": rate, "seed": seed, "goodput": share,
+        measured = phase["requests"]["total"]
+        trials.append({"rate": rate, "seed": seed, "goodput": share, "requests": measured,
+                       "too_small": measured < min_requests,
                        "output_tokens_per_s": phase["throughput"]["output_tokens_per_s"]})
-        return bool(share >= goodput)
+        return bool(share >= goodput) and measured >= min_requests
 
     if not await meets(low, base.seed):
         return {"capacity_rps": None, "interval_rps": None, "trials": trials,

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from harness.cli import main
 from harness.config.scenario import SLO, Scenario, load_scenario
-from harness.tools.search import parse_slo, search
+from harness.tools.search import MIN_REQUESTS, parse_slo, search, trial_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -31,6 +31,7 @@ async def test_bisection_finds_a_known_capacity_and_an_interval_around_it() -> N
         capacity = 10.0 + (s.seed - 1) * 0.5  # each seed's capacity differs a little, as real runs do
         calls.append((rate, s.seed))
         return {"phases": [{"goodput": {"fraction": 1.0 if rate <= capacity else 0.5},
+                            "requests": {"total": s.phases[0].load.requests},  # type: ignore[union-attr]
                             "throughput": {"output_tokens_per_s": rate * 100}}]}
 
     base = load_scenario(ROOT / "scenarios" / "quickstart.yaml").model_copy(update={"seed": 1})
@@ -39,6 +40,26 @@ async def test_bisection_finds_a_known_capacity_and_an_interval_around_it() -> N
     lo, hi = found["interval_rps"]
     assert lo < found["capacity_rps"] < hi and lo < 10.5 < hi
     assert {seed for _, seed in calls} == {1, 2, 3}
+
+
+def test_every_trial_sends_enough_requests_to_decide() -> None:
+    base = load_scenario(ROOT / "scenarios" / "quickstart.yaml")
+    slow = trial_scenario(base, 0.5, 10.0, 1, SLO(ttft_ms=100))
+    assert slow.phases[0].load.requests == MIN_REQUESTS  # type: ignore[union-attr]  # 0.5 req/s × 10 s is 5
+    fast = trial_scenario(base, 20.0, 10.0, 1, SLO(ttft_ms=100))
+    assert fast.phases[0].load.requests == 200  # type: ignore[union-attr]
+
+
+async def test_a_trial_with_too_few_requests_decides_nothing() -> None:
+    async def cut_short(s: Scenario) -> dict[str, Any]:  # every run stopped after 12 requests, all good
+        return {"phases": [{"goodput": {"fraction": 1.0}, "requests": {"total": 12},
+                            "throughput": {"output_tokens_per_s": 1.0}}]}
+
+    base = load_scenario(ROOT / "scenarios" / "quickstart.yaml")
+    found = await search(base, cut_short, SLO(ttft_ms=100), 0.95, 1.0, 8.0, 10.0, steps=2, repeats=1)
+    assert found["capacity_rps"] is None
+    assert found["trials"] == [{"rate": 1.0, "seed": base.seed, "goodput": 1.0, "requests": 12, "too_small": True,
+                                "output_tokens_per_s": 1.0}]
 
 
 def test_search_command_in_virtual_time() -> None:
@@ -76,7 +97,7 @@ def test_search_over_real_http_agrees_with_virtual_time(tmp_path: Path) -> None:
     scenario = tmp_path / "narrow.yaml"
     scenario.write_text(SMALL_SERVER)
     args = [str(scenario), "--slo", "ttft_p99=150ms", "--goodput", "0.9", "--low", "4", "--high", "24",
-            "--duration", "2", "--steps", "3", "--repeats", "2", "--json"]
+            "--duration", "2", "--steps", "3", "--repeats", "2", "--min-requests", "8", "--json"]
     virtual = json.loads(harness("search", *args, "--predict").stdout)
     proc = harness("search", *args, "--reports-dir", str(tmp_path / "r"))
     assert proc.returncode == 0, proc.stderr
