@@ -47,6 +47,8 @@ class RequestRecord:
     cached_tokens: int | None = None  # prompt tokens the server served from its cache, when it says
     finish_reason: str | None = None  # the server's, from the last choice that gave one
     message: str = ""  # the server's own error message (redacted of the API key, capped)
+    session: str | None = None  # multi-turn sessions: the conversation and the turn (0 first)
+    turn: int | None = None
 
     @property
     def output_tokens(self) -> int:

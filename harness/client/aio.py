@@ -135,7 +135,7 @@ class _NeverAnswered(Exception):
 
 async def _read_stream(resp: aiohttp.ClientResponse, events: RequestEvents, first_token_deadline: asyncio.Timeout
                        ) -> None:
-    reader = ChunkReader()
+    reader = ChunkReader(events.keep_text)
     async for piece in resp.content.iter_any():
         over = events.chunks(reader.read(piece))
         if events.got_token:

@@ -24,6 +24,7 @@ Api = Literal["chat", "completions"]
 class RequestEvents(Protocol):
     got_token: bool  # a token-bearing chunk has arrived (ends the first-token timeout)
     done: bool  # the stream is over for the harness: [DONE], an error, its end or a failure
+    keep_text: bool  # the answer's text is wanted (multi-turn sessions): chunks should carry it
 
     def sent(self) -> None: ...
 

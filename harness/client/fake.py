@@ -14,7 +14,7 @@ from harness.clock import NS_PER_MS, FakeClock
 from harness.records import Status
 from harness.workload.requests import RequestSpec
 
-_TOKEN = (Chunk(has_content=True),)
+_TOKEN = (Chunk(has_content=True, text=" w"),)
 _DONE = (Chunk(done=True),)
 
 

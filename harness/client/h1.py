@@ -38,7 +38,7 @@ class _Exchange:
     def __init__(self, events: RequestEvents, done: asyncio.Future[BaseException | None],
                  first_timer: asyncio.TimerHandle | None) -> None:
         self.events = events
-        self.reader = ChunkReader()
+        self.reader = ChunkReader(events.keep_text)
         self.first_timer = first_timer
         self.done = done
         self.status = 0

@@ -7,7 +7,7 @@ turns one payload into what the harness measures. One parser serves chat and com
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import orjson
@@ -78,6 +78,7 @@ class Chunk:
     error: str | None = None
     finish_reason: str | None = None
     cached_tokens: int | None = None  # usage.prompt_tokens_details.cached_tokens, or llama.cpp's timings.cache_n
+    text: str | None = None  # the answer's text, only when asked for (multi-turn sessions carry it forward)
 
     @property
     def carries_token(self) -> bool:
@@ -102,6 +103,23 @@ def interpret(payload: bytes) -> Chunk:
         if content or reasoning:
             return Chunk(has_content=content, has_reasoning=reasoning)
     return _parse(payload)
+
+
+def interpret_text(payload: bytes) -> Chunk:
+    """`interpret`, keeping the answer's text (always a full parse: sessions need the words, not their presence)."""
+    if payload.strip() == DONE:
+        return Chunk(done=True)
+    chunk = _parse(payload)
+    if chunk.has_content:
+        choices = orjson.loads(payload).get("choices") or []
+        chunk.text = "".join(_content(c) for c in choices)
+    return chunk
+
+
+def _content(choice: dict[str, object]) -> str:
+    delta = choice.get("delta")
+    value = delta.get("content") if isinstance(delta, dict) else choice.get("text")
+    return value if isinstance(value, str) else ""
 
 
 def _parse(payload: bytes) -> Chunk:
@@ -161,26 +179,27 @@ class ChunkReader:
     """Body bytes in, the chunks they complete out. Payloads after `[DONE]` or an error in the same read are
     not the stream's: they are dropped, never reported as a bad chunk."""
 
-    __slots__ = ("_decoder",)
+    __slots__ = ("_decoder", "_interpret")
 
-    def __init__(self) -> None:
+    def __init__(self, keep_text: bool = False) -> None:
         self._decoder = SSEDecoder()
+        self._interpret = interpret_text if keep_text else interpret
 
     def read(self, data: bytes) -> Sequence[Chunk]:
         payloads = self._decoder.feed(data)
         if len(payloads) == 1:  # one event per read: the usual shape of a busy stream
-            return (interpret(payloads[0]),)
+            return (self._interpret(payloads[0]),)
         try:
-            return [interpret(p) for p in payloads]
+            return [self._interpret(p) for p in payloads]
         except BadChunk:
-            return _until_bad(payloads)
+            return _until_bad(payloads, self._interpret)
 
 
-def _until_bad(payloads: list[bytes]) -> list[Chunk]:
+def _until_bad(payloads: list[bytes], read: Callable[[bytes], Chunk]) -> list[Chunk]:
     """The chunks up to the stream's end; a bad payload before it raises."""
     chunks = []
     for payload in payloads:
-        chunk = interpret(payload)
+        chunk = read(payload)
         chunks.append(chunk)
         if chunk.done or chunk.error is not None:
             break

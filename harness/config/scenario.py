@@ -76,6 +76,11 @@ class Scenario(Strict):
         names = [p.name for p in self.phases]
         if len(set(names)) != len(names):
             raise ValueError("phase names must be unique")
+        if self.workload.sessions is not None:
+            closed = [p.name for p in self.phases if p.load.type in ("batch", "concurrency")]
+            if closed:
+                raise ValueError(f"workload.sessions start conversations open-loop: phase {closed[0]} has a "
+                                 "batch or concurrency load (give it a poisson, gamma, constant, ramp or trace load)")
         return self
 
     def to_yaml(self) -> str:

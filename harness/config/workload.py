@@ -60,6 +60,37 @@ class SharedPrefixDataset(Strict):
 Dataset = Annotated[ShareGPTDataset | SharedPrefixDataset, Field(discriminator="type")]
 
 
+class ThinkTime(Strict):
+    """Seconds a user takes between an answer's end and their next turn, drawn per turn (seeded)."""
+
+    dist: Literal["fixed", "exponential", "uniform", "lognormal"]
+    value_s: Annotated[float, Field(ge=0)] | None = Field(None, description="fixed")
+    mean_s: PositiveFloat | None = Field(None, description="exponential")
+    min_s: Annotated[float, Field(ge=0)] = Field(0.0, description="uniform")
+    max_s: PositiveFloat | None = Field(None, description="uniform")
+    median_s: PositiveFloat | None = Field(None, description="lognormal")
+    sigma: Annotated[float, Field(ge=0)] | None = Field(None, description="lognormal")
+
+    @model_validator(mode="after")
+    def _parameters(self) -> ThinkTime:
+        needs = {"fixed": ("value_s",), "exponential": ("mean_s",), "uniform": ("max_s",),
+                 "lognormal": ("median_s", "sigma")}[self.dist]
+        missing = [name for name in needs if getattr(self, name) is None]
+        if missing:
+            raise ValueError(f"'{self.dist}' needs {', '.join(repr(m) for m in missing)}")
+        return self
+
+
+class Sessions(Strict):
+    """Multi-turn conversations: the open-loop load's arrivals start conversations; each next turn is sent
+    when the previous answer has ended plus a think time, with the real answers so far as its history."""
+
+    think_s: Annotated[float, Field(ge=0)] | ThinkTime = 0.0
+    turns: PositiveInt | None = Field(None, description="turns per conversation without a dataset or trace "
+                                      "sessions (each a new user message of workload.prompt_tokens)")
+    max_turns: PositiveInt = Field(64, le=1000, description="cap on any conversation's turns")
+
+
 class Workload(Strict):
     prompt_tokens: Length = 256
     output_tokens: Length = 128
@@ -75,3 +106,5 @@ class Workload(Strict):
     cached_share_warning: Annotated[float, Field(ge=0, le=1)] | None = Field(
         0.2, description="warn when the server says it served more than this share of a phase's prompt tokens "
         "from its cache; raise it for workloads that share prefixes on purpose, null: never")
+    sessions: Sessions | None = Field(None, description="multi-turn conversations (chat API); the load's "
+                                      "requests then count conversations")

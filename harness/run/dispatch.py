@@ -21,7 +21,9 @@ from harness.client.backend import Backend
 from harness.clock import Clock
 from harness.records import RequestRecord
 from harness.run.worker import run_request
+from harness.workload.datasets import Message
 from harness.workload.requests import RequestSpec
+from harness.workload.sessions import ConversationSource
 
 Sink = Callable[[RequestRecord], None]
 
@@ -75,15 +77,16 @@ class Dispatcher:
         if tasks:
             await asyncio.wait(tasks)
 
-    def _launch(self, spec: RequestSpec, intended_ns: int) -> asyncio.Task[RequestRecord]:
+    def _launch(self, spec: RequestSpec, intended_ns: int, answer: list[str] | None = None
+                ) -> asyncio.Task[RequestRecord]:
         self.launched += 1
-        task = asyncio.ensure_future(self._one(spec, intended_ns))
+        task = asyncio.ensure_future(self._one(spec, intended_ns, answer))
         self._in_flight.add(task)
         task.add_done_callback(self._in_flight.discard)
         return task
 
-    async def _one(self, spec: RequestSpec, intended_ns: int) -> RequestRecord:
-        return await run_request(self.backend, self.clock, spec, intended_ns, self._finished)
+    async def _one(self, spec: RequestSpec, intended_ns: int, answer: list[str] | None) -> RequestRecord:
+        return await run_request(self.backend, self.clock, spec, intended_ns, self._finished, answer)
 
     def _finished(self, rec: RequestRecord) -> None:
         self._records.append(rec)
@@ -148,4 +151,40 @@ class Dispatcher:
         finally:
             for u in users:
                 u.cancel()
+
+    async def sessions(self, source: ConversationSource, offsets_ns: Sequence[int], grace_s: float = 30.0
+                       ) -> list[RequestRecord]:
+        """Conversations arriving open-loop at `offsets_ns`; within each, a turn leaves when the previous
+        answer has ended plus a think time, carrying the real answers as history."""
+        return await self._phase(self._send_sessions(source, offsets_ns), grace_s)
+
+    async def _send_sessions(self, source: ConversationSource, offsets_ns: Sequence[int]) -> None:
+        start = self.clock.now_ns()
+        talks: list[asyncio.Task[None]] = []
+        try:
+            for i, offset in enumerate(offsets_ns):
+                deadline = start + int(offset)
+                await self.clock.sleep_until(deadline)
+                talks.append(asyncio.ensure_future(self._conversation(source, i, deadline)))
+            await asyncio.gather(*talks)
+        finally:  # stopped: no further turn starts; turns in flight get the grace period
+            for talk in talks:
+                talk.cancel()
+
+    async def _conversation(self, source: ConversationSource, i: int, arrival_ns: int) -> None:
+        conv = source.conversation(i)
+        history: tuple[Message, ...] = conv.opening
+        intended = arrival_ns
+        for k in range(len(conv.turns)):
+            spec = source.spec(conv, k, history)
+            self.backend.prepare(spec)
+            await self.clock.sleep_until(intended)
+            answer: list[str] = []
+            task = self._launch(spec, intended, answer)
+            await asyncio.wait({task})
+            rec = task.result()
+            if rec.status != "ok":  # no answer to build on: the user leaves
+                return
+            history = (*(spec.messages or ()), ("assistant", "".join(answer)))
+            intended = rec.end_ns + source.think_ns(i, k + 1)
 

@@ -35,10 +35,11 @@ from harness.stats.summary import PhaseRun, build_summary
 from harness.workload.plan import (
     BatchPlan,
     ClosedLoopPlan,
-    OpenLoopPlan,
     PhasePlan,
+    SessionPlan,
     peak_connections,
     plan_phase,
+    plan_trace,
     text_maker,
 )
 
@@ -71,6 +72,8 @@ async def run_plan(dispatcher: Dispatcher, plan: PhasePlan, grace_s: float) -> l
     if isinstance(plan, ClosedLoopPlan):
         return await dispatcher.closed_loop(plan.source.stream(plan.requests), plan.concurrency, plan.think_ns,
                                             plan.duration_ns, grace_s, plan.stagger_ns)
+    if isinstance(plan, SessionPlan):
+        return await dispatcher.sessions(plan.source, plan.offsets_ns.tolist(), grace_s)
     return await dispatcher.open_loop(plan.specs, plan.offsets_ns.tolist(), plan.max_in_flight, grace_s)
 
 
@@ -139,7 +142,7 @@ async def _run_phases(scenario: Scenario, plans: list[PhasePlan], dispatcher: Di
             await run_plan(dispatcher, plan, scenario.client.stop_grace_s)
         finally:
             if sink.phase:
-                trace = plan.trace if isinstance(plan, OpenLoopPlan) else None
+                trace = plan_trace(plan)
                 done.append(PhaseRun(phase, list(sink.phase), check.since(mark), trace))
 
 

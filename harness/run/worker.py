@@ -19,10 +19,12 @@ from harness.workload.requests import RequestSpec
 class RecordStamper:
     """The `RequestEvents` a backend reports to: each event stamped with `clock` into `rec`."""
 
-    __slots__ = ("_counted", "_now", "done", "got_token", "rec")
+    __slots__ = ("_counted", "_now", "answer", "done", "got_token", "keep_text", "rec")
 
-    def __init__(self, rec: RequestRecord, clock: Clock) -> None:
+    def __init__(self, rec: RequestRecord, clock: Clock, answer: list[str] | None = None) -> None:
         self.rec = rec
+        self.answer = answer  # the answer's text pieces, when a session needs them for its next turn
+        self.keep_text = answer is not None
         self._now = clock.now_ns
         self.done = False  # the stream is over for the harness: [DONE], an error, or its end
         self.got_token = False
@@ -66,6 +68,8 @@ class RecordStamper:
                 if chunk.has_content and rec.first_content_ns is None:
                     rec.first_content_ns = t_ns
                 rec.chunk_ns.append(t_ns)
+                if self.answer is not None and chunk.text:
+                    self.answer.append(chunk.text)
                 if chunk.completion_tokens is not None:
                     rec.chunk_tokens.append(chunk.completion_tokens - self._counted)
             if chunk.completion_tokens is not None:
@@ -80,11 +84,12 @@ class RecordStamper:
 
 
 async def run_request(backend: Backend, clock: Clock, spec: RequestSpec, intended_ns: int,
-                      sink: Callable[[RequestRecord], None]) -> RequestRecord:
-    """Send one request; its closed record goes to `sink` however it ends (a cancelled one as `cancelled`)."""
+                      sink: Callable[[RequestRecord], None], answer: list[str] | None = None) -> RequestRecord:
+    """Send one request; its closed record goes to `sink` however it ends (a cancelled one as `cancelled`).
+    With `answer`, the answer's text is appended to it as it arrives."""
     rec = RequestRecord(spec.request_id, spec.phase, spec.index, spec.prompt_tokens, spec.max_tokens, intended_ns,
-                        batch=spec.batch)
-    events = RecordStamper(rec, clock)
+                        batch=spec.batch, session=spec.session, turn=spec.turn)
+    events = RecordStamper(rec, clock, answer)
     try:
         await backend.execute(spec, events)
     except asyncio.CancelledError:

@@ -203,11 +203,21 @@ class _PhaseHead(_Model):
     config: dict[str, Any] = Field(description="the phase as the scenario gave it")
 
 
+class SessionStats(_Model):
+    conversations: int
+    turns: int = Field(description="requests sent as turns of conversations")
+    turns_per_conversation_max: int
+    ttft_by_turn_ms: dict[str, Distribution] = Field(description="turn index (0 first) -> TTFT of its ok requests")
+    prompt_tokens_by_turn_mean: dict[str, float] = Field(description="turn index -> mean prompt tokens, history "
+                                                         "included")
+
+
 class PhaseSummary(PhaseStats, _PhaseHead):
     """One phase: its name and configuration, what its records say, and what it replayed or scraped."""
 
     trace: TraceUse | None = Field(None, description="the trace file replayed, when there was one")
     server: ServerPhase | None = Field(None, description="when the endpoint's /metrics was scraped")
+    sessions: SessionStats | None = Field(None, description="multi-turn sessions (workload.sessions)")
     warnings: list[str] = Field(default_factory=list, description="what may make the phase's figures "
                                 "misleading (a prompt cache carried over, prompts not of the asked length)")
 

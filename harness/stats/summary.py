@@ -24,6 +24,7 @@ from harness.stats.schema import (
     TraceUse,
 )
 from harness.stats.server import Row, phase_server_summary
+from harness.stats.sessions import session_stats
 from harness.stats.verdict import ClientCheck
 
 
@@ -52,7 +53,7 @@ def phase_summary(scenario: Scenario, run: PhaseRun, rows: Sequence[Row] = (),
     server = ServerPhase(**phase_server_summary(rows, whole.start_ns, whole.end_ns)) if rows else None
     return PhaseSummary(**{**dict(stats), "client": client}, name=phase.name, config=phase.model_dump(mode="json"),
                         trace=None if run.trace is None else TraceUse.model_validate(run.trace), server=server,
-                        warnings=phase_warnings(scenario, stats.tokens))
+                        sessions=session_stats(run.records), warnings=phase_warnings(scenario, stats.tokens))
 
 
 def phase_warnings(scenario: Scenario, tokens: Tokens) -> list[str]:

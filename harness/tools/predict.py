@@ -26,7 +26,8 @@ from harness.sim.realtime import StepDriver
 from harness.sim.requests import make_request, output_length, parse_body
 from harness.sim.server import build_engine, context_problem, model_context
 from harness.stats.summary import PhaseRun, build_summary
-from harness.workload.plan import OpenLoopPlan, plan_phase, text_maker
+from harness.tokens import token_text
+from harness.workload.plan import plan_phase, plan_trace, text_maker
 from harness.workload.requests import RequestSpec
 
 _TOKEN = (Chunk(has_content=True),)
@@ -89,7 +90,9 @@ class EngineBackend:
 def _reporter(events: RequestEvents, first: asyncio.Future[None], finished: asyncio.Future[None]
               ) -> Callable[[SimRequest], None]:
     def on_token(r: SimRequest) -> None:
-        events.chunks(_TOKEN)
+        # The simulator's own words, when a multi-turn session carries the answer into its next turn.
+        events.chunks((Chunk(has_content=True, text=token_text(len(r.token_ns) - 1)),) if events.keep_text
+                      else _TOKEN)
         if not first.done():
             first.set_result(None)
         if r.finished:
@@ -113,7 +116,7 @@ async def _phases(scenario: Scenario, clock: FakeClock) -> list[PhaseRun]:
         for i, phase in enumerate(scenario.phases):
             plan = plan_phase(scenario, i, "predict", text)
             records = await run_plan(dispatcher, plan, 0.0)
-            done.append(PhaseRun(phase, records, trace=plan.trace if isinstance(plan, OpenLoopPlan) else None))
+            done.append(PhaseRun(phase, records, trace=plan_trace(plan)))
     finally:
         await cancel_quietly(driving)
     return done

@@ -20,6 +20,7 @@ Message = tuple[str, str]  # (role, content)
 class Turn:
     messages: tuple[Message, ...]
     reply_tokens: int | None = None
+    conversation: int = 0  # which conversation of the file it belongs to
 
     @property
     def prompt(self) -> str:
@@ -58,7 +59,7 @@ def sharegpt_turns(path: str, max_turns: int | None = None) -> tuple[Turn, ...]:
             if role == "user" and text.split():
                 reply = messages[k + 1].get("value") if k + 1 < len(messages) else None
                 reply_tokens = len(reply.split()) if isinstance(reply, str) and reply.split() else None
-                turns.append(Turn((*history, (role, text)), reply_tokens))
+                turns.append(Turn((*history, (role, text)), reply_tokens, n))
                 taken += 1
                 if max_turns is not None and taken >= max_turns:
                     break
@@ -66,3 +67,12 @@ def sharegpt_turns(path: str, max_turns: int | None = None) -> tuple[Turn, ...]:
     if not turns:
         raise TraceError(f"{path}: no human turns")
     return tuple(turns)
+
+
+def sharegpt_conversations(path: str) -> tuple[tuple[Turn, ...], ...]:
+    """The human turns of every conversation, grouped by conversation (for multi-turn sessions)."""
+    conversations: dict[int, list[Turn]] = {}
+    for turn in sharegpt_turns(path):
+        conversations.setdefault(turn.conversation, []).append(turn)
+    return tuple(tuple(c) for c in conversations.values())
+

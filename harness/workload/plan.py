@@ -22,6 +22,7 @@ from harness.workload.arrivals import (
     truncate_to_duration,
 )
 from harness.workload.requests import RequestSource, RequestSpec, TextMaker
+from harness.workload.sessions import ConversationSource, group_sessions
 from harness.workload.traces import ColumnMap, Trace, cap_idle, read_trace, rescale, window
 
 
@@ -52,7 +53,16 @@ class ClosedLoopPlan:
     stagger_ns: int = 0
 
 
-PhasePlan = OpenLoopPlan | BatchPlan | ClosedLoopPlan
+@dataclass(frozen=True, slots=True)
+class SessionPlan:
+    """Multi-turn conversations, each starting at its open-loop arrival."""
+
+    source: ConversationSource
+    offsets_ns: OffsetsNs
+    trace: dict[str, object] | None = None
+
+
+PhasePlan = OpenLoopPlan | BatchPlan | ClosedLoopPlan | SessionPlan
 OpenLoad = PoissonLoad | GammaLoad | ConstantLoad | RampLoad | TraceLoad
 
 
@@ -104,6 +114,8 @@ def plan_phase(scenario: Scenario, phase_index: int, run_id: str, text: TextMake
         duration = None if load.duration_s is None else int(load.duration_s * NS_PER_S)
         return ClosedLoopPlan(source, load.concurrency, load.requests, duration, int(load.think_time_ms * 1e6),
                               int(load.stagger_s * NS_PER_S))
+    if scenario.workload.sessions is not None:
+        return _session_plan(scenario, load, source, seed)
     if isinstance(load, TraceLoad) and load.file is not None:
         trace, info = replay_trace(load)
         rows = tuple(trace.rows)
@@ -113,6 +125,17 @@ def plan_phase(scenario: Scenario, phase_index: int, run_id: str, text: TextMake
         return OpenLoopPlan(source.lazy(len(rows)), offsets, phase.max_in_flight, info)
     offsets = open_loop_offsets(load, seed)
     return OpenLoopPlan(source.lazy(len(offsets)), offsets, phase.max_in_flight)
+
+
+def _session_plan(scenario: Scenario, load: object, source: RequestSource, seed: int) -> SessionPlan:
+    sessions = scenario.workload.sessions
+    assert sessions is not None and isinstance(load, OpenLoad)  # validated with the scenario
+    if isinstance(load, TraceLoad) and load.file is not None:
+        trace, info = replay_trace(load)
+        groups = group_sessions(trace.rows)
+        offsets = trace_offsets([g[0].arrival_s for g in groups])
+        return SessionPlan(ConversationSource(source, sessions, tuple(groups)), offsets, info)
+    return SessionPlan(ConversationSource(source, sessions), open_loop_offsets(load, seed))
 
 
 def replay_trace(load: TraceLoad) -> tuple[Trace, dict[str, object]]:
@@ -138,10 +161,17 @@ def replay_trace(load: TraceLoad) -> tuple[Trace, dict[str, object]]:
     return Trace(trace.source, rows, trace.skipped), info
 
 
+def plan_trace(plan: PhasePlan) -> dict[str, object] | None:
+    """What summary.json says of the trace a phase replays, if it replays one."""
+    return plan.trace if isinstance(plan, OpenLoopPlan | SessionPlan) else None
+
+
 def peak_connections(plan: PhasePlan) -> int:
     """Connections the phase may hold open at once: the pool is sized to it, never aiohttp's 100."""
     if isinstance(plan, BatchPlan):
         return max(len(b) for b in plan.batches)
     if isinstance(plan, ClosedLoopPlan):
         return plan.concurrency
+    if isinstance(plan, SessionPlan):
+        return max(1, len(plan.offsets_ns))
     return max(1, min(len(plan.specs), plan.max_in_flight or len(plan.specs)))

@@ -30,6 +30,8 @@ class RequestSpec:
     ignore_eos: bool
     batch: int | None = None
     messages: tuple[Message, ...] | None = None  # chat history (multi-turn datasets); else one user turn
+    session: str | None = None  # multi-turn sessions: the conversation, and this request's turn in it
+    turn: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
