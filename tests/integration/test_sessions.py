@@ -3,6 +3,7 @@ time, carrying the answer the server really gave; conversations arrive open-loop
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -54,7 +55,7 @@ async def test_each_turn_follows_the_answer_it_carries(server, tmp_path: Path) -
     for turns in sessions.values():
         turns.sort(key=lambda r: r.turn)
         assert [r.turn for r in turns] == [0, 1, 2]
-        for before, after in zip(turns, turns[1:], strict=False):
+        for before, after in itertools.pairwise(turns):
             # Sent when the previous answer had ended plus the think time, and not before.
             assert after.intended_ns == before.end_ns + 50 * NS_PER_MS
             assert after.sent_ns is not None and after.sent_ns >= after.intended_ns

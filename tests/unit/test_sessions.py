@@ -59,7 +59,7 @@ def test_trace_sessions_group_rows_and_count_only_the_new_tokens() -> None:
 
 
 def test_sessions_need_an_open_loop_load() -> None:
-    with pytest.raises(ScenarioError, match="workload.sessions start conversations open-loop: phase b"):
+    with pytest.raises(ScenarioError, match=r"workload\.sessions start conversations open-loop: phase b"):
         parse_scenario({"name": "s", "workload": {"sessions": {"turns": 2}},
                         "phases": [{"name": "b", "load": {"type": "batch", "size": 4}}]}, "test")
     with pytest.raises(ScenarioError, match="'exponential' needs 'mean_s'"):
