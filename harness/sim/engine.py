@@ -44,6 +44,7 @@ class SimRequest:
     table: BlockTable = field(init=False)
     preemptions: int = 0
     cached_tokens: int = 0  # prompt tokens found in the prefix cache when first scheduled (usage details)
+    looked_up: bool = False  # its prefix was looked up once already (counted then, not again)
     scheduled_ns: int | None = None  # when it first entered a step: the end of its queue time
     token_ns: list[int] = field(default_factory=list)  # ground truth: emission time of each token
     finished: bool = False
@@ -131,11 +132,10 @@ class Engine:
         while self.waiting and budget > 0 and len(self.running) < self.config.max_num_seqs:
             req = self.waiting[0]
             if req.computed == 0:
-                # At least the last token is computed afresh: its logits are what samples the next.
-                first = req.preemptions == 0
-                req.computed = self.pool.match_prefix(req.table, req.total_tokens - 1, count=first)
-                if first:
-                    req.cached_tokens = req.computed
+                # At least the last token is computed afresh: its logits are what samples the next. The
+                # counters see each request's lookup once, not its retries after preemption or a full pool.
+                req.computed = self.pool.match_prefix(req.table, req.total_tokens - 1, count=not req.looked_up)
+                req.looked_up = True
             n = min(req.total_tokens - req.computed, budget)
             if not self.pool.allocate(req.table, blocks_for(req.computed + n) - req.table.blocks):
                 # A waiting request must not pin cached blocks: a preempted request queued in front
@@ -147,6 +147,7 @@ class Engine:
             self.running.append(req)
             if req.scheduled_ns is None:
                 req.scheduled_ns = now_ns
+                req.cached_tokens = req.computed  # what its first admission found cached (usage details)
             work.append((req, n))
             budget -= n
         load = self._load(work)

@@ -68,8 +68,8 @@ class BlockPool:
     def match_prefix(self, table: BlockTable, max_tokens: int, count: bool = True) -> int:
         """Reference the longest cached prefix of `table` (at most `max_tokens`); returns tokens hit.
 
-        `count` False: a preempted request looking again, which vLLM leaves out of its prefix-cache
-        counters (else a thrashing server would report more hits than prompt tokens sent)."""
+        `count` False: a request looking again (after preemption, or after the pool had no room for it),
+        which the counters leave out (else a thrashing server reports more hits than prompt tokens sent)."""
         if not self.caching or table.refs:
             return 0
         limit = max_tokens // BLOCK_TOKENS

@@ -88,6 +88,20 @@ def test_kv_exhaustion_queues_then_preempts_and_still_completes() -> None:
     assert (eng.tokens.generation, eng.tokens.prompt) == (12 * 400, 12 * 1000)
 
 
+def test_a_preempted_request_is_counted_once_by_the_prefix_cache() -> None:
+    """vLLM leaves a preempted request's second lookup out of its prefix-cache counters; a thrashing
+    simulator once reported more hit tokens than prompt tokens sent."""
+    eng = engine(kv_blocks=400, prefix_caching=True)
+    shared = make_text(512, 1).split()
+    reqs = [SimRequest(str(i), 1000, 400, 0, block_hashes=block_hashes(shared + make_text(488, 10 + i).split()))
+            for i in range(12)]
+    run_virtual(eng, reqs)
+    assert eng.num_preemptions > 0
+    assert eng.pool.query_tokens == 12 * 999  # each prompt looked up once (its last token is always computed)
+    assert eng.pool.hit_tokens <= eng.pool.query_tokens
+    assert all(r.cached_tokens <= 512 for r in reqs) and sum(r.cached_tokens > 0 for r in reqs) >= 6
+
+
 def test_abort_frees_slot_and_blocks_at_once() -> None:
     eng = engine()
     a, b = SimRequest("a", 500, 100, 0), SimRequest("b", 500, 100, 0)
