@@ -155,7 +155,7 @@ def _server(rows: Sequence[Row], records: Sequence[RequestRecord], t0: int) -> s
 
 def sweep_groups(summary: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
     """Phases expanded from one sweep (`name@rate=4`, …), grouped by the phase they came from."""
-    phases = [PhaseSummary.model_validate(p) for p in summary["phases"]]
+    phases = [PhaseSummary.model_validate(p) for p in summary["phases"] if "@" in p["name"]]
     return {name: [p.to_json() for p in points] for name, points in sweeps(phases).items()}
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import html
 import json
 import re
 import subprocess
@@ -34,7 +35,7 @@ phases:
 
 def sentence_in_page(page: str, summary: dict) -> bool:
     """The report page carries the table and the conclusion."""
-    return "latency p50 / p90 / p99 ms" in page and summary["comparison"]["conclusion"][0] in page
+    return "latency p50 / p90 / p99 ms" in page and html.escape(summary["comparison"]["conclusion"][0]) in page
 
 
 def only_run_dir(reports: Path) -> Path:
