@@ -6,6 +6,7 @@ turns one payload into what the harness measures. One parser serves chat and com
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -96,8 +97,9 @@ def interpret(payload: bytes) -> Chunk:
         return Chunk(done=True)
     # Fast path for the chunk that is nearly every chunk: an object with a non-empty text field and
     # no usage or error. Two regex searches instead of a JSON parse; everything else is parsed.
-    if (payload[:1] == b"{" and payload[-1:] == b"}" and b'"usage"' not in payload and b'"error"' not in payload
-            and b'_reason":"' not in payload and b'_reason": "' not in payload):  # finish_reason given: parse
+    # A finish_reason on a fast-path chunk is read once, at [DONE] (`ChunkReader`): a third scan of every
+    # chunk would cost as much as the two above.
+    if payload[:1] == b"{" and payload[-1:] == b"}" and b'"usage"' not in payload and b'"error"' not in payload:
         content = _CONTENT.search(payload) is not None
         reasoning = _REASONING.search(payload) is not None
         if content or reasoning:
@@ -179,20 +181,43 @@ class ChunkReader:
     """Body bytes in, the chunks they complete out. Payloads after `[DONE]` or an error in the same read are
     not the stream's: they are dropped, never reported as a bad chunk."""
 
-    __slots__ = ("_decoder", "_interpret")
+    __slots__ = ("_decoder", "_interpret", "_last", "_prev")
 
     def __init__(self, keep_text: bool = False) -> None:
         self._decoder = SSEDecoder()
         self._interpret = interpret_text if keep_text else interpret
+        self._prev = self._last = b""  # the last two payloads: where a finish_reason sits
 
     def read(self, data: bytes) -> Sequence[Chunk]:
         payloads = self._decoder.feed(data)
         if len(payloads) == 1:  # one event per read: the usual shape of a busy stream
-            return (self._interpret(payloads[0]),)
+            chunk = self._interpret(payloads[0])
+            if chunk.done:
+                return (self._closing(chunk),)
+            self._prev, self._last = self._last, payloads[0]
+            return (chunk,)
         try:
-            return [self._interpret(p) for p in payloads]
+            chunks = [self._interpret(p) for p in payloads]
         except BadChunk:
             return _until_bad(payloads, self._interpret)
+        for payload, chunk in zip(payloads, chunks, strict=True):
+            if chunk.done:
+                self._closing(chunk)
+                break
+            self._prev, self._last = self._last, payload
+        return chunks
+
+    def _closing(self, done: Chunk) -> Chunk:
+        """[DONE], with the finish_reason of the last chunk before it that gave one (vLLM puts it on the last
+        token's chunk, then the usage chunk follows)."""
+        for payload in (self._last, self._prev):
+            if b"_reason" in payload:
+                with contextlib.suppress(BadChunk):
+                    reason = _parse(payload).finish_reason
+                    if reason is not None:
+                        done.finish_reason = reason
+                        return done
+        return done
 
 
 def _until_bad(payloads: list[bytes], read: Callable[[bytes], Chunk]) -> list[Chunk]:

@@ -54,6 +54,8 @@ class RecordStamper:
         rec = self.rec
         for chunk in chunks:
             if chunk.done:
+                if chunk.finish_reason is not None:
+                    rec.finish_reason = chunk.finish_reason
                 if not rec.chunk_ns:
                     self.failed("bad_stream", "no token in stream")
                 self.done = True

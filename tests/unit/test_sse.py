@@ -102,3 +102,49 @@ def test_fast_path_agrees_with_a_full_parse(content, reasoning, text, role, chat
         obj = {"id": "x", "choices": [{"index": 0, "text": text, "finish_reason": None}]}
     for payload in (json.dumps(obj).encode(), json.dumps(obj, separators=(",", ":")).encode()):
         assert interpret(payload) == _parse(payload)
+
+
+def _event(obj: object) -> bytes:
+    import json
+
+    return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
+
+
+def test_a_finish_reason_on_a_token_chunk_is_read_at_done() -> None:
+    """vLLM puts finish_reason on the last token's chunk (a fast-path chunk), then the usage chunk follows."""
+    from harness.client.sse import ChunkReader
+
+    last = _event({"choices": [{"index": 0, "delta": {"content": " x"}, "logprobs": None, "finish_reason": "length",
+                                "stop_reason": None}]})
+    usage = _event({"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 2},
+                    "prompt_tokens_details": None})
+    for split in (False, True):  # one event per read, or all in one read
+        reader = ChunkReader()
+        first = reader.read(_event({"choices": [{"index": 0, "delta": {"content": " w"}, "finish_reason": None}]}))
+        assert first[0].has_content and first[0].finish_reason is None
+        if split:
+            chunks = [*reader.read(last), *reader.read(usage), *reader.read(b"data: [DONE]\n\n")]
+        else:
+            chunks = list(reader.read(last + usage + b"data: [DONE]\n\n"))
+        assert chunks[-1].done and chunks[-1].finish_reason == "length"
+
+
+def test_cached_tokens_from_usage_details_or_llama_cpp_timings() -> None:
+    from harness.client.sse import interpret
+
+    vllm = (b'{"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":1,'
+            b'"prompt_tokens_details":{"cached_tokens":8}}}')
+    assert interpret(vllm).cached_tokens == 8
+    llama = b'{"choices":[{"finish_reason":"stop","index":0,"delta":{}}],"timings":{"cache_n":120,"prompt_n":4}}'
+    chunk = interpret(llama)
+    assert chunk.cached_tokens == 120 and chunk.finish_reason == "stop"
+
+
+def test_answer_text_is_kept_only_when_asked() -> None:
+    from harness.client.sse import ChunkReader
+
+    event = _event({"choices": [{"index": 0, "delta": {"content": " hello"}}]})
+    assert ChunkReader().read(event)[0].text is None
+    assert ChunkReader(keep_text=True).read(event)[0].text == " hello"
+    completion = _event({"choices": [{"index": 0, "text": " world"}]})
+    assert ChunkReader(keep_text=True).read(completion)[0].text == " world"
