@@ -218,6 +218,9 @@ class PhaseSummary(PhaseStats, _PhaseHead):
     trace: TraceUse | None = Field(None, description="the trace file replayed, when there was one")
     server: ServerPhase | None = Field(None, description="when the endpoint's /metrics was scraped")
     sessions: SessionStats | None = Field(None, description="multi-turn sessions (workload.sessions)")
+    bottleneck: Literal["client", "server"] | None = Field(
+        None, description="client: the harness was late (client_limited); server: the server's waiting queue "
+        "held requests on average (scraped), so latencies include queueing there; null: neither was seen")
     warnings: list[str] = Field(default_factory=list, description="what may make the phase's figures "
                                 "misleading (a prompt cache carried over, prompts not of the asked length)")
 

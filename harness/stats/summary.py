@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from harness.config.load import Phase
 from harness.config.scenario import Scenario
@@ -53,7 +53,18 @@ def phase_summary(scenario: Scenario, run: PhaseRun, rows: Sequence[Row] = (),
     server = ServerPhase(**phase_server_summary(rows, whole.start_ns, whole.end_ns)) if rows else None
     return PhaseSummary(**{**dict(stats), "client": client}, name=phase.name, config=phase.model_dump(mode="json"),
                         trace=None if run.trace is None else TraceUse.model_validate(run.trace), server=server,
-                        sessions=session_stats(run.records), warnings=phase_warnings(scenario, stats.tokens))
+                        sessions=session_stats(run.records), warnings=phase_warnings(scenario, stats.tokens),
+                        bottleneck=bottleneck(stats.client_limited, server))
+
+
+def bottleneck(client_limited: bool, server: ServerPhase | None) -> Literal["client", "server"] | None:
+    """Which side set the pace: a late client first (its figures are inflated whatever the server did), then a
+    server that kept requests waiting (half a request on average: a queue most of the time)."""
+    if client_limited:
+        return "client"
+    if server is not None and (server.waiting_mean or 0.0) >= 0.5:
+        return "server"
+    return None
 
 
 def phase_warnings(scenario: Scenario, tokens: Tokens) -> list[str]:

@@ -36,3 +36,14 @@ def test_the_reason_names_the_numbers() -> None:
 def test_the_worst_verdict_wins() -> None:
     assert worst(("ok", ""), ("stalled", "s"), ("not_scheduled", "n")) == ("not_scheduled", "n")
     assert worst(("saturated", "x"), ("not_scheduled", "n"))[0] == "saturated"
+
+
+def test_the_bottleneck_is_the_late_client_first_then_a_queueing_server() -> None:
+    from harness.stats.schema import ServerPhase
+    from harness.stats.summary import bottleneck
+
+    queue = ServerPhase.model_construct(waiting_mean=11.5)
+    assert bottleneck(True, queue) == "client"
+    assert bottleneck(False, queue) == "server"
+    assert bottleneck(False, ServerPhase.model_construct(waiting_mean=0.1)) is None
+    assert bottleneck(False, None) is None
