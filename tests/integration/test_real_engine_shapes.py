@@ -36,8 +36,10 @@ async def test_a_rerun_meets_no_prompt_cache_unless_the_scenario_asks(tmp_path: 
     await run(server, tmp_path, "first")
     (again,) = (await run(server, tmp_path, "again")).summary.phases
     assert again.tokens.cached_reported == 12
-    # Only the chat template's tokens match an earlier prompt: the rerun's prompts are its own.
-    assert again.tokens.prompt_cached == 12 * CHAT_TEMPLATE
+    # Only the chat template's tokens match an earlier prompt (and now and then a first word, as at a real
+    # server: 980 words to start with): the rerun's prompts are its own.
+    assert 12 * CHAT_TEMPLATE <= again.tokens.prompt_cached < 12 * (CHAT_TEMPLATE + 3)
+    assert again.tokens.cached_share is not None and again.tokens.cached_share < 0.1
     assert not any("cache" in w for w in again.warnings)
 
     reuse = LlamaCppLike()
