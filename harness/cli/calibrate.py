@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from harness.cli.common import reports_dir_option, writable_dir
+from harness.cli.common import Duration, reports_dir_option, writable_dir
 from harness.cli.errors import guarded
 from harness.gctune import tune_for_timing
 from harness.tools.calibrate import calibrate as run_calibration
@@ -28,8 +28,8 @@ def _levels(ctx: click.Context, param: click.Parameter, value: str) -> list[int]
 @click.command()
 @click.option("--levels", default="1,64,256,1024", show_default=True, callback=_levels,
               help="Concurrent streams to try.")
-@click.option("--seconds", type=click.FloatRange(1, 600), default=5.0, show_default=True,
-              help="Duration of each level.")
+@click.option("--duration", "seconds", type=Duration(minimum_s=1), default="5s", show_default=True,
+              help="Each level's length: 5s, 1m, or seconds.")
 @reports_dir_option
 @guarded
 def calibrate(levels: list[int], seconds: float, reports_dir: Path) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from harness.config.scenario import Scenario, load_scenario
+from harness.config.units import duration_seconds
 from harness.errors import UsageError
 
 _REPO_SCENARIOS = Path(__file__).resolve().parent.parent.parent / "scenarios"
@@ -47,3 +48,22 @@ def writable_dir(path: Path, flag: str) -> Path:
     except OSError as exc:
         raise UsageError(f"{flag} {path}: cannot write there: {exc.strerror}") from None
     return path
+
+
+class Duration(click.ParamType):  # type: ignore[type-arg]
+    """A duration flag, `30s`, `5m`, `500ms` or a number of seconds, as in scenario files; in seconds."""
+
+    name = "duration"
+
+    def __init__(self, minimum_s: float = 0.0) -> None:
+        self.minimum_s = minimum_s
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        try:
+            seconds = duration_seconds(value)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+        if seconds < self.minimum_s:
+            self.fail(f"{value!r} is under {self.minimum_s:g} s", param, ctx)
+        return seconds
+

@@ -6,11 +6,12 @@ import asyncio
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 import click
 
 from harness.cli.common import (
+    Duration,
     api_key,
     api_key_env_option,
     reports_dir_option,
@@ -21,6 +22,7 @@ from harness.cli.common import (
 from harness.cli.errors import fail, guarded, warn
 from harness.client.backend import Api
 from harness.config.load import TraceLoad
+from harness.config.quick import QuickRun, length_spec, quick_scenario
 from harness.config.scenario import Scenario
 from harness.errors import EXIT_NOTHING_OK, EXIT_STOPPED
 from harness.gctune import tune_for_timing
@@ -30,6 +32,7 @@ from harness.report.table import print_table
 from harness.run.runner import RunResult, new_run_dir, run_scenario
 from harness.run.target import target
 from harness.tools.calibration_store import ceiling_tokens_per_s
+from harness.tools.search import parse_slo
 
 
 @click.command()
@@ -48,12 +51,25 @@ from harness.tools.calibration_store import ceiling_tokens_per_s
               help="Trace phases: skip unreadable rows (counted in summary.json) instead of stopping.")
 @click.option("--progress/--no-progress", default=None,
               help="Live progress line on stderr (default: when stderr is a terminal).")
+@click.option("--rate", type=click.FloatRange(min=0, min_open=True), help="Quick run: Poisson arrivals per second.")
+@click.option("--concurrency", type=click.IntRange(min=1), help="Quick run: this many users, closed loop.")
+@click.option("--batch", type=click.IntRange(min=1),
+              help="Quick run: then two training-style batches of this size (send all, wait for all).")
+@click.option("--requests", type=click.IntRange(min=1), help="Quick run: requests per phase (default 100).")
+@click.option("--duration", "duration_s", type=Duration(),
+              help="Quick run: length of a --rate or --concurrency phase (30s, 5m).")
+@click.option("--prompt-tokens", default="256", show_default=True, metavar="N|DIST",
+              help="Quick run: prompt length, or a distribution: uniform:128:2048, normal:1000:300, lognormal:512:0.5.")
+@click.option("--output-tokens", default="128", show_default=True, metavar="N|DIST", help="Quick run: answer length.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Quick run: seed of arrivals and prompts.")
+@click.option("--slo", "slo_text", metavar="LIMITS", help="Quick run: e.g. ttft=500ms,tpot=50ms (per request).")
 @guarded
 def run(scenario_path: Path | None, endpoint: str | None, model: str | None, api: Api | None,
         api_key_env: str | None, reports_dir: Path, pin: bool, tokenizer: str | None, skip_bad_rows: bool,
-        progress: bool | None) -> None:
-    """Run SCENARIO (default scenarios/quickstart.yaml) and report each phase side by side."""
-    scenario = _with_flags(scenario_or_default(scenario_path), tokenizer, skip_bad_rows)
+        progress: bool | None, **quick: Any) -> None:
+    """Run SCENARIO (default scenarios/quickstart.yaml), or a quick run from flags (--rate, --concurrency,
+    --batch), and report each phase side by side."""
+    scenario = _with_flags(_scenario(scenario_path, quick, api), tokenizer, skip_bad_rows)
     if endpoint is not None and not endpoint.startswith(("http://", "https://")):
         raise click.BadParameter("must start with http:// or https://", param_hint="--endpoint")
     writable_dir(reports_dir, "--reports-dir")
@@ -74,6 +90,37 @@ def run(scenario_path: Path | None, endpoint: str | None, model: str | None, api
             causes.update(phase.requests.failure_reasons)
         top = ", ".join(f"{reason} ×{n}" for reason, n in causes.most_common(3)) or "no request was sent"
         raise fail(f"no request succeeded ({top})", EXIT_NOTHING_OK)
+
+
+def _scenario(path: Path | None, flags: dict[str, Any], api: Api | None) -> Scenario:
+    """The scenario file, or the one the quick-run flags describe (never both)."""
+    slo = flags.pop("slo_text")
+    quick = QuickRun(**flags, slo=_slo_limits(slo), api=api)
+    if not quick.given:
+        stray = [flag for flag, k in (("--requests", "requests"), ("--duration", "duration_s")) if flags[k] is not None]
+        stray += ["--slo"] if slo is not None else []
+        if stray:
+            raise click.BadParameter(f"{stray[0]} sets a quick run: give --rate, --concurrency or --batch with it",
+                                     param_hint=stray[0])
+        return scenario_or_default(path)
+    if path is not None:
+        raise click.BadParameter("give a scenario file or quick-run flags (--rate, --concurrency, --batch), "
+                                 "not both", param_hint="SCENARIO")
+    for name in ("prompt_tokens", "output_tokens"):
+        try:
+            length_spec(flags[name])
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint=f"--{name.replace('_', '-')}") from None
+    return quick_scenario(quick)
+
+
+def _slo_limits(text: str | None) -> dict[str, float] | None:
+    if text is None:
+        return None
+    try:
+        return parse_slo(text).model_dump(exclude_none=True)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--slo") from None
 
 
 def _with_flags(scenario: Scenario, tokenizer: str | None, skip_bad_rows: bool) -> Scenario:

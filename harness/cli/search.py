@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from harness.cli.common import (
+    Duration,
     api_key,
     api_key_env_option,
     reports_dir_option,
@@ -42,8 +43,8 @@ def _slo(ctx: click.Context, param: click.Parameter, value: str) -> SLO:
               help="Share of requests that must meet every SLO (0.99: the SLOs hold at p99).")
 @click.option("--low", type=click.FloatRange(min=0.01), default=0.5, show_default=True, help="Lowest rate (req/s).")
 @click.option("--high", type=click.FloatRange(min=0.01), default=64.0, show_default=True, help="Highest rate.")
-@click.option("--duration", type=click.FloatRange(min=1), default=20.0, show_default=True,
-              help="Seconds of arrivals per trial.")
+@click.option("--duration", type=Duration(minimum_s=1), default="20s", show_default=True,
+              help="Arrivals per trial: 20s, 1m, or seconds.")
 @click.option("--repeats", type=click.IntRange(1, 10), default=3, show_default=True,
               help="Seeds to bisect the boundary with (the interval comes from them).")
 @click.option("--predict", "virtual", is_flag=True,

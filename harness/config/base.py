@@ -4,10 +4,17 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+
+from harness.config.units import as_millis, as_seconds
 
 PositiveFloat = Annotated[float, Field(gt=0)]
 PositiveInt = Annotated[int, Field(gt=0)]
+# Durations: a number in the field's unit, or a text with its own (`30s`, `5m`, `500ms`).
+Seconds = Annotated[float, BeforeValidator(as_seconds), Field(ge=0)]
+PositiveSeconds = Annotated[float, BeforeValidator(as_seconds), Field(gt=0)]
+Millis = Annotated[float, BeforeValidator(as_millis), Field(ge=0)]
+PositiveMillis = Annotated[float, BeforeValidator(as_millis), Field(gt=0)]
 
 
 class Strict(BaseModel):

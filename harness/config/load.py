@@ -6,13 +6,13 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from harness.config.base import PositiveFloat, PositiveInt, Strict
+from harness.config.base import Millis, PositiveFloat, PositiveInt, PositiveSeconds, Seconds, Strict
 
 
 class _OpenLoop(Strict):
     rate: PositiveFloat = Field(description="mean arrivals per second")
     requests: PositiveInt | None = None
-    duration_s: PositiveFloat | None = None
+    duration_s: PositiveSeconds | None = None
 
     @model_validator(mode="after")
     def _bounded(self) -> _OpenLoop:
@@ -40,7 +40,7 @@ class RampLoad(Strict):
     type: Literal["ramp"]
     start_rate: PositiveFloat
     end_rate: PositiveFloat
-    duration_s: PositiveFloat
+    duration_s: PositiveSeconds
     process: Literal["poisson", "constant"] = "poisson"
     requests: PositiveInt | None = None
 
@@ -68,13 +68,13 @@ class TraceLoad(Strict):
     model: str | None = Field(None, description="BurstGPT: keep only this model's rows")
     columns: TraceColumns = TraceColumns()
     skip_bad_rows: bool = False
-    start_s: Annotated[float, Field(ge=0)] = 0.0
-    end_s: PositiveFloat | None = None
+    start_s: Seconds = 0.0
+    end_s: PositiveSeconds | None = None
     time_scale: PositiveFloat = 1.0
     target_rate: PositiveFloat | None = None
-    max_idle_s: PositiveFloat | None = Field(None, description="shorten any silence longer than this to it")
+    max_idle_s: PositiveSeconds | None = Field(None, description="shorten any silence longer than this to it")
     requests: PositiveInt | None = None
-    duration_s: PositiveFloat | None = None
+    duration_s: PositiveSeconds | None = None
 
     @model_validator(mode="after")
     def _one_source(self) -> TraceLoad:
@@ -99,9 +99,9 @@ class ConcurrencyLoad(Strict):
     type: Literal["concurrency"]
     concurrency: PositiveInt
     requests: PositiveInt | None = None
-    duration_s: PositiveFloat | None = None
-    think_time_ms: Annotated[float, Field(ge=0)] = 0.0
-    stagger_s: Annotated[float, Field(ge=0)] = Field(0.0, description="spread the users' first requests evenly "
+    duration_s: PositiveSeconds | None = None
+    think_time_ms: Millis = 0.0
+    stagger_s: Seconds = Field(0.0, description="spread the users' first requests evenly "
                                                      "over this long, so they do not run in lockstep")
 
     @model_validator(mode="after")
@@ -134,8 +134,8 @@ class Phase(Strict):
     load: Load
     max_in_flight: PositiveInt | None = Field(
         None, description="open loop: hold requests back beyond this many in flight (the wait shows as lag)")
-    warmup_s: Annotated[float, Field(ge=0)] = 0.0
-    cooldown_s: Annotated[float, Field(ge=0)] = 0.0
+    warmup_s: Seconds = 0.0
+    cooldown_s: Seconds = 0.0
     sweep: Sweep | None = None
 
     @model_validator(mode="after")

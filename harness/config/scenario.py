@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import Field, ValidationError, model_validator
 
-from harness.config.base import PositiveFloat, Strict
+from harness.config.base import PositiveMillis, PositiveSeconds, Seconds, Strict
 from harness.config.load import LOAD_TAGS, Phase
 from harness.config.simulator import SimulatorConfig
 from harness.config.workload import Workload
@@ -22,9 +22,9 @@ from harness.errors import ScenarioError
 class SLO(Strict):
     """Per-request limits in milliseconds; None: not set. Goodput counts the requests within every one."""
 
-    ttft_ms: PositiveFloat | None = None
-    tpot_ms: PositiveFloat | None = None
-    e2e_ms: PositiveFloat | None = None
+    ttft_ms: PositiveMillis | None = None
+    tpot_ms: PositiveMillis | None = None
+    e2e_ms: PositiveMillis | None = None
 
 
 # The server-side series the harness reads (harness.stats.server maps each to the names engines give it).
@@ -39,7 +39,7 @@ class EndpointConfig(Strict):
     api: Literal["chat", "completions"] = "chat"
     api_key_env: str | None = Field(None, description="name of the environment variable holding the key")
     metrics_url: str | None = Field(None, description="Prometheus /metrics to scrape; none: origin + /metrics")
-    scrape_interval_s: float = Field(1.0, ge=0, description="seconds between scrapes; 0: no scraping")
+    scrape_interval_s: Seconds = Field(1.0, description="seconds between scrapes; 0: no scraping")
     server_metrics: dict[ServerSeries, str] | None = Field(
         None, description="our series -> the endpoint's metric name, for an engine nobody mapped "
         "(e.g. {running: myengine_active_requests}); counters with their _total suffix")
@@ -48,15 +48,15 @@ class EndpointConfig(Strict):
 class ClientConfig(Strict):
     http: Literal["h1", "aiohttp"] = Field("h1", description="h1: the lean streaming client; aiohttp: the "
                                            "general one (proxies, HTTP quirks)")
-    connect_timeout_s: PositiveFloat = 10.0
-    first_token_timeout_s: PositiveFloat | None = 120.0
-    request_timeout_s: PositiveFloat = 300.0
-    stop_grace_s: Annotated[float, Field(ge=0)] = Field(30.0, description="on Ctrl-C/SIGTERM, wait this long "
+    connect_timeout_s: PositiveSeconds = 10.0
+    first_token_timeout_s: PositiveSeconds | None = 120.0
+    request_timeout_s: PositiveSeconds = 300.0
+    stop_grace_s: Seconds = Field(30.0, description="on Ctrl-C/SIGTERM, wait this long "
                                                         "for requests in flight before cancelling them")
     continuous_usage: bool = Field(False, description="ask for usage on every chunk (vLLM's continuous_usage_stats)"
                                    " to count tokens per chunk exactly")
-    schedule_lag_bound_ms: PositiveFloat = 5.0
-    loop_lag_bound_ms: PositiveFloat = 5.0
+    schedule_lag_bound_ms: PositiveMillis = 5.0
+    loop_lag_bound_ms: PositiveMillis = 5.0
     cpu_bound: Annotated[float, Field(gt=0, le=1)] = 0.9
 
 

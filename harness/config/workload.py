@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from harness.config.base import PositiveFloat, PositiveInt, Strict
+from harness.config.base import PositiveFloat, PositiveInt, PositiveSeconds, Seconds, Strict
 
 
 class LengthDist(Strict):
@@ -64,11 +64,11 @@ class ThinkTime(Strict):
     """Seconds a user takes between an answer's end and their next turn, drawn per turn (seeded)."""
 
     dist: Literal["fixed", "exponential", "uniform", "lognormal"]
-    value_s: Annotated[float, Field(ge=0)] | None = Field(None, description="fixed")
-    mean_s: PositiveFloat | None = Field(None, description="exponential")
-    min_s: Annotated[float, Field(ge=0)] = Field(0.0, description="uniform")
-    max_s: PositiveFloat | None = Field(None, description="uniform")
-    median_s: PositiveFloat | None = Field(None, description="lognormal")
+    value_s: Seconds | None = Field(None, description="fixed")
+    mean_s: PositiveSeconds | None = Field(None, description="exponential")
+    min_s: Seconds = Field(0.0, description="uniform")
+    max_s: PositiveSeconds | None = Field(None, description="uniform")
+    median_s: PositiveSeconds | None = Field(None, description="lognormal")
     sigma: Annotated[float, Field(ge=0)] | None = Field(None, description="lognormal")
 
     @model_validator(mode="after")
@@ -85,7 +85,7 @@ class Sessions(Strict):
     """Multi-turn conversations: the open-loop load's arrivals start conversations; each next turn is sent
     when the previous answer has ended plus a think time, with the real answers so far as its history."""
 
-    think_s: Annotated[float, Field(ge=0)] | ThinkTime = 0.0
+    think_s: Seconds | ThinkTime = 0.0
     turns: PositiveInt | None = Field(None, description="turns per conversation without a dataset or trace "
                                       "sessions (each a new user message of workload.prompt_tokens)")
     max_turns: PositiveInt = Field(64, le=1000, description="cap on any conversation's turns")

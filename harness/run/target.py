@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 from harness.client.aio import list_models, open_session
 from harness.client.backend import Api, Endpoint
 from harness.config.scenario import Scenario
-from harness.errors import EndpointError
+from harness.errors import EndpointError, UsageError
 from harness.redact import redactor
 from harness.run.simulator import bundled_simulator
 
@@ -33,6 +33,6 @@ async def target(scenario: Scenario, *, url: str | None, model: str | None, api:
         model = served[0]
     elif served and model not in served:
         # Every request would be a 404: say so before sending any.
-        message = f"{url} does not serve model {model!r}; it serves {', '.join(served[:5])}"
-        raise EndpointError(redactor(api_key)(message))
+        message = f"--model: {model!r} is not served by {url}; served: {', '.join(served[:5])}"
+        raise UsageError(redactor(api_key)(message))
     yield Endpoint(url, model, api, api_key), False

@@ -138,8 +138,8 @@ def test_a_model_the_endpoint_does_not_serve_stops_before_any_load(tmp_path: Pat
     scenario.write_text(SMALL)
     proc = harness("run", str(scenario), "--endpoint", sim_url, "--model", "no-such-model",
                    "--reports-dir", str(tmp_path / "reports"))
-    assert proc.returncode == 3
-    assert proc.stderr.strip().startswith("error: ") and "'no-such-model'" in proc.stderr
+    assert proc.returncode == 2  # bad input: the flag names a model the endpoint does not serve
+    assert proc.stderr.strip().startswith("error: --model: 'no-such-model' is not served by")
     assert "llama-3.1-8b" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
     assert not any((tmp_path / "reports").iterdir())  # nothing was sent, no run directory written
 

@@ -145,3 +145,20 @@ def test_length_distribution_needs_its_parameters(tmp_path: Path) -> None:
     path = write(tmp_path, GOOD + "workload:\n  output_tokens: {dist: normal, mean: 10}\n")
     with pytest.raises(ScenarioError, match=r"workload.output_tokens.*'normal' needs 'std'"):
         load_scenario(path)
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("30s", 30.0), ("5m", 300.0), ("500ms", 0.5), ("1.5h", 5400.0),
+                                               ("2", 2.0), ("250us", 0.00025)])
+def test_durations_take_units_in_yaml(tmp_path: Path, text: str, seconds: float) -> None:
+    path = write(tmp_path, f"name: t\nslo: {{ttft_ms: {text}}}\nphases:\n  - name: a\n"
+                           f"    load: {{type: poisson, rate: 2, duration_s: {text}}}\n")
+    scenario = load_scenario(path)
+    assert scenario.phases[0].load.duration_s == pytest.approx(seconds)  # type: ignore[union-attr]
+    bare_ms = float(text) if text.isdigit() else seconds * 1e3  # a bare number in a *_ms field is milliseconds
+    assert scenario.slo.ttft_ms == pytest.approx(bare_ms)
+
+
+def test_a_duration_without_a_known_unit_names_the_field(tmp_path: Path) -> None:
+    path = write(tmp_path, "name: t\nphases:\n  - name: a\n    load: {type: poisson, rate: 2, duration_s: 8x}\n")
+    with pytest.raises(ScenarioError, match=r"phases\[0\]\.load\.duration_s: '8x' is not a duration \(use 30s"):
+        load_scenario(path)

@@ -1,0 +1,77 @@
+"""A scenario from `harness run` flags, for a first run without a YAML file: one phase (open loop at --rate,
+closed loop at --concurrency), optionally followed by training-style batches (--batch). Saved with the run as
+`scenario.yaml`, so it reruns as a file."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from harness.config.scenario import Scenario, parse_scenario
+
+_SHAPES = {"fixed": ("value",), "uniform": ("min", "max"), "normal": ("mean", "std"),
+           "lognormal": ("median", "sigma")}
+
+
+def length_spec(text: str) -> int | dict[str, Any]:
+    """`512`, `fixed:512`, `uniform:128:2048`, `normal:1000:300`, `lognormal:512:0.5` → a workload length.
+    A ValueError says which forms there are."""
+    name, *numbers = text.strip().split(":")
+    if not numbers and name.isdigit():
+        return int(name)
+    params = _SHAPES.get(name)
+    if params is None or len(numbers) != len(params):
+        raise ValueError(f"{text!r}: use a number of tokens or fixed:N, uniform:MIN:MAX, normal:MEAN:STD, "
+                         "lognormal:MEDIAN:SIGMA")
+    try:
+        values = [float(n) for n in numbers]
+    except ValueError:
+        raise ValueError(f"{text!r}: {':'.join(numbers)} are not numbers") from None
+    return {"dist": name, **dict(zip(params, values, strict=True))}
+
+
+@dataclass(frozen=True, slots=True)
+class QuickRun:
+    rate: float | None = None
+    concurrency: int | None = None
+    batch: int | None = None
+    requests: int | None = None
+    duration_s: float | None = None
+    prompt_tokens: str = "256"
+    output_tokens: str = "128"
+    seed: int = 0
+    slo: dict[str, float] | None = None
+    api: str | None = None
+
+    @property
+    def given(self) -> bool:
+        return any(v is not None for v in (self.rate, self.concurrency, self.batch))
+
+
+DEFAULT_REQUESTS = 100
+
+
+def quick_scenario(q: QuickRun) -> Scenario:
+    """The scenario the flags describe; a bad combination is a ScenarioError naming the flags."""
+    bound: dict[str, Any] = {}
+    if q.requests is not None:
+        bound["requests"] = q.requests
+    if q.duration_s is not None:
+        bound["duration_s"] = q.duration_s
+    phases: list[dict[str, Any]] = []
+    if q.rate is not None:
+        phases.append({"name": "interactive", "load": {"type": "poisson", "rate": q.rate,
+                                                       **(bound or {"requests": DEFAULT_REQUESTS})}})
+    if q.concurrency is not None:
+        phases.append({"name": "users", "load": {"type": "concurrency", "concurrency": q.concurrency,
+                                                 **(bound or {"requests": DEFAULT_REQUESTS})}})
+    if q.batch is not None:
+        phases.append({"name": "training-batch", "load": {"type": "batch", "size": q.batch, "batches": 2}})
+    data: dict[str, Any] = {
+        "name": "quick", "seed": q.seed, "description": "built from harness run flags",
+        "workload": {"prompt_tokens": length_spec(q.prompt_tokens), "output_tokens": length_spec(q.output_tokens)},
+        "slo": q.slo or {}, "phases": phases,
+    }
+    if q.api is not None:
+        data["endpoint"] = {"api": q.api}
+    return parse_scenario(data, "flags")

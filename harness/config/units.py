@@ -1,0 +1,35 @@
+"""Durations with units, in scenario files and flags alike: `30s`, `5m`, `500ms`, `1.5h`, or a bare number in the
+field's own unit (seconds for `*_s` fields and flags, milliseconds for `*_ms`)."""
+
+from __future__ import annotations
+
+import re
+
+_SECONDS_PER = {"us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
+_DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(us|µs|ms|s|min|m|h)?\s*$")
+
+
+def duration_seconds(value: object, bare_unit: str = "s") -> float:
+    """Seconds from a number (in `bare_unit`) or a text such as `30s`; ValueError naming what was given."""
+    if isinstance(value, bool):
+        raise ValueError(f"{value!r} is not a duration")
+    if isinstance(value, int | float):
+        return float(value) * _SECONDS_PER[bare_unit]
+    match = _DURATION.match(value) if isinstance(value, str) else None
+    if match is None:
+        raise ValueError(f"{value!r} is not a duration (use 30s, 5m, 500ms, or a number of {_NAMES[bare_unit]})")
+    return float(match.group(1)) * _SECONDS_PER[match.group(2) or bare_unit]
+
+
+_NAMES = {"s": "seconds", "ms": "milliseconds"}
+
+
+def as_seconds(value: object) -> object:
+    """Pydantic before-validator for `*_s` fields: numbers and texts converted; anything else passes through
+    for the type check to refuse (or another member of a union to take)."""
+    return duration_seconds(value, "s") if isinstance(value, str | int | float) else value
+
+
+def as_millis(value: object) -> object:
+    """Pydantic before-validator for `*_ms` fields."""
+    return duration_seconds(value, "ms") * 1e3 if isinstance(value, str | int | float) else value

@@ -1,0 +1,75 @@
+"""A first run without a YAML file: load and workload from flags, saved as a scenario that reruns; `harness
+init`; durations with units in flags."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from harness.cli import main
+from harness.config.quick import QuickRun, length_spec, quick_scenario
+from harness.config.scenario import load_scenario
+from tests.helpers import harness
+
+
+def test_a_quick_run_from_flags_is_saved_and_reruns(tmp_path: Path) -> None:
+    proc = harness("run", "--rate", "20", "--duration", "1500ms", "--prompt-tokens", "uniform:32:64",
+                   "--output-tokens", "8", "--slo", "ttft=2s", "--batch", "8", "--seed", "7",
+                   "--reports-dir", str(tmp_path / "r"))
+    assert proc.returncode == 0, proc.stderr
+    (run_dir,) = (tmp_path / "r").iterdir()
+    saved = yaml.safe_load((run_dir / "scenario.yaml").read_text())
+    assert saved["seed"] == 7 and saved["slo"]["ttft_ms"] == 2000.0
+    assert saved["workload"]["prompt_tokens"]["dist"] == "uniform" and saved["workload"]["output_tokens"] == 8
+    assert [p["load"]["type"] for p in saved["phases"]] == ["poisson", "batch"]
+    assert saved["phases"][0]["load"]["duration_s"] == 1.5
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert [p["name"] for p in summary["phases"]] == ["interactive", "training-batch"]
+    assert summary["phases"][1]["requests"]["ok"] == 16
+    again = harness("run", str(run_dir / "scenario.yaml"), "--reports-dir", str(tmp_path / "again"))
+    assert again.returncode == 0, again.stderr
+    (rerun,) = (tmp_path / "again").iterdir()
+    assert json.loads((rerun / "summary.json").read_text())["phases"][1]["requests"]["ok"] == 16
+
+
+@pytest.mark.parametrize(("args", "flag", "words"), [
+    (["--rate", "5", "--prompt-tokens", "gaussian:5"], "--prompt-tokens", "use a number of tokens"),
+    (["--rate", "5", "--duration", "5 parsecs"], "--duration", "is not a duration"),
+    (["--requests", "5"], "--requests", "give --rate, --concurrency or --batch"),
+    (["--rate", "5", "--slo", "fast"], "--slo", "expected ttft="),
+    (["--rate", "5", "scenarios/quickstart.yaml"], "SCENARIO", "not both"),
+])
+def test_bad_quick_run_flags_name_the_flag(args: list[str], flag: str, words: str) -> None:
+    result = CliRunner().invoke(main, ["run", *args])
+    assert result.exit_code == 2, result.output
+    assert flag in result.output and words in result.output
+
+
+def test_quick_scenarios_for_each_load() -> None:
+    closed = quick_scenario(QuickRun(concurrency=4, requests=20))
+    assert [p.load.type for p in closed.phases] == ["concurrency"] and closed.phases[0].load.requests == 20
+    default = quick_scenario(QuickRun(rate=2.0))
+    assert default.phases[0].load.requests == 100  # type: ignore[union-attr]
+    assert length_spec("lognormal:512:0.5") == {"dist": "lognormal", "median": 512.0, "sigma": 0.5}
+    assert length_spec("300") == 300
+
+
+def test_init_writes_a_scenario_that_loads_and_never_overwrites(tmp_path: Path) -> None:
+    path = tmp_path / "mine.yaml"
+    runner = CliRunner()
+    result = runner.invoke(main, ["init", str(path), "--endpoint", "http://127.0.0.1:8000/v1", "--model", "m"])
+    assert result.exit_code == 0, result.output
+    scenario = load_scenario(path)
+    assert scenario.endpoint.url == "http://127.0.0.1:8000/v1" and scenario.endpoint.model == "m"
+    assert scenario.slo.ttft_ms == 500.0 and [p.load.type for p in scenario.phases] == ["poisson", "batch"]
+    assert runner.invoke(main, ["init", str(path)]).exit_code == 2
+
+
+def test_search_and_calibrate_take_durations_with_units() -> None:
+    result = CliRunner().invoke(main, ["search", "--predict", "--slo", "ttft=200ms", "--duration", "2 weeks"])
+    assert result.exit_code == 2 and "--duration" in result.output
+    assert "--duration" in CliRunner().invoke(main, ["calibrate", "--help"]).output
