@@ -40,7 +40,8 @@ def _outcomes(phase: dict[str, Any]) -> Text:
 
 def _load(phase: dict[str, Any]) -> str:
     load = phase["load"]
-    return f"{load['offered_rps']:.2f} / {load['sent_rps']:.2f} / {load['completed_rps']:.2f}"
+    return " / ".join("-" if load.get(k) is None else f"{load[k]:.2f}" for k in ("target_rps", "sent_rps",
+                                                                                  "completed_rps"))
 
 
 def _batch_time(phase: dict[str, Any]) -> str:
@@ -76,7 +77,7 @@ SECTIONS: list[list[Row]] = [
     [
         ("requests", None),
         ("  ok / errored / cancelled", _outcomes),
-        ("  offered / sent / done per s", _load),
+        ("  target / sent / done per s", _load),
     ],
     [
         ("latency p50 / p90 / p99 ms", None),

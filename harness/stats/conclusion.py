@@ -63,7 +63,8 @@ def comparisons(phases: Sequence[PhaseSummary]) -> list[PhaseComparison]:
             ttft_p99_ratio=_ratio(p.latency_ms.ttft.p99, i_lat.ttft.p99),
             itl_p50_ratio=_ratio(p.latency_ms.itl.p50, i_lat.itl.p50),
             goodput_fraction=p.goodput.fraction, interactive_goodput_fraction=interactive.goodput.fraction,
-            at_capacity=at_capacity, versus_offered_rps=interactive.load.offered_rps,
+            at_capacity=at_capacity,
+            versus_offered_rps=interactive.load.target_rps or interactive.load.offered_rps,
             waiting_max=p.server.waiting_max if p.server is not None else None,
         )
         for p in phases if _kind(p) == "batch" and p.requests.ok

@@ -154,7 +154,8 @@ def phase_stats(
     return PhaseStats(
         requests=_requests(measured, len(ok)),
         window=MeasuredWindow(**g.window.to_json(), warmup_s=warmup_s, cooldown_s=cooldown_s),
-        load=Load(offered_rps=len(measured) / d, sent_rps=len(sent) / d, completed_rps=len(ok) / d),
+        load=Load(offered_rps=span_rate([r.intended_ns for r in measured]),
+                  sent_rps=span_rate([r.sent_ns for r in sent if r.sent_ns is not None]), completed_rps=len(ok) / d),
         latency_ms=PhaseLatencies(**dict(ok_latencies), schedule_lag=lag),
         latency_by_status_ms=_by_status(measured, ok_latencies),
         throughput=_throughput(ok, g.window),
@@ -165,6 +166,15 @@ def phase_stats(
         batches=batches,
         **_client_limited(lag.p99, lag_bound_ms, batches, client or ClientCheck()),
     )
+
+
+def span_rate(times_ns: Sequence[int]) -> float | None:
+    """Events per second between the first and the last of them: (n − 1) / span, the rate estimate that does
+    not count the time after the last event (a phase's draining) as sending time."""
+    if len(times_ns) < 2:
+        return None
+    span = max(times_ns) - min(times_ns)
+    return (len(times_ns) - 1) / (span / NS_PER_S) if span > 0 else None
 
 
 def _requests(measured: Sequence[RequestRecord], ok: int) -> Requests:

@@ -63,9 +63,13 @@ class MeasuredWindow(Window):
 
 
 class Load(_Model):
-    offered_rps: float = Field(description="requests intended per second of the window")
-    sent_rps: float
-    completed_rps: float = Field(description="ok requests per second")
+    target_rps: float | None = Field(None, description="the rate the scenario asked for (open loop; a trace: its "
+                                     "rows over the replay); null for closed loop, batches and sessions")
+    offered_rps: float | None = Field(description="the schedule's own rate: (n − 1) / span of the intended send "
+                                      "times (a Poisson sample differs from its target by sampling)")
+    sent_rps: float | None = Field(description="(n − 1) / span of the actual send times: the sending window")
+    completed_rps: float = Field(description="ok requests per second of the measurement window (it includes "
+                                 "draining the last answers)")
 
 
 class Latencies(_Model):

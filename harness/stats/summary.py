@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from harness.config.load import Phase
+from harness.config.load import BatchLoad, ConcurrencyLoad, Phase, RampLoad, TraceLoad
 from harness.config.scenario import Scenario
 from harness.records import RequestRecord
 from harness.stats.conclusion import compare
@@ -51,7 +51,9 @@ def phase_summary(scenario: Scenario, run: PhaseRun, rows: Sequence[Row] = (),
                                  "ceiling_share": share})
     whole = stats.whole_run.window
     server = ServerPhase(**phase_server_summary(rows, whole.start_ns, whole.end_ns)) if rows else None
-    return PhaseSummary(**{**dict(stats), "client": client}, name=phase.name, config=phase.model_dump(mode="json"),
+    load = stats.load.model_copy(update={"target_rps": target_rate(scenario, phase, run.trace)})
+    return PhaseSummary(**{**dict(stats), "client": client, "load": load}, name=phase.name,
+                        config=phase.model_dump(mode="json"),
                         trace=None if run.trace is None else TraceUse.model_validate(run.trace), server=server,
                         sessions=session_stats(run.records), warnings=phase_warnings(scenario, stats.tokens),
                         bottleneck=bottleneck(stats.client_limited, server))
@@ -65,6 +67,19 @@ def bottleneck(client_limited: bool, server: ServerPhase | None) -> Literal["cli
     if server is not None and (server.waiting_mean or 0.0) >= 0.5:
         return "server"
     return None
+
+
+def target_rate(scenario: Scenario, phase: Phase, trace: Mapping[str, Any] | None) -> float | None:
+    """The request rate the scenario asked of an open-loop phase (None where it asks for no rate)."""
+    load = phase.load
+    if scenario.workload.sessions is not None or isinstance(load, BatchLoad | ConcurrencyLoad):
+        return None
+    if isinstance(load, RampLoad):
+        return (load.start_rate + load.end_rate) / 2
+    if isinstance(load, TraceLoad):
+        offered = (trace or {}).get("offered_rate")
+        return float(offered) if offered is not None else None
+    return float(load.rate)
 
 
 def phase_warnings(scenario: Scenario, tokens: Tokens) -> list[str]:

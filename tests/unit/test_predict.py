@@ -67,3 +67,20 @@ def test_predict_command_prints_the_table_or_json() -> None:
     assert "training-batch" in result.output and "latency p50 / p90 / p99 ms" in result.output
     result = CliRunner().invoke(main, ["predict", "--json", str(ROOT / "scenarios" / "quickstart.yaml")])
     assert json.loads(result.output)["schema"] == "harness.summary/2"
+
+
+def test_target_offered_sent_and_completed_rates_mean_what_they_say() -> None:
+    """Poisson at 50 req/s for 5 s, in virtual time: the target is the scenario's 50; offered is the schedule
+    sample's own rate (50 within sampling); sent equals it (a perfect client sends on time); completed counts
+    the window that includes draining the last answers, so it is lower."""
+    scenario = parse_scenario({"name": "rates", "workload": {"prompt_tokens": 64, "output_tokens": 64},
+                               "phases": [{"name": "p", "load": {"type": "poisson", "rate": 50,
+                                                                 "duration_s": "5s"}}]}, "test")
+    (phase,) = predict(scenario)["phases"]
+    load = phase["load"]
+    n = phase["requests"]["total"]
+    assert load["target_rps"] == 50.0
+    assert abs(load["offered_rps"] - 50.0) < 3 * 50 / n ** 0.5  # three standard errors of a Poisson sample
+    assert load["sent_rps"] == pytest.approx(load["offered_rps"], rel=1e-9)
+    assert load["completed_rps"] == pytest.approx(n / phase["window"]["duration_s"])
+    assert load["completed_rps"] < load["sent_rps"]
