@@ -69,6 +69,34 @@ def _cached(phase: dict[str, Any]) -> str:
     return "-" if share is None else f"{share:.0%}"
 
 
+def _failures(phase: dict[str, Any]) -> str:
+    reasons = sorted(phase["requests"]["failure_reasons"].items(), key=lambda kv: -kv[1])
+    return ", ".join(f"{cause} ×{n}" for cause, n in reasons[:2]) or "-"
+
+
+_SLO_METRICS = (("ttft_ms", "ttft", "TTFT"), ("tpot_ms", "tpot", "TPOT"), ("e2e_ms", "e2e", "E2E"))
+
+
+def _slo_rows(phases: list[dict[str, Any]]) -> list[Row]:
+    """One row per SLO the scenario set: each phase's p99 of that metric, ✓ within the limit, ✗ over it."""
+    slo = phases[0]["goodput"]["slo"] if phases else {}
+    rows: list[Row] = []
+    for key, metric, label in _SLO_METRICS:
+        limit = slo.get(key)
+        if limit is None:
+            continue
+
+        def cell(phase: dict[str, Any], metric: str = metric, limit: float = limit) -> Text:
+            p99 = phase["latency_ms"][metric]["p99"]
+            if p99 is None:
+                return Text("-")
+            ok = p99 <= limit
+            return Text(f"{_ms(p99)} {'✓' if ok else '✗'}", style="green" if ok else "bold red")
+
+        rows.append((f"  {label} p99 ≤ {limit:g} ms", cell))
+    return rows
+
+
 def _limited(phase: dict[str, Any]) -> Text:
     return Text("YES", style="bold red") if phase["client_limited"] else Text("no", style="green")
 
@@ -77,6 +105,7 @@ SECTIONS: list[list[Row]] = [
     [
         ("requests", None),
         ("  ok / errored / cancelled", _outcomes),
+        ("  failures, top causes", _failures),
         ("  target / sent / done per s", _load),
     ],
     [
@@ -128,6 +157,16 @@ SERVER_SECTION: list[Row] = [
 ]
 
 
+def _applicable(sections: list[list[Row]], phases: list[dict[str, Any]]) -> list[list[Row]]:
+    """Rows left out where they cannot apply: batch time without a batch phase, failures without one."""
+    skip = set()
+    if not any(p.get("batches") for p in phases):
+        skip.add("batch time p50 / max ms (n)")
+    if not any(p["requests"]["failure_reasons"] for p in phases):
+        skip.add("  failures, top causes")
+    return [[row for row in rows if row[0] not in skip] for rows in sections]
+
+
 def build_table(summary: dict[str, Any]) -> Table:
     phases = summary["phases"]
     run = summary.get("run", {})
@@ -139,7 +178,9 @@ def build_table(summary: dict[str, Any]) -> Table:
     for phase in phases:
         table.add_column(phase["name"], justify="right")
     prompt_rows = [row for row, shown in PROMPT_ROWS if any(shown(p) for p in phases)]
-    sections = [*SECTIONS[:3], [*SECTIONS[3], *prompt_rows],
+    slo_rows = _slo_rows(phases)
+    sections = [*_applicable(SECTIONS[:2], phases), [*SECTIONS[2], *([("SLOs", None), *slo_rows] if slo_rows else [])],
+                [*SECTIONS[3], *prompt_rows],
                 *([SERVER_SECTION] if any(p.get("server") for p in phases) else [])]
     for i, rows in enumerate(sections):
         if i:

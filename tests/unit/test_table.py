@@ -38,3 +38,25 @@ def test_two_phases_fit_an_80_column_terminal() -> None:
     phase = summary["phases"][0]
     summary["phases"] = [dict(phase, name="interactive"), dict(phase, name="training-batch")]
     assert max(len(line) for line in render_table(summary).splitlines()[:-2]) <= 80  # the table, not the prose
+
+
+def test_slos_failures_and_rows_that_apply() -> None:
+    """Each SLO the scenario set is a row, ✓ or ✗ by the phase's p99; failures show their top causes; rows that
+    cannot apply (batch time without batches, failures without any) are left out."""
+    from harness.config.scenario import parse_scenario
+    from harness.report.table import render_table
+    from harness.tools.predict import predict
+
+    scenario = parse_scenario({"name": "t", "slo": {"ttft_ms": "40ms", "tpot_ms": 50},
+                               "workload": {"prompt_tokens": 64, "output_tokens": 8},
+                               "phases": [{"name": "a", "load": {"type": "poisson", "rate": 4, "requests": 20}}]},
+                              "test")
+    summary = predict(scenario)
+    text = render_table(summary)
+    assert "TTFT p99 ≤ 40 ms" in text and "TPOT p99 ≤ 50 ms" in text
+    ttft_p99 = summary["phases"][0]["latency_ms"]["ttft"]["p99"]
+    assert ("✓" if ttft_p99 <= 40 else "✗") in text.split("TTFT p99 ≤ 40 ms")[1].splitlines()[0]
+    assert "batch time" not in text and "failures, top causes" not in text
+    summary["phases"][0]["requests"]["failure_reasons"] = {"HTTP 404 not_found_error": 10, "timeout": 2, "x": 1}
+    line = next(row for row in render_table(summary).splitlines() if "failures, top causes" in row)
+    assert "HTTP 404 not_found_error ×10, timeout ×2" in line and "x ×1" not in line
