@@ -8,6 +8,14 @@ from typing import Any
 
 def notes(summary: dict[str, Any]) -> list[str]:
     out = []
+    run = summary.get("run", {})
+    if run.get("stopped"):
+        after = run.get("stopped_after_s")
+        when = f" after {after:.1f} s" if after is not None else ""
+        not_run = run.get("not_run") or []
+        skipped = f"; not run: {', '.join(not_run)}" if not_run else ""
+        out.append(f"STOPPED{when} by {_signal(run['stopped'])}{skipped}; the results are partial: every "
+                   "record taken is kept")
     scraped = summary.get("server_metrics")
     if scraped is not None and scraped.get("unavailable") is not None:
         out.append(f"no server-side series: {scraped['url']} gave {scraped['unavailable']} (set "
@@ -17,3 +25,8 @@ def notes(summary: dict[str, Any]) -> list[str]:
             out.append(f"phase {phase['name']} was client-limited: {phase.get('client_limited_reason')}")
         out += [f"phase {phase['name']}: {message}" for message in phase.get("warnings", [])]
     return out
+
+
+def _signal(name: str) -> str:
+    return {"SIGINT": "Ctrl-C (SIGINT)", "SIGTERM": "SIGTERM"}.get(name, name)
+

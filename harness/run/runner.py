@@ -160,6 +160,7 @@ class _Run:
     phases: list[PhaseRun] = field(default_factory=list)
     records: list[RequestRecord] = field(default_factory=list)
     stopped: str | None = None
+    stopped_ns: int | None = None
 
     async def execute(self, backend: PooledBackend, check: SelfCheck) -> None:
         with RecordWriter(self.run_dir) as writer:
@@ -182,7 +183,7 @@ class _Run:
                 stopper.remove()
                 if sink.progress is not None:
                     await sink.progress.stop()
-                self.stopped = stopper.signal
+                self.stopped, self.stopped_ns = stopper.signal, stopper.at_ns
                 self.records = sink.run
                 if sink.run:
                     write_parquet(self.run_dir / "requests.parquet", sink.run)
@@ -225,6 +226,9 @@ async def run_scenario(
             scraped = await scraper.stop()
     rows = scraper.rows if scraper is not None else []
     header["stopped"] = run.stopped
+    if run.stopped_ns is not None:
+        header["stopped_after_s"] = (run.stopped_ns - header["anchor"]["monotonic_ns"]) / 1e9
+    header["not_run"] = [p.name for p in scenario.phases[len(run.phases):]]
     header["complete"] = len(run.phases) == len(plans) and run.stopped is None
     summary = build_summary(scenario, header, run.phases, rows, scraped, ceiling_tokens_per_s)
     return RunResult(run_dir, summary, run.records, rows)

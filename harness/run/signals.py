@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import time
 from collections.abc import Callable
 
 from harness.run.dispatch import Dispatcher
@@ -17,6 +18,7 @@ class Stopper:
         self.dispatcher = dispatcher
         self.warn = warn
         self.signal: str | None = None
+        self.at_ns: int | None = None  # when the first signal came (time.monotonic_ns, the run's clock)
         self.cancelled = False  # the second signal came: requests in flight were cancelled
         self._main = asyncio.current_task()
         self._loop = asyncio.get_running_loop()
@@ -38,6 +40,7 @@ class Stopper:
     def _on_signal(self, sig: signal.Signals) -> None:
         if self.signal is None:
             self.signal = sig.name
+            self.at_ns = time.monotonic_ns()
             self.warn(f"{sig.name}: stopped sending; waiting for requests in flight (again to cancel them)")
             self.dispatcher.stop()
         elif self._main is not None and not self.cancelled:

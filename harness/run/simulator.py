@@ -88,6 +88,9 @@ async def bundled_simulator(cfg: SimulatorConfig, pin: bool = False) -> AsyncIte
     proc = await asyncio.create_subprocess_exec(
         *simulator_command(cfg), stdout=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL, env=env,
         preexec_fn=functools.partial(_child_setup, None if cores is None else cores[1]),
+        # Its own process group: a Ctrl-C at the terminal reaches the harness, which stops the simulator itself
+        # once the records are safe, instead of the simulator dying (and printing) mid-run.
+        start_new_session=True,
     )
     if cores is not None:
         pin_process(cores[0])

@@ -260,6 +260,9 @@ class RunHeader(_Model):
     endpoint: EndpointInfo | None = None
     simulator: SimulatorConfig | None = Field(None, description="the bundled or predicted simulator")
     stopped: str | None = Field(None, description="the signal that stopped the run")
+    stopped_after_s: float | None = Field(None, description="seconds from the start to that signal")
+    not_run: list[str] = Field(default_factory=list, description="phases the run never started (it was stopped, "
+                               "or a phase before them did not end)")
     complete: bool = True
     tokenizer: ServerTokenizer | None = Field(None, description="with --tokenizer server: what the endpoint said")
 

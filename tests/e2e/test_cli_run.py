@@ -169,16 +169,20 @@ phases:
 """
 
 
-def _interrupt(tmp_path: Path, sim_url: str, grace: float, signals: int) -> tuple[subprocess.CompletedProcess[str],
-                                                                                  dict, pd.DataFrame]:
+def _interrupt(tmp_path: Path, sim_url: str | None, grace: float, signals: int
+               ) -> tuple[subprocess.CompletedProcess[str], dict, pd.DataFrame]:
+    """Ctrl-C as a terminal sends it: SIGINT to the whole foreground process group of the harness (and, with
+    no `sim_url`, of the simulator it started)."""
+    import os
     import signal
     import time
 
     scenario = tmp_path / "long.yaml"
     scenario.write_text(LONG.replace("GRACE", str(grace)))
-    proc = subprocess.Popen([sys.executable, "-m", "harness", "run", str(scenario), "--endpoint", sim_url,
+    endpoint = ["--endpoint", sim_url] if sim_url else []
+    proc = subprocess.Popen([sys.executable, "-m", "harness", "run", str(scenario), *endpoint,
                              "--reports-dir", str(tmp_path / "reports")], cwd=ROOT, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     # Interrupt once the run is well under way (a slow machine takes longer to start the process).
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -187,7 +191,7 @@ def _interrupt(tmp_path: Path, sim_url: str, grace: float, signals: int) -> tupl
             break
         time.sleep(0.1)
     for _ in range(signals):
-        proc.send_signal(signal.SIGINT)
+        os.killpg(proc.pid, signal.SIGINT)
         time.sleep(0.3)
     out, err = proc.communicate(timeout=60)
     run_dir = only_run_dir(tmp_path / "reports")
@@ -212,6 +216,21 @@ def test_second_ctrl_c_cancels_requests_in_flight_and_keeps_records(tmp_path: Pa
     statuses = set(rows["status"])
     assert "cancelled" in statuses and statuses <= {"ok", "cancelled"}
     assert summary["phases"][0]["requests"]["by_status"]["cancelled"] > 0
+
+
+@pytest.mark.parametrize("signals", [1, 2])
+def test_ctrl_c_on_the_bundled_simulator_says_stopped_everywhere_and_prints_no_traceback(
+        tmp_path: Path, signals: int) -> None:
+    proc, summary, rows = _interrupt(tmp_path, None, grace=30, signals=signals)
+    assert proc.returncode == 130, proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout and "Aborted" not in proc.stderr + proc.stdout
+    banner = "STOPPED after"
+    assert f"warning: {banner}" in proc.stderr and "by Ctrl-C (SIGINT); not run: never" in proc.stderr
+    run = summary["run"]
+    assert run["stopped"] == "SIGINT" and run["not_run"] == ["never"] and 0 < run["stopped_after_s"] < 60
+    page = (only_run_dir(tmp_path / "reports") / "report.html").read_text()
+    assert banner in page and "not run: never" in page
+    assert len(rows) > 0
 
 
 def test_a_run_says_when_the_server_gave_no_series(tmp_path: Path, sim_url: str) -> None:
