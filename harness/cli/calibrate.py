@@ -25,7 +25,7 @@ def _levels(ctx: click.Context, param: click.Parameter, value: str) -> list[int]
     return counts
 
 
-@click.command()
+@click.command(short_help="This machine's client error and ceiling, against the simulator.")
 @click.option("--levels", default="1,64,256,1024", show_default=True, callback=_levels,
               help="Concurrent streams to try.")
 @click.option("--duration", "seconds", type=Duration(minimum_s=1), default="5s", show_default=True,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import click
 
@@ -66,4 +67,16 @@ class Duration(click.ParamType):  # type: ignore[type-arg]
         if seconds < self.minimum_s:
             self.fail(f"{value!r} is under {self.minimum_s:g} s", param, ctx)
         return seconds
+
+
+def endpoint_url(url: str | None) -> str | None:
+    """An OpenAI base URL: `http://host:8000` alone means its `/v1` (where every OpenAI-compatible server has it)."""
+    if url is None:
+        return None
+    if not url.startswith(("http://", "https://")):
+        raise click.BadParameter("must start with http:// or https://", param_hint="--endpoint")
+    if urlsplit(url).path in ("", "/"):
+        url = url.rstrip("/") + "/v1"
+        click.echo(f"endpoint: {url} (the OpenAI API lives under /v1)", err=True)
+    return url
 

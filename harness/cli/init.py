@@ -11,7 +11,7 @@ from harness.config.template import scenario_template
 from harness.errors import UsageError
 
 
-@click.command()
+@click.command(short_help="Write a commented scenario to start from.")
 @click.argument("path", type=click.Path(path_type=Path, dir_okay=False), default="scenario.yaml")
 @click.option("--endpoint", metavar="URL", help="Put this OpenAI base URL (…/v1) in the scenario.")
 @click.option("--model", help="Put this model name in the scenario.")

@@ -13,7 +13,7 @@ from harness.report.table import print_table
 from harness.tools.predict import predict as run_prediction
 
 
-@click.command()
+@click.command(short_help="A scenario on its simulated accelerator, in virtual time.")
 @scenario_argument
 @click.option("--json", "as_json", is_flag=True, help="Print summary.json instead of the table.")
 @guarded

@@ -12,7 +12,7 @@ from harness.report.offline import rebuild
 from harness.report.table import print_table
 
 
-@click.command()
+@click.command(short_help="Rebuild a run's summary, table and report from its records.")
 @click.argument("run_dir", type=click.Path(path_type=Path, file_okay=False, exists=True))
 @click.option("--write/--no-write", default=True, show_default=True,
               help="Rewrite the run's summary.json and report.html.")

@@ -14,6 +14,7 @@ from harness.cli.common import (
     Duration,
     api_key,
     api_key_env_option,
+    endpoint_url,
     reports_dir_option,
     scenario_argument,
     scenario_or_default,
@@ -35,7 +36,7 @@ from harness.tools.calibration_store import ceiling_tokens_per_s
 from harness.tools.search import parse_slo
 
 
-@click.command()
+@click.command(short_help="Run a scenario, or a quick run from --rate/--concurrency flags.")
 @scenario_argument
 @click.option("--endpoint", metavar="URL", help="OpenAI base URL (…/v1). Default: start the bundled simulator.")
 @click.option("--model", help="Model name to request. Default: the scenario's, else the endpoint's first.")
@@ -70,8 +71,7 @@ def run(scenario_path: Path | None, endpoint: str | None, model: str | None, api
     """Run SCENARIO (default scenarios/quickstart.yaml), or a quick run from flags (--rate, --concurrency,
     --batch), and report each phase side by side."""
     scenario = _with_flags(_scenario(scenario_path, quick, api), tokenizer, skip_bad_rows)
-    if endpoint is not None and not endpoint.startswith(("http://", "https://")):
-        raise click.BadParameter("must start with http:// or https://", param_hint="--endpoint")
+    endpoint = endpoint_url(endpoint)
     writable_dir(reports_dir, "--reports-dir")
     key = api_key(api_key_env, scenario.endpoint.api_key_env)
     tune_for_timing()

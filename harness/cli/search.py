@@ -13,6 +13,7 @@ from harness.cli.common import (
     Duration,
     api_key,
     api_key_env_option,
+    endpoint_url,
     reports_dir_option,
     scenario_argument,
     scenario_or_default,
@@ -27,18 +28,20 @@ from harness.tools.predict import predict_async
 from harness.tools.search import MIN_REQUESTS, parse_slo, search
 
 
-def _slo(ctx: click.Context, param: click.Parameter, value: str) -> SLO:
+def _slo(ctx: click.Context, param: click.Parameter, value: str | None) -> SLO | None:
+    if value is None:
+        return None
     try:
         return parse_slo(value)
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
 
 
-@click.command("search")
+@click.command("search", short_help="The highest rate whose goodput meets the SLOs.")
 @scenario_argument
-@click.option("--slo", callback=_slo, required=True,
+@click.option("--slo", callback=_slo,
               help="Per-request limits, e.g. ttft=500ms,tpot=50ms (ttft_p99=… is read the same way); "
-                   "--goodput says what share of requests must meet them.")
+                   "--goodput says what share of requests must meet them. Default: the scenario's slo.")
 @click.option("--goodput", type=click.FloatRange(0, 1), default=0.95, show_default=True,
               help="Share of requests that must meet every SLO (0.99: the SLOs hold at p99).")
 @click.option("--low", type=click.FloatRange(min=0.01), default=0.5, show_default=True, help="Lowest rate (req/s).")
@@ -58,11 +61,15 @@ def _slo(ctx: click.Context, param: click.Parameter, value: str) -> SLO:
               help="Each trial sends at least this many requests, however low its rate.")
 @click.option("--json", "as_json", is_flag=True, help="Print the search result as JSON.")
 @guarded
-def search_cmd(scenario_path: Path | None, slo: SLO, goodput: float, low: float, high: float, duration: float,
+def search_cmd(scenario_path: Path | None, slo: SLO | None, goodput: float, low: float, high: float, duration: float,
                repeats: int, virtual: bool, endpoint: str | None, model: str | None, api_key_env: str | None,
                reports_dir: Path, steps: int, min_requests: int, as_json: bool) -> None:
     """Find the highest Poisson rate whose goodput meets the SLOs, with a confidence interval."""
     scenario = scenario_or_default(scenario_path)
+    slo = slo or scenario.slo
+    endpoint = endpoint_url(endpoint)
+    if not slo.model_dump(exclude_none=True):
+        raise click.BadParameter("give the limits to search under (the scenario sets none)", param_hint="--slo")
     if high <= low:
         raise click.BadParameter("must be above --low", param_hint="--high")
     if virtual and endpoint is not None:

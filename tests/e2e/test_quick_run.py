@@ -73,3 +73,11 @@ def test_search_and_calibrate_take_durations_with_units() -> None:
     result = CliRunner().invoke(main, ["search", "--predict", "--slo", "ttft=200ms", "--duration", "2 weeks"])
     assert result.exit_code == 2 and "--duration" in result.output
     assert "--duration" in CliRunner().invoke(main, ["calibrate", "--help"]).output
+
+
+def test_an_endpoint_without_a_path_means_its_v1(tmp_path: Path, sim_url: str) -> None:
+    root = sim_url.removesuffix("/v1")
+    proc = harness("run", "--endpoint", root, "--rate", "20", "--requests", "4", "--output-tokens", "4",
+                   "--reports-dir", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    assert f"endpoint: {root}/v1 (the OpenAI API lives under /v1)" in proc.stderr

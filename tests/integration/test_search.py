@@ -108,3 +108,17 @@ def test_search_over_real_http_agrees_with_virtual_time(tmp_path: Path) -> None:
     assert len(runs) == len(real["trials"])
     urls = {json.loads((run / "summary.json").read_text())["run"]["endpoint"]["base_url"] for run in runs}
     assert len(urls) == 1
+
+
+def test_search_takes_the_scenarios_own_slo(tmp_path: Path) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text("name: s\nslo: {ttft_ms: 200ms}\nphases:\n  - name: p\n    load: {type: poisson, rate: 1, "
+                    "requests: 5}\n")
+    result = CliRunner().invoke(main, ["search", "--predict", str(path), "--duration", "2s", "--steps", "2",
+                                       "--repeats", "1", "--min-requests", "5", "--json"])
+    assert result.exit_code == 0, result.output
+    assert "capacity_rps" in result.output
+    bare = tmp_path / "bare.yaml"
+    bare.write_text("name: b\nphases:\n  - name: p\n    load: {type: poisson, rate: 1, requests: 5}\n")
+    result = CliRunner().invoke(main, ["search", "--predict", str(bare)])
+    assert result.exit_code == 2 and "--slo" in result.output and "sets none" in result.output

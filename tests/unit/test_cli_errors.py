@@ -41,3 +41,14 @@ def test_ctrl_c_is_exit_130_and_other_exceptions_are_not_swallowed() -> None:
     assert stopped.exit_code == errors.EXIT_STOPPED and "stopped" in stopped.output
     bug = CliRunner().invoke(_command(ValueError("a bug, not bad input")))
     assert bug.exit_code == 1 and isinstance(bug.exception, ValueError)  # no bare ValueError → exit 2
+
+
+def test_the_top_level_help_cuts_no_description() -> None:
+    from click.testing import CliRunner
+
+    from harness.cli import main
+
+    out = CliRunner().invoke(main, ["--help"], terminal_width=80).output
+    commands = out.split("Commands:")[1].splitlines()
+    assert commands and not any(line.rstrip().endswith("...") for line in commands)
+    assert "init" in out and "run" in out
