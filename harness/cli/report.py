@@ -14,13 +14,15 @@ from harness.report.table import print_table
 
 @click.command(short_help="Rebuild a run's summary, table and report from its records.")
 @click.argument("run_dir", type=click.Path(path_type=Path, file_okay=False, exists=True))
-@click.option("--write/--no-write", default=True, show_default=True,
-              help="Rewrite the run's summary.json and report.html.")
+@click.option("--write/--no-write", default=None,
+              help="Rewrite the run's summary.json and report.html (default: only when the run left none).")
 @guarded
-def report(run_dir: Path, write: bool) -> None:
-    """Rebuild a run's statistics, table and conclusion offline from its saved records."""
+def report(run_dir: Path, write: bool | None) -> None:
+    """Rebuild a run's statistics, table and conclusion offline from its saved records. The run's own
+    summary.json and report.html are kept unless --write, or unless the run (killed) left none."""
     rebuilt = rebuild(run_dir, warn)
     summary = rebuilt.summary.to_json()
-    if write:
-        write_reports(summary, run_dir, rebuilt.records, rebuilt.rows)
     print_table(summary)
+    if write if write is not None else not (run_dir / "summary.json").exists():
+        write_reports(summary, run_dir, rebuilt.records, rebuilt.rows)
+        click.echo(f"\nwritten: {run_dir / 'summary.json'}, {run_dir / 'report.html'}")

@@ -89,6 +89,9 @@ def test_default_run_is_the_quickstart_and_shows_the_thesis(tmp_path: Path) -> N
     # Offline, from the saved records alone, the same statistics come back.
     rebuilt = harness("report", str(run_dir), "--no-write")
     assert rebuilt.returncode == 0 and sentence in rebuilt.stdout
+    saved = (run_dir / "summary.json").read_bytes()
+    kept = harness("report", str(run_dir))  # by default the run's own summary is kept
+    assert kept.returncode == 0 and "written:" not in kept.stdout and (run_dir / "summary.json").read_bytes() == saved
     from harness.report.offline import rebuild
 
     again = rebuild(run_dir).summary.to_json()
