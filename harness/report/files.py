@@ -1,4 +1,5 @@
-"""The run directory's `summary.json` and `report.html`, written from a finished summary."""
+"""The run directory's `summary.json`, `report.html`, `table.txt` and `README.txt` (what each file holds),
+written from a finished summary."""
 
 from __future__ import annotations
 
@@ -9,17 +10,44 @@ from typing import TYPE_CHECKING, Any
 
 from harness.records import RequestRecord
 from harness.report.html import render_html
+from harness.report.notes import notes
+from harness.report.table import render_table
 from harness.stats.server import Row
 
 if TYPE_CHECKING:
     from harness.run.runner import RunResult
 
 
+INDEX = {
+    "README.txt": "this list",
+    "table.txt": "the table, the conclusion and the notes, as printed at the end of the run",
+    "summary.json": "every statistic of every phase (fields: docs/summary.md)",
+    "report.html": "the table and plots, one self-contained page (opens offline)",
+    "requests.jsonl": "one record per request, appended as each ended, token arrival times included",
+    "requests.csv": "the same records' scalar columns",
+    "requests.parquet": "the same records as one table, token arrival times as a list column",
+    "server_metrics.csv": "the endpoint's /metrics, scraped during the run (absent when it had none)",
+    "scenario.yaml": "the scenario as run: `harness run scenario.yaml` runs it again",
+}
+
+
 def write_reports(summary: dict[str, Any], run_dir: Path, records: Sequence[RequestRecord],
                   rows: Sequence[Row]) -> None:
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    lines = [render_table(summary), *(["", *notes(summary)] if notes(summary) else [])]
+    (run_dir / "table.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
     if records:
         (run_dir / "report.html").write_text(render_html(summary, records, rows), encoding="utf-8")
+    write_index(run_dir, summary.get("run", {}))
+
+
+def write_index(run_dir: Path, run: dict[str, Any]) -> None:
+    """README.txt: the files this run directory holds, one line each."""
+    present = [name for name in INDEX if (run_dir / name).exists() or name == "README.txt"]
+    width = max(len(name) for name in present)
+    head = f"harness run {run.get('run_id', '')} of scenario {run.get('scenario', '')}\n\n"
+    body = "".join(f"{name:<{width}}  {INDEX[name]}\n" for name in present)
+    (run_dir / "README.txt").write_text(head + body, encoding="utf-8")
 
 
 def write_run(result: RunResult) -> None:

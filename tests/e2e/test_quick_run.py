@@ -29,6 +29,12 @@ def test_a_quick_run_from_flags_is_saved_and_reruns(tmp_path: Path) -> None:
     assert saved["phases"][0]["load"]["duration_s"] == 1.5
     summary = json.loads((run_dir / "summary.json").read_text())
     assert [p["name"] for p in summary["phases"]] == ["interactive", "training-batch"]
+    # The folder says what each file holds, and keeps the table as printed.
+    index = (run_dir / "README.txt").read_text()
+    assert all(f"{p.name} " in index for p in run_dir.iterdir())
+    table = (run_dir / "table.txt").read_text()
+    assert "target / sent / done per s" in table and summary["comparison"]["conclusion"][0] in proc.stdout
+    assert summary["comparison"]["conclusion"][0] in table
     assert summary["phases"][1]["requests"]["ok"] == 16
     again = harness("run", str(run_dir / "scenario.yaml"), "--reports-dir", str(tmp_path / "again"))
     assert again.returncode == 0, again.stderr
