@@ -34,7 +34,8 @@ INDEX = {
 def write_reports(summary: dict[str, Any], run_dir: Path, records: Sequence[RequestRecord],
                   rows: Sequence[Row]) -> None:
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-    lines = [render_table(summary), *(["", *notes(summary)] if notes(summary) else [])]
+    said = notes(summary)
+    lines = [render_table(summary), *(["", *said] if said else [])]
     (run_dir / "table.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
     if records:
         (run_dir / "report.html").write_text(render_html(summary, records, rows), encoding="utf-8")

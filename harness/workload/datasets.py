@@ -69,6 +69,7 @@ def sharegpt_turns(path: str, max_turns: int | None = None) -> tuple[Turn, ...]:
     return tuple(turns)
 
 
+@functools.lru_cache(maxsize=4)
 def sharegpt_conversations(path: str) -> tuple[tuple[Turn, ...], ...]:
     """The human turns of every conversation, grouped by conversation (for multi-turn sessions)."""
     conversations: dict[int, list[Turn]] = {}

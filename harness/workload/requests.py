@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import zlib
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import overload
 
 import numpy as np
@@ -51,13 +51,13 @@ class RequestSource:
     text: TextMaker = make_text  # (tokens, seed) -> text; a real model's tokenizer replaces the default
     overhead: int = 0  # tokens the server adds around a one-turn prompt (chat template, BOS): taken off the text
 
-    @property
-    def salt(self) -> int:
-        """Mixed into every prompt seed: per run by default, so a rerun, a search trial or a nightly job never
-        meets a prompt cache warmed by an earlier run; 0 (the seed alone) when prompts are reused on purpose."""
-        if self.workload.prompt_reuse == "across_runs":
-            return 0
-        return zlib.crc32(self.run_id.encode()) + 1
+    # Mixed into every prompt seed: per run by default, so a rerun, a search trial or a nightly job never meets
+    # a prompt cache warmed by an earlier run; 0 (the seed alone) when prompts are reused on purpose.
+    salt: int = field(init=False, default=0)
+
+    def __post_init__(self) -> None:
+        if self.workload.prompt_reuse == "per_run":
+            object.__setattr__(self, "salt", zlib.crc32(self.run_id.encode()) + 1)
 
     def spec(self, i: int) -> RequestSpec:
         salt = self.salt
