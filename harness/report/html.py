@@ -20,9 +20,8 @@ import numpy as np
 from harness.clock import NS_PER_MS, NS_PER_S
 from harness.records import RequestRecord
 from harness.report.notes import notes
-from harness.report.table import render_table
+from harness.report.table import render_table, sweep_points
 from harness.stats.conclusion import knee as knee_of
-from harness.stats.conclusion import sweeps
 from harness.stats.metrics import e2e_ns, in_flight, itl_samples_ns, ttft_ns
 from harness.stats.schema import PhaseSummary
 from harness.stats.server import Row, rates
@@ -154,9 +153,8 @@ def _server(rows: Sequence[Row], records: Sequence[RequestRecord], t0: int) -> s
 
 
 def sweep_groups(summary: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
-    """Phases expanded from one sweep (`name@rate=4`, …), grouped by the phase they came from."""
-    phases = [PhaseSummary.model_validate(p) for p in summary["phases"] if "@" in p["name"]]
-    return {name: [p.to_json() for p in points] for name, points in sweeps(phases).items()}
+    """Phases expanded from one sweep, grouped by the phase they came from (`report.table.sweep_points`)."""
+    return sweep_points(summary)
 
 
 def knee(points: list[dict[str, Any]]) -> dict[str, Any] | None:

@@ -15,6 +15,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from harness.stats.conclusion import KNEE_GOODPUT, knee, sweeps
+from harness.stats.schema import PhaseSummary
+
 Cell = Callable[[dict[str, Any]], str | Text]
 Row = tuple[str, Cell | None]  # no cell: a heading over the rows below it
 
@@ -167,8 +170,37 @@ def _applicable(sections: list[list[Row]], phases: list[dict[str, Any]]) -> list
     return [[row for row in rows if row[0] not in skip] for rows in sections]
 
 
+def sweep_points(summary: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """Phases expanded from one sweep (`name@rate=4`, …), grouped by the phase they came from."""
+    phases = [PhaseSummary.model_validate(p) for p in summary["phases"] if "@" in p["name"]]
+    return {name: [p.to_json() for p in points] for name, points in sweeps(phases).items()}
+
+
+def _sweep_table(name: str, points: list[dict[str, Any]]) -> tuple[Table, str]:
+    """A sweep, one row per point, and the sentence that names its capacity under the SLOs."""
+    table = Table(title=f"sweep {name}", box=box.SIMPLE_HEAD, title_justify="left")
+    for column in ("point", "target / sent req/s", "TTFT p50 / p99 ms", "ITL p50 / p99 ms", "output tok/s",
+                   f"goodput (≥ {KNEE_GOODPUT:.0%})"):
+        table.add_column(column, justify="left" if column == "point" else "right")
+    for p in points:
+        lat = p["latency_ms"]
+        fraction = p["goodput"]["fraction"]
+        mark = Text(f"{fraction:.0%} {'✓' if fraction >= KNEE_GOODPUT else '✗'}",
+                    style="green" if fraction >= KNEE_GOODPUT else "bold red")
+        table.add_row(p["name"].partition("@")[2], _load(p).rsplit(" / ", 1)[0],
+                      f"{_ms(lat['ttft']['p50'])} / {_ms(lat['ttft']['p99'])}",
+                      f"{_ms(lat['itl']['p50'])} / {_ms(lat['itl']['p99'])}",
+                      f"{p['throughput']['output_tokens_per_s']:,.0f}", mark)
+    best = knee([PhaseSummary.model_validate(p) for p in points])
+    sentence = (f"Capacity under the SLOs: {best.name} at {best.throughput.output_tokens_per_s:,.0f} output tokens/s, "
+                f"the fastest point with ≥ {KNEE_GOODPUT:.0%} goodput." if best is not None
+                else f"No point of sweep {name} met the SLOs for {KNEE_GOODPUT:.0%} of its requests.")
+    return table, sentence
+
+
 def build_table(summary: dict[str, Any]) -> Table:
-    phases = summary["phases"]
+    swept = {p["name"] for points in sweep_points(summary).values() for p in points}
+    phases = [p for p in summary["phases"] if p["name"] not in swept]
     run = summary.get("run", {})
     title = run.get("scenario", "")
     if run.get("mode") == "predict":
@@ -197,15 +229,34 @@ def _conclusion(summary: dict[str, Any]) -> list[str]:
     return list(summary.get("comparison", {}).get("conclusion") or [])
 
 
-def render_table(summary: dict[str, Any]) -> str:
-    """Plain text, at the width the table needs, followed by the comparison's conclusion."""
-    table = build_table(summary)
-    width = Console(width=10_000).measure(table).maximum
-    out = io.StringIO()
-    Console(file=out, width=width, color_system=None, force_terminal=False, legacy_windows=False).print(table)
-    lines = [line.rstrip() for line in out.getvalue().strip("\n").split("\n")]
+def _parts(summary: dict[str, Any]) -> list[Table | str]:
+    """What is printed, in order: the phases' table (when some phase is not part of a sweep), each sweep as a
+    table of its own with its capacity sentence, and the conclusion."""
+    parts: list[Table | str] = []
+    sweeps_ = sweep_points(summary)
+    if len(summary["phases"]) > sum(len(points) for points in sweeps_.values()):
+        parts.append(build_table(summary))
+    for name, points in sweeps_.items():
+        parts += [*_sweep_table(name, points)]
     conclusion = _conclusion(summary)
-    return "\n".join([*lines, *(["", *conclusion] if conclusion else [])])
+    return [*parts, *(["\n".join(conclusion)] if conclusion else [])]
+
+
+def render_table(summary: dict[str, Any]) -> str:
+    """Plain text, each table at the width it needs, followed by the comparison's conclusion."""
+    out: list[str] = []
+    for part in _parts(summary):
+        if isinstance(part, str):
+            out += ["", part]
+            continue
+        width = Console(width=10_000).measure(part).maximum
+        buffer = io.StringIO()
+        Console(file=buffer, width=width, color_system=None, force_terminal=False, legacy_windows=False).print(part)
+        lines = [line.rstrip() for line in buffer.getvalue().strip("\n").split("\n")]
+        while lines and not lines[-1]:
+            lines.pop()
+        out += [*([""] if out else []), *lines]
+    return "\n".join(out)
 
 
 def print_table(summary: dict[str, Any]) -> None:
@@ -214,6 +265,5 @@ def print_table(summary: dict[str, Any]) -> None:
     if not console.is_terminal:
         print(render_table(summary))
         return
-    console.print(build_table(summary))
-    for line in _conclusion(summary):
-        console.print(line)
+    for part in _parts(summary):
+        console.print(part)

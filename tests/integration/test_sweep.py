@@ -61,3 +61,19 @@ def test_sweep_section_in_the_html_report(tmp_path: Path, sim_url: str) -> None:
     # CDFs, the sweep curve, one per phase; a phase long enough for two scrapes adds the server's side.
     server_side = page.count("server side' src='data:image/png")
     assert page.count("data:image/png;base64,") - server_side == 1 + 1 + 2
+
+
+def test_a_sweep_prints_as_one_row_per_point_with_its_capacity() -> None:
+    from harness.report.table import render_table
+
+    summary = predict(load_scenario(ROOT / "scenarios" / "sweep.yaml"))
+    text = render_table(summary)
+    (points,) = sweep_groups(summary).values()
+    best = knee(points)
+    assert best is not None
+    lines = text.splitlines()
+    assert lines[0] == "sweep poisson"  # no phase outside the sweep: no side-by-side table of 5 columns
+    for p in points:
+        row = next(line for line in lines if line.strip().startswith(p["name"].partition("@")[2] + " "))
+        assert ("✓" if p["goodput"]["fraction"] >= 0.95 else "✗") in row
+    assert f"Capacity under the SLOs: {best['name']} at" in text
