@@ -29,7 +29,8 @@ from harness.stats.server import Row, rates
 _STYLE = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222}
 pre{background:#f6f6f6;padding:1em;overflow-x:auto;font-size:13px;white-space:pre-wrap}
 img{max-width:100%;border:1px solid #ddd;margin:0.5em 0}
-h1{font-size:1.5em}h2{font-size:1.15em;margin-top:1.6em}.note{color:#555}.warn{color:#a33}"""
+h1{font-size:1.5em}h2{font-size:1.15em;margin-top:1.6em}.note{color:#555}.warn{color:#a33}
+.facts th{text-align:left;padding-right:1em;color:#555;font-weight:normal}"""
 
 
 def _png(fig: Any) -> str:
@@ -185,6 +186,31 @@ def _sweep_curve(name: str, points: list[dict[str, Any]], slo: dict[str, Any]) -
     return _png(fig)
 
 
+def header_facts(summary: dict[str, Any]) -> list[tuple[str, str]]:
+    """What the page opens with: which run, against what, asking for what, and how it ended."""
+    run = summary.get("run", {})
+    endpoint = run.get("endpoint") or {}
+    sim = run.get("simulator") or {}
+    target = (f"simulated {sim.get('accelerator')} running {sim.get('model')} (bundled)" if endpoint.get(
+        "bundled_simulator") or run.get("mode") == "predict" else endpoint.get("base_url", ""))
+    phases = summary.get("phases", [])
+    first = phases[0] if phases else {}
+    slo = (first.get("goodput") or {}).get("slo") or {}
+    limits = ", ".join(f"{k.removesuffix('_ms')} ≤ {v:g} ms" for k, v in slo.items() if v is not None) or "none"
+    span = sum(p["whole_run"]["window"]["duration_s"] for p in phases)
+    ended = "complete" if run.get("complete", True) else (
+        f"stopped by {run['stopped']}" if run.get("stopped") else "incomplete")
+    return [("run", f"{run.get('run_id', '')} · {run.get('started_at') or run.get('mode', '')}"),
+            ("model", str(endpoint.get("model") or sim.get("model") or "")), ("target", str(target)),
+            ("phases", ", ".join(p["name"] for p in phases) + f" · {span:,.1f} s in all"),
+            ("SLOs", limits), ("ended", ended)]
+
+
+def _header(summary: dict[str, Any]) -> str:
+    rows = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in header_facts(summary))
+    return f"<table class='facts'>{rows}</table>"
+
+
 def render_html(summary: dict[str, Any], records: Sequence[RequestRecord], rows: Sequence[Row] = ()) -> str:
     by_phase: dict[str, list[RequestRecord]] = {}
     for rec in records:
@@ -193,9 +219,7 @@ def render_html(summary: dict[str, Any], records: Sequence[RequestRecord], rows:
     title = f"harness report: {run.get('scenario', '')}"
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
              f"<style>{_STYLE}</style></head><body><h1>{html.escape(title)}</h1>",
-             f"<p class='note'>run {html.escape(str(run.get('run_id', '')))} · started "
-             f"{html.escape(str(run.get('started_at') or ''))} · endpoint "
-             f"{html.escape(str((run.get('endpoint') or {}).get('base_url', '')))}</p>",
+             _header(summary),
              f"<pre>{html.escape(render_table(summary))}</pre>",
              *(f"<p class='warn'>{html.escape(line)}</p>" for line in notes(summary)),
              "<h2>Latency distributions</h2>", f"<img alt='latency CDFs' src='{_cdfs(by_phase)}'>"]

@@ -52,6 +52,10 @@ def test_report_page_and_its_images_load_in_a_browser(tmp_path: Path, sim_url: s
          f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=5000", "--dump-dom",
          probed.as_uri()], capture_output=True, text=True, timeout=90).stdout
     assert "harness report: html" in dom and "Batches of 16 deliver" in dom
+    # The page opens with what was run against what, asking for what, and how it ended.
+    assert "<th>model</th><td>llama-3.1-8b</td>" in dom and f"<td>{sim_url}</td>" in dom
+    assert "<th>SLOs</th><td>ttft ≤ 200 ms</td>" in dom and "<th>ended</th><td>complete</td>" in dom
+    assert "<th>phases</th><td>open, batch-16 · " in dom
     loaded = re.search(r'data-images-loaded="(\d+)"', dom)
     assert loaded is not None, dom[:500]
     # The CDFs, one time-series figure per phase, and the server's side of any phase scraped twice: all decoded.
