@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import sys
 from collections import Counter
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 import click
 
@@ -20,7 +19,7 @@ from harness.cli.common import (
     scenario_or_default,
     writable_dir,
 )
-from harness.cli.errors import fail, guarded, warn
+from harness.cli.errors import fail, guarded
 from harness.client.backend import Api
 from harness.config.load import TraceLoad
 from harness.config.quick import QuickRun, length_spec, quick_scenario
@@ -30,6 +29,7 @@ from harness.gctune import tune_for_timing
 from harness.report.files import write_run
 from harness.report.notes import notes
 from harness.report.table import print_table
+from harness.run.display import Display, make_display, plan_lines
 from harness.run.runner import RunResult, new_run_dir, run_scenario
 from harness.run.target import target
 from harness.tools.calibration_store import ceiling_tokens_per_s
@@ -50,8 +50,9 @@ from harness.tools.search import parse_slo
                    "tokenizer.json, never downloaded), or 'server' to count with the endpoint's own /tokenize.")
 @click.option("--skip-bad-rows", is_flag=True,
               help="Trace phases: skip unreadable rows (counted in summary.json) instead of stopping.")
-@click.option("--progress/--no-progress", default=None,
-              help="Live progress line on stderr (default: when stderr is a terminal).")
+@click.option("--progress", type=click.Choice(["auto", "live", "lines", "off"]), default="auto", show_default=True,
+              help="On stderr: a live view cut to the terminal (live), a plain line every 10 s (lines), or "
+                   "neither; auto is live on a terminal, lines elsewhere.")
 @click.option("--rate", type=click.FloatRange(min=0, min_open=True), help="Quick run: Poisson arrivals per second.")
 @click.option("--concurrency", type=click.IntRange(min=1), help="Quick run: this many users, closed loop.")
 @click.option("--batch", type=click.IntRange(min=1),
@@ -67,7 +68,7 @@ from harness.tools.search import parse_slo
 @guarded
 def run(scenario_path: Path | None, endpoint: str | None, model: str | None, api: Api | None,
         api_key_env: str | None, reports_dir: Path, pin: bool, tokenizer: str | None, skip_bad_rows: bool,
-        progress: bool | None, **quick: Any) -> None:
+        progress: str, **quick: Any) -> None:
     """Run SCENARIO (default scenarios/quickstart.yaml), or a quick run from flags (--rate, --concurrency,
     --batch), and report each phase side by side."""
     scenario = _with_flags(_scenario(scenario_path, quick, api), tokenizer, skip_bad_rows)
@@ -75,12 +76,12 @@ def run(scenario_path: Path | None, endpoint: str | None, model: str | None, api
     writable_dir(reports_dir, "--reports-dir")
     key = api_key(api_key_env, scenario.endpoint.api_key_env)
     tune_for_timing()
-    progress_to = sys.stderr if (sys.stderr.isatty() if progress is None else progress) else None
-    result = asyncio.run(_run(scenario, reports_dir, endpoint, model, api, key, pin, progress_to))
+    display = make_display(progress)
+    result = asyncio.run(_run(scenario, reports_dir, endpoint, model, api, key, pin, display))
     write_run(result)
     print_table(result.summary.to_json())
     for line in notes(result.summary.to_json()):
-        warn(line)
+        display.warn(line)
     click.echo(f"\nreport: {result.run_dir}")
     if result.summary.run.stopped:
         raise SystemExit(EXIT_STOPPED)
@@ -139,7 +140,11 @@ def _with_flags(scenario: Scenario, tokenizer: str | None, skip_bad_rows: bool) 
 
 
 async def _run(scenario: Scenario, reports_dir: Path, url: str | None, model: str | None, api: Api | None,
-               key: str | None, pin: bool, progress_to: TextIO | None) -> RunResult:
-    async with target(scenario, url=url, model=model, api=api, api_key=key, pin=pin) as (endpoint, bundled):
-        return await run_scenario(scenario, endpoint, new_run_dir(reports_dir, scenario.name), bundled=bundled,
-                                  warn=warn, progress_to=progress_to, ceiling_tokens_per_s=ceiling_tokens_per_s())
+               key: str | None, pin: bool, display: Display) -> RunResult:
+    async with target(scenario, url=url, model=model, api=api, api_key=key, pin=pin, log=display.warn) as (
+            endpoint, bundled):
+        run_dir = new_run_dir(reports_dir, scenario.name)
+        for line in plan_lines(scenario, endpoint, bundled, run_dir):
+            display.say(line)
+        return await run_scenario(scenario, endpoint, run_dir, bundled=bundled, display=display,
+                                  ceiling_tokens_per_s=ceiling_tokens_per_s())

@@ -19,7 +19,7 @@ from harness.cli.common import (
     scenario_or_default,
     writable_dir,
 )
-from harness.cli.errors import guarded, warn
+from harness.cli.errors import guarded
 from harness.config.scenario import SLO, Scenario
 from harness.report.files import write_run
 from harness.run.runner import new_run_dir, run_scenario
@@ -84,8 +84,7 @@ def search_cmd(scenario_path: Path | None, slo: SLO | None, goodput: float, low:
                                 min_requests=min_requests)
         async with target(scenario, url=endpoint, model=model, api=None, api_key=key) as (ep, bundled):
             async def trial(s: Scenario) -> dict[str, Any]:
-                result = await run_scenario(s, ep, new_run_dir(reports_dir, f"{s.name}-search"), bundled=bundled,
-                                            warn=warn)
+                result = await run_scenario(s, ep, new_run_dir(reports_dir, f"{s.name}-search"), bundled=bundled)
                 write_run(result)
                 return result.summary.to_json()
 

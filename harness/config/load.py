@@ -157,3 +157,26 @@ class Phase(Strict):
         return [self.model_copy(update={"name": f"{self.name}@{key}={v:g}", "sweep": None,
                                         "load": self.load.model_copy(update={key: v})})
                 for v in values or []]
+
+
+def _bound(requests: int | None, duration_s: float | None) -> str:
+    parts = ([f"{requests:,} requests"] if requests else []) + ([f"{duration_s:g} s"] if duration_s else [])
+    return " or ".join(parts)
+
+
+def describe(load: Load) -> str:
+    """One line a person reads: 'poisson 10 req/s, 100 requests or 30 s', 'batch 32 × 4'."""
+    if isinstance(load, BatchLoad):
+        return f"batch {load.size} × {load.batches}"
+    if isinstance(load, ConcurrencyLoad):
+        return f"concurrency {load.concurrency}, {_bound(load.requests, load.duration_s)}"
+    if isinstance(load, RampLoad):
+        return f"ramp {load.start_rate:g}→{load.end_rate:g} req/s over {load.duration_s:g} s"
+    if isinstance(load, TraceLoad):
+        source = load.file or f"{len(load.timestamps or [])} timestamps"
+        speed = f" at {load.target_rate:g} req/s" if load.target_rate else (
+            f" ×{load.time_scale:g}" if load.time_scale != 1 else "")
+        bound = _bound(load.requests, load.duration_s)
+        return f"trace {source}{speed}" + (f", {bound}" if bound else "")
+    shape = f"gamma cv {load.cv:g}" if isinstance(load, GammaLoad) else load.type
+    return f"{shape} {load.rate:g} req/s, {_bound(load.requests, load.duration_s)}"

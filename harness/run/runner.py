@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from harness import __version__
 from harness.client.backend import Endpoint, PooledBackend
@@ -24,7 +24,8 @@ from harness.config.scenario import Scenario
 from harness.records import RecordWriter, RequestRecord, write_parquet
 from harness.redact import MESSAGE_LIMIT, redactor, short_reason
 from harness.run.dispatch import Dispatcher
-from harness.run.progress import Progress
+from harness.run.display import Display
+from harness.run.progress import Goal, Progress, goal
 from harness.run.scrape import ServerScraper
 from harness.run.selfcheck import SelfCheck
 from harness.run.server_tokens import server_words
@@ -43,7 +44,6 @@ from harness.workload.plan import (
     text_maker,
 )
 
-Warn = Callable[[str], None]
 _WARM_MAX = 256  # connections opened ahead of a phase; an open-loop phase may need more later
 
 
@@ -123,10 +123,10 @@ class _Sink:
         if self.progress is not None:
             self.progress.record(rec)
 
-    def begin_phase(self, name: str) -> None:
+    def begin_phase(self, name: str, planned: Goal) -> None:
         self.phase = []
         if self.progress is not None:
-            self.progress.begin_phase(name)
+            self.progress.begin_phase(name, planned)
 
 
 async def _run_phases(scenario: Scenario, plans: list[PhasePlan], dispatcher: Dispatcher, backend: PooledBackend,
@@ -136,7 +136,7 @@ async def _run_phases(scenario: Scenario, plans: list[PhasePlan], dispatcher: Di
         if dispatcher.stopping:
             break
         await backend.warm(min(peak_connections(plan), _WARM_MAX))
-        sink.begin_phase(phase.name)
+        sink.begin_phase(phase.name, goal(plan))
         mark = check.mark()
         try:
             await run_plan(dispatcher, plan, scenario.client.stop_grace_s)
@@ -154,8 +154,7 @@ class _Run:
     endpoint: Endpoint
     run_dir: Path
     clock: Clock
-    warn: Warn
-    progress_to: TextIO | None
+    display: Display
     plans: list[PhasePlan]
     phases: list[PhaseRun] = field(default_factory=list)
     records: list[RequestRecord] = field(default_factory=list)
@@ -166,10 +165,9 @@ class _Run:
         with RecordWriter(self.run_dir) as writer:
             sink = _Sink(writer, redactor(self.endpoint.api_key))
             dispatcher = Dispatcher(backend, self.clock, sink)
-            if self.progress_to is not None:
-                sink.progress = Progress(self.clock, self.progress_to, lambda: dispatcher.launched)
-                sink.progress.start()
-            stopper = Stopper(dispatcher, self.warn)
+            sink.progress = Progress(self.clock, lambda: dispatcher.launched, len(self.plans))
+            self.display.follow(sink.progress)
+            stopper = Stopper(dispatcher, self.display.warn)
             stopper.install()
             try:
                 await _run_phases(self.scenario, self.plans, dispatcher, backend, sink, check, self.phases)
@@ -181,8 +179,7 @@ class _Run:
                     task.uncancel()  # our own second Ctrl-C: the run ends here, its records kept
             finally:
                 stopper.remove()
-                if sink.progress is not None:
-                    await sink.progress.stop()
+                await self.display.stop()
                 self.stopped, self.stopped_ns = stopper.signal, stopper.at_ns
                 self.records = sink.run
                 if sink.run:
@@ -191,7 +188,7 @@ class _Run:
 
 async def run_scenario(
     scenario: Scenario, endpoint: Endpoint, run_dir: Path, *, bundled: bool = False, clock: Clock | None = None,
-    warn: Warn | None = None, progress_to: TextIO | None = None, ceiling_tokens_per_s: float | None = None,
+    display: Display | None = None, ceiling_tokens_per_s: float | None = None,
 ) -> RunResult:
     """Run every phase of `scenario` against `endpoint`; records go to `run_dir` as requests end.
 
@@ -209,8 +206,8 @@ async def run_scenario(
     header = _header(scenario, endpoint, run_id, clock, bundled)
     header["tokenizer"] = counted.info() if counted else None
     cfg = scenario.client
-    run = _Run(scenario, endpoint, run_dir, clock, warn or (lambda message: None), progress_to, plans)
-    check = SelfCheck(clock, cfg.loop_lag_bound_ms, cfg.cpu_bound, run.warn)
+    run = _Run(scenario, endpoint, run_dir, clock, display or Display(), plans)
+    check = SelfCheck(clock, cfg.loop_lag_bound_ms, cfg.cpu_bound, run.display.warn)
     backend = make_backend(endpoint, cfg, max(peak_connections(p) for p in plans))
     scraper = _scraper(scenario, endpoint, clock, run_dir)
     scraped: dict[str, Any] | None = None

@@ -10,19 +10,20 @@ from harness.client.backend import Api, Endpoint
 from harness.config.scenario import Scenario
 from harness.errors import EndpointError, UsageError
 from harness.redact import redactor
-from harness.run.simulator import bundled_simulator
+from harness.run.simulator import Log, bundled_simulator
 
 
 @asynccontextmanager
-async def target(scenario: Scenario, *, url: str | None, model: str | None, api: Api | None,
-                 api_key: str | None, pin: bool = False) -> AsyncIterator[tuple[Endpoint, bool]]:
+async def target(scenario: Scenario, *, url: str | None, model: str | None, api: Api | None, api_key: str | None,
+                 pin: bool = False, log: Log | None = None) -> AsyncIterator[tuple[Endpoint, bool]]:
     """The endpoint to drive and whether it is a bundled simulator, started here when `url` is None and
-    stopped on exit; a given URL is asked for its models first, so a wrong one fails before any load."""
+    stopped on exit; a given URL is asked for its models first, so a wrong one fails before any load.
+    `log` takes what the bundled simulator says on its stderr (a live display prints it above itself)."""
     api = api or scenario.endpoint.api
     url = url or scenario.endpoint.url
     model = model or scenario.endpoint.model
     if url is None:
-        async with bundled_simulator(scenario.simulator, pin=pin) as (sim_url, sim_model):
+        async with bundled_simulator(scenario.simulator, pin=pin, log=log) as (sim_url, sim_model):
             yield Endpoint(sim_url, model or sim_model, api, None), True
         return
     async with open_session(1, scenario.client.connect_timeout_s, 30) as session:

@@ -87,3 +87,8 @@ def test_an_endpoint_without_a_path_means_its_v1(tmp_path: Path, sim_url: str) -
                    "--reports-dir", str(tmp_path))
     assert proc.returncode == 0, proc.stderr
     assert f"endpoint: {root}/v1 (the OpenAI API lives under /v1)" in proc.stderr
+    # Off a terminal the plan still comes first, in plain lines a log keeps.
+    (run_dir,) = tmp_path.iterdir()
+    assert proc.stderr.splitlines()[1:4] == [
+        f"run quick: 1 phase against {root}/v1, model llama-3.1-8b, chat API",
+        "  1/1 interactive  poisson 20 req/s, 4 requests", f"  records → {run_dir}"]

@@ -16,6 +16,7 @@ import pytest
 
 from harness.client.backend import Endpoint
 from harness.config.scenario import parse_scenario
+from harness.run.display import Display
 from harness.run.runner import RunResult, run_scenario
 from tests.helpers import ROOT
 
@@ -67,7 +68,9 @@ async def _run(url: str, load: dict[str, object], workload: dict[str, object], t
     scenario = parse_scenario({"name": "self", "workload": workload, "endpoint": {"scrape_interval_s": 0},
                                "client": {"cpu_bound": cpu_bound},
                                "phases": [{"name": "p", "load": load}]}, "test")
-    return await run_scenario(scenario, Endpoint(url, "llama-3.1-8b"), tmp / "run", warn=warnings.append)
+    display = Display()
+    display.warn = warnings.append  # type: ignore[method-assign]
+    return await run_scenario(scenario, Endpoint(url, "llama-3.1-8b"), tmp / "run", display=display)
 
 
 async def test_a_hog_on_the_harness_core_is_named_not_scheduled(tmp_path: Path) -> None:
