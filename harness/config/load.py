@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from harness.config.base import Millis, PositiveFloat, PositiveInt, PositiveSeconds, Seconds, Strict
+from harness.config.base import PositiveFloat, PositiveInt, PositiveSeconds, Seconds, Strict
 
 
 class _OpenLoop(Strict):
@@ -100,9 +100,17 @@ class ConcurrencyLoad(Strict):
     concurrency: PositiveInt
     requests: PositiveInt | None = None
     duration_s: PositiveSeconds | None = None
-    think_time_ms: Millis = 0.0
+    think_s: Seconds = Field(0.0, description="each user's pause between an answer and its next request")
     stagger_s: Seconds = Field(0.0, description="spread the users' first requests evenly "
                                                      "over this long, so they do not run in lockstep")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "think_time_ms" in data:
+            # One name for think time across the scenario (sessions say think_s too).
+            raise ValueError("'think_time_ms' is now 'think_s' (seconds, or with a unit: think_s: 500ms)")
+        return data
 
     @model_validator(mode="after")
     def _bounded(self) -> ConcurrencyLoad:

@@ -1,34 +1,33 @@
-"""One self-contained HTML report: the summary table, the conclusion, and plots embedded as PNG data.
-
-Plots (matplotlib, rendered to files only): latency CDFs (TTFT, ITL, E2E) per phase; TTFT and ITL
-over time against the arrival rate; output throughput, requests in flight, schedule lag and failures by
-status over time; and,
-when the endpoint's `/metrics` was scraped, the server's running and waiting requests, KV cache usage
-and generated tokens/s beside the client's. Nothing is fetched when the page is viewed.
-"""
+"""One self-contained HTML report that opens offline: what was run, the workload's lengths, the table and
+its notes, latency CDFs and sweep curves (matplotlib PNGs), and each phase over time as interactive charts
+(report.charts): every request a point to hover, rates in bins that fit the phase, requests in flight,
+failures when any, and the server's scraped side. Nothing is fetched when the page is viewed."""
 
 from __future__ import annotations
 
 import base64
 import html
 import io
+import itertools
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from harness.clock import NS_PER_MS, NS_PER_S
+from harness.clock import NS_PER_MS
 from harness.records import RequestRecord
+from harness.report.charts import assets, chart_html, over_time, per_request, server_side
 from harness.report.notes import notes
 from harness.report.table import render_table, sweep_points
 from harness.stats.conclusion import knee as knee_of
-from harness.stats.metrics import e2e_ns, in_flight, itl_samples_ns, ttft_ns
+from harness.stats.metrics import e2e_ns, itl_samples_ns, ttft_ns
 from harness.stats.schema import PhaseSummary
-from harness.stats.server import Row, rates
+from harness.stats.server import Row
 
 _STYLE = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222}
 pre{background:#f6f6f6;padding:1em;overflow-x:auto;font-size:13px;white-space:pre-wrap}
-img{max-width:100%;border:1px solid #ddd;margin:0.5em 0}
+img{max-width:100%;border:1px solid #ddd;margin:0.5em 0}img.small{max-width:760px}
+.chart{margin:0.8em 0}
 h1{font-size:1.5em}h2{font-size:1.15em;margin-top:1.6em}.note{color:#555}.warn{color:#a33}
 .facts th{text-align:left;padding-right:1em;color:#555;font-weight:normal}"""
 
@@ -71,86 +70,42 @@ def _cdfs(by_phase: dict[str, list[RequestRecord]]) -> str:
         ax.set_xlabel(f"{label} (ms)")
         ax.set_ylabel("fraction of requests" if label == "TTFT" else "")
         ax.grid(alpha=0.3)
+    _plain_ticks(*axes)
     if axes[0].get_legend_handles_labels()[1]:  # a phase where every request failed has no curve
         axes[0].legend(fontsize=8)
     return _png(fig)
 
 
-def _per_second(times_ns: Sequence[int] | np.ndarray, t0: int, seconds: int) -> np.ndarray:
-    """How many of the instants fall in each whole second after t0."""
-    offsets = (np.asarray(times_ns, dtype=np.float64) - t0) / NS_PER_S
-    return np.bincount(np.clip(offsets, 0, None).astype(int), minlength=seconds)[:seconds]
+def _plain_ticks(*axes: Any) -> None:
+    """Tick labels as plain numbers (400, 1,000), never 4×10²: a log axis included."""
+    from matplotlib.ticker import FuncFormatter
+
+    fmt = FuncFormatter(lambda v, _: f"{v:,.0f}" if abs(v) >= 10 else f"{v:g}")
+    for ax in axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            axis.set_major_formatter(fmt)
+            axis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
 
 
-def _over_time(records: Sequence[RequestRecord], t0: int) -> str:
-    ok = [r for r in records if r.status == "ok" and r.first_token_ns is not None and r.sent_ns is not None]
-    fig, axes = _pyplot().subplots(3, 2, figsize=(12, 8.4))
-    ax_ttft, ax_itl, ax_tput, ax_flight, ax_lag, ax_err = axes.ravel()
-    if ok:
-        sent_s = np.array([(r.sent_ns or 0) - t0 for r in ok]) / NS_PER_S
-        ax_ttft.scatter(sent_s, [(ttft_ns(r) or 0) / NS_PER_MS for r in ok], s=4)
-        itl = [(np.mean(itl_samples_ns(r)) / NS_PER_MS) if len(r.chunk_ns) > 1 else np.nan for r in ok]
-        ax_itl.scatter(sent_s, itl, s=4, color="#2ca02c")
-    seconds = int(np.ceil((max(r.end_ns for r in records) - t0) / NS_PER_S)) + 1
-    rate = _per_second([r.intended_ns for r in records], t0, seconds)
-    for ax in (ax_ttft, ax_itl):
-        twin = ax.twinx()
-        twin.step(np.arange(seconds), rate, where="post", color="#999", linewidth=0.8)
-        twin.set_ylabel("arrivals/s", color="#999")
-    per_s = _client_tokens_per_s(records, t0)
-    if per_s.size:
-        ax_tput.plot(np.arange(len(per_s)), per_s, color="#9467bd")
-    flight_t, flight_n = in_flight(records)
-    ax_flight.step((flight_t - t0) / NS_PER_S, flight_n, where="post", color="#17becf")
-    sent = [r for r in records if r.sent_ns is not None]
-    ax_lag.scatter([(r.intended_ns - t0) / NS_PER_S for r in sent],
-                   [((r.sent_ns or 0) - r.intended_ns) / NS_PER_MS for r in sent], s=4, color="#ff7f0e")
-    for status in sorted({r.status for r in records} - {"ok"}):
-        ax_err.step(np.arange(seconds), _per_second([r.end_ns for r in records if r.status == status], t0, seconds),
-                    where="post", label=status)
-    if ax_err.get_legend_handles_labels()[1]:
-        ax_err.legend(fontsize=8)
-    else:
-        ax_err.text(0.5, 0.5, "no errors", transform=ax_err.transAxes, ha="center", color="#2ca02c")
-    return _time_panels(fig, ((ax_ttft, "TTFT over time", "ms"), (ax_itl, "mean ITL per request", "ms"),
-                              (ax_tput, "output tokens per second", "tokens/s"),
-                              (ax_flight, "requests in flight (sent, not ended)", "requests"),
-                              (ax_lag, "schedule lag (sent − intended)", "ms"),
-                              (ax_err, "failed requests per second, by status", "requests/s")))
-
-
-def _time_panels(fig: Any, panels: Sequence[tuple[Any, str, str]]) -> str:
-    """Titles, units and a grid on panels whose x axis is seconds into the phase; the figure as PNG data."""
-    for ax, title, unit in panels:
-        ax.set_title(title, fontsize=10)
-        ax.set_xlabel("time (s)")
-        ax.set_ylabel(unit)
+def _workload(by_phase: dict[str, list[RequestRecord]]) -> str:
+    """The lengths the run sent and got back, as two small histograms per phase."""
+    fig, (ax_in, ax_out) = _pyplot().subplots(1, 2, figsize=(9, 2.4))
+    for name, recs in by_phase.items():
+        prompt = [r.prompt_tokens if r.prompt_tokens is not None else r.prompt_tokens_requested for r in recs]
+        answer = [r.delivered_tokens for r in recs if r.status == "ok"]
+        for ax, values in ((ax_in, prompt), (ax_out, answer)):
+            if values:
+                ax.hist(values, bins=min(40, max(len(set(values)), 1)), histtype="step", label=name, linewidth=1.2)
+    for ax, label in ((ax_in, "prompt tokens (the server's count where it gave one)"),
+                      (ax_out, "output tokens received (ok requests)")):
+        ax.set_title(label, fontsize=9)
+        ax.set_ylabel("requests", fontsize=8)
+        ax.tick_params(labelsize=8)
         ax.grid(alpha=0.3)
+    _plain_ticks(ax_in, ax_out)
+    if len(by_phase) > 1 and ax_in.get_legend_handles_labels()[1]:
+        ax_in.legend(fontsize=7)
     return _png(fig)
-
-
-def _client_tokens_per_s(records: Sequence[RequestRecord], t0: int) -> np.ndarray:
-    """Token-bearing chunks received per whole second after t0, from successful requests."""
-    chunks = np.concatenate([np.asarray(r.chunk_ns) for r in records if r.status == "ok"] or [np.zeros(0)])
-    return np.bincount(((chunks[chunks >= t0] - t0) / NS_PER_S).astype(int))
-
-
-def _server(rows: Sequence[Row], records: Sequence[RequestRecord], t0: int) -> str:
-    fig, (ax_queue, ax_kv, ax_tokens) = _pyplot().subplots(1, 3, figsize=(12, 3.4))
-    t = np.array([r.t_ns - t0 for r in rows]) / NS_PER_S
-    for name, color in (("running", "#1f77b4"), ("waiting", "#d62728")):
-        ax_queue.step(t, [r.values.get(name, np.nan) for r in rows], where="post", label=name, color=color)
-    ax_queue.legend(fontsize=8)
-    ax_kv.plot(t, [100 * r.values.get("kv_cache_usage", np.nan) for r in rows], color="#8c564b")
-    times, per_s = rates(rows, "generation_tokens_total")
-    ax_tokens.plot((np.asarray(times) - t0) / NS_PER_S, per_s, label="server generated", color="#9467bd")
-    client = _client_tokens_per_s(records, t0)
-    if client.size:
-        ax_tokens.step(np.arange(len(client)), client, where="post", label="client received", color="#bbb")
-    ax_tokens.legend(fontsize=8)
-    return _time_panels(fig, ((ax_queue, "server: requests running and waiting", "requests"),
-                              (ax_kv, "server: KV cache usage", "%"),
-                              (ax_tokens, "output tokens per second", "tokens/s")))
 
 
 def sweep_groups(summary: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
@@ -178,6 +133,7 @@ def _sweep_curve(name: str, points: list[dict[str, Any]], slo: dict[str, Any]) -
             ax.axvline(best["throughput"]["output_tokens_per_s"], color="#2ca02c", linewidth=0.9, linestyle=":",
                        label="knee (last point ≥ 95% goodput)")
         ax.set_yscale("log")
+        _plain_ticks(ax)
         ax.set_xlabel("output tokens/s")
         ax.set_ylabel(f"{metric.upper()} (ms)")
         ax.grid(alpha=0.3)
@@ -211,6 +167,21 @@ def _header(summary: dict[str, Any]) -> str:
     return f"<table class='facts'>{rows}</table>"
 
 
+def _phase_charts(by_phase: dict[str, list[RequestRecord]], rows: Sequence[Row]) -> list[str]:
+    """Each phase over time, interactive: its requests, rates, in flight, failures, and the server's side."""
+    parts: list[str] = []
+    ids = itertools.count()
+    for name, recs in by_phase.items():
+        t0 = min(r.intended_ns for r in recs)
+        end = max(r.end_ns for r in recs)
+        inside = [r for r in rows if t0 <= r.t_ns <= end]
+        specs = [per_request(recs, t0), *over_time(recs, t0), *(server_side(inside, t0) if len(inside) >= 2 else [])]
+        parts.append(f"<h2>Phase {html.escape(name)} over time</h2><p class='note'>Drag across a chart to zoom "
+                     f"into a burst, double-click to zoom out; hover a point to name its request.</p>")
+        parts += [chart_html(spec, next(ids)) for spec in specs if spec is not None]
+    return parts
+
+
 def render_html(summary: dict[str, Any], records: Sequence[RequestRecord], rows: Sequence[Row] = ()) -> str:
     by_phase: dict[str, list[RequestRecord]] = {}
     for rec in records:
@@ -218,11 +189,14 @@ def render_html(summary: dict[str, Any], records: Sequence[RequestRecord], rows:
     run = summary.get("run", {})
     title = f"harness report: {run.get('scenario', '')}"
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
-             f"<style>{_STYLE}</style></head><body><h1>{html.escape(title)}</h1>",
-             _header(summary),
-             f"<pre>{html.escape(render_table(summary))}</pre>",
-             *(f"<p class='warn'>{html.escape(line)}</p>" for line in notes(summary)),
-             "<h2>Latency distributions</h2>", f"<img alt='latency CDFs' src='{_cdfs(by_phase)}'>"]
+             f"<style>{_STYLE}</style>{assets()}</head><body><h1>{html.escape(title)}</h1>",
+             _header(summary)]
+    if records:
+        parts.append(f"<img class='small' alt='workload: prompt and output lengths' src='{_workload(by_phase)}'>")
+    parts += [f"<pre>{html.escape(render_table(summary))}</pre>",
+              *(f"<p class='warn'>{html.escape(line)}</p>" for line in notes(summary))]
+    if any(r.status == "ok" for r in records):  # no curve to draw when nothing succeeded
+        parts += ["<h2>Latency distributions</h2>", f"<img alt='latency CDFs' src='{_cdfs(by_phase)}'>"]
     slo = summary["phases"][0]["goodput"]["slo"] if summary.get("phases") else {}
     for name, points in sweep_groups(summary).items():
         best = knee(points)
@@ -230,13 +204,6 @@ def render_html(summary: dict[str, Any], records: Sequence[RequestRecord], rows:
                     f"output tokens/s" if best else "no point of the sweep met the SLOs")
         parts += [f"<h2>Sweep {html.escape(name)}</h2><p>{html.escape(capacity)}</p>",
                   f"<img alt='sweep {html.escape(name)}' src='{_sweep_curve(name, points, slo)}'>"]
-    for name, recs in by_phase.items():
-        t0 = min(r.intended_ns for r in recs)
-        parts += [f"<h2>Phase {html.escape(name)} over time</h2>",
-                  f"<img alt='{html.escape(name)} over time' src='{_over_time(recs, t0)}'>"]
-        end = max(r.end_ns for r in recs)
-        inside = [r for r in rows if t0 <= r.t_ns <= end]
-        if len(inside) >= 2:
-            parts.append(f"<img alt='{html.escape(name)} server side' src='{_server(inside, recs, t0)}'>")
+    parts += _phase_charts(by_phase, rows)
     parts.append("</body></html>\n")
     return "\n".join(parts)

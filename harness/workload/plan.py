@@ -112,7 +112,7 @@ def plan_phase(scenario: Scenario, phase_index: int, run_id: str, text: TextMake
         return BatchPlan([flat[i:i + load.size] for i in range(0, len(flat), load.size)])
     if isinstance(load, ConcurrencyLoad):
         duration = None if load.duration_s is None else int(load.duration_s * NS_PER_S)
-        return ClosedLoopPlan(source, load.concurrency, load.requests, duration, int(load.think_time_ms * 1e6),
+        return ClosedLoopPlan(source, load.concurrency, load.requests, duration, int(load.think_s * NS_PER_S),
                               int(load.stagger_s * NS_PER_S))
     if scenario.workload.sessions is not None:
         return _session_plan(scenario, load, source, seed)

@@ -25,9 +25,18 @@ phases:
     load: {type: batch, size: 16, batches: 2}
 """
 
+# After load: how many images decoded, how many charts drew a canvas, and what hovering the middle of the
+# first chart names (its legend's first value: the request under the cursor).
 PROBE = ("<script>window.addEventListener('load', () => { const ok = [...document.images]"
          ".filter(i => i.complete && i.naturalWidth > 0).length;"
-         " document.body.setAttribute('data-images-loaded', ok); });</script>")
+         " document.body.setAttribute('data-images-loaded', ok);"
+         " const drawn = [...document.querySelectorAll('.chart')].filter(c => c.uplot &&"
+         " c.querySelector('canvas') && c.querySelector('canvas').width > 0).length;"
+         " document.body.setAttribute('data-charts-drawn', drawn);"
+         " const u = document.querySelector('.chart').uplot;"
+         " u.setCursor({left: u.bbox.width / devicePixelRatio / 2, top: 5});"
+         " document.body.setAttribute('data-hover', u.root.querySelector('.u-legend .u-value').textContent); });"
+         "</script>")
 
 
 def _chromium() -> str:
@@ -58,8 +67,16 @@ def test_report_page_and_its_images_load_in_a_browser(tmp_path: Path, sim_url: s
     assert "<th>phases</th><td>open, batch-16 · " in dom
     loaded = re.search(r'data-images-loaded="(\d+)"', dom)
     assert loaded is not None, dom[:500]
-    # The CDFs, one time-series figure per phase, and the server's side of any phase scraped twice: all decoded.
-    assert int(loaded.group(1)) == page.count("<img ") >= 3
+    # The workload's histograms, the CDFs: decoded. No chart is fetched from anywhere: the page is one file.
+    assert int(loaded.group(1)) == page.count("<img ") == 2
+    assert "src='http" not in page and "src=\"http" not in page
+    # Each phase's charts (requests, rates, in flight; the server's side of the open phase) all drew.
+    drawn = re.search(r'data-charts-drawn="(\d+)"', dom)
+    assert drawn is not None and int(drawn.group(1)) == page.count("class='chart'") >= 6
+    hover = re.search(r'data-hover="([^"]*)"', dom)
+    named = hover and re.fullmatch(r"([0-9a-f]+-0-\d+) at [\d.]+ s", hover.group(1))
+    assert named, hover  # a request of the first phase, by the id requests.csv knows it by
+    assert f"\n{named.group(1)},open," in (run_dir / "requests.csv").read_text()
 
 
 def test_a_phase_of_failures_still_gets_its_figures() -> None:
@@ -79,5 +96,8 @@ def test_a_phase_of_failures_still_gets_its_figures() -> None:
     summary = {"run": {"scenario": "broken"}, "phases": [{"name": "p", **phase_json(records, SLO())}]}
     page = render_html(summary, records)
     images = re.findall(r"src='data:image/png;base64,([^']+)'", page)
-    assert len(images) == 2 and all(base64.b64decode(b)[:4] == b"\x89PNG" for b in images)
+    # The workload's lengths (no CDF: nothing succeeded, so it would be empty).
+    assert len(images) == 1 and base64.b64decode(images[0])[:4] == b"\x89PNG"
+    assert "Latency distributions" not in page and "each request: TTFT" not in page
+    assert "failed requests per second, by status" in page and '"label":"bad_stream"' in page
     assert "0 / 6 / 1" in page  # ok / errored / cancelled in the table

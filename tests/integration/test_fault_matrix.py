@@ -215,7 +215,7 @@ def _idle_scenario(http: str, think_ms: float = 0.0) -> Scenario:
         "name": "idle", "workload": {"prompt_tokens": 8, "output_tokens": 3},
         "endpoint": {"scrape_interval_s": 0}, "client": {"http": http},
         "phases": [{"name": "p", "load": {"type": "concurrency", "concurrency": 1, "requests": 6,
-                                          "think_time_ms": think_ms}}],
+                                          "think_s": f"{think_ms}ms"}}],
     }, "test")
 
 

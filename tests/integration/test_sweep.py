@@ -58,9 +58,9 @@ def test_sweep_section_in_the_html_report(tmp_path: Path, sim_url: str) -> None:
     (run_dir,) = (tmp_path / "r").iterdir()
     page = (run_dir / "report.html").read_text()
     assert "<h2>Sweep p</h2>" in page and "capacity under the SLOs: p@rate=10" in page
-    # CDFs, the sweep curve, one per phase; a phase long enough for two scrapes adds the server's side.
-    server_side = page.count("server side' src='data:image/png")
-    assert page.count("data:image/png;base64,") - server_side == 1 + 1 + 2
+    # The workload, the CDFs and the sweep curve as images; each point's requests as an interactive chart.
+    assert page.count("data:image/png;base64,") == 1 + 1 + 1
+    assert page.count("'each request: TTFT and mean ITL by send time'") == 2
 
 
 def test_a_sweep_prints_as_one_row_per_point_with_its_capacity() -> None:

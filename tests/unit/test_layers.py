@@ -7,8 +7,8 @@ Layers, lowest first; a module may import its own layer and those below it, neve
     workload   arrivals, lengths, traces, datasets, tokenizers, requests, plans
     client     backend protocol, SSE, the HTTP clients, the fake
     stats      metric definitions, phase statistics, server series, summary, conclusion
-    run        dispatcher, worker, runner, target, signals, self-check, progress, scrape
-    report     table, html, files, offline rebuild
+    run        dispatcher, worker, runner, target, signals, self-check, progress, display, scrape
+    report     table, html, charts, files, offline rebuild
     tools      calibrate, search, predict
     cli        one module per command
 

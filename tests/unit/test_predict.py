@@ -53,7 +53,7 @@ def test_predict_closed_loop_keeps_concurrency() -> None:
     scenario = parse_scenario({
         "name": "closed", "workload": {"prompt_tokens": 100, "output_tokens": 50},
         "phases": [{"name": "c", "load": {"type": "concurrency", "concurrency": 4, "requests": 40,
-                                          "think_time_ms": 100}}],
+                                          "think_s": "100ms"}}],
     }, "test")
     (phase,) = predict(scenario)["phases"]
     assert phase["requests"]["ok"] == 40

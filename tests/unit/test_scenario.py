@@ -45,6 +45,8 @@ def test_shipped_scenarios_load(path: Path) -> None:
     (GOOD + "simulator: {accelerator: tpu9}\n", "simulator.accelerator", "unknown accelerator"),
     (GOOD + "workload: {prompt_tokens: 0}\n", "workload.prompt_tokens", "greater than 0"),
     ("name: t\nphases: []\n", "phases", "at least 1"),
+    (GOOD.replace("poisson, rate: 2", "concurrency, concurrency: 2, think_time_ms: 5"), "phases[0].load",
+     "'think_time_ms' is now 'think_s'"),
 ])
 def test_bad_scenarios_name_file_and_field(tmp_path: Path, text: str, field: str, words: str) -> None:
     path = write(tmp_path, text)

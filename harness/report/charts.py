@@ -1,0 +1,142 @@
+"""The report's interactive charts over time: each request as a point (hover names it), rates in bins that
+fit the phase's length, requests in flight, failures when there are any, and the server's scraped side.
+
+Drawn in the page by uPlot (MIT, vendored in report/vendor: 50 kB, inlined, so the page stays one file
+that opens offline) through charts.js; this module only turns records into chart specs.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Sequence
+from importlib import resources
+from typing import Any
+
+import numpy as np
+
+from harness.clock import NS_PER_MS, NS_PER_S
+from harness.records import RequestRecord
+from harness.stats.metrics import in_flight, itl_samples_ns, ttft_ns
+from harness.stats.server import Row, rates
+
+MAX_POINTS = 20_000  # per-request points a chart carries; beyond, a stride of them plus the slowest
+_BINS = 40  # about this many bins across a phase, whatever its length
+_NICE_S = (0.05, 0.1, 0.2, 0.25, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600)
+
+Spec = dict[str, Any]
+
+
+def assets() -> str:
+    """uPlot, its stylesheet and charts.js, inlined once per page."""
+    here = resources.files("harness.report")
+    css = (here / "vendor" / "uPlot.min.css").read_text(encoding="utf-8")
+    js = (here / "vendor" / "uPlot.iife.min.js").read_text(encoding="utf-8")
+    glue = (here / "charts.js").read_text(encoding="utf-8")
+    return f"<style>{css}</style><script>{js}</script><script>{glue}</script>"
+
+
+def chart_html(spec: Spec, n: int) -> str:
+    data = json.dumps(spec, separators=(",", ":"), allow_nan=False).replace("</", "<\\/")
+    return (f"<div class='chart' id='chart{n}' title='{html.escape(spec['title'])}'></div>"
+            f"<script>harnessChart(document.getElementById('chart{n}'), {data});</script>")
+
+
+def bin_seconds(span_s: float) -> float:
+    """A round bin width giving about 40 bins over `span_s`: 0.25 s for a 10 s phase, 2 min for 90 min."""
+    want = span_s / _BINS
+    return next((b for b in _NICE_S if b >= want), _NICE_S[-1])
+
+
+def _values(a: np.ndarray | Sequence[float | None], digits: int = 3, positive: bool = False) -> list[float | None]:
+    """JSON numbers: rounded, with gaps (NaN; or ≤ 0 on a log axis) as null."""
+    arr = np.asarray(a, dtype=np.float64)
+    bad = ~np.isfinite(arr) | ((arr <= 0) if positive else False)
+    return [None if b else v for v, b in zip(np.round(arr, digits).tolist(), bad.tolist(), strict=True)]
+
+
+def _series(label: str, unit: str, values: Any, *, points: bool = False, log: bool = False,
+            step: bool = False) -> Spec:
+    return {"label": label, "unit": unit, "values": _values(values, positive=log), "points": points, "log": log,
+            "step": step}
+
+
+def _shown(order: np.ndarray, slowness: np.ndarray) -> np.ndarray:
+    """Indices to plot when there are too many: an even stride, plus the slowest (the tail is the story)."""
+    if len(order) <= MAX_POINTS:
+        return order
+    tail = np.argsort(slowness)[-MAX_POINTS // 10:]
+    keep = np.union1d(order[:: len(order) // (MAX_POINTS - len(tail)) + 1], tail)
+    return keep
+
+
+def per_request(records: Sequence[RequestRecord], t0: int) -> Spec | None:
+    """TTFT and mean ITL of each successful request at its send time; hovering names the request."""
+    ok = [r for r in records if r.status == "ok" and r.sent_ns is not None and r.first_token_ns is not None]
+    if not ok:
+        return None
+    sent = np.array([r.sent_ns or 0 for r in ok], dtype=np.int64)
+    ttft = np.array([ttft_ns(r) or 0 for r in ok], dtype=np.float64) / NS_PER_MS
+    keep = _shown(np.argsort(sent, kind="stable"), ttft)
+    keep = keep[np.argsort(sent[keep], kind="stable")]
+    itl = [float(np.mean(s)) / NS_PER_MS if len(s := itl_samples_ns(ok[i])) else np.nan for i in keep]
+    shown = "" if len(keep) == len(ok) else f" ({len(keep):,} of {len(ok):,} shown: a stride and the slowest)"
+    return {"title": f"each request: TTFT and mean ITL by send time{shown}", "xlabel": "s into the phase",
+            "x": _values((sent[keep] - t0) / NS_PER_S), "ids": [ok[i].request_id for i in keep],
+            "series": [_series("TTFT", "ms", ttft[keep], points=True, log=True),
+                       _series("mean ITL", "ms", itl, points=True, log=True)]}
+
+
+def _binned(times_ns: Any, t0: int, width_s: float, bins: int, weights: Any = None) -> np.ndarray:
+    """Per-second rate in each bin: events (or their weights) in the bin / its width."""
+    at = ((np.asarray(times_ns, dtype=np.float64) - t0) / NS_PER_S / width_s).astype(np.int64)
+    inside = (at >= 0) & (at < bins)
+    w = None if weights is None else np.asarray(weights, dtype=np.float64)[inside]
+    return np.bincount(at[inside], weights=w, minlength=bins)[:bins] / width_s
+
+
+def over_time(records: Sequence[RequestRecord], t0: int) -> list[Spec]:
+    """Rates in bins (arrivals, completions, output tokens), requests in flight, and failures if any."""
+    span_s = max(max(r.end_ns for r in records) - t0, 1) / NS_PER_S
+    width = bin_seconds(span_s)
+    bins = int(np.ceil(span_s / width)) + 1
+    x = _values(np.arange(bins) * width)
+    ok = [r for r in records if r.status == "ok"]
+    chunks = np.concatenate([np.asarray(r.chunk_ns, dtype=np.int64) for r in ok] or [np.zeros(0, np.int64)])
+    # Tokens where each arrived: the server's count per chunk when it gives one (delivered_tokens' rule).
+    tokens = np.concatenate([np.asarray(r.chunk_tokens if r.exact_chunk_tokens else np.ones(len(r.chunk_ns)),
+                                        dtype=np.float64) for r in ok] or [np.zeros(0)])
+    specs = [{"title": f"rates per second, in {width:g} s bins", "xlabel": "s into the phase", "x": x, "series": [
+        _series("arrivals (intended)", "req/s", _binned([r.intended_ns for r in records], t0, width, bins),
+                step=True),
+        _series("completed ok", "req/s", _binned([r.end_ns for r in ok], t0, width, bins), step=True),
+        _series("output tokens", "tokens/s", _binned(chunks, t0, width, bins, tokens), step=True)]}]
+    times, counts = in_flight(records)
+    if len(times):
+        at = np.clip(((times - t0) / NS_PER_S / width).astype(np.int64), 0, bins - 1)
+        peak = np.zeros(bins)
+        np.maximum.at(peak, at, counts)
+        specs.append({"title": f"requests in flight (sent, not ended): the most in each {width:g} s bin",
+                      "xlabel": "s into the phase", "x": x, "series": [_series("in flight", "requests", peak,
+                                                                                step=True)]})
+    failed = sorted({r.status for r in records} - {"ok"})
+    if failed:
+        specs.append({"title": "failed requests per second, by status", "xlabel": "s into the phase", "x": x,
+                      "series": [_series(s, "req/s", _binned([r.end_ns for r in records if r.status == s], t0,
+                                                             width, bins), step=True) for s in failed]})
+    return specs
+
+
+def server_side(rows: Sequence[Row], t0: int) -> list[Spec]:
+    """The endpoint's scraped series over the phase: requests running and waiting, KV cache, tokens/s."""
+    x = _values([(r.t_ns - t0) / NS_PER_S for r in rows])
+    specs = [{"title": "server: requests running and waiting, KV cache usage", "xlabel": "s into the phase",
+              "x": x, "series": [_series(name, "requests", [r.values.get(name, np.nan) for r in rows], step=True)
+                                 for name in ("running", "waiting")]
+              + [_series("KV cache", "%", [100 * r.values.get("kv_cache_usage", np.nan) for r in rows])]}]
+    times, per_s = rates(rows, "generation_tokens_total")
+    if times:
+        specs.append({"title": "server: generated tokens per second (between scrapes)",
+                      "xlabel": "s into the phase", "x": _values((np.asarray(times) - t0) / NS_PER_S),
+                      "series": [_series("generated", "tokens/s", per_s)]})
+    return specs
