@@ -90,12 +90,21 @@ def _plain_ticks(*axes: Any) -> None:
 def _workload(by_phase: dict[str, list[RequestRecord]]) -> str:
     """The lengths the run sent and got back, as two small histograms per phase."""
     fig, (ax_in, ax_out) = _pyplot().subplots(1, 2, figsize=(9, 2.4))
-    for name, recs in by_phase.items():
-        prompt = [r.prompt_tokens if r.prompt_tokens is not None else r.prompt_tokens_requested for r in recs]
-        answer = [r.delivered_tokens for r in recs if r.status == "ok"]
-        for ax, values in ((ax_in, prompt), (ax_out, answer)):
-            if values:
-                ax.hist(values, bins=min(40, max(len(set(values)), 1)), histtype="step", label=name, linewidth=1.2)
+    lengths = {name: ([r.prompt_tokens if r.prompt_tokens is not None else r.prompt_tokens_requested for r in recs],
+                      [r.delivered_tokens for r in recs if r.status == "ok"]) for name, recs in by_phase.items()}
+    for k, ax in enumerate((ax_in, ax_out)):
+        every = [v for pair in lengths.values() for v in pair[k]]
+        if not every:
+            continue
+        lo, hi = min(every), max(every)
+        # Bins shared by the phases; a fixed length is one narrow bar with its own tick, not a full-width block.
+        edges = np.linspace(lo * 0.9, hi * 1.1 + 1, 22) if lo == hi else np.histogram_bin_edges(
+            every, bins=min(40, len(set(every))))
+        for name, pair in lengths.items():
+            if pair[k]:
+                ax.hist(pair[k], bins=edges, histtype="step", label=name, linewidth=1.2)
+        if lo == hi:
+            ax.set_xticks([lo])
     for ax, label in ((ax_in, "prompt tokens (the server's count where it gave one)"),
                       (ax_out, "output tokens received (ok requests)")):
         ax.set_title(label, fontsize=9)

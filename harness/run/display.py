@@ -98,8 +98,8 @@ def plan_lines(scenario: Scenario, endpoint: Endpoint, bundled: bool, run_dir: P
         endpoint.base_url)
     phases = scenario.phases
     width = max(len(p.name) for p in phases)
-    return [f"run {scenario.name}: {len(phases)} phase{'s' * (len(phases) > 1)} against {target}, "
-            f"model {endpoint.model}, {endpoint.api} API",
+    return [f"run {scenario.name} against {target}",
+            f"  model {endpoint.model}, {endpoint.api} API, {len(phases)} phase{'s' * (len(phases) > 1)}:",
             *(f"  {i}/{len(phases)} {p.name:<{width}}  {describe(p.load)}" for i, p in enumerate(phases, 1)),
             f"  records → {run_dir}"]
 

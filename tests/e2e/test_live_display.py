@@ -79,7 +79,8 @@ def test_live_view_fits_80_columns_and_warnings_land_above_it(tmp_path: Path) ->
     assert screen.wraps == 0, "a line ran past 80 columns"
     lines = [line.rstrip() for line in screen.display]
     # The plan came first, before any request.
-    assert lines[0].startswith("run quick: 1 phase against the bundled simulator")
+    assert lines[0].startswith("run quick against the bundled simulator")
+    assert "  1/1 interactive  poisson 20 req/s, 60 s" in lines
     # The Ctrl-C warning is whole, on its own lines, and no fragment of the view is left anywhere.
     start = next(i for i, line in enumerate(lines) if line.startswith("warning: SIGINT: stopped sending"))
     said = " ".join(lines[start:start + 2])

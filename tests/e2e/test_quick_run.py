@@ -89,6 +89,6 @@ def test_an_endpoint_without_a_path_means_its_v1(tmp_path: Path, sim_url: str) -
     assert f"endpoint: {root}/v1 (the OpenAI API lives under /v1)" in proc.stderr
     # Off a terminal the plan still comes first, in plain lines a log keeps.
     (run_dir,) = tmp_path.iterdir()
-    assert proc.stderr.splitlines()[1:4] == [
-        f"run quick: 1 phase against {root}/v1, model llama-3.1-8b, chat API",
+    assert proc.stderr.splitlines()[1:5] == [
+        f"run quick against {root}/v1", "  model llama-3.1-8b, chat API, 1 phase:",
         "  1/1 interactive  poisson 20 req/s, 4 requests", f"  records → {run_dir}"]
