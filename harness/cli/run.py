@@ -45,6 +45,8 @@ from harness.tools.search import parse_slo
 @reports_dir_option
 @click.option("--pin/--no-pin", default=True, show_default=True,
               help="With the bundled simulator on a machine of 2+ cores: harness on the first, simulator on the last.")
+@click.option("--accelerator", metavar="TEXT",
+              help="What the endpoint runs on (e.g. '8xH100, TP 8'), for the report's header.")
 @click.option("--tokenizer", metavar="PATH|server",
               help="Prompts of exact length on a real model: a local Hugging Face tokenizer (directory or "
                    "tokenizer.json, never downloaded), or 'server' to count with the endpoint's own /tokenize.")
@@ -67,11 +69,11 @@ from harness.tools.search import parse_slo
 @click.option("--slo", "slo_text", metavar="LIMITS", help="Quick run: e.g. ttft=500ms,tpot=50ms (per request).")
 @guarded
 def run(scenario_path: Path | None, endpoint: str | None, model: str | None, api: Api | None,
-        api_key_env: str | None, reports_dir: Path, pin: bool, tokenizer: str | None, skip_bad_rows: bool,
-        progress: str, **quick: Any) -> None:
+        api_key_env: str | None, reports_dir: Path, pin: bool, accelerator: str | None, tokenizer: str | None,
+        skip_bad_rows: bool, progress: str, **quick: Any) -> None:
     """Run SCENARIO (default scenarios/quickstart.yaml), or a quick run from flags (--rate, --concurrency,
     --batch), and report each phase side by side."""
-    scenario = _with_flags(_scenario(scenario_path, quick, api), tokenizer, skip_bad_rows)
+    scenario = _with_flags(_scenario(scenario_path, quick, api), tokenizer, skip_bad_rows, accelerator)
     endpoint = endpoint_url(endpoint)
     writable_dir(reports_dir, "--reports-dir")
     key = api_key(api_key_env, scenario.endpoint.api_key_env)
@@ -124,7 +126,10 @@ def _slo_limits(text: str | None) -> dict[str, float] | None:
         raise click.BadParameter(str(exc), param_hint="--slo") from None
 
 
-def _with_flags(scenario: Scenario, tokenizer: str | None, skip_bad_rows: bool) -> Scenario:
+def _with_flags(scenario: Scenario, tokenizer: str | None, skip_bad_rows: bool, accelerator: str | None) -> Scenario:
+    if accelerator is not None:
+        declared = scenario.endpoint.model_copy(update={"accelerator": accelerator})
+        scenario = scenario.model_copy(update={"endpoint": declared})
     if tokenizer is not None:
         if tokenizer != "server" and not Path(tokenizer).exists():
             raise click.BadParameter(f"no such file or directory {tokenizer} (or give 'server')",

@@ -37,6 +37,8 @@ class EndpointConfig(Strict):
     url: str | None = Field(None, description="OpenAI base URL, e.g. http://host:8000/v1; none: the simulator")
     model: str | None = None
     api: Literal["chat", "completions"] = "chat"
+    accelerator: str | None = Field(None, description="what the endpoint runs on, as you declare it "
+                                    "(e.g. '8×H100 SXM, TP 8'): shown in the report's header")
     api_key_env: str | None = Field(None, description="name of the environment variable holding the key")
     metrics_url: str | None = Field(None, description="Prometheus /metrics to scrape; none: origin + /metrics")
     scrape_interval_s: Seconds = Field(1.0, description="seconds between scrapes; 0: no scraping")

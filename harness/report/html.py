@@ -156,8 +156,9 @@ def header_facts(summary: dict[str, Any]) -> list[tuple[str, str]]:
     run = summary.get("run", {})
     endpoint = run.get("endpoint") or {}
     sim = run.get("simulator") or {}
+    declared = f" ({endpoint['accelerator']}, as declared)" if endpoint.get("accelerator") else ""
     target = (f"simulated {sim.get('accelerator')} running {sim.get('model')} (bundled)" if endpoint.get(
-        "bundled_simulator") or run.get("mode") == "predict" else endpoint.get("base_url", ""))
+        "bundled_simulator") or run.get("mode") == "predict" else endpoint.get("base_url", "") + declared)
     phases = summary.get("phases", [])
     first = phases[0] if phases else {}
     slo = (first.get("goodput") or {}).get("slo") or {}

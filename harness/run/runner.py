@@ -87,7 +87,7 @@ def _header(scenario: Scenario, endpoint: Endpoint, run_id: str, clock: Clock, b
         # One wall-clock anchor: monotonic_ns of the records + (wall_ns - monotonic_ns) = wall time.
         "anchor": {"monotonic_ns": clock.now_ns(), "wall_ns": time.time_ns()},
         "endpoint": {"base_url": endpoint.base_url, "model": endpoint.model, "api": endpoint.api,
-                     "bundled_simulator": bundled},
+                     "bundled_simulator": bundled, "accelerator": scenario.endpoint.accelerator},
         "simulator": scenario.simulator.model_dump() if bundled else None,
     }
 

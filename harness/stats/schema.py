@@ -239,6 +239,7 @@ class EndpointInfo(_Model):
     model: str
     api: str
     bundled_simulator: bool
+    accelerator: str | None = Field(None, description="what the endpoint runs on, as the scenario declared it")
 
 
 class ServerTokenizer(_Model):

@@ -49,8 +49,10 @@ def _chromium() -> str:
 def test_report_page_and_its_images_load_in_a_browser(tmp_path: Path, sim_url: str) -> None:
     scenario = tmp_path / "html.yaml"
     scenario.write_text(SMALL)
-    proc = harness("run", str(scenario), "--endpoint", sim_url, "--reports-dir", str(tmp_path / "r"))
+    proc = harness("run", str(scenario), "--endpoint", sim_url, "--reports-dir", str(tmp_path / "r"),
+                   "--accelerator", "8xH100, TP 8")
     assert proc.returncode == 0, proc.stderr
+    assert f"run html against {sim_url} (8xH100, TP 8)" in proc.stderr
     (run_dir,) = (tmp_path / "r").iterdir()
     page = (run_dir / "report.html").read_text()
     probed = tmp_path / "probed.html"
@@ -62,7 +64,7 @@ def test_report_page_and_its_images_load_in_a_browser(tmp_path: Path, sim_url: s
          probed.as_uri()], capture_output=True, text=True, timeout=90).stdout
     assert "harness report: html" in dom and "Batches of 16 deliver" in dom
     # The page opens with what was run against what, asking for what, and how it ended.
-    assert "<th>model</th><td>llama-3.1-8b</td>" in dom and f"<td>{sim_url}</td>" in dom
+    assert "<th>model</th><td>llama-3.1-8b</td>" in dom and f"<td>{sim_url} (8xH100, TP 8, as declared)</td>" in dom
     assert "<th>SLOs</th><td>ttft ≤ 200 ms</td>" in dom and "<th>ended</th><td>complete</td>" in dom
     assert "<th>phases</th><td>open, batch-16 · " in dom
     loaded = re.search(r'data-images-loaded="(\d+)"', dom)
