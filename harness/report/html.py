@@ -117,11 +117,6 @@ def _workload(by_phase: dict[str, list[RequestRecord]]) -> str:
     return _png(fig)
 
 
-def sweep_groups(summary: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
-    """Phases expanded from one sweep, grouped by the phase they came from (`report.table.sweep_points`)."""
-    return sweep_points(summary)
-
-
 def knee(points: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The sweep's capacity under the SLOs (`harness.stats.conclusion.knee`)."""
     best = knee_of([PhaseSummary.model_validate(p) for p in points])
@@ -208,7 +203,7 @@ def render_html(summary: dict[str, Any], records: Sequence[RequestRecord], rows:
     if any(r.status == "ok" for r in records):  # no curve to draw when nothing succeeded
         parts += ["<h2>Latency distributions</h2>", f"<img alt='latency CDFs' src='{_cdfs(by_phase)}'>"]
     slo = summary["phases"][0]["goodput"]["slo"] if summary.get("phases") else {}
-    for name, points in sweep_groups(summary).items():
+    for name, points in sweep_points(summary).items():
         best = knee(points)
         capacity = (f"capacity under the SLOs: {best['name']} at {best['throughput']['output_tokens_per_s']:,.0f} "
                     f"output tokens/s" if best else "no point of the sweep met the SLOs")

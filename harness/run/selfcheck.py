@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from harness.clock import NS_PER_MS, NS_PER_S, Clock, cancel_quietly
-from harness.stats.verdict import RANK, ClientCheck, Verdict, verdict
+from harness.stats.verdict import RANK, ClientCheck, Verdict, lateness, verdict
 
 _TICK_NS = 10 * NS_PER_MS
 _WINDOW_TICKS = 100  # live check over the last second
@@ -106,12 +106,7 @@ class SelfCheck:
                 window = self.mark()
 
     def _check(self, check: ClientCheck) -> None:
-        late = []
-        if check.loop_lag_p99_ms is not None and check.loop_lag_p99_ms > self.loop_lag_bound_ms:
-            late.append(f"event loop {check.loop_lag_p99_ms:.1f} ms late (p99)")
-        if not late and check.cpu_share is not None and check.cpu_share > self.cpu_bound:
-            late.append(f"CPU above {self.cpu_bound:.0%}")  # the verdict's reason gives the share itself
-        name, reason = verdict(", ".join(late) or None, check)
+        name, reason = verdict(lateness(check), check)
         if name == "ok":
             return
         self.windows.append((len(self.lags_ns), name, reason))

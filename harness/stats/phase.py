@@ -48,7 +48,7 @@ from harness.stats.schema import (
     WholeRun,
 )
 from harness.stats.schema import Window as SchemaWindow
-from harness.stats.verdict import ClientCheck, verdict, worst
+from harness.stats.verdict import ClientCheck, lateness, verdict, worst
 
 Metric = Callable[[RequestRecord], float | int | None]
 
@@ -251,14 +251,9 @@ def _client_limited(lag_p99_ms: float | None, bound_ms: float, batches: Batches 
     """
     if batches is not None:
         bound_ms = max(bound_ms, 0.02 * float(batches.batch_time_ms.p50 or 0.0))
-    late = []
-    if lag_p99_ms is not None and float(lag_p99_ms) > bound_ms:
-        late.append(f"schedule lag p99 {float(lag_p99_ms):.1f} ms > {bound_ms:.1f} ms")
-    if client.loop_lag_p99_ms is not None and client.loop_lag_p99_ms > client.loop_lag_bound_ms:
-        late.append(f"event-loop lag p99 {client.loop_lag_p99_ms:.1f} ms > {client.loop_lag_bound_ms:.1f} ms")
-    if not late and client.cpu_share is not None and client.cpu_share > client.cpu_bound:
-        late.append(f"CPU above {client.cpu_bound:.0%}")  # the verdict's reason gives the share itself
-    name, reason = worst(verdict("; ".join(late) or None, client), (client.live_verdict, client.live_reason))
+    schedule = (f"schedule lag p99 {float(lag_p99_ms):.1f} ms > {bound_ms:.1f} ms"
+                if lag_p99_ms is not None and float(lag_p99_ms) > bound_ms else None)
+    name, reason = worst(verdict(lateness(client, schedule), client), (client.live_verdict, client.live_reason))
     return {
         "client_limited": name != "ok", "client_limited_reason": reason or None,
         "schedule_lag_bound_ms": bound_ms,

@@ -33,6 +33,17 @@ class ClientCheck:
     live_reason: str = ""
 
 
+def lateness(client: ClientCheck, schedule: str | None = None) -> str | None:
+    """What was late, in words, or None: `schedule` (the phase's schedule lag, when over its bound), the event
+    loop's lag over its bound, or the CPU over its bound when nothing else was (its verdict names the share)."""
+    late = [schedule] if schedule else []
+    if client.loop_lag_p99_ms is not None and client.loop_lag_p99_ms > client.loop_lag_bound_ms:
+        late.append(f"event-loop lag p99 {client.loop_lag_p99_ms:.1f} ms > {client.loop_lag_bound_ms:.1f} ms")
+    if not late and client.cpu_share is not None and client.cpu_share > client.cpu_bound:
+        late.append(f"CPU above {client.cpu_bound:.0%}")
+    return "; ".join(late) or None
+
+
 def verdict(late: str | None, client: ClientCheck) -> tuple[Verdict, str]:
     """`late`: what was late and by how much (None: nothing was). The verdict and its one-line reason."""
     if late is None:

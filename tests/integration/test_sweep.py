@@ -8,7 +8,8 @@ import pytest
 
 from harness.config.scenario import load_scenario, parse_scenario
 from harness.errors import ScenarioError
-from harness.report.html import knee, sweep_groups
+from harness.report.html import knee
+from harness.report.table import sweep_points
 from harness.tools.predict import predict
 from tests.helpers import harness
 
@@ -41,7 +42,7 @@ def test_bad_sweeps_are_named(phase: dict, message: str) -> None:
 
 def test_the_knee_is_the_fastest_point_still_meeting_the_slos() -> None:
     summary = predict(load_scenario(ROOT / "scenarios" / "sweep.yaml"))
-    (points,) = sweep_groups(summary).values()
+    (points,) = sweep_points(summary).values()
     best = knee(points)
     assert best is not None and best["name"] == "poisson@rate=40"
     assert all(p["goodput"]["fraction"] < 0.95 for p in points
@@ -68,7 +69,7 @@ def test_a_sweep_prints_as_one_row_per_point_with_its_capacity() -> None:
 
     summary = predict(load_scenario(ROOT / "scenarios" / "sweep.yaml"))
     text = render_table(summary)
-    (points,) = sweep_groups(summary).values()
+    (points,) = sweep_points(summary).values()
     best = knee(points)
     assert best is not None
     lines = text.splitlines()
