@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-fast check install install-test browser clean
+.PHONY: demo test test-fast check install install-test browser prometheus clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +19,10 @@ install-test: $(BIN)/python
 browser:
 	@command -v chromium >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
+# The exporter and Pushgateway tests run Debian's real Prometheus and Pushgateway on loopback.
+prometheus:
+	@command -v prometheus >/dev/null 2>&1 && command -v prometheus-pushgateway >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus prometheus-pushgateway >/dev/null; }
+
 demo: install
 	$(BIN)/harness run
 
@@ -27,7 +31,7 @@ check:
 	$(BIN)/mypy harness bench
 	$(BIN)/pytest -q
 
-test: install-test browser check
+test: install-test browser prometheus check
 
 # Unit tests only (no network, no subprocess): about 20 s.
 test-fast: install-test

@@ -20,6 +20,7 @@ from harness.cli.common import (
     writable_dir,
 )
 from harness.cli.errors import fail, guarded
+from harness.cli.export import export_options, live_metrics, push, with_export_flags
 from harness.client.backend import Api
 from harness.config.load import TraceLoad
 from harness.config.quick import QuickRun, length_spec, quick_scenario
@@ -30,6 +31,7 @@ from harness.report.files import write_run
 from harness.report.notes import notes
 from harness.report.table import print_table
 from harness.run.display import Display, make_display, plan_lines
+from harness.run.exporter import LiveMetrics
 from harness.run.runner import RunResult, new_run_dir, run_scenario
 from harness.run.target import target
 from harness.tools.calibration_store import ceiling_tokens_per_s
@@ -67,24 +69,31 @@ from harness.tools.search import parse_slo
 @click.option("--output-tokens", default="128", show_default=True, metavar="N|DIST", help="Quick run: answer length.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Quick run: seed of arrivals and prompts.")
 @click.option("--slo", "slo_text", metavar="LIMITS", help="Quick run: e.g. ttft=500ms,tpot=50ms (per request).")
+@export_options
 @guarded
 def run(scenario_path: Path | None, endpoint: str | None, model: str | None, api: Api | None,
         api_key_env: str | None, reports_dir: Path, pin: bool, accelerator: str | None, tokenizer: str | None,
         skip_bad_rows: bool, progress: str, **quick: Any) -> None:
     """Run SCENARIO (default scenarios/quickstart.yaml), or a quick run from flags (--rate, --concurrency,
     --batch), and report each phase side by side."""
+    export = {k: quick.pop(k) for k in ("metrics_port", "metrics_hold_s", "pushgateway", "pushgateway_job",
+                                        "pushgateway_label")}
     scenario = _with_flags(_scenario(scenario_path, quick, api), tokenizer, skip_bad_rows, accelerator)
+    scenario = with_export_flags(scenario, export)
     endpoint = endpoint_url(endpoint)
     writable_dir(reports_dir, "--reports-dir")
     key = api_key(api_key_env, scenario.endpoint.api_key_env)
     tune_for_timing()
     display = make_display(progress)
-    result = asyncio.run(_run(scenario, reports_dir, endpoint, model, api, key, pin, display))
-    write_run(result)
-    print_table(result.summary.to_json())
-    for line in notes(result.summary.to_json()):
-        display.warn(line)
-    click.echo(f"\nreport: {result.run_dir}")
+    with live_metrics(scenario) as metrics:
+        result = asyncio.run(_run(scenario, reports_dir, endpoint, model, api, key, pin, display, metrics))
+        write_run(result)
+        summary = result.summary.to_json()
+        print_table(summary)
+        for line in notes(summary):
+            display.warn(line)
+        click.echo(f"\nreport: {result.run_dir}")
+        push(scenario, summary, key, display.warn)  # completed, failed or stopped alike
     if result.summary.run.stopped:
         raise SystemExit(EXIT_STOPPED)
     if not any(phase.requests.ok for phase in result.summary.phases):
@@ -145,11 +154,11 @@ def _with_flags(scenario: Scenario, tokenizer: str | None, skip_bad_rows: bool, 
 
 
 async def _run(scenario: Scenario, reports_dir: Path, url: str | None, model: str | None, api: Api | None,
-               key: str | None, pin: bool, display: Display) -> RunResult:
+               key: str | None, pin: bool, display: Display, metrics: LiveMetrics | None) -> RunResult:
     async with target(scenario, url=url, model=model, api=api, api_key=key, pin=pin, log=display.warn) as (
             endpoint, bundled):
         run_dir = new_run_dir(reports_dir, scenario.name)
         for line in plan_lines(scenario, endpoint, bundled, run_dir):
             display.say(line)
         return await run_scenario(scenario, endpoint, run_dir, bundled=bundled, display=display,
-                                  ceiling_tokens_per_s=ceiling_tokens_per_s())
+                                  ceiling_tokens_per_s=ceiling_tokens_per_s(), metrics=metrics)

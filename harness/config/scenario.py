@@ -62,6 +62,19 @@ class ClientConfig(Strict):
     cpu_bound: Annotated[float, Field(gt=0, le=1)] = 0.9
 
 
+class Pushgateway(Strict):
+    """Where a run pushes its summary when it ends, however it ends (completed, failed or stopped)."""
+
+    url: str = Field(description="the Pushgateway's base URL, e.g. http://pushgateway:9091")
+    job: Annotated[str, Field(min_length=1)] = "harness"
+    labels: dict[str, str] = Field(default_factory=dict, description="more grouping labels, e.g. {branch: main}")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _url_alone(cls, data: Any) -> Any:
+        return {"url": data} if isinstance(data, str) else data  # `pushgateway: http://…` is enough
+
+
 class Scenario(Strict):
     name: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")]
     description: str = ""
@@ -71,6 +84,11 @@ class Scenario(Strict):
     endpoint: EndpointConfig = EndpointConfig()
     simulator: SimulatorConfig = SimulatorConfig()
     client: ClientConfig = ClientConfig()
+    metrics_port: Annotated[int, Field(ge=0, le=65535)] = Field(
+        0, description="serve the harness's own Prometheus metrics on this port while the run lasts; 0: off")
+    metrics_hold_s: Seconds = Field(0.0, description="keep serving them this long after the run, so a last "
+                                    "scrape sees the final counts")
+    pushgateway: Pushgateway | None = None
     phases: Annotated[list[Phase], Field(min_length=1)]
 
     @model_validator(mode="after")

@@ -20,22 +20,26 @@ from harness import __version__
 from harness.client.backend import Endpoint, PooledBackend
 from harness.client.backends import make_backend
 from harness.clock import Clock, MonotonicClock
+from harness.config.load import Phase, describe
 from harness.config.scenario import Scenario
 from harness.records import RecordWriter, RequestRecord, write_parquet
 from harness.redact import MESSAGE_LIMIT, redactor, short_reason
 from harness.run.dispatch import Dispatcher
 from harness.run.display import Display
-from harness.run.progress import Goal, Progress, goal
+from harness.run.exporter import LiveMetrics
+from harness.run.progress import Progress, goal
 from harness.run.scrape import ServerScraper
 from harness.run.selfcheck import SelfCheck
 from harness.run.server_tokens import server_words
 from harness.run.signals import Stopper
+from harness.stats.phase import span_rate
 from harness.stats.schema import Summary
 from harness.stats.server import Row, metrics_url, same_origin, series_names
 from harness.stats.summary import PhaseRun, build_summary
 from harness.workload.plan import (
     BatchPlan,
     ClosedLoopPlan,
+    OpenLoopPlan,
     PhasePlan,
     SessionPlan,
     peak_connections,
@@ -111,6 +115,7 @@ class _Sink:
     phase: list[RequestRecord] = field(default_factory=list)
     run: list[RequestRecord] = field(default_factory=list)
     progress: Progress | None = None
+    metrics: LiveMetrics | None = None
 
     def __call__(self, rec: RequestRecord) -> None:
         if rec.reason:
@@ -122,11 +127,17 @@ class _Sink:
         self.run.append(rec)
         if self.progress is not None:
             self.progress.record(rec)
+        if self.metrics is not None:
+            self.metrics.record(rec)
 
-    def begin_phase(self, name: str, planned: Goal) -> None:
+    def begin_phase(self, phase: Phase, plan: PhasePlan, launched: Callable[[], int]) -> None:
         self.phase = []
         if self.progress is not None:
-            self.progress.begin_phase(name, planned)
+            self.progress.begin_phase(phase.name, goal(plan))
+        if self.metrics is not None:
+            offsets = plan.offsets_ns if isinstance(plan, OpenLoopPlan | SessionPlan) else None
+            self.metrics.begin_phase(phase.name, describe(phase.load),
+                                     None if offsets is None else span_rate(offsets.tolist()), launched)
 
 
 async def _run_phases(scenario: Scenario, plans: list[PhasePlan], dispatcher: Dispatcher, backend: PooledBackend,
@@ -136,7 +147,7 @@ async def _run_phases(scenario: Scenario, plans: list[PhasePlan], dispatcher: Di
         if dispatcher.stopping:
             break
         await backend.warm(min(peak_connections(plan), _WARM_MAX))
-        sink.begin_phase(phase.name, goal(plan))
+        sink.begin_phase(phase, plan, lambda: dispatcher.launched)
         mark = check.mark()
         try:
             await run_plan(dispatcher, plan, scenario.client.stop_grace_s)
@@ -156,6 +167,7 @@ class _Run:
     clock: Clock
     display: Display
     plans: list[PhasePlan]
+    metrics: LiveMetrics | None = None
     phases: list[PhaseRun] = field(default_factory=list)
     records: list[RequestRecord] = field(default_factory=list)
     stopped: str | None = None
@@ -163,7 +175,7 @@ class _Run:
 
     async def execute(self, backend: PooledBackend, check: SelfCheck) -> None:
         with RecordWriter(self.run_dir) as writer:
-            sink = _Sink(writer, redactor(self.endpoint.api_key))
+            sink = _Sink(writer, redactor(self.endpoint.api_key), metrics=self.metrics)
             dispatcher = Dispatcher(backend, self.clock, sink)
             sink.progress = Progress(self.clock, lambda: dispatcher.launched, len(self.plans))
             self.display.follow(sink.progress)
@@ -180,6 +192,8 @@ class _Run:
             finally:
                 stopper.remove()
                 await self.display.stop()
+                if self.metrics is not None:
+                    self.metrics.end_phase()
                 self.stopped, self.stopped_ns = stopper.signal, stopper.at_ns
                 self.records = sink.run
                 if sink.run:
@@ -188,10 +202,11 @@ class _Run:
 
 async def run_scenario(
     scenario: Scenario, endpoint: Endpoint, run_dir: Path, *, bundled: bool = False, clock: Clock | None = None,
-    display: Display | None = None, ceiling_tokens_per_s: float | None = None,
+    display: Display | None = None, ceiling_tokens_per_s: float | None = None, metrics: LiveMetrics | None = None,
 ) -> RunResult:
     """Run every phase of `scenario` against `endpoint`; records go to `run_dir` as requests end.
 
+    `metrics`, when given, is fed every finished record (the live Prometheus exporter).
     `ceiling_tokens_per_s` is this machine's client ceiling from `harness calibrate`, when known: each
     phase's summary then says how close it came to it.
     """
@@ -206,7 +221,7 @@ async def run_scenario(
     header = _header(scenario, endpoint, run_id, clock, bundled)
     header["tokenizer"] = counted.info() if counted else None
     cfg = scenario.client
-    run = _Run(scenario, endpoint, run_dir, clock, display or Display(), plans)
+    run = _Run(scenario, endpoint, run_dir, clock, display or Display(), plans, metrics)
     check = SelfCheck(clock, cfg.loop_lag_bound_ms, cfg.cpu_bound, run.display.warn)
     backend = make_backend(endpoint, cfg, max(peak_connections(p) for p in plans))
     scraper = _scraper(scenario, endpoint, clock, run_dir)

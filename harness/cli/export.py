@@ -1,0 +1,88 @@
+"""`harness run`'s Prometheus flags: the live exporter (--metrics-port) and the Pushgateway (--pushgateway)."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+import click
+
+from harness.cli.common import Duration
+from harness.config.scenario import Pushgateway, Scenario
+from harness.errors import UsageError
+from harness.redact import redactor
+from harness.report.pushgateway import push_summary
+from harness.run.exporter import LiveMetrics
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def export_options(command: F) -> F:
+    options = [
+        click.option("--metrics-port", type=click.IntRange(0, 65535), metavar="PORT",
+                     help="Serve the harness's own Prometheus metrics on this port while the run lasts (0: off)."),
+        click.option("--metrics-hold", "metrics_hold_s", type=Duration(), metavar="DURATION",
+                     help="Keep serving them this long after the run, for a last scrape (e.g. 15s)."),
+        click.option("--pushgateway", metavar="URL", help="Push the run's summary to this Pushgateway when it ends."),
+        click.option("--pushgateway-job", metavar="NAME", help="The push's job label (default: harness)."),
+        click.option("--pushgateway-label", multiple=True, metavar="K=V",
+                     help="A grouping label for the push (repeatable), e.g. branch=main."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def _labels(pairs: tuple[str, ...]) -> dict[str, str]:
+    labels = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.isidentifier():
+            raise click.BadParameter(f"{pair!r}: give KEY=VALUE, KEY a label name", param_hint="--pushgateway-label")
+        labels[key] = value
+    return labels
+
+
+def with_export_flags(scenario: Scenario, flags: dict[str, Any]) -> Scenario:
+    """The scenario with the export flags given on the command line put over its own fields."""
+    update: dict[str, Any] = {}
+    if flags["metrics_port"] is not None:
+        update["metrics_port"] = flags["metrics_port"]
+    if flags["metrics_hold_s"] is not None:
+        update["metrics_hold_s"] = flags["metrics_hold_s"]
+    push = scenario.pushgateway
+    if flags["pushgateway"] is not None:
+        push = Pushgateway(url=flags["pushgateway"], **(push.model_dump(exclude={"url"}) if push else {}))
+    if push is None and (flags["pushgateway_job"] or flags["pushgateway_label"]):
+        raise click.BadParameter("needs --pushgateway URL (or pushgateway: in the scenario)",
+                                 param_hint="--pushgateway-job" if flags["pushgateway_job"] else "--pushgateway-label")
+    if push is not None:
+        labels = {**push.labels, **_labels(flags["pushgateway_label"])}
+        update["pushgateway"] = push.model_copy(update={"job": flags["pushgateway_job"] or push.job,
+                                                        "labels": labels})
+    return scenario.model_copy(update=update) if update else scenario
+
+
+@contextlib.contextmanager
+def live_metrics(scenario: Scenario) -> Iterator[LiveMetrics | None]:
+    """The exporter, serving while the block runs (and `metrics_hold_s` after it, when it ended well)."""
+    if not scenario.metrics_port:
+        yield None
+        return
+    metrics = LiveMetrics(scenario.name)
+    try:
+        metrics.serve(scenario.metrics_port)
+    except OSError as exc:
+        raise UsageError(f"--metrics-port {scenario.metrics_port}: cannot serve there ({exc.strerror})") from None
+    try:
+        yield metrics
+        time.sleep(scenario.metrics_hold_s)
+    finally:
+        metrics.close()
+
+
+def push(scenario: Scenario, summary: dict[str, Any], key: str | None, warn: Callable[[str], None]) -> None:
+    if scenario.pushgateway is not None:
+        push_summary(scenario.pushgateway, summary, lambda message: warn(redactor(key)(message)))

@@ -1,0 +1,163 @@
+"""The harness's own Prometheus metrics, live while a run lasts (`--metrics-port`).
+
+It observes the record stream the runner already has (each finished record, once) and takes every figure
+from `harness.stats.metrics`, so a dashboard and summary.json never disagree on a definition. Its registry is
+its own; the labels are `scenario` and `phase` (and a status and a bounded failure cause on the request
+counter): never a request id, which rides along as an OpenMetrics exemplar on the latency histograms instead,
+so a slow bucket in Grafana leads to its record in requests.jsonl.
+
+Histograms keep their bucket counts in numpy under one lock: a request's ITL is ~100 samples, which
+prometheus-client's per-value `observe` would cost ~100 lock-and-scan rounds for.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
+from prometheus_client.metrics_core import HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
+from prometheus_client.samples import Exemplar
+
+from harness.clock import NS_PER_S
+from harness.records import RequestRecord
+from harness.stats.metrics import cause, e2e_ns, itl_samples_ns, schedule_lag_ns, tpot_ns, ttft_ns
+
+# LLM latencies span 0.5 ms (an ITL on a fast engine) to 10 min (a long answer under load): 1-2-5 steps.
+LATENCY_BUCKETS_S = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0,
+                     30.0, 60.0, 120.0, 300.0, 600.0)
+MAX_REASONS = 20  # distinct failure causes a run may add as label values; the rest count as "other"
+_BOUNDS = np.asarray(LATENCY_BUCKETS_S)
+_HISTOGRAMS = {
+    "ttft": "time to first token: first token-bearing chunk − sent",
+    "itl": "inter-token latency: gaps between token-bearing chunks, token-normalised",
+    "tpot": "time per output token: (last − first token) / (output tokens − 1), per request",
+    "e2e": "end-to-end latency: last token − sent",
+    "schedule_lag": "sent − intended send time (the client's own lateness)",
+}
+
+
+def _status(rec: RequestRecord) -> str:
+    return rec.status if rec.status in ("ok", "cancelled") else "errored"
+
+
+class _Histograms(Collector):
+    """Bucket counts, sums and the latest exemplar per bucket, for each histogram and (scenario, phase)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: dict[tuple[str, tuple[str, str]], np.ndarray] = {}
+        self._sums: dict[tuple[str, tuple[str, str]], float] = {}
+        self._exemplars: dict[tuple[str, tuple[str, str]], list[Exemplar | None]] = {}
+
+    def observe(self, name: str, labels: tuple[str, str], seconds: list[float], request_id: str) -> None:
+        if not seconds:
+            return
+        key = (name, labels)
+        at = [bisect.bisect_left(LATENCY_BUCKETS_S, s) for s in seconds] if len(seconds) < 8 else (
+            np.searchsorted(_BOUNDS, seconds, side="left").tolist())
+        exemplar = Exemplar({"request_id": request_id}, max(seconds), time.time())
+        with self._lock:
+            counts = self._counts.get(key)
+            if counts is None:
+                counts = self._counts[key] = np.zeros(len(LATENCY_BUCKETS_S) + 1, dtype=np.int64)
+                self._sums[key] = 0.0
+                self._exemplars[key] = [None] * (len(LATENCY_BUCKETS_S) + 1)
+            np.add.at(counts, at, 1)
+            self._sums[key] += float(sum(seconds))
+            self._exemplars[key][max(at)] = exemplar  # the slowest of the request: where it leads matters
+
+    def collect(self) -> Iterator[Metric]:
+        with self._lock:
+            snapshot = [(k, c.cumsum().tolist(), self._sums[k], list(self._exemplars[k]))
+                        for k, c in self._counts.items()]
+        for name, doc in _HISTOGRAMS.items():
+            family = HistogramMetricFamily(f"harness_{name}_seconds", doc, labels=["scenario", "phase"])
+            for (metric, labels), cumulative, total, exemplars in snapshot:
+                if metric != name:
+                    continue
+                les = [*(f"{b:g}" for b in LATENCY_BUCKETS_S), "+Inf"]
+                family.add_metric(list(labels), [(le, n, ex) if ex else (le, n) for le, n, ex in
+                                                 zip(les, cumulative, exemplars, strict=True)], total)
+            yield family
+
+
+class LiveMetrics:
+    """Fed every finished record of the run and told when a phase begins; served on a port while it runs."""
+
+    def __init__(self, scenario: str) -> None:
+        self.scenario = scenario
+        self.registry = CollectorRegistry()
+        self._hist = _Histograms()
+        self.registry.register(self._hist)
+        base = ["scenario", "phase"]
+        self._requests = Counter("harness_requests", "finished requests by status (ok, errored, cancelled) and "
+                                 "cause", [*base, "status", "reason"], registry=self.registry)
+        self._output = Counter("harness_output_tokens", "output tokens received, ok requests", base,
+                               registry=self.registry)
+        self._input = Counter("harness_input_tokens", "prompt tokens of ok requests (the server's count where it "
+                              "gave one)", base, registry=self.registry)
+        self._in_flight = Gauge("harness_requests_in_flight", "requests sent and not yet ended", base,
+                                registry=self.registry)
+        self._offered = Gauge("harness_offered_requests_per_second", "the phase's schedule: (n − 1) / span of its "
+                              "intended send times (open loop only)", base, registry=self.registry)
+        self._info = Gauge("harness_phase_info", "1 for the phase running now, 0 for phases done", [*base, "load"],
+                           registry=self.registry)
+        self._reasons: set[str] = set()
+        self._phase: tuple[str, str] = (scenario, "")
+        self._load = ""
+        self._done = 0
+        self._server: Any = None
+
+    def begin_phase(self, phase: str, load: str, offered_rps: float | None, launched: Callable[[], int]) -> None:
+        self.end_phase()
+        self._phase, self._load, self._done = (self.scenario, phase), load, 0
+        self._info.labels(*self._phase, load).set(1)
+        if offered_rps is not None:
+            self._offered.labels(*self._phase).set(offered_rps)
+        # Read at scrape time: sent so far (the dispatcher's count) − ended so far; nothing on the hot path.
+        self._in_flight.labels(*self._phase).set_function(lambda: max(launched() - self._done, 0))
+
+    def end_phase(self) -> None:
+        if self._phase[1]:
+            self._info.labels(*self._phase, self._load).set(0)
+            self._in_flight.labels(*self._phase).set_function(lambda: 0)
+
+    def record(self, rec: RequestRecord) -> None:
+        self._done += 1
+        labels = self._phase
+        status = _status(rec)
+        reason = "" if status == "ok" else cause(rec)
+        if reason and reason not in self._reasons:
+            if len(self._reasons) >= MAX_REASONS:
+                reason = "other"
+            else:
+                self._reasons.add(reason)
+        self._requests.labels(*labels, status, reason).inc()
+        lag = schedule_lag_ns(rec)
+        if lag is not None:
+            self._hist.observe("schedule_lag", labels, [lag / NS_PER_S], rec.request_id)
+        if status != "ok":
+            return
+        self._output.labels(*labels).inc(rec.delivered_tokens)
+        prompt = rec.prompt_tokens if rec.prompt_tokens is not None else rec.prompt_tokens_requested
+        self._input.labels(*labels).inc(prompt)
+        for name, value in (("ttft", ttft_ns(rec)), ("tpot", tpot_ns(rec)), ("e2e", e2e_ns(rec))):
+            if value is not None:
+                self._hist.observe(name, labels, [value / NS_PER_S], rec.request_id)
+        self._hist.observe("itl", labels, [v / NS_PER_S for v in itl_samples_ns(rec)], rec.request_id)
+
+    def serve(self, port: int, addr: str = "0.0.0.0") -> None:
+        """Serve /metrics from a thread of prometheus-client's (it negotiates OpenMetrics for exemplars)."""
+        self._server, _ = start_http_server(port, addr, registry=self.registry)
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
