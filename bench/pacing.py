@@ -10,14 +10,22 @@ schedule itself (a seeded sample: a 20 s Poisson sample's own rate is within ±2
 only two times in three), for the harness's `sent` stamps, and for the server's arrival stamps.
 Traffic goes to 127.0.0.1 only; each run is bounded by its duration.
 
-    .venv/bin/python bench/pacing.py [--seconds 20]
+With `--exporter`, the harness also serves its Prometheus metrics (`--metrics-port`) and a thread scrapes
+them once a second, as Prometheus would: the exporter's cost on the schedule, measured.
+
+    .venv/bin/python bench/pacing.py [--seconds 20] [--exporter]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import socket
 import tempfile
+import threading
+import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +36,7 @@ from harness.config.scenario import parse_scenario
 from harness.config.simulator import SimulatorConfig
 from harness.gctune import tune_for_timing
 from harness.records import read_records
+from harness.run.exporter import LiveMetrics
 from harness.run.runner import run_scenario
 from harness.run.simulator import bundled_simulator
 from harness.tools.calibrate import _truth
@@ -49,7 +58,32 @@ def ks_two_sample(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.max(np.abs(cdf_a - cdf_b)))
 
 
-async def one(kind: str, rate: float, seconds: float, workdir: Path) -> dict[str, Any]:
+@contextlib.contextmanager
+def scraped_exporter(name: str) -> Iterator[LiveMetrics]:
+    """The live exporter on a free loopback port, scraped once a second from another thread."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    metrics = LiveMetrics(name)
+    metrics.serve(port, "127.0.0.1")
+    stop = threading.Event()
+
+    def scrape() -> None:
+        while not stop.wait(1.0):
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+                r.read()
+
+    thread = threading.Thread(target=scrape, daemon=True)
+    thread.start()
+    try:
+        yield metrics
+    finally:
+        stop.set()
+        thread.join()
+        metrics.close()
+
+
+async def one(kind: str, rate: float, seconds: float, workdir: Path, exporter: bool = False) -> dict[str, Any]:
     scenario = parse_scenario({
         "name": f"pacing-{kind}-{rate:g}", "workload": {"prompt_tokens": 8, "output_tokens": 2},
         # Rendering /metrics holds the simulator's event loop for about a millisecond, and arrivals stamped
@@ -61,7 +95,8 @@ async def one(kind: str, rate: float, seconds: float, workdir: Path) -> dict[str
     tune_for_timing()
     async with bundled_simulator(sim, pin=True) as (url, model):
         run_dir = workdir / scenario.name
-        result = await run_scenario(scenario, Endpoint(url, model), run_dir)
+        with scraped_exporter(scenario.name) if exporter else contextlib.nullcontext() as metrics:
+            result = await run_scenario(scenario, Endpoint(url, model), run_dir, metrics=metrics)
         records = list(read_records(run_dir / "requests.jsonl"))
         truth = await _truth(url, [r.request_id for r in records])
     (phase,) = result.summary.phases
@@ -87,10 +122,11 @@ async def one(kind: str, rate: float, seconds: float, workdir: Path) -> dict[str
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--exporter", action="store_true", help="serve and scrape the live Prometheus metrics")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         for kind, rate in (("poisson", 100.0), ("poisson", 400.0), ("constant", 400.0)):
-            r = await one(kind, rate, args.seconds, Path(tmp))
+            r = await one(kind, rate, args.seconds, Path(tmp), args.exporter)
             print(f"{kind} {rate:.0f}/s: {r['requests']} requests ({r['ok']} ok), "
                   f"schedule lag p99 {r['lag_p99_ms']:.2f} ms", flush=True)
             schedule_rate = r["views"]["schedule"]["rate"]

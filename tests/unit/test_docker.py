@@ -1,0 +1,82 @@
+"""docker/ without Docker (CI has no daemon): the compose file's services, ports and mounts, the Dockerfile's
+base and user, Prometheus's targets, and the Grafana provisioning all agree with each other and with the
+harness; `docker-compose config` validates the file too where that tool is installed."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import yaml
+
+from harness.config.scenario import load_scenario
+
+DOCKER = Path(__file__).resolve().parents[2] / "docker"
+
+
+def _compose() -> dict:
+    return yaml.safe_load((DOCKER / "docker-compose.yml").read_text())
+
+
+def test_compose_has_the_stack_and_every_mount_exists() -> None:
+    services = _compose()["services"]
+    assert set(services) == {"simulator", "harness", "pushgateway", "prometheus", "grafana"}
+    for name, service in services.items():
+        for mount in service.get("volumes", []):
+            source = mount.split(":")[0]
+            if source.startswith("."):
+                assert (DOCKER / source).exists(), f"{name} mounts {source}, which is not in docker/"
+        image = service.get("image", "")
+        assert image == "harness:local" or re.fullmatch(r"[\w./-]+:v?\d+\.\d+\.\d+", image), f"{name}: pin {image}"
+    ports = {name: [p.split(":")[1] for p in s.get("ports", [])] for name, s in services.items()}
+    assert ports["simulator"] == ["8000"] and ports["harness"] == ["9400"] and ports["grafana"] == ["3000"]
+    command = services["harness"]["command"]
+    assert command[command.index("--metrics-port") + 1] == "9400"
+    assert command[command.index("--pushgateway") + 1] == "http://pushgateway:9091"
+    assert "--enable-feature=exemplar-storage" in services["prometheus"]["command"]
+    if shutil.which("docker-compose"):  # Debian's docker-compose validates without a daemon
+        done = subprocess.run(["docker-compose", "-f", str(DOCKER / "docker-compose.yml"), "config", "-q"],
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+
+
+def test_the_demo_scenario_loads() -> None:
+    command = _compose()["services"]["harness"]["command"]
+    scenario = load_scenario(DOCKER.parent / command[1])
+    assert len(scenario.phases) >= 4
+
+
+def test_prometheus_scrapes_the_services_compose_runs() -> None:
+    config = yaml.safe_load((DOCKER / "prometheus.yml").read_text())
+    targets = {job["job_name"]: job["static_configs"][0]["targets"][0] for job in config["scrape_configs"]}
+    assert targets == {"harness": "harness:9400", "simulator": "simulator:8000", "pushgateway": "pushgateway:9091"}
+    assert next(j for j in config["scrape_configs"] if j["job_name"] == "pushgateway")["honor_labels"] is True
+
+
+def test_dockerfile_is_pinned_and_unprivileged() -> None:
+    text = (DOCKER / "Dockerfile").read_text()
+    (base,) = re.findall(r"^FROM (\S+)", text, re.M)
+    assert re.fullmatch(r"python:3\.11\.\d+-slim-bookworm", base)
+    users = re.findall(r"^USER (\S+)", text, re.M)
+    assert users and users[-1] not in ("root", "0")
+    for source in re.findall(r"^COPY (\S+)", text, re.M):
+        assert (DOCKER.parent / source).exists(), source
+
+
+def test_grafana_provisions_the_datasource_the_dashboard_asks_for() -> None:
+    prov = DOCKER / "grafana" / "provisioning"
+    (source,) = yaml.safe_load((prov / "datasources" / "prometheus.yml").read_text())["datasources"]
+    assert source["type"] == "prometheus" and source["url"] == "http://prometheus:9090" and source["isDefault"]
+    (provider,) = yaml.safe_load((prov / "dashboards" / "harness.yml").read_text())["providers"]
+    mounts = _compose()["services"]["grafana"]["volumes"]
+    assert f"./grafana/dashboards:{provider['options']['path']}:ro" in mounts
+    dashboard = json.loads((DOCKER / "grafana" / "dashboards" / "harness.json").read_text())
+    variables = {v["name"]: v for v in dashboard["templating"]["list"]}
+    # Usable alone: the data source is a variable, so an existing Grafana picks its own Prometheus.
+    assert variables["datasource"]["type"] == "datasource" and variables["datasource"]["query"] == "prometheus"
+    for panel in dashboard["panels"]:
+        assert panel["datasource"]["uid"] == "${datasource}", panel["title"]
+        assert all(t["datasource"]["uid"] == "${datasource}" for t in panel["targets"])

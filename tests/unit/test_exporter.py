@@ -1,0 +1,123 @@
+import click
+import pytest
+from prometheus_client.openmetrics.exposition import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from harness.cli.export import with_export_flags
+from harness.config.scenario import SLO, parse_scenario
+from harness.report.pushgateway import summary_registry
+from harness.run.exporter import LATENCY_BUCKETS_S, MAX_REASONS, LiveMetrics
+from harness.stats.metrics import itl_samples_ns
+from tests.helpers import phase_json
+from tests.unit.test_stats import rec
+
+
+def _samples(metrics: LiveMetrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    text = generate_latest(metrics.registry).decode()
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def test_the_exporter_counts_what_the_records_say() -> None:
+    metrics = LiveMetrics("sc")
+    sent = [0]
+    metrics.begin_phase("open", "poisson 4 req/s, 3 requests", 4.0, lambda: sent[0])
+    ok = [rec(0, 1, [20, 30, 45], completion=3, idx=i) for i in range(3)]
+    failed = rec(0, 1, [], status="timeout", idx=9)
+    failed.reason = "first token timeout: 120 s"
+    sent[0] = 6
+    for r in [*ok, failed]:
+        metrics.record(r)
+    s = _samples(metrics)
+    base = (("phase", "open"), ("scenario", "sc"))
+    assert s[("harness_requests_total", (*base[:1], ("reason", ""), base[1], ("status", "ok")))] == 3
+    assert s[("harness_requests_total", (*base[:1], ("reason", "first token timeout"), base[1],
+                                         ("status", "errored")))] == 1
+    assert s[("harness_output_tokens_total", base)] == 9  # one per token-bearing chunk
+    assert s[("harness_input_tokens_total", base)] == 300
+    assert s[("harness_requests_in_flight", base)] == 2  # six sent, four ended
+    assert s[("harness_offered_requests_per_second", base)] == 4.0
+    # Every ITL sample of every ok request is counted; TTFT 19 ms falls in the 20 ms bucket.
+    itl = sum(len(itl_samples_ns(r)) for r in ok)
+    assert s[("harness_itl_seconds_count", base)] == itl == 6
+    assert s[("harness_ttft_seconds_bucket", (("le", "0.01"), *base))] == 0
+    assert s[("harness_ttft_seconds_bucket", (("le", "0.02"), *base))] == 3
+    assert s[("harness_ttft_seconds_sum", base)] == pytest.approx(3 * 0.019)
+    assert s[("harness_schedule_lag_seconds_count", base)] == 4
+    metrics.end_phase()
+    s = _samples(metrics)
+    assert s[("harness_phase_info", (("load", "poisson 4 req/s, 3 requests"), *base))] == 0
+    assert s[("harness_requests_in_flight", base)] == 0
+
+
+def test_latency_buckets_carry_request_ids_as_exemplars() -> None:
+    metrics = LiveMetrics("sc")
+    metrics.begin_phase("p", "batch 2 × 1", None, lambda: 2)
+    metrics.record(rec(0, 0, [5, 6], idx=1))
+    metrics.record(rec(0, 0, [900, 905], idx=2))
+    text = generate_latest(metrics.registry).decode()
+    assert 'harness_ttft_seconds_bucket{le="0.005",phase="p",scenario="sc"} 1.0 # {request_id="r1"} 0.005 ' in text
+    assert 'harness_ttft_seconds_bucket{le="1",phase="p",scenario="sc"} 2.0 # {request_id="r2"} 0.9 ' in text
+    assert "harness_offered_requests_per_second{" not in text  # closed loop and batches have no schedule
+
+
+def test_failure_causes_are_a_bounded_label() -> None:
+    metrics = LiveMetrics("sc")
+    metrics.begin_phase("p", "x", None, lambda: 0)
+    for i in range(MAX_REASONS + 5):
+        bad = rec(0, 0, [], status="transport_error", idx=i)
+        bad.reason = f"cause {i}: detail"
+        metrics.record(bad)
+    reasons = {dict(k[1])["reason"] for k in _samples(metrics) if k[0] == "harness_requests_total"}
+    assert len(reasons) == MAX_REASONS + 1 and "other" in reasons
+
+
+def test_buckets_span_llm_latencies() -> None:
+    assert LATENCY_BUCKETS_S[0] == 0.0005 and LATENCY_BUCKETS_S[-1] == 600
+    assert list(LATENCY_BUCKETS_S) == sorted(LATENCY_BUCKETS_S)
+
+
+def test_the_pushed_summary_holds_the_phase_figures() -> None:
+    records = [rec(0, 0, [100 + i, 110 + i, 130 + i], completion=3, idx=i) for i in range(10)]
+    phase = {"name": "open", **phase_json(records, SLO(ttft_ms=105))}
+    summary = {"run": {"scenario": "s", "complete": False, "started_at": "2026-11-30T00:00:00+00:00"},
+               "phases": [phase]}
+    text = generate_latest(summary_registry(summary)).decode()
+    values = {(s.name, tuple(sorted(s.labels.items()))): s.value
+              for family in text_string_to_metric_families(text) for s in family.samples}
+    assert values[("harness_summary_ttft_seconds", (("phase", "open"), ("quantile", "0.5")))] == pytest.approx(
+        phase["latency_ms"]["ttft"]["p50"] / 1000)
+    assert values[("harness_summary_goodput_fraction", (("phase", "open"),))] == phase["goodput"]["fraction"] == 0.6
+    assert values[("harness_summary_requests", (("phase", "open"), ("status", "ok")))] == 10
+    assert values[("harness_run_complete", ())] == 0
+    assert values[("harness_run_timestamp_seconds", ())] == 1795996800
+
+
+def _scenario(extra: str = "") -> object:
+    import yaml
+
+    return parse_scenario(yaml.safe_load("name: t\nphases: [{name: a, load: {type: batch, size: 1}}]\n" + extra),
+                          "test")
+
+
+FLAGS = {"metrics_port": None, "metrics_hold_s": None, "pushgateway": None, "pushgateway_job": None,
+         "pushgateway_label": ()}
+
+
+def test_export_flags_over_the_scenario() -> None:
+    scenario = _scenario("pushgateway: http://gw:9091\nmetrics_port: 9400\n")
+    assert scenario.pushgateway.url == "http://gw:9091" and scenario.pushgateway.job == "harness"  # type: ignore
+    flagged = with_export_flags(scenario, {**FLAGS, "metrics_port": 9500, "pushgateway_job": "nightly",  # type: ignore
+                                           "pushgateway_label": ("branch=main",)})
+    assert flagged.metrics_port == 9500 and flagged.pushgateway is not None
+    assert flagged.pushgateway.job == "nightly" and flagged.pushgateway.labels == {"branch": "main"}
+
+
+@pytest.mark.parametrize(("flags", "hint"), [
+    ({"pushgateway": "http://gw", "pushgateway_label": ("nolabel",)}, "--pushgateway-label"),
+    ({"pushgateway_job": "nightly"}, "--pushgateway-job"),
+])
+def test_bad_export_flags_name_the_flag(flags: dict[str, object], hint: str) -> None:
+    with pytest.raises(click.BadParameter) as err:
+        with_export_flags(_scenario(), {**FLAGS, **flags})  # type: ignore[arg-type]
+    assert err.value.param_hint == hint
