@@ -7,7 +7,7 @@ counter): never a request id, which rides along as an OpenMetrics exemplar on th
 so a slow bucket in Grafana leads to its record in requests.jsonl.
 
 Histograms keep their bucket counts in numpy under one lock: a request's ITL is ~100 samples, which
-prometheus-client's per-value `observe` would cost ~100 lock-and-scan rounds for.
+prometheus-client's per-value `observe` would cost ~100 lock-and-scan rounds for (bench/exporter.py).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from prometheus_client.samples import Exemplar
 
 from harness.clock import NS_PER_S
 from harness.records import RequestRecord
-from harness.stats.metrics import cause, e2e_ns, itl_samples_ns, schedule_lag_ns, tpot_ns, ttft_ns
+from harness.stats.metrics import cause, e2e_ns, itl_array_ns, schedule_lag_ns, tpot_ns, ttft_ns
 
 # LLM latencies span 0.5 ms (an ITL on a fast engine) to 10 min (a long answer under load): 1-2-5 steps.
 LATENCY_BUCKETS_S = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0,
@@ -55,22 +55,36 @@ class _Histograms(Collector):
         self._sums: dict[tuple[str, tuple[str, str]], float] = {}
         self._exemplars: dict[tuple[str, tuple[str, str]], list[Exemplar | None]] = {}
 
-    def observe(self, name: str, labels: tuple[str, str], seconds: list[float], request_id: str) -> None:
-        if not seconds:
+    def _slot(self, key: tuple[str, tuple[str, str]]) -> np.ndarray:
+        counts = self._counts.get(key)
+        if counts is None:
+            counts = self._counts[key] = np.zeros(len(LATENCY_BUCKETS_S) + 1, dtype=np.int64)
+            self._sums[key] = 0.0
+            self._exemplars[key] = [None] * (len(LATENCY_BUCKETS_S) + 1)
+        return counts
+
+    def observe(self, name: str, labels: tuple[str, str], seconds: float, request_id: str) -> None:
+        key = (name, labels)
+        at = bisect.bisect_left(LATENCY_BUCKETS_S, seconds)
+        exemplar = Exemplar({"request_id": request_id}, seconds, time.time())
+        with self._lock:
+            self._slot(key)[at] += 1
+            self._sums[key] += seconds
+            self._exemplars[key][at] = exemplar
+
+    def observe_many(self, name: str, labels: tuple[str, str], seconds: np.ndarray, request_id: str) -> None:
+        """A request's many samples (its ITL) at once; its exemplar goes to the bucket of its slowest."""
+        if not len(seconds):
             return
         key = (name, labels)
-        at = [bisect.bisect_left(LATENCY_BUCKETS_S, s) for s in seconds] if len(seconds) < 8 else (
-            np.searchsorted(_BOUNDS, seconds, side="left").tolist())
-        exemplar = Exemplar({"request_id": request_id}, max(seconds), time.time())
+        at = np.searchsorted(_BOUNDS, seconds, side="left")
+        slowest = float(seconds.max())
+        exemplar = Exemplar({"request_id": request_id}, slowest, time.time())
         with self._lock:
-            counts = self._counts.get(key)
-            if counts is None:
-                counts = self._counts[key] = np.zeros(len(LATENCY_BUCKETS_S) + 1, dtype=np.int64)
-                self._sums[key] = 0.0
-                self._exemplars[key] = [None] * (len(LATENCY_BUCKETS_S) + 1)
-            np.add.at(counts, at, 1)
-            self._sums[key] += float(sum(seconds))
-            self._exemplars[key][max(at)] = exemplar  # the slowest of the request: where it leads matters
+            counts = self._slot(key)
+            counts += np.bincount(at, minlength=len(counts))
+            self._sums[key] += float(seconds.sum())
+            self._exemplars[key][bisect.bisect_left(LATENCY_BUCKETS_S, slowest)] = exemplar
 
     def collect(self) -> Iterator[Metric]:
         with self._lock:
@@ -113,6 +127,9 @@ class LiveMetrics:
         self._load = ""
         self._done = 0
         self._server: Any = None
+        self._output_child = self._output.labels(*self._phase)
+        self._input_child = self._input.labels(*self._phase)
+        self._counters: dict[tuple[str, str], Any] = {}
 
     def begin_phase(self, phase: str, load: str, offered_rps: float | None, launched: Callable[[], int]) -> None:
         self.end_phase()
@@ -122,6 +139,10 @@ class LiveMetrics:
             self._offered.labels(*self._phase).set(offered_rps)
         # Read at scrape time: sent so far (the dispatcher's count) − ended so far; nothing on the hot path.
         self._in_flight.labels(*self._phase).set_function(lambda: max(launched() - self._done, 0))
+        # The phase's children, found once: prometheus-client's labels() costs microseconds a call.
+        self._output_child = self._output.labels(*self._phase)
+        self._input_child = self._input.labels(*self._phase)
+        self._counters = {}
 
     def end_phase(self) -> None:
         if self._phase[1]:
@@ -133,24 +154,24 @@ class LiveMetrics:
         labels = self._phase
         status = _status(rec)
         reason = "" if status == "ok" else cause(rec)
-        if reason and reason not in self._reasons:
-            if len(self._reasons) >= MAX_REASONS:
+        counter = self._counters.get((status, reason))
+        if counter is None:
+            if reason and len(self._reasons) >= MAX_REASONS and reason not in self._reasons:
                 reason = "other"
-            else:
-                self._reasons.add(reason)
-        self._requests.labels(*labels, status, reason).inc()
+            self._reasons.add(reason)
+            counter = self._counters[(status, reason)] = self._requests.labels(*labels, status, reason)
+        counter.inc()
         lag = schedule_lag_ns(rec)
         if lag is not None:
-            self._hist.observe("schedule_lag", labels, [lag / NS_PER_S], rec.request_id)
+            self._hist.observe("schedule_lag", labels, lag / NS_PER_S, rec.request_id)
         if status != "ok":
             return
-        self._output.labels(*labels).inc(rec.delivered_tokens)
-        prompt = rec.prompt_tokens if rec.prompt_tokens is not None else rec.prompt_tokens_requested
-        self._input.labels(*labels).inc(prompt)
+        self._output_child.inc(rec.delivered_tokens)
+        self._input_child.inc(rec.prompt_tokens if rec.prompt_tokens is not None else rec.prompt_tokens_requested)
         for name, value in (("ttft", ttft_ns(rec)), ("tpot", tpot_ns(rec)), ("e2e", e2e_ns(rec))):
             if value is not None:
-                self._hist.observe(name, labels, [value / NS_PER_S], rec.request_id)
-        self._hist.observe("itl", labels, [v / NS_PER_S for v in itl_samples_ns(rec)], rec.request_id)
+                self._hist.observe(name, labels, value / NS_PER_S, rec.request_id)
+        self._hist.observe_many("itl", labels, itl_array_ns(rec) / NS_PER_S, rec.request_id)
 
     def serve(self, port: int, addr: str = "0.0.0.0") -> None:
         """Serve /metrics from a thread of prometheus-client's (it negotiates OpenMetrics for exemplars)."""

@@ -72,7 +72,7 @@ def tpot_ns(rec: RequestRecord) -> float | None:
     return (rec.last_token_ns - rec.first_token_ns) / (rec.output_tokens - 1)
 
 
-def itl_samples_ns(rec: RequestRecord) -> list[float]:
+def itl_array_ns(rec: RequestRecord) -> np.ndarray:
     """Token-normalised gaps after the first token-bearing chunk.
 
     A gap before a chunk of k tokens contributes k samples of gap/k. The k per chunk comes from
@@ -81,14 +81,19 @@ def itl_samples_ns(rec: RequestRecord) -> list[float]:
     """
     chunks = rec.chunk_ns
     if len(chunks) < 2:
-        return []
+        return np.zeros(0)
     gaps = np.diff(np.asarray(chunks, dtype=np.float64))
     if len(rec.chunk_tokens) == len(chunks):
         k = np.maximum(np.asarray(rec.chunk_tokens[1:]), 1)
-        return list(np.repeat(gaps / k, k))
+        return np.repeat(gaps / k, k)
     per_chunk = max(1.0, (rec.output_tokens - 1) / (len(chunks) - 1)) if rec.completion_tokens else 1.0
     reps = round(per_chunk)
-    return list(gaps) if reps == 1 else list(np.repeat(gaps / reps, reps))
+    return gaps if reps == 1 else np.repeat(gaps / reps, reps)
+
+
+def itl_samples_ns(rec: RequestRecord) -> list[float]:
+    """`itl_array_ns` as a list."""
+    return list(itl_array_ns(rec).tolist())
 
 
 def schedule_lag_ns(rec: RequestRecord) -> int | None:
