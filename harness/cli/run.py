@@ -25,11 +25,11 @@ from harness.client.backend import Api
 from harness.config.load import TraceLoad
 from harness.config.quick import QuickRun, length_spec, quick_scenario
 from harness.config.scenario import Scenario
-from harness.errors import EXIT_NOTHING_OK, EXIT_STOPPED
+from harness.errors import EXIT_NOTHING_OK, EXIT_REGRESSION, EXIT_STOPPED
 from harness.gctune import tune_for_timing
 from harness.report.files import write_run
 from harness.report.notes import notes
-from harness.report.table import print_table
+from harness.report.table import print_table, threshold_lines
 from harness.run.display import Display, make_display, plan_lines
 from harness.run.exporter import LiveMetrics
 from harness.run.runner import RunResult, new_run_dir, run_scenario
@@ -102,6 +102,10 @@ def run(scenario_path: Path | None, endpoint: str | None, model: str | None, api
             causes.update(phase.requests.failure_reasons)
         top = ", ".join(f"{reason} ×{n}" for reason, n in causes.most_common(3)) or "no request was sent"
         raise fail(f"no request succeeded ({top})", EXIT_NOTHING_OK)
+    broken = threshold_lines(summary, failed_only=True)
+    if broken:
+        raise fail(f"{len(broken)} threshold{'s' * (len(broken) > 1)} broken: " + "; ".join(
+            line.removeprefix("✗ ") for line in broken), EXIT_REGRESSION)
 
 
 def _scenario(path: Path | None, flags: dict[str, Any], api: Api | None) -> Scenario:

@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, model_validator
 
 from harness.config.base import PositiveFloat, PositiveInt, PositiveSeconds, Seconds, Strict
+from harness.config.thresholds import Thresholds
 
 
 class _OpenLoop(Strict):
@@ -145,6 +146,7 @@ class Phase(Strict):
     warmup_s: Seconds = 0.0
     cooldown_s: Seconds = 0.0
     sweep: Sweep | None = None
+    thresholds: Thresholds = Field(default_factory=dict, description="this phase's own, over the scenario's")
 
     @model_validator(mode="after")
     def _sweepable(self) -> Phase:

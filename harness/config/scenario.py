@@ -15,6 +15,7 @@ from pydantic import Field, ValidationError, model_validator
 from harness.config.base import PositiveMillis, PositiveSeconds, Seconds, Strict
 from harness.config.load import LOAD_TAGS, Phase
 from harness.config.simulator import SimulatorConfig
+from harness.config.thresholds import Thresholds
 from harness.config.workload import Workload
 from harness.errors import ScenarioError
 
@@ -89,6 +90,8 @@ class Scenario(Strict):
     metrics_hold_s: Seconds = Field(0.0, description="keep serving them this long after the run, so a last "
                                     "scrape sees the final counts")
     pushgateway: Pushgateway | None = None
+    thresholds: Thresholds = Field(default_factory=dict, description="pass/fail limits on every phase's figures, "
+                                   "e.g. {ttft_p99: '<500ms', error_rate: '<1%'}; a phase's own add to them")
     phases: Annotated[list[Phase], Field(min_length=1)]
 
     @model_validator(mode="after")

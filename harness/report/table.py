@@ -229,6 +229,23 @@ def _conclusion(summary: dict[str, Any]) -> list[str]:
     return list(summary.get("comparison", {}).get("conclusion") or [])
 
 
+def _observed(result: dict[str, Any]) -> str:
+    value, unit = result["observed"], result["unit"]
+    if value is None:
+        return "no data"
+    return f"{value:,.1f} ms" if unit == "ms" else f"{value:.2%}" if unit == "" else f"{value:,.2f}/s"
+
+
+def threshold_lines(summary: dict[str, Any], failed_only: bool = False) -> list[str]:
+    """'✗ batch ttft_p99 <500ms: 830.2 ms', one per threshold and phase (aligned, unless only the failed)."""
+    rows = [(p["name"], r) for p in summary.get("phases", []) for r in p.get("thresholds", [])
+            if not (failed_only and r["passed"])]
+    width = 0 if failed_only else max((len(name) for name, _ in rows), default=0)
+    return [f"{'✓' if r['passed'] else '✗'} {name:<{width}}{'  ' if width else ' '}{r['metric']} {r['limit']}: "
+            f"{_observed(r)}"
+            for name, r in rows]
+
+
 def _parts(summary: dict[str, Any]) -> list[Table | str]:
     """What is printed, in order: the phases' table (when some phase is not part of a sweep), each sweep as a
     table of its own with its capacity sentence, and the conclusion."""
@@ -239,7 +256,9 @@ def _parts(summary: dict[str, Any]) -> list[Table | str]:
     for name, points in sweeps_.items():
         parts += [*_sweep_table(name, points)]
     conclusion = _conclusion(summary)
-    return [*parts, *(["\n".join(conclusion)] if conclusion else [])]
+    checks = threshold_lines(summary)
+    return [*parts, *(["\n".join(conclusion)] if conclusion else []),
+            *(["\n".join(["thresholds", *(f"  {line}" for line in checks)])] if checks else [])]
 
 
 def render_table(summary: dict[str, Any]) -> str:

@@ -202,6 +202,14 @@ class PhaseStats(_Model):
     client: ClientHealth
 
 
+class ThresholdResult(_Model):
+    metric: str = Field(description="e.g. ttft_p99, error_rate, output_tokens_per_s")
+    limit: str = Field(description="as the scenario wrote it: '<500ms'")
+    observed: float | None = Field(description="the phase's figure in `unit`; null: no data (which fails)")
+    unit: str = Field(description="ms for latencies, '' for fractions, /s for rates")
+    passed: bool
+
+
 class _PhaseHead(_Model):
     name: str
     config: dict[str, Any] = Field(description="the phase as the scenario gave it")
@@ -225,6 +233,8 @@ class PhaseSummary(PhaseStats, _PhaseHead):
     bottleneck: Literal["client", "server"] | None = Field(
         None, description="client: the harness was late (client_limited); server: the server's waiting queue "
         "held requests on average (scraped), so latencies include queueing there; null: neither was seen")
+    thresholds: list[ThresholdResult] = Field(default_factory=list, description="the scenario's and the phase's "
+                                              "thresholds, each with its observed value; one failed: exit 99")
     warnings: list[str] = Field(default_factory=list, description="what may make the phase's figures "
                                 "misleading (a prompt cache carried over, prompts not of the asked length)")
 

@@ -25,6 +25,7 @@ from harness.stats.schema import (
 )
 from harness.stats.server import Row, phase_server_summary
 from harness.stats.sessions import session_stats
+from harness.stats.thresholds import evaluate
 from harness.stats.verdict import ClientCheck
 
 
@@ -56,6 +57,7 @@ def phase_summary(scenario: Scenario, run: PhaseRun, rows: Sequence[Row] = (),
                         config=phase.model_dump(mode="json"),
                         trace=None if run.trace is None else TraceUse.model_validate(run.trace), server=server,
                         sessions=session_stats(run.records), warnings=phase_warnings(scenario, stats.tokens),
+                        thresholds=evaluate(scenario.thresholds, phase.thresholds, stats),
                         bottleneck=bottleneck(stats.client_limited, server))
 
 
