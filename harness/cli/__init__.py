@@ -11,6 +11,7 @@ import click
 
 from harness import __version__
 from harness.cli.calibrate import calibrate
+from harness.cli.compare import compare
 from harness.cli.init import init
 from harness.cli.predict import predict
 from harness.cli.report import report
@@ -26,5 +27,5 @@ def main() -> None:
     """Benchmark LLM inference endpoints with realistic load."""
 
 
-for command in (init, run, predict, calibrate, report, search_cmd, trace, simulator_cli()):
+for command in (init, run, predict, calibrate, report, search_cmd, compare, trace, simulator_cli()):
     main.add_command(command)

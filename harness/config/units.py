@@ -33,3 +33,14 @@ def as_seconds(value: object) -> object:
 def as_millis(value: object) -> object:
     """Pydantic before-validator for `*_ms` fields."""
     return duration_seconds(value, "ms") * 1e3 if isinstance(value, str | int | float) else value
+
+
+def as_fraction(text: str) -> float:
+    """A share from `10%` or `0.1`; ValueError naming what was given."""
+    try:
+        value = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a share (use 10% or 0.1)") from None
+    if not 0 <= value <= 10:
+        raise ValueError(f"{text!r}: a tolerance between 0% and 1000%")
+    return value

@@ -1,0 +1,218 @@
+"""Is CURRENT worse than BASELINE by more than noise and more than a tolerance? Pure maths over records.
+
+Requests within one run are not independent: they share the server's state (its batch, its cache, its
+queue), so neighbours in time move together and resampling single requests would make the interval too
+narrow. Two ways to respect that:
+
+- **Repeats** (three or more runs on each side): each run is one independent observation (fresh seeds, a
+  fresh server where the bundled simulator is used); the interval is Welch's t interval on the difference of
+  the runs' means, relative to the baseline's mean. Between-run spread carries every source of noise.
+- **Otherwise**: a **block bootstrap**. Each run's measured requests are cut into blocks of consecutive time
+  (a fixed batch is its own block); blocks are resampled with replacement on each side (1,000 times, seeded),
+  the metric recomputed from the pooled requests of the drawn blocks, and the 2.5th–97.5th percentiles of the
+  change are the interval. Correlation inside a block is kept; blocks far apart in time are nearly independent.
+
+A change is a **regression** only when it is worse than its tolerance *and* the whole interval lies beyond
+the tolerance: noise alone, or a real change smaller than the tolerance, never fails a job.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from harness.clock import NS_PER_MS, NS_PER_S
+from harness.records import RequestRecord
+from harness.stats.metrics import e2e_ns, itl_array_ns, tpot_ns, ttft_ns
+
+Verdict = Literal["regression", "improvement", "within tolerance", "inconclusive", "no data"]
+LATENCY_NAMES = ("ttft", "itl", "tpot", "e2e")
+STATS = ("p50", "p90", "p99", "mean")
+# The defaults: relative, except error_rate (an absolute share). Tails are noisier than medians.
+DEFAULT_TOLERANCES: dict[str, float] = {
+    "ttft_p50": 0.10, "ttft_p99": 0.20, "itl_p50": 0.05, "itl_p99": 0.15, "tpot_p50": 0.05, "e2e_p50": 0.10,
+    "e2e_p99": 0.15, "output_tokens_per_s": 0.05, "error_rate": 0.01,
+}
+METRICS = [f"{n}_{s}" for n in LATENCY_NAMES for s in STATS] + ["output_tokens_per_s", "requests_per_s",
+                                                                 "error_rate"]
+HIGHER_IS_BETTER = {"output_tokens_per_s", "requests_per_s"}
+ABSOLUTE = {"error_rate"}
+RESAMPLES = 1000
+REPEATS_FOR_RUN_LEVEL = 3
+_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+         2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+
+
+# The bootstrap pools blocks as histograms: log-spaced bins 0.5% wide from 0.01 ms to 1,000 s, so a drawn
+# percentile is within 0.25% of the exact one (the point estimate itself is exact).
+_EDGES_MS = np.exp(np.arange(np.log(0.01), np.log(1e6) + 0.005, np.log(1.005)))
+_CENTRES_MS = np.sqrt(_EDGES_MS[:-1] * _EDGES_MS[1:])
+MIN_BLOCKS = 4  # fewer a side and the spread between blocks says nothing: the verdict is "inconclusive"
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    """A stretch of consecutive requests of one run: what the bootstrap draws."""
+
+    latencies: dict[str, np.ndarray]  # ms: ttft, tpot, e2e per ok request; itl per sample
+    tokens: float
+    seconds: float
+    total: int
+    failed: int
+
+    def histogram(self, name: str) -> np.ndarray:
+        return np.histogram(np.clip(self.latencies[name], _EDGES_MS[0], _EDGES_MS[-1]), _EDGES_MS)[0]
+
+
+def _block(records: Sequence[RequestRecord], seconds: float) -> Block:
+    ok = [r for r in records if r.status == "ok"]
+    per_request: dict[str, list[float | None]] = {
+        "ttft": [ttft_ns(r) for r in ok], "tpot": [tpot_ns(r) for r in ok], "e2e": [e2e_ns(r) for r in ok]}
+    latencies = {k: np.array([v for v in vs if v is not None], dtype=np.float64) / NS_PER_MS
+                 for k, vs in per_request.items()}
+    latencies["itl"] = np.concatenate([itl_array_ns(r) for r in ok] or [np.zeros(0)]) / NS_PER_MS
+    failed = sum(r.status not in ("ok", "cancelled") for r in records)
+    return Block(latencies, float(sum(r.delivered_tokens for r in ok)), seconds, len(records), failed)
+
+
+def blocks(records: Sequence[RequestRecord], start_ns: int, end_ns: int) -> list[Block]:
+    """The measured requests (intended inside [start, end]) in blocks: each fixed batch, or equal slices of
+    time holding about 25 requests each (4 to 20 blocks)."""
+    measured = sorted((r for r in records if start_ns <= r.intended_ns <= end_ns), key=lambda r: r.intended_ns)
+    if not measured:
+        return []
+    batches: dict[int, list[RequestRecord]] = {}
+    for r in measured:
+        if r.batch is not None:
+            batches.setdefault(r.batch, []).append(r)
+    if batches:
+        return [_block(b, (max(r.end_ns for r in b) - min(r.intended_ns for r in b)) / NS_PER_S)
+                for b in batches.values()]
+    n = int(np.clip(len(measured) // 25, 4, 20))
+    span = max(end_ns - start_ns, 1)
+    # Slice k holds the requests intended in [start + k·span/n, start + (k+1)·span/n); the last takes the end.
+    at = np.minimum((np.array([r.intended_ns - start_ns for r in measured]) * n) // span, n - 1)
+    cuts = np.searchsorted(at, np.arange(n + 1))
+    return [_block(measured[lo:hi], span / n / NS_PER_S) for lo, hi in itertools.pairwise(cuts.tolist()) if hi > lo]
+
+
+def value(metric: str, drawn: Sequence[Block]) -> float | None:
+    """The metric over the pooled requests of `drawn` (None: no data)."""
+    if metric == "error_rate":
+        total = sum(b.total for b in drawn)
+        return sum(b.failed for b in drawn) / total if total else None
+    if metric in ("output_tokens_per_s", "requests_per_s"):
+        seconds = sum(b.seconds for b in drawn)
+        if seconds <= 0:
+            return None
+        return (sum(b.tokens for b in drawn) if metric == "output_tokens_per_s" else
+                sum(b.total - b.failed for b in drawn)) / seconds
+    name, stat = metric.rsplit("_", 1)
+    pooled = np.concatenate([b.latencies[name] for b in drawn] or [np.zeros(0)])
+    if not len(pooled):
+        return None
+    return float(pooled.mean()) if stat == "mean" else float(np.percentile(pooled, float(stat[1:])))
+
+
+def change(metric: str, base: float, current: float) -> float:
+    """Relative change (current / base − 1), or the absolute difference for a share like error_rate."""
+    if metric in ABSOLUTE:
+        return current - base
+    return current / base - 1 if base else (0.0 if current == base else math.inf)
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    metric: str
+    baseline: float | None
+    current: float | None
+    change: float | None
+    low: float | None  # the 95% interval of the change
+    high: float | None
+    tolerance: float
+    verdict: Verdict
+    method: str  # "block bootstrap (n blocks)" or "runs (n vs m)"
+
+
+@dataclass(frozen=True, slots=True)
+class PhaseComparison:
+    phase: str
+    result: Comparison
+
+
+def judge(metric: str, point: float, low: float, high: float, tolerance: float) -> Verdict:
+    worse, better = (low, high) if metric not in HIGHER_IS_BETTER else (-high, -low)
+    if worse > tolerance:
+        return "regression"
+    if better < -tolerance:
+        return "improvement"
+    return "within tolerance"
+
+
+def _multiplicities(rng: np.random.Generator, n: int) -> np.ndarray:
+    """RESAMPLES × n: how often each block is drawn in each resample (n draws with replacement)."""
+    draws = rng.integers(0, n, (RESAMPLES, n)) + n * np.arange(RESAMPLES)[:, None]
+    return np.bincount(draws.ravel(), minlength=RESAMPLES * n).reshape(RESAMPLES, n).astype(np.float64)
+
+
+def resampled(metric: str, side: Sequence[Block], weights: np.ndarray) -> np.ndarray:
+    """The metric in every resample at once (NaN where a resample has no data)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if metric == "error_rate":
+            return np.asarray(weights @ [b.failed for b in side] / (weights @ [b.total for b in side]))
+        if metric in ("output_tokens_per_s", "requests_per_s"):
+            done = [b.tokens if metric == "output_tokens_per_s" else b.total - b.failed for b in side]
+            return np.asarray(weights @ done / (weights @ [b.seconds for b in side]))
+        name, stat = metric.rsplit("_", 1)
+        if stat == "mean":
+            return np.asarray(weights @ [float(b.latencies[name].sum()) for b in side]
+                              / (weights @ [len(b.latencies[name]) for b in side]))
+        counts = weights @ np.array([b.histogram(name) for b in side], dtype=np.float64)
+        cumulative = np.cumsum(counts, axis=1)
+        total = cumulative[:, -1]
+        at = (cumulative < (float(stat[1:]) / 100 * total)[:, None]).sum(axis=1)
+        return np.where(total > 0, _CENTRES_MS[np.minimum(at, len(_CENTRES_MS) - 1)], np.nan)
+
+
+def bootstrap(metric: str, base: Sequence[Block], current: Sequence[Block], tolerance: float,
+              seed: int = 0) -> Comparison:
+    method = f"block bootstrap ({len(base)} vs {len(current)} blocks)"
+    b0, c0 = value(metric, base), value(metric, current)
+    if b0 is None or c0 is None:
+        return Comparison(metric, b0, c0, None, None, None, tolerance, "no data", method)
+    point = change(metric, b0, c0)
+    if min(len(base), len(current)) < MIN_BLOCKS:
+        return Comparison(metric, b0, c0, point, None, None, tolerance, "inconclusive", method)
+    rng = np.random.default_rng(seed)
+    b = resampled(metric, base, _multiplicities(rng, len(base)))
+    c = resampled(metric, current, _multiplicities(rng, len(current)))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        draws = c - b if metric in ABSOLUTE else c / b - 1
+    draws = draws[np.isfinite(draws)]
+    low, high = (float(np.percentile(draws, 2.5)), float(np.percentile(draws, 97.5))) if len(draws) else (point, point)
+    return Comparison(metric, b0, c0, point, low, high, tolerance, judge(metric, point, low, high, tolerance), method)
+
+
+def t975(df: float) -> float:
+    """Student's t, 97.5th percentile, at the whole degrees of freedom below `df` (conservative)."""
+    k = max(int(df), 1)
+    return _T975[k - 1] if k <= len(_T975) else 2.0 if k <= 60 else 1.96
+
+
+def across_runs(metric: str, base: Sequence[float], current: Sequence[float], tolerance: float) -> Comparison:
+    """Welch's interval on the difference of the runs' means, relative to the baseline's mean."""
+    method = f"runs ({len(base)} vs {len(current)})"
+    b, c = np.asarray(base, dtype=np.float64), np.asarray(current, dtype=np.float64)
+    mb, mc = float(b.mean()), float(c.mean())
+    vb, vc = float(b.var(ddof=1)) / len(b), float(c.var(ddof=1)) / len(c)
+    se = math.sqrt(vb + vc)
+    df = (vb + vc) ** 2 / (vb ** 2 / (len(b) - 1) + vc ** 2 / (len(c) - 1)) if se > 0 else float(len(b) + len(c) - 2)
+    half = t975(df) * se
+    scale = 1.0 if metric in ABSOLUTE else (mb or 1.0)
+    point, low, high = (mc - mb) / scale, (mc - mb - half) / scale, (mc - mb + half) / scale
+    return Comparison(metric, mb, mc, point, low, high, tolerance, judge(metric, point, low, high, tolerance), method)
