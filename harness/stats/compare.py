@@ -172,11 +172,15 @@ def resampled(metric: str, side: Sequence[Block], weights: np.ndarray) -> np.nda
         if stat == "mean":
             return np.asarray(weights @ [float(b.latencies[name].sum()) for b in side]
                               / (weights @ [len(b.latencies[name]) for b in side]))
-        counts = weights @ np.array([b.histogram(name) for b in side], dtype=np.float64)
-        cumulative = np.cumsum(counts, axis=1)
+        per_block = np.array([b.histogram(name) for b in side], dtype=np.float64)
+        used = np.flatnonzero(per_block.any(axis=0))  # only the bins the data reaches: tens, not thousands
+        if not len(used):
+            return np.full(len(weights), np.nan)
+        lo, hi = int(used[0]), int(used[-1]) + 1
+        cumulative = np.cumsum(weights @ per_block[:, lo:hi], axis=1)
         total = cumulative[:, -1]
         at = (cumulative < (float(stat[1:]) / 100 * total)[:, None]).sum(axis=1)
-        return np.where(total > 0, _CENTRES_MS[np.minimum(at, len(_CENTRES_MS) - 1)], np.nan)
+        return np.where(total > 0, _CENTRES_MS[lo + np.minimum(at, hi - lo - 1)], np.nan)
 
 
 def bootstrap(metric: str, base: Sequence[Block], current: Sequence[Block], tolerance: float,
@@ -189,11 +193,15 @@ def bootstrap(metric: str, base: Sequence[Block], current: Sequence[Block], tole
     if min(len(base), len(current)) < MIN_BLOCKS:
         return Comparison(metric, b0, c0, point, None, None, tolerance, "inconclusive", method)
     rng = np.random.default_rng(seed)
-    b = resampled(metric, base, _multiplicities(rng, len(base)))
-    c = resampled(metric, current, _multiplicities(rng, len(current)))
+    ones_b, ones_c = np.ones((1, len(base))), np.ones((1, len(current)))
+    weights_b, weights_c = _multiplicities(rng, len(base)), _multiplicities(rng, len(current))
     with np.errstate(divide="ignore", invalid="ignore"):
-        draws = c - b if metric in ABSOLUTE else c / b - 1
-    draws = draws[np.isfinite(draws)]
+        b, c = resampled(metric, base, np.vstack([ones_b, weights_b])), resampled(metric, current,
+                                                                                  np.vstack([ones_c, weights_c]))
+        every = c - b if metric in ABSOLUTE else c / b - 1
+    # Row 0 is the whole sample through the same histograms: its offset from the exact point is the binning's,
+    # taken off every draw so the interval sits around the exact change.
+    draws = every[1:][np.isfinite(every[1:])] + (point - every[0] if np.isfinite(every[0]) else 0.0)
     low, high = (float(np.percentile(draws, 2.5)), float(np.percentile(draws, 97.5))) if len(draws) else (point, point)
     return Comparison(metric, b0, c0, point, low, high, tolerance, judge(metric, point, low, high, tolerance), method)
 

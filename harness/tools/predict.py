@@ -126,8 +126,8 @@ def _discard(_: RequestRecord) -> None:
     pass
 
 
-async def predict_async(scenario: Scenario) -> dict[str, Any]:
-    """`predict` inside a running event loop (`harness search --predict` runs its trials so)."""
+async def predict_runs(scenario: Scenario) -> tuple[dict[str, Any], list[PhaseRun]]:
+    """The predicted summary and each phase's records (what `harness compare` reads from a run directory)."""
     check_fits(scenario.simulator)
     clock = FakeClock()
     task = asyncio.ensure_future(_phases(scenario, clock))
@@ -135,7 +135,13 @@ async def predict_async(scenario: Scenario) -> dict[str, Any]:
     s = scenario.simulator
     header = {"run_id": "predict", "scenario": scenario.name, "harness_version": __version__, "seed": scenario.seed,
               "mode": "predict", "simulator": s.model_dump(), "complete": True}
-    return build_summary(scenario, header, await task).to_json()
+    runs = await task
+    return build_summary(scenario, header, runs).to_json(), runs
+
+
+async def predict_async(scenario: Scenario) -> dict[str, Any]:
+    """`predict` inside a running event loop (`harness search --predict` runs its trials so)."""
+    return (await predict_runs(scenario))[0]
 
 
 def predict(scenario: Scenario) -> dict[str, Any]:

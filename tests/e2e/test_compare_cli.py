@@ -1,0 +1,82 @@
+"""`harness compare` as a nightly job runs it: real runs on the bundled simulator, exit 0 / 99 / 2."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import harness
+
+SCENARIO = """
+name: nightly-mini
+seed: 3
+workload: {prompt_tokens: 32, output_tokens: 16}
+simulator: {timing: fixed, fixed_ttft_ms: 20, fixed_itl_ms: ITL}
+phases:
+  - name: open
+    load: {type: constant, rate: 20, requests: 60}
+"""
+
+
+def _run(tmp: Path, name: str, itl: str = "10", workload: str = "") -> Path:
+    scenario = tmp / f"{name}.yaml"
+    text = SCENARIO.replace("ITL", itl)
+    scenario.write_text(text.replace("output_tokens: 16", workload) if workload else text)
+    proc = harness("run", str(scenario), "--reports-dir", str(tmp / name), "--progress", "off")
+    assert proc.returncode == 0, proc.stderr
+    (run_dir,) = (tmp / name).iterdir()
+    return run_dir
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    tmp = tmp_path_factory.mktemp("compare")
+    return {"base": _run(tmp, "base"), "again": _run(tmp, "again"), "slower": _run(tmp, "slower", itl="15"),
+            "other": _run(tmp, "other", workload="output_tokens: 24")}
+
+
+def test_the_same_setup_passes(runs: dict[str, Path], tmp_path: Path) -> None:
+    proc = harness("compare", str(runs["base"]), str(runs["again"]), "--junit", str(tmp_path / "j.xml"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "no regression in 9 comparisons" in proc.stdout
+    assert ET.parse(tmp_path / "j.xml").getroot().get("failures") == "0"
+
+
+def test_a_slower_decode_exits_99_and_says_where(runs: dict[str, Path], tmp_path: Path) -> None:
+    proc = harness("compare", str(runs["base"]), str(runs["slower"]), "--markdown", str(tmp_path / "c.md"),
+                   "--junit", str(tmp_path / "j.xml"))
+    assert proc.returncode == 99, proc.stdout + proc.stderr
+    assert "open   itl_p50" in proc.stdout and "✗ regression" in proc.stdout
+    assert "regression" in (tmp_path / "c.md").read_text().splitlines()[0]
+    failed = [c.get("name") for c in ET.parse(tmp_path / "j.xml").getroot() if c.find("failure") is not None]
+    assert "itl_p50" in failed and "tpot_p50" in failed
+    # A wider tolerance than the change: no longer a regression.
+    loose = harness("compare", str(runs["base"]), str(runs["slower"]), "--tolerance",
+                    "itl_p50=80%,itl_p99=80%,tpot_p50=80%,e2e_p50=80%,e2e_p99=80%,ttft_p99=80%,ttft_p50=80%")
+    assert loose.returncode == 0, loose.stdout
+
+
+def test_different_workloads_are_refused_unless_forced(runs: dict[str, Path]) -> None:
+    proc = harness("compare", str(runs["base"]), str(runs["other"]))
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == (f"error: not comparable: workload differs between {runs['base']} and "
+                                   f"{runs['other']} (--force to compare anyway)")
+    forced = harness("compare", str(runs["base"]), str(runs["other"]), "--force")
+    assert forced.returncode in (0, 99) and "open" in forced.stdout
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (["--tolerance", "ttft_p98=10%"], "'ttft_p98': not a compared metric"),
+    (["--tolerance", "ttft_p99"], "give METRIC=LIMIT"),
+    (["--tolerance", "ttft_p99=lots"], "'lots' is not a share"),
+])
+def test_bad_tolerances_name_the_flag(runs: dict[str, Path], args: list[str], words: str) -> None:
+    proc = harness("compare", str(runs["base"]), str(runs["again"]), *args)
+    assert proc.returncode == 2 and "--tolerance" in proc.stderr and words in proc.stderr
+
+
+def test_a_directory_that_holds_no_run_is_bad_input(tmp_path: Path, runs: dict[str, Path]) -> None:
+    proc = harness("compare", str(tmp_path), str(runs["base"]))
+    assert proc.returncode == 2 and "neither a run directory" in proc.stderr

@@ -1,0 +1,117 @@
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import pytest
+
+from harness.report.comparison import render_junit, render_markdown, render_text
+from harness.stats.compare import (
+    MIN_BLOCKS,
+    Comparison,
+    PhaseComparison,
+    across_runs,
+    blocks,
+    bootstrap,
+    judge,
+    t975,
+    value,
+)
+from tests.unit.test_golden import _check
+from tests.unit.test_stats import MS, rec
+
+
+def _run(n: int, ttft_ms: float, itl_ms: float, seed: int, fail_every: int = 0) -> list:
+    """n requests, one every 100 ms, TTFT and ITL drawn around the given means (ns resolution)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        t0 = i * 100
+        if fail_every and i % fail_every == 0:
+            out.append(rec(t0, t0, [], status="http_error", idx=i))
+            continue
+        r = rec(t0, t0, [t0 + 1, t0 + 2], completion=8, idx=i)
+        gaps = np.concatenate([[ttft_ms * rng.lognormal(0, 0.1)], itl_ms * rng.lognormal(0, 0.05, 7)])
+        r.chunk_ns = [int(t0 * MS + g) for g in np.cumsum(gaps) * MS]
+        r.first_token_ns, r.last_token_ns, r.end_ns = r.chunk_ns[0], r.chunk_ns[-1], r.chunk_ns[-1]
+        out.append(r)
+    return out
+
+
+def test_blocks_are_equal_slices_of_time_or_the_batches() -> None:
+    records = _run(200, 50, 10, 1)
+    cut = blocks(records, 0, 199 * 100 * MS)
+    assert len(cut) == 8 and sum(b.total for b in cut) == 200 and all(b.total == 25 for b in cut)
+    ttft = [(r.first_token_ns - r.sent_ns) / MS for r in records]
+    assert value("ttft_p50", cut) == pytest.approx(np.median(ttft), rel=1e-9)
+    batched = [rec(0, 0, [10, 20], batch=i // 4, idx=i) for i in range(12)]
+    assert [b.total for b in blocks(batched, 0, 10 * MS)] == [4, 4, 4]
+    assert blocks(records, 10**12, 10**13) == []  # nothing measured: no blocks
+
+
+def test_noise_alone_stays_within_tolerance_and_a_real_shift_is_a_regression() -> None:
+    base = blocks(_run(300, 50, 10, 1), 0, 299 * 100 * MS)
+    same = blocks(_run(300, 50, 10, 2), 0, 299 * 100 * MS)
+    slower = blocks(_run(300, 50, 13, 3), 0, 299 * 100 * MS)  # ITL 30% longer
+    calm = bootstrap("itl_p50", base, same, 0.05)
+    assert calm.verdict == "within tolerance" and calm.low is not None and calm.low < calm.change < calm.high
+    hit = bootstrap("itl_p50", base, slower, 0.05)
+    assert hit.verdict == "regression" and hit.change == pytest.approx(0.30, abs=0.03) and hit.low > 0.05
+    back = bootstrap("itl_p50", slower, base, 0.05)
+    assert back.verdict == "improvement"
+    # Throughput: lower is worse; the same shift read the other way round.
+    assert judge("output_tokens_per_s", -0.3, -0.35, -0.25, 0.05) == "regression"
+    assert judge("output_tokens_per_s", 0.3, 0.25, 0.35, 0.05) == "improvement"
+
+
+def test_errors_compare_as_an_absolute_share() -> None:
+    base = blocks(_run(400, 50, 10, 1), 0, 399 * 100 * MS)
+    failing = blocks(_run(400, 50, 10, 1, fail_every=10), 0, 399 * 100 * MS)
+    r = bootstrap("error_rate", base, failing, 0.01)
+    assert r.baseline == 0 and r.current == pytest.approx(0.1) and r.change == pytest.approx(0.1)
+    assert r.verdict == "regression"
+
+
+def test_too_few_blocks_cannot_judge() -> None:
+    one_batch = blocks([rec(0, 0, [10, 20], batch=0, idx=i) for i in range(8)], 0, MS)
+    assert len(one_batch) < MIN_BLOCKS
+    r = bootstrap("ttft_p50", one_batch, one_batch, 0.1)
+    assert r.verdict == "inconclusive" and r.low is None
+
+
+def test_run_level_interval_is_welchs() -> None:
+    # Means 100 and 130, sample variances 100 and 100, n = 3 each: se = sqrt(200 / 3), df = 4.
+    r = across_runs("ttft_p50", [90, 100, 110], [120, 130, 140], 0.1)
+    half = 2.776 * (200 / 3) ** 0.5
+    assert r.change == pytest.approx(0.30) and r.low == pytest.approx((30 - half) / 100)
+    assert r.high == pytest.approx((30 + half) / 100) and r.verdict == "within tolerance"  # low ≈ 0.07 < 0.1
+    assert across_runs("ttft_p50", [99, 100, 101], [129, 130, 131], 0.1).verdict == "regression"
+    assert t975(4.7) == 2.776 and t975(1000) == 1.96
+
+
+RESULTS = [
+    PhaseComparison("open", Comparison("ttft_p99", 210.0, 290.5, 0.383, 0.21, 0.52, 0.2, "regression",
+                                       "block bootstrap (8 vs 8 blocks)")),
+    PhaseComparison("open", Comparison("output_tokens_per_s", 1500.0, 1490.0, -0.0067, -0.03, 0.02, 0.05,
+                                       "within tolerance", "block bootstrap (8 vs 8 blocks)")),
+    PhaseComparison("batch", Comparison("error_rate", 0.0, 0.0, 0.0, None, None, 0.01, "inconclusive",
+                                        "block bootstrap (1 vs 1 blocks)")),
+]
+
+
+def test_outputs_match_their_golden_files() -> None:
+    _check("compare.txt", render_text(RESULTS) + "\n")
+    _check("compare.md", render_markdown(RESULTS, "runs/base", "runs/new", "block bootstrap"))
+    _check("compare.junit.xml", render_junit(RESULTS))
+
+
+def test_junit_is_what_ci_systems_read() -> None:
+    suite = ET.fromstring(render_junit(RESULTS))
+    assert suite.tag == "testsuite" and suite.get("tests") == "3" and suite.get("failures") == "1"
+    assert suite.get("skipped") == "1" and suite.get("errors") == "0"
+    cases = suite.findall("testcase")
+    assert [(c.get("classname"), c.get("name")) for c in cases] == [
+        ("harness.compare.open", "ttft_p99"), ("harness.compare.open", "output_tokens_per_s"),
+        ("harness.compare.batch", "error_rate")]
+    assert all(c.get("time") is not None for c in cases)
+    (failure,) = cases[0].findall("failure")
+    assert failure.get("message", "").startswith("regression: ttft_p99: 210.0 ms → 290.5 ms (+38.3%")
+    assert cases[1].find("failure") is None and cases[2].find("skipped") is not None
