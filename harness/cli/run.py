@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -29,11 +30,13 @@ from harness.errors import EXIT_NOTHING_OK, EXIT_REGRESSION, EXIT_STOPPED
 from harness.gctune import tune_for_timing
 from harness.report.files import write_run
 from harness.report.notes import notes
+from harness.report.repeats import render_repeats
 from harness.report.table import print_table, threshold_lines
 from harness.run.display import Display, make_display, plan_lines
 from harness.run.exporter import LiveMetrics
 from harness.run.runner import RunResult, new_run_dir, run_scenario
 from harness.run.target import target
+from harness.stats.repeats import across_runs, derived_seed
 from harness.tools.calibration_store import ceiling_tokens_per_s
 from harness.tools.search import parse_slo
 
@@ -69,11 +72,14 @@ from harness.tools.search import parse_slo
 @click.option("--output-tokens", default="128", show_default=True, metavar="N|DIST", help="Quick run: answer length.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Quick run: seed of arrivals and prompts.")
 @click.option("--slo", "slo_text", metavar="LIMITS", help="Quick run: e.g. ttft=500ms,tpot=50ms (per request).")
+@click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True, metavar="N",
+              help="Run the scenario N times (fresh seeds; a fresh bundled simulator each) into one folder, and "
+                   "report each metric's mean with its 95% interval.")
 @export_options
 @guarded
 def run(scenario_path: Path | None, endpoint: str | None, model: str | None, api: Api | None,
         api_key_env: str | None, reports_dir: Path, pin: bool, accelerator: str | None, tokenizer: str | None,
-        skip_bad_rows: bool, progress: str, **quick: Any) -> None:
+        skip_bad_rows: bool, progress: str, repeat: int, **quick: Any) -> None:
     """Run SCENARIO (default scenarios/quickstart.yaml), or a quick run from flags (--rate, --concurrency,
     --batch), and report each phase side by side."""
     export = {k: quick.pop(k) for k in ("metrics_port", "metrics_hold_s", "pushgateway", "pushgateway_job",
@@ -85,24 +91,58 @@ def run(scenario_path: Path | None, endpoint: str | None, model: str | None, api
     key = api_key(api_key_env, scenario.endpoint.api_key_env)
     tune_for_timing()
     display = make_display(progress)
+    parent = new_run_dir(reports_dir, f"{scenario.name}-x{repeat}") if repeat > 1 else None
+    results: list[RunResult] = []
     with live_metrics(scenario) as metrics:
-        result = asyncio.run(_run(scenario, reports_dir, endpoint, model, api, key, pin, display, metrics))
-        write_run(result)
-        summary = result.summary.to_json()
-        print_table(summary)
-        for line in notes(summary):
-            display.warn(line)
-        click.echo(f"\nreport: {result.run_dir}")
-        push(scenario, summary, key, display.warn)  # completed, failed or stopped alike
-    if result.summary.run.stopped:
+        for k in range(repeat):
+            each = _repeat(scenario, k)
+            run_dir = parent / f"run-{k + 1}" if parent else new_run_dir(reports_dir, scenario.name)
+            result = asyncio.run(_run(each, run_dir, endpoint, model, api, key, pin, display, metrics))
+            results.append(result)
+            summary = result.summary.to_json()
+            write_run(result)
+            print_table(summary)
+            for line in notes(summary):
+                display.warn(line)
+            click.echo(f"\nreport: {result.run_dir}")
+            push(each, summary, key, display.warn)  # completed, failed or stopped alike
+            if result.summary.run.stopped:
+                break
+        if parent is not None:
+            _write_repeats(parent, [r.summary.to_json() for r in results])
+    _exit(results)
+
+
+def _repeat(scenario: Scenario, k: int) -> Scenario:
+    """The k-th repeat: fresh seeds for arrivals, prompts and the simulator, derived from the scenario's."""
+    if k == 0:
+        return scenario
+    seed = derived_seed(scenario.seed, k)
+    sim = scenario.simulator.model_copy(update={"seed": derived_seed(scenario.simulator.seed, k)})
+    return scenario.model_copy(update={"seed": seed, "simulator": sim})
+
+
+def _write_repeats(parent: Path, summaries: list[dict[str, Any]]) -> None:
+    aggregate = across_runs(summaries)
+    text = render_repeats(aggregate, len(summaries))
+    (parent / "repeats.json").write_text(json.dumps({"runs": [s["run"]["run_id"] for s in summaries],
+                                                     "phases": aggregate}, indent=2), encoding="utf-8")
+    (parent / "repeats.txt").write_text(text + "\n", encoding="utf-8")
+    click.echo(f"\n{text}\n\nrepeats: {parent}")
+
+
+def _exit(results: list[RunResult]) -> None:
+    """The exit code of the runs taken together: stopped, then nothing ok in some run, then a broken threshold."""
+    if any(r.summary.run.stopped for r in results):
         raise SystemExit(EXIT_STOPPED)
-    if not any(phase.requests.ok for phase in result.summary.phases):
-        causes = Counter[str]()
-        for phase in result.summary.phases:
-            causes.update(phase.requests.failure_reasons)
-        top = ", ".join(f"{reason} ×{n}" for reason, n in causes.most_common(3)) or "no request was sent"
-        raise fail(f"no request succeeded ({top})", EXIT_NOTHING_OK)
-    broken = threshold_lines(summary, failed_only=True)
+    for result in results:
+        if not any(phase.requests.ok for phase in result.summary.phases):
+            causes = Counter[str]()
+            for phase in result.summary.phases:
+                causes.update(phase.requests.failure_reasons)
+            top = ", ".join(f"{reason} ×{n}" for reason, n in causes.most_common(3)) or "no request was sent"
+            raise fail(f"no request succeeded ({top})", EXIT_NOTHING_OK)
+    broken = [line for r in results for line in threshold_lines(r.summary.to_json(), failed_only=True)]
     if broken:
         raise fail(f"{len(broken)} threshold{'s' * (len(broken) > 1)} broken: " + "; ".join(
             line.removeprefix("✗ ") for line in broken), EXIT_REGRESSION)
@@ -157,11 +197,10 @@ def _with_flags(scenario: Scenario, tokenizer: str | None, skip_bad_rows: bool, 
     return scenario
 
 
-async def _run(scenario: Scenario, reports_dir: Path, url: str | None, model: str | None, api: Api | None,
+async def _run(scenario: Scenario, run_dir: Path, url: str | None, model: str | None, api: Api | None,
                key: str | None, pin: bool, display: Display, metrics: LiveMetrics | None) -> RunResult:
     async with target(scenario, url=url, model=model, api=api, api_key=key, pin=pin, log=display.warn) as (
             endpoint, bundled):
-        run_dir = new_run_dir(reports_dir, scenario.name)
         for line in plan_lines(scenario, endpoint, bundled, run_dir):
             display.say(line)
         return await run_scenario(scenario, endpoint, run_dir, bundled=bundled, display=display,

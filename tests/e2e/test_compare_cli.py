@@ -80,3 +80,26 @@ def test_bad_tolerances_name_the_flag(runs: dict[str, Path], args: list[str], wo
 def test_a_directory_that_holds_no_run_is_bad_input(tmp_path: Path, runs: dict[str, Path]) -> None:
     proc = harness("compare", str(tmp_path), str(runs["base"]))
     assert proc.returncode == 2 and "neither a run directory" in proc.stderr
+
+
+def test_repeats_run_with_fresh_seeds_into_one_folder_and_compare_run_level(tmp_path: Path) -> None:
+    import json
+
+    import yaml
+
+    proc = harness("run", "--rate", "20", "--requests", "20", "--output-tokens", "8", "--repeat", "3",
+                   "--reports-dir", str(tmp_path), "--progress", "off")
+    assert proc.returncode == 0, proc.stderr
+    (parent,) = tmp_path.iterdir()
+    assert parent.name.endswith("-quick-x3") and sorted(p.name for p in parent.iterdir()) == [
+        "repeats.json", "repeats.txt", "run-1", "run-2", "run-3"]
+    seeds = [yaml.safe_load((parent / f"run-{k}" / "scenario.yaml").read_text())["seed"] for k in (1, 2, 3)]
+    assert seeds[0] == 0 and len(set(seeds)) == 3
+    repeats = json.loads((parent / "repeats.json").read_text())
+    ttft = repeats["phases"]["interactive"]["ttft_p50"]
+    runs = [json.loads((parent / f"run-{k}" / "summary.json").read_text())["phases"][0] for k in (1, 2, 3)]
+    assert ttft["values"] == [r["latency_ms"]["ttft"]["p50"] for r in runs]
+    assert ttft["low"] < ttft["mean"] == sum(ttft["values"]) / 3 < ttft["high"]
+    assert "across 3 runs: mean [95% interval]" in proc.stdout
+    same = harness("compare", str(parent), str(parent))
+    assert same.returncode == 0 and "Welch t over runs (3 vs 3)" in same.stdout

@@ -115,3 +115,12 @@ def test_junit_is_what_ci_systems_read() -> None:
     (failure,) = cases[0].findall("failure")
     assert failure.get("message", "").startswith("regression: ttft_p99: 210.0 ms → 290.5 ms (+38.3%")
     assert cases[1].find("failure") is None and cases[2].find("skipped") is not None
+
+
+def test_repeat_seeds_are_fresh_and_reproducible() -> None:
+    from harness.stats.repeats import derived_seed, mean_interval
+
+    seeds = [derived_seed(7, k) for k in range(5)]
+    assert seeds[0] == 7 and len(set(seeds)) == 5 and seeds == [derived_seed(7, k) for k in range(5)]
+    m = mean_interval([10.0, 12.0, 14.0])  # sd 2, n 3: half-width 4.303 · 2 / √3
+    assert m["mean"] == 12.0 and m["high"] - 12.0 == pytest.approx(4.303 * 2 / 3 ** 0.5)
