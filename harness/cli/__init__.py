@@ -12,6 +12,7 @@ import click
 from harness import __version__
 from harness.cli.calibrate import calibrate
 from harness.cli.compare import compare
+from harness.cli.history import history
 from harness.cli.init import init
 from harness.cli.predict import predict
 from harness.cli.report import report
@@ -27,5 +28,5 @@ def main() -> None:
     """Benchmark LLM inference endpoints with realistic load."""
 
 
-for command in (init, run, predict, calibrate, report, search_cmd, compare, trace, simulator_cli()):
+for command in (init, run, predict, calibrate, report, search_cmd, compare, history, trace, simulator_cli()):
     main.add_command(command)

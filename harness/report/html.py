@@ -32,15 +32,15 @@ h1{font-size:1.5em}h2{font-size:1.15em;margin-top:1.6em}.note{color:#555}.warn{c
 .facts th{text-align:left;padding-right:1em;color:#555;font-weight:normal}"""
 
 
-def _png(fig: Any) -> str:
+def png_data(fig: Any) -> str:
     buf = io.BytesIO()
     fig.tight_layout()
     fig.savefig(buf, format="png", dpi=90)
-    _pyplot().close(fig)
+    pyplot().close(fig)
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
 
 
-def _pyplot() -> Any:
+def pyplot() -> Any:
     import matplotlib
 
     matplotlib.use("Agg")  # files only: no display on servers and CI
@@ -50,7 +50,7 @@ def _pyplot() -> Any:
 
 
 def _cdfs(by_phase: dict[str, list[RequestRecord]]) -> str:
-    fig, axes = _pyplot().subplots(1, 3, figsize=(12, 3.6))
+    fig, axes = pyplot().subplots(1, 3, figsize=(12, 3.6))
     positive = [False, False, False]  # log scale only where something lies above zero
     for name, recs in by_phase.items():
         ok = [r for r in recs if r.status == "ok"]
@@ -73,7 +73,7 @@ def _cdfs(by_phase: dict[str, list[RequestRecord]]) -> str:
     _plain_ticks(*axes)
     if axes[0].get_legend_handles_labels()[1]:  # a phase where every request failed has no curve
         axes[0].legend(fontsize=8)
-    return _png(fig)
+    return png_data(fig)
 
 
 def _plain_ticks(*axes: Any) -> None:
@@ -89,7 +89,7 @@ def _plain_ticks(*axes: Any) -> None:
 
 def _workload(by_phase: dict[str, list[RequestRecord]]) -> str:
     """The lengths the run sent and got back, as two small histograms per phase."""
-    fig, (ax_in, ax_out) = _pyplot().subplots(1, 2, figsize=(9, 2.4))
+    fig, (ax_in, ax_out) = pyplot().subplots(1, 2, figsize=(9, 2.4))
     lengths = {name: ([r.prompt_tokens if r.prompt_tokens is not None else r.prompt_tokens_requested for r in recs],
                       [r.delivered_tokens for r in recs if r.status == "ok"]) for name, recs in by_phase.items()}
     for k, ax in enumerate((ax_in, ax_out)):
@@ -114,7 +114,7 @@ def _workload(by_phase: dict[str, list[RequestRecord]]) -> str:
     _plain_ticks(ax_in, ax_out)
     if len(by_phase) > 1 and ax_in.get_legend_handles_labels()[1]:
         ax_in.legend(fontsize=7)
-    return _png(fig)
+    return png_data(fig)
 
 
 def knee(points: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -124,7 +124,7 @@ def knee(points: list[dict[str, Any]]) -> dict[str, Any] | None:
 
 
 def _sweep_curve(name: str, points: list[dict[str, Any]], slo: dict[str, Any]) -> str:
-    fig, axes = _pyplot().subplots(1, 2, figsize=(12, 3.8))
+    fig, axes = pyplot().subplots(1, 2, figsize=(12, 3.8))
     x = [p["throughput"]["output_tokens_per_s"] for p in points]
     best = knee(points)
     for ax, metric, limit in ((axes[0], "ttft", slo.get("ttft_ms")), (axes[1], "tpot", slo.get("tpot_ms"))):
@@ -143,7 +143,7 @@ def _sweep_curve(name: str, points: list[dict[str, Any]], slo: dict[str, Any]) -
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     fig.suptitle(f"sweep {name}: latency against throughput", fontsize=10)
-    return _png(fig)
+    return png_data(fig)
 
 
 def header_facts(summary: dict[str, Any]) -> list[tuple[str, str]]:

@@ -52,6 +52,10 @@ def _load_run(path: Path) -> Run:
     return Run(path, summary, scenario, cut)
 
 
+def load_runs(paths: Sequence[Path]) -> list[Run]:
+    return [_load_run(p) for p in paths]
+
+
 def load_side(path: Path) -> list[Run]:
     """A run directory, or a directory holding run directories (repeats), in name order."""
     if (path / "summary.json").is_file():
