@@ -103,3 +103,15 @@ def test_repeats_run_with_fresh_seeds_into_one_folder_and_compare_run_level(tmp_
     assert "across 3 runs: mean [95% interval]" in proc.stdout
     same = harness("compare", str(parent), str(parent))
     assert same.returncode == 0 and "Welch t over runs (3 vs 3)" in same.stdout
+
+
+def test_the_baseline_can_come_from_the_history(runs: dict[str, Path], tmp_path: Path) -> None:
+    db = tmp_path / "history.sqlite"
+    for name in ("base", "again"):
+        assert harness("history", "add", str(runs[name]), "--db", str(db)).returncode == 0
+    proc = harness("compare", "--baseline-from-history", "2", "--db", str(db), str(runs["slower"]))
+    assert proc.returncode == 99, proc.stdout + proc.stderr
+    assert "block bootstrap" in proc.stdout and "itl_p50" in proc.stdout
+    wrong = harness("compare", "--baseline-from-history", "2", str(runs["base"]), str(runs["slower"]))
+    assert wrong.returncode == 2
+    assert "give BASELINE and CURRENT, or --baseline-from-history N and CURRENT" in wrong.stderr

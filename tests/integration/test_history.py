@@ -1,0 +1,83 @@
+"""Run history on real SQLite files: concurrent writers lose nothing, good runs make the baseline, the
+trends page draws every series."""
+
+from __future__ import annotations
+
+import base64
+import json
+import multiprocessing
+import re
+from pathlib import Path
+
+import pytest
+
+from harness.config.scenario import parse_scenario
+from harness.tools import history
+from harness.tools.predict import predict
+
+
+@pytest.fixture(scope="module")
+def summary() -> dict:
+    return predict(parse_scenario({"name": "hist", "workload": {"prompt_tokens": 32, "output_tokens": 8},
+                                   "phases": [{"name": "open", "load": {"type": "constant", "rate": 10,
+                                                                        "requests": 10}}]}, "test"))
+
+
+def _runs(tmp: Path, summary: dict, n: int, prefix: str = "r", bad: frozenset[int] = frozenset()) -> list[Path]:
+    dirs = []
+    for i in range(n):
+        run_dir = tmp / f"{prefix}{i:03d}"
+        run_dir.mkdir(parents=True)
+        started = f"2026-11-{1 + i // 24:02d}T{i % 24:02d}:00:00"
+        run = {**summary["run"], "run_id": f"{prefix}{i:03d}", "started_at": started, "complete": i not in bad}
+        (run_dir / "summary.json").write_text(json.dumps({**summary, "run": run}))
+        dirs.append(run_dir)
+    return dirs
+
+
+def _add_all(args: tuple[str, list[str]]) -> None:
+    db, dirs = args
+    for d in dirs:
+        history.add(Path(db), Path(d))
+
+
+def test_four_processes_adding_at_once_lose_no_run(tmp_path: Path, summary: dict) -> None:
+    dirs = _runs(tmp_path, summary, 40)
+    db = tmp_path / "history.sqlite"
+    chunks = [(str(db), [str(d) for d in dirs[k::4]]) for k in range(4)]
+    with multiprocessing.get_context("spawn").Pool(4) as pool:
+        pool.map(_add_all, chunks)
+    entries = history.entries(db)
+    assert sorted(e.run_id for e in entries) == [d.name for d in dirs]
+    assert all(("open", "ttft_p50") in e.figures for e in entries)
+    history.add(db, dirs[0])  # adding again replaces, never duplicates
+    assert len(history.entries(db)) == 40
+
+
+def test_the_baseline_is_the_last_good_runs(tmp_path: Path, summary: dict) -> None:
+    dirs = _runs(tmp_path, summary, 8, bad=frozenset({6}))
+    db = tmp_path / "h.sqlite"
+    for d in dirs:
+        history.add(db, d)
+    assert [p.name for p in history.baseline(db, "hist", 3)] == ["r004", "r005", "r007"]  # r006 was stopped
+    with pytest.raises(Exception, match="no good run of scenario 'other'"):
+        history.baseline(db, "other", 3)
+
+
+def test_history_show_prints_runs_and_draws_trends(tmp_path: Path, summary: dict) -> None:
+    from click.testing import CliRunner
+
+    from harness.cli import main
+
+    dirs = _runs(tmp_path, summary, 5, bad=frozenset({2}))
+    db = tmp_path / "h.sqlite"
+    for d in dirs:
+        assert CliRunner().invoke(main, ["history", "add", str(d), "--db", str(db)]).exit_code == 0
+    page = tmp_path / "trends.html"
+    result = CliRunner().invoke(main, ["history", "show", "--db", str(db), "--metric", "ttft_p50", "--metric",
+                                       "error_rate", "--html", str(page)])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert [line[0] for line in lines[:5]] == ["✓", "✓", "✗", "✓", "✓"] and "open: ttft_p50" in lines[0]
+    images = re.findall(r"src='data:image/png;base64,([^']+)'", page.read_text())
+    assert len(images) == 2 and all(base64.b64decode(b)[:4] == b"\x89PNG" for b in images)
