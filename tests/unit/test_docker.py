@@ -80,3 +80,15 @@ def test_grafana_provisions_the_datasource_the_dashboard_asks_for() -> None:
     for panel in dashboard["panels"]:
         assert panel["datasource"]["uid"] == "${datasource}", panel["title"]
         assert all(t["datasource"]["uid"] == "${datasource}" for t in panel["targets"])
+
+
+def test_the_ci_example_runs_the_nightly_script_and_publishes_its_outputs() -> None:
+    workflow = yaml.safe_load((DOCKER / "ci" / "github-nightly.yml").read_text())
+    steps = workflow["jobs"]["nightly"]["steps"]
+    runs = [s.get("run", "") for s in steps]
+    assert "bash docker/ci/nightly.sh" in runs
+    script = (DOCKER / "ci" / "nightly.sh").read_text()
+    for out in ("compare.junit.xml", "compare.md"):
+        assert out in script and any(out in str(s.get("with", "")) + s.get("run", "") for s in steps)
+    assert "scenarios/nightly.yaml" in script and (DOCKER.parent / "scenarios" / "nightly.yaml").is_file()
+    assert workflow["jobs"]["nightly"]["timeout-minutes"] <= 60
