@@ -6,7 +6,7 @@ function harnessChart(el, spec) {
     : v.toFixed(2);
   const tick = (u, vals) => vals.map(v => v == null ? "" : Math.abs(v) >= 1000 ? v.toLocaleString("en")
     : String(+v.toPrecision(3)));
-  const scales = {x: {time: false}};
+  const scales = {x: {time: false, distr: spec.xlog ? 3 : 1}};
   const axes = [{label: spec.xlabel, values: tick}];
   for (const s of spec.series) {
     if (scales[s.unit]) continue;
@@ -20,14 +20,15 @@ function harnessChart(el, spec) {
   spec.series.forEach((s, i) => {
     const color = colors[i % colors.length];
     series.push({
-      label: s.label, scale: s.unit, stroke: color, width: s.points ? 0 : 1.5,
-      paths: s.points ? () => null : s.step ? uPlot.paths.stepped({align: 1}) : undefined,
-      points: s.points ? {show: true, size: 4, stroke: color, fill: color} : {show: false},
+      label: s.label, scale: s.unit, stroke: s.color || color, width: s.points && !s.line ? 0 : 1.5,
+      dash: s.dash ? [6, 4] : undefined,
+      paths: s.points && !s.line ? () => null : s.step ? uPlot.paths.stepped({align: 1}) : undefined,
+      points: s.points ? {show: true, size: 4, stroke: s.color || color, fill: s.color || color} : {show: false},
       value: (u, v) => v == null ? "-" : plain(v) + " " + s.unit,
     });
   });
   const opts = {
-    title: spec.title, width: Math.max(el.clientWidth, 400), height: 260, scales, axes, series,
+    title: spec.title, width: Math.max(el.clientWidth, 300), height: spec.height || 260, scales, axes, series,
     cursor: {drag: {x: true, y: false}}, legend: {live: true},
   };
   el.uplot = new uPlot(opts, [spec.x, ...spec.series.map(s => s.values)], el);  // kept for tests and the console

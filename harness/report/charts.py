@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import html
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib import resources
 from typing import Any
 
@@ -17,7 +17,7 @@ import numpy as np
 
 from harness.clock import NS_PER_MS, NS_PER_S
 from harness.records import RequestRecord
-from harness.stats.metrics import in_flight, itl_samples_ns, ttft_ns
+from harness.stats.metrics import e2e_ns, in_flight, itl_array_ns, ttft_ns
 from harness.stats.server import Row, rates
 
 MAX_POINTS = 20_000  # per-request points a chart carries; beyond, a stride of them plus the slowest
@@ -36,8 +36,10 @@ def assets() -> str:
     return f"<style>{css}</style><script>{js}</script><script>{glue}</script>"
 
 
-def chart_html(spec: Spec, n: int) -> str:
-    data = json.dumps(spec, separators=(",", ":"), allow_nan=False).replace("</", "<\\/")
+def chart_html(spec: Spec, n: int, small: bool = False) -> str:
+    """The chart's place in the page and the call that draws it; `small` ones are shorter (side by side)."""
+    data = json.dumps({**spec, "height": 200} if small else spec, separators=(",", ":"),
+                      allow_nan=False).replace("</", "<\\/")
     return (f"<div class='chart' id='chart{n}' title='{html.escape(spec['title'])}'></div>"
             f"<script>harnessChart(document.getElementById('chart{n}'), {data});</script>")
 
@@ -56,9 +58,10 @@ def _values(a: np.ndarray | Sequence[float | None], digits: int = 3, positive: b
 
 
 def _series(label: str, unit: str, values: Any, *, points: bool = False, log: bool = False,
-            step: bool = False) -> Spec:
-    return {"label": label, "unit": unit, "values": _values(values, positive=log), "points": points, "log": log,
-            "step": step}
+            step: bool = False, line: bool = False, dash: bool = False, color: str | None = None) -> Spec:
+    spec = {"label": label, "unit": unit, "values": _values(values, positive=log), "points": points, "log": log,
+            "step": step, "line": line, "dash": dash}
+    return {**spec, "color": color} if color else spec
 
 
 def _shown(order: np.ndarray, slowness: np.ndarray) -> np.ndarray:
@@ -79,7 +82,7 @@ def per_request(records: Sequence[RequestRecord], t0: int) -> Spec | None:
     ttft = np.array([ttft_ns(r) or 0 for r in ok], dtype=np.float64) / NS_PER_MS
     keep = _shown(np.argsort(sent, kind="stable"), ttft)
     keep = keep[np.argsort(sent[keep], kind="stable")]
-    itl = [float(np.mean(s)) / NS_PER_MS if len(s := itl_samples_ns(ok[i])) else np.nan for i in keep]
+    itl = [float(s.mean()) / NS_PER_MS if len(s := itl_array_ns(ok[i])) else np.nan for i in keep]
     shown = "" if len(keep) == len(ok) else f" ({len(keep):,} of {len(ok):,} shown: a stride and the slowest)"
     return {"title": f"each request: TTFT and mean ITL by send time{shown}", "xlabel": "s into the phase",
             "x": _values((sent[keep] - t0) / NS_PER_S), "ids": [ok[i].request_id for i in keep],
@@ -139,4 +142,65 @@ def server_side(rows: Sequence[Row], t0: int) -> list[Spec]:
         specs.append({"title": "server: generated tokens per second (between scrapes)",
                       "xlabel": "s into the phase", "x": _values((np.asarray(times) - t0) / NS_PER_S),
                       "series": [_series("generated", "tokens/s", per_s)]})
+    return specs
+
+
+def cdf_specs(by_phase: dict[str, list[RequestRecord]]) -> list[Spec]:
+    """TTFT, ITL and E2E of ok requests as cumulative shares, each phase a curve on one log-spaced grid."""
+    measures: dict[str, Callable[[RequestRecord], list[float]]] = {
+                "TTFT": lambda r: [v] if (v := ttft_ns(r)) is not None else [],
+                "ITL": lambda r: itl_array_ns(r).tolist(),
+                "E2E": lambda r: [v] if (v := e2e_ns(r)) is not None else []}
+    specs = []
+    for label, of in measures.items():
+        values = {name: np.sort(np.asarray([v for r in recs if r.status == "ok" for v in of(r)],
+                                           dtype=np.float64)) / NS_PER_MS for name, recs in by_phase.items()}
+        present = [v for v in values.values() if len(v) and v[-1] > 0]
+        if not present:
+            continue
+        lo = max(min(float(v[v > 0][0]) for v in present), 1e-3)
+        grid = np.geomspace(lo, max(float(v[-1]) for v in present), 200)
+        specs.append({"title": f"{label}: share of requests at or below", "xlabel": f"{label} (ms)", "xlog": True,
+                      "x": _values(grid, 4), "series": [
+                          _series(name, "share", np.searchsorted(v, grid, side="right") / len(v), line=True)
+                          for name, v in values.items() if len(v)]})
+    return specs
+
+
+def workload_specs(by_phase: dict[str, list[RequestRecord]]) -> list[Spec]:
+    """The lengths the run sent and got back: prompt tokens (the server's count where it gave one) and output
+    tokens received, per phase, in bins shared by the phases."""
+    lengths = {name: ([r.prompt_tokens if r.prompt_tokens is not None else r.prompt_tokens_requested for r in recs],
+                      [r.delivered_tokens for r in recs if r.status == "ok"]) for name, recs in by_phase.items()}
+    specs = []
+    for k, title in enumerate(("prompt tokens (counted by the server where it said)",
+                               "output tokens received (ok requests)")):
+        every = [v for pair in lengths.values() for v in pair[k]]
+        if not every:
+            continue
+        lo, hi = min(every), max(every)
+        # A fixed length is one narrow bar, not a spread of bins that all read the same.
+        edges = np.linspace(lo * 0.9, hi * 1.1 + 1, 22) if lo == hi else np.histogram_bin_edges(
+            every, bins=min(40, len(set(every))))
+        specs.append({"title": title, "xlabel": "tokens", "x": _values((edges[:-1] + edges[1:]) / 2, 1),
+                      "series": [_series(name, "requests", np.histogram(pair[k], edges)[0], step=True)
+                                 for name, pair in lengths.items()]})
+    return specs
+
+
+def sweep_specs(name: str, points: list[dict[str, Any]], slo: dict[str, Any],
+                knee: dict[str, Any] | None) -> list[Spec]:
+    """TTFT and TPOT percentiles against the throughput each point of the sweep reached, with the SLO line."""
+    order = sorted(points, key=lambda p: p["throughput"]["output_tokens_per_s"])
+    x = _values([p["throughput"]["output_tokens_per_s"] for p in order], 1)
+    at = f"; knee: {knee['name']}" if knee else "; no point met the SLOs"
+    specs = []
+    for metric, limit in (("ttft", slo.get("ttft_ms")), ("tpot", slo.get("tpot_ms"))):
+        series = [_series(f"{metric.upper()} {q}", "ms", [p["latency_ms"][metric][q] for p in order], points=True,
+                          line=True, log=True, dash=q == "p99") for q in ("p50", "p99")]
+        if limit is not None:
+            series.append(_series(f"SLO {limit:g} ms", "ms", [limit] * len(order), line=True, log=True,
+                                  color="#d62728"))
+        specs.append({"title": f"sweep {name}: {metric.upper()} against output tokens/s{at}",
+                      "xlabel": "output tokens/s", "x": x, "series": series})
     return specs

@@ -4,13 +4,30 @@ One self-contained HTML file (matplotlib PNGs as data), like report.html."""
 
 from __future__ import annotations
 
+import base64
 import html
+import io
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
-from harness.report.html import png_data, pyplot
+
+def png_data(fig: Any) -> str:
+    buf = io.BytesIO()
+    fig.tight_layout()
+    fig.savefig(buf, format="png", dpi=90)
+    pyplot().close(fig)
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+
+
+def pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only: no display on servers and CI
+    import matplotlib.pyplot as plt
+
+    return plt
 
 
 class HistoryEntry(Protocol):

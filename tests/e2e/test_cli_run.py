@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import base64
 import html
 import json
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -69,9 +67,8 @@ def test_default_run_is_the_quickstart_and_shows_the_thesis(tmp_path: Path) -> N
     assert len(rows) == 60 + 128 and set(rows["status"]) == {"ok"}
     page = (run_dir / "report.html").read_text()
     assert sentence_in_page(page, summary)
-    images = re.findall(r"src='data:image/png;base64,([^']+)'", page)
-    # The workload's lengths and the CDFs; then per phase its interactive charts, the server's side included.
-    assert len(images) == 2 and all(base64.b64decode(b)[:8] == b"\x89PNG\r\n\x1a\n" for b in images)
+    # The workload's lengths and the CDFs; then per phase its charts, the server's side included.
+    assert page.count("title='TTFT: share of requests at or below'") == 1
     assert page.count("'server: requests running and waiting, KV cache usage'") == 2
     assert page.count("'each request: TTFT and mean ITL by send time'") == 2
     assert "http://" not in page.replace(summary["run"]["endpoint"]["base_url"], "")  # nothing to fetch

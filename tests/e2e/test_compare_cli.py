@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,28 +17,40 @@ SCENARIO = """
 name: nightly-mini
 seed: 3
 workload: {prompt_tokens: 32, output_tokens: 16}
-simulator: {timing: fixed, fixed_ttft_ms: 20, fixed_itl_ms: ITL}
 phases:
   - name: open
-    load: {type: constant, rate: 20, requests: 60}
+    load: {type: constant, rate: 40, requests: 60}
 """
 
 
-def _run(tmp: Path, name: str, itl: str = "10", workload: str = "") -> Path:
+def _run(tmp: Path, name: str, url: str, workload: str = "") -> Path:
     scenario = tmp / f"{name}.yaml"
-    text = SCENARIO.replace("ITL", itl)
-    scenario.write_text(text.replace("output_tokens: 16", workload) if workload else text)
-    proc = harness("run", str(scenario), "--reports-dir", str(tmp / name), "--progress", "off")
+    scenario.write_text(SCENARIO.replace("output_tokens: 16", workload) if workload else SCENARIO)
+    proc = harness("run", str(scenario), "--endpoint", url, "--reports-dir", str(tmp / name), "--progress", "off")
     assert proc.returncode == 0, proc.stderr
     (run_dir,) = (tmp / name).iterdir()
     return run_dir
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:
+    """Runs against two loopback simulators in fixed timing: the usual one, and one 50% slower per token."""
     tmp = tmp_path_factory.mktemp("compare")
-    return {"base": _run(tmp, "base"), "again": _run(tmp, "again"), "slower": _run(tmp, "slower", itl="15"),
-            "other": _run(tmp, "other", workload="output_tokens: 24")}
+    procs, urls = [], []
+    for itl in ("10", "15"):
+        proc = subprocess.Popen([sys.executable, "-m", "harness", "sim", "serve", "--port", "0", "--timing", "fixed",
+                                 "--fixed-ttft-ms", "20", "--fixed-itl-ms", itl], stdout=subprocess.PIPE,
+                                stdin=subprocess.DEVNULL, text=True)
+        assert proc.stdout is not None
+        urls.append(json.loads(proc.stdout.readline())["url"])
+        procs.append(proc)
+    try:
+        yield {"base": _run(tmp, "base", urls[0]), "again": _run(tmp, "again", urls[0]),
+               "slower": _run(tmp, "slower", urls[1]), "other": _run(tmp, "other", urls[0], "output_tokens: 24")}
+    finally:
+        for proc in procs:
+            proc.terminate()
+            proc.communicate(timeout=15)
 
 
 def test_the_same_setup_passes(runs: dict[str, Path], tmp_path: Path) -> None:
@@ -83,11 +99,9 @@ def test_a_directory_that_holds_no_run_is_bad_input(tmp_path: Path, runs: dict[s
 
 
 def test_repeats_run_with_fresh_seeds_into_one_folder_and_compare_run_level(tmp_path: Path) -> None:
-    import json
-
     import yaml
 
-    proc = harness("run", "--rate", "20", "--requests", "20", "--output-tokens", "8", "--repeat", "3",
+    proc = harness("run", "--rate", "40", "--requests", "12", "--output-tokens", "8", "--repeat", "3",
                    "--reports-dir", str(tmp_path), "--progress", "off")
     assert proc.returncode == 0, proc.stderr
     (parent,) = tmp_path.iterdir()

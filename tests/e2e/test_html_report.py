@@ -26,14 +26,14 @@ phases:
 """
 
 # After load: how many images decoded, how many charts drew a canvas, and what hovering the middle of the
-# first chart names (its legend's first value: the request under the cursor).
+# first phase's per-request chart names (its legend's first value: the request under the cursor).
 PROBE = ("<script>window.addEventListener('load', () => { const ok = [...document.images]"
          ".filter(i => i.complete && i.naturalWidth > 0).length;"
          " document.body.setAttribute('data-images-loaded', ok);"
          " const drawn = [...document.querySelectorAll('.chart')].filter(c => c.uplot &&"
          " c.querySelector('canvas') && c.querySelector('canvas').width > 0).length;"
          " document.body.setAttribute('data-charts-drawn', drawn);"
-         " const u = document.querySelector('.chart').uplot;"
+         " const u = document.querySelector(\".chart[title^='each request']\").uplot;"
          " u.setCursor({left: u.bbox.width / devicePixelRatio / 2, top: 5});"
          " document.body.setAttribute('data-hover', u.root.querySelector('.u-legend .u-value').textContent); });"
          "</script>")
@@ -69,12 +69,13 @@ def test_report_page_and_its_images_load_in_a_browser(tmp_path: Path, sim_url: s
     assert "<th>phases</th><td>open, batch-16 · " in dom
     loaded = re.search(r'data-images-loaded="(\d+)"', dom)
     assert loaded is not None, dom[:500]
-    # The workload's histograms, the CDFs: decoded. No chart is fetched from anywhere: the page is one file.
-    assert int(loaded.group(1)) == page.count("<img ") == 2
+    # No image and nothing fetched from anywhere: the page is one file, its charts drawn in it.
+    assert int(loaded.group(1)) == page.count("<img ") == 0
     assert "src='http" not in page and "src=\"http" not in page
-    # Each phase's charts (requests, rates, in flight; the server's side of the open phase) all drew.
+    # Every chart drew: the workload's lengths, the three CDFs, and each phase's requests, rates, in flight
+    # (and the server's side of the open phase).
     drawn = re.search(r'data-charts-drawn="(\d+)"', dom)
-    assert drawn is not None and int(drawn.group(1)) == page.count("class='chart'") >= 6
+    assert drawn is not None and int(drawn.group(1)) == page.count("class='chart'") >= 2 + 3 + 2 * 3
     hover = re.search(r'data-hover="([^"]*)"', dom)
     named = hover and re.fullmatch(r"([0-9a-f]+-0-\d+) at [\d.]+ s", hover.group(1))
     assert named, hover  # a request of the first phase, by the id requests.csv knows it by
@@ -83,8 +84,6 @@ def test_report_page_and_its_images_load_in_a_browser(tmp_path: Path, sim_url: s
 
 def test_a_phase_of_failures_still_gets_its_figures() -> None:
     """Every request failed, some never sent: the page renders, with the failures plotted by status."""
-    import base64
-
     from harness.config.scenario import SLO
     from harness.report.html import render_html
     from tests.helpers import phase_json
@@ -97,9 +96,9 @@ def test_a_phase_of_failures_still_gets_its_figures() -> None:
         r.end_ns += 3 * MS
     summary = {"run": {"scenario": "broken"}, "phases": [{"name": "p", **phase_json(records, SLO())}]}
     page = render_html(summary, records)
-    images = re.findall(r"src='data:image/png;base64,([^']+)'", page)
-    # The workload's lengths (no CDF: nothing succeeded, so it would be empty).
-    assert len(images) == 1 and base64.b64decode(images[0])[:4] == b"\x89PNG"
+    # The prompt lengths sent; no CDF, no per-request chart and no output lengths: nothing succeeded.
+    assert "title='prompt tokens (counted by the server where it said)'" in page
+    assert "title='output tokens received (ok requests)'" not in page
     assert "Latency distributions" not in page and "each request: TTFT" not in page
     assert "failed requests per second, by status" in page and '"label":"bad_stream"' in page
     assert "0 / 6 / 1" in page  # ok / errored / cancelled in the table

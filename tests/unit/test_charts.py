@@ -49,3 +49,32 @@ def test_a_chart_is_inert_json_in_the_page() -> None:
     assert "</script><b>" not in page.split("<script>", 1)[1].rsplit("</script>", 1)[0]
     payload = page.split(", ", 1)[1].rsplit(");", 1)[0]
     assert json.loads(payload.replace("<\\/", "</")) == spec
+
+
+def test_cdfs_are_shares_on_one_grid_and_absent_without_successes() -> None:
+    from harness.report.charts import cdf_specs
+
+    records = [rec(0, 0, [10 * (i + 1), 10 * (i + 1) + 5], idx=i) for i in range(10)]  # TTFT 10 … 100 ms
+    ttft, itl, e2e = cdf_specs({"p": records})
+    assert ttft["xlog"] and ttft["x"][0] == 10 and ttft["x"][-1] == 100
+    shares = ttft["series"][0]["values"]
+    assert shares[0] == 0.1 and shares[-1] == 1.0 and shares == sorted(shares)
+    assert itl["series"][0]["values"][-1] == 1.0 and e2e["xlabel"] == "E2E (ms)"
+    assert cdf_specs({"p": [rec(0, 0, [], status="timeout")]}) == []
+
+
+def test_workload_and_sweep_specs() -> None:
+    from harness.report.charts import sweep_specs, workload_specs
+
+    records = [rec(0, 0, [5, 6], completion=2, idx=i) for i in range(4)]
+    prompt, output = workload_specs({"a": records, "b": records[:1]})
+    assert sum(output["series"][0]["values"]) == 4  # two token-bearing chunks each
+    assert [s["label"] for s in prompt["series"]] == ["a", "b"]
+    assert sum(prompt["series"][0]["values"]) == 4 and sum(prompt["series"][1]["values"]) == 1
+    points = [{"name": f"s@rate={r}", "throughput": {"output_tokens_per_s": r * 100.0},
+               "latency_ms": {"ttft": {"p50": 10.0 * r, "p99": 20.0 * r}, "tpot": {"p50": 5.0, "p99": 6.0}}}
+              for r in (4, 1, 2)]
+    ttft, tpot = sweep_specs("s", points, {"ttft_ms": 50.0}, points[2])
+    assert ttft["x"] == [100.0, 200.0, 400.0] and ttft["series"][0]["values"] == [10.0, 20.0, 40.0]
+    assert ttft["series"][2]["label"] == "SLO 50 ms" and ttft["title"].endswith("knee: s@rate=2")
+    assert len(tpot["series"]) == 2  # no TPOT SLO, no line
