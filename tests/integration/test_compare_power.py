@@ -32,7 +32,7 @@ def _side(seed: int, accelerator: str = "h100-sxm") -> list[Block]:
     scenario = parse_scenario({
         "name": "gate", "seed": seed, "workload": {"prompt_tokens": 256, "output_tokens": 64},
         "simulator": {"accelerator": accelerator, "seed": seed},
-        "phases": [{"name": "open", "load": {"type": "poisson", "rate": 8, "requests": 100}}]}, "test")
+        "phases": [{"name": "open", "load": {"type": "poisson", "rate": 8, "requests": 60}}]}, "test")
     summary, runs = asyncio.run(predict_runs(scenario))
     window = summary["phases"][0]["window"]
     return blocks(runs[0].records, window["start_ns"], window["end_ns"])
