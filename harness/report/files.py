@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.errors import ScenarioError
 from harness.records import RequestRecord
 from harness.report.html import render_html
 from harness.report.notes import notes
@@ -16,6 +17,16 @@ from harness.stats.server import Row
 
 if TYPE_CHECKING:
     from harness.run.runner import RunResult
+
+
+def run_dirs(path: Path) -> list[Path]:
+    """A run directory, or the runs of a `--repeat` folder, in name order (the harness's own folder shapes)."""
+    if (path / "summary.json").is_file():
+        return [path]
+    found = sorted(p for p in path.iterdir() if (p / "summary.json").is_file()) if path.is_dir() else []
+    if not found:
+        raise ScenarioError(f"{path}: neither a run directory (summary.json) nor a directory of runs")
+    return found
 
 
 INDEX = {

@@ -17,6 +17,7 @@ import yaml
 
 from harness.errors import ScenarioError
 from harness.records import RequestRecord, read_records
+from harness.report.files import run_dirs
 from harness.stats.compare import (
     DEFAULT_TOLERANCES,
     METRICS,
@@ -58,12 +59,7 @@ def load_runs(paths: Sequence[Path]) -> list[Run]:
 
 def load_side(path: Path) -> list[Run]:
     """A run directory, or a directory holding run directories (repeats), in name order."""
-    if (path / "summary.json").is_file():
-        return [_load_run(path)]
-    runs = sorted(p for p in path.iterdir() if (p / "summary.json").is_file()) if path.is_dir() else []
-    if not runs:
-        raise ScenarioError(f"{path}: neither a run directory (summary.json) nor a directory of runs")
-    return [_load_run(p) for p in runs]
+    return load_runs(run_dirs(path))
 
 
 def _shape(run: Run) -> dict[str, Any]:

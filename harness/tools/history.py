@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import ScenarioError
+from harness.report.files import run_dirs
 from harness.stats.repeats import METRICS
 from harness.stats.schema import PhaseSummary
 from harness.stats.thresholds import observed
@@ -42,16 +43,6 @@ def connect(path: Path) -> Iterator[sqlite3.Connection]:
         yield db
     finally:
         db.close()
-
-
-def run_dirs(path: Path) -> list[Path]:
-    """A run directory, or the runs of a repeated run's folder."""
-    if (path / "summary.json").is_file():
-        return [path]
-    found = sorted(p for p in path.iterdir() if (p / "summary.json").is_file()) if path.is_dir() else []
-    if not found:
-        raise ScenarioError(f"{path}: neither a run directory (summary.json) nor a directory of runs")
-    return found
 
 
 def _row(run_dir: Path) -> tuple[tuple[Any, ...], list[tuple[str, str, float]]]:
@@ -105,7 +96,8 @@ def entries(db_path: Path, scenario: str | None = None) -> list[Entry]:
         runs = db.execute(f"SELECT run_id, scenario, started_at, path, complete, thresholds_passed, requests_ok "
                           f"FROM runs {where} ORDER BY started_at, run_id", args).fetchall()
         figures: dict[str, dict[tuple[str, str], float]] = {}
-        for run_id, phase, metric, value in db.execute("SELECT run_id, phase, metric, value FROM figures"):
+        for run_id, phase, metric, value in db.execute(
+                f"SELECT f.run_id, phase, metric, value FROM figures f JOIN runs USING (run_id) {where}", args):
             figures.setdefault(run_id, {})[(phase, metric)] = value
     return [Entry(r[0], r[1], r[2], r[3], bool(r[4] and r[5] and r[6]), figures.get(r[0], {})) for r in runs]
 
