@@ -1,7 +1,7 @@
 """One self-contained HTML report that opens offline: what was run, the workload's lengths, the table and
-its notes, latency CDFs and sweep curves (matplotlib PNGs), and each phase over time as interactive charts
-(report.charts): every request a point to hover, rates in bins that fit the phase, requests in flight,
-failures when any, and the server's scraped side. Nothing is fetched when the page is viewed."""
+its notes, latency CDFs, sweep curves, and each phase over time — every chart drawn in the page by uPlot from
+the specs of report.charts: every request a point to hover, rates in bins that fit the phase, requests in
+flight, failures when any, and the server's scraped side. Nothing is fetched when the page is viewed."""
 
 from __future__ import annotations
 

@@ -64,9 +64,7 @@ class Block:
     seconds: float
     total: int
     failed: int
-
-    def histogram(self, name: str) -> np.ndarray:
-        return np.histogram(np.clip(self.latencies[name], _EDGES_MS[0], _EDGES_MS[-1]), _EDGES_MS)[0]
+    histograms: dict[str, np.ndarray]  # latencies in the bootstrap's bins, counted once per block
 
 
 def _block(records: Sequence[RequestRecord], seconds: float) -> Block:
@@ -77,7 +75,8 @@ def _block(records: Sequence[RequestRecord], seconds: float) -> Block:
                  for k, vs in per_request.items()}
     latencies["itl"] = np.concatenate([itl_array_ns(r) for r in ok] or [np.zeros(0)]) / NS_PER_MS
     failed = sum(r.status not in ("ok", "cancelled") for r in records)
-    return Block(latencies, float(sum(r.delivered_tokens for r in ok)), seconds, len(records), failed)
+    histograms = {k: np.histogram(np.clip(v, _EDGES_MS[0], _EDGES_MS[-1]), _EDGES_MS)[0] for k, v in latencies.items()}
+    return Block(latencies, float(sum(r.delivered_tokens for r in ok)), seconds, len(records), failed, histograms)
 
 
 def blocks(records: Sequence[RequestRecord], start_ns: int, end_ns: int) -> list[Block]:
@@ -172,7 +171,7 @@ def resampled(metric: str, side: Sequence[Block], weights: np.ndarray) -> np.nda
         if stat == "mean":
             return np.asarray(weights @ [float(b.latencies[name].sum()) for b in side]
                               / (weights @ [len(b.latencies[name]) for b in side]))
-        per_block = np.array([b.histogram(name) for b in side], dtype=np.float64)
+        per_block = np.array([b.histograms[name] for b in side], dtype=np.float64)
         used = np.flatnonzero(per_block.any(axis=0))  # only the bins the data reaches: tens, not thousands
         if not len(used):
             return np.full(len(weights), np.nan)
