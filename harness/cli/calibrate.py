@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import click
 
+from harness import loop as event_loop
 from harness.cli.common import Duration, reports_dir_option, writable_dir
 from harness.cli.errors import guarded
 from harness.gctune import tune_for_timing
@@ -36,6 +36,6 @@ def calibrate(levels: list[int], seconds: float, reports_dir: Path) -> None:
     """Measure this machine's harness against the simulator's ground truth, and its ceiling."""
     writable_dir(reports_dir, "--reports-dir")
     tune_for_timing()
-    report = asyncio.run(run_calibration(levels, seconds, reports_dir))
+    report = event_loop.run(run_calibration(levels, seconds, reports_dir))
     click.echo(render(report))
     click.echo(f"\nsaved: {calibration_path()}")

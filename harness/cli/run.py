@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections import Counter
 from pathlib import Path
@@ -10,6 +9,7 @@ from typing import Any
 
 import click
 
+from harness import loop as event_loop
 from harness.cli.common import (
     Duration,
     api_key,
@@ -97,7 +97,7 @@ def run(scenario_path: Path | None, endpoint: str | None, model: str | None, api
         for k in range(repeat):
             each = _repeat(scenario, k)
             run_dir = parent / f"run-{k + 1}" if parent else new_run_dir(reports_dir, scenario.name)
-            result = asyncio.run(_run(each, run_dir, endpoint, model, api, key, pin, display, metrics))
+            result = event_loop.run(_run(each, run_dir, endpoint, model, api, key, pin, display, metrics))
             results.append(result)
             summary = result.summary.to_json()
             write_run(result)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 from typing import Any
 
 import click
 
+from harness import loop as event_loop
 from harness.cli.common import (
     Duration,
     api_key,
@@ -91,7 +91,7 @@ def search_cmd(scenario_path: Path | None, slo: SLO | None, goodput: float, low:
             return await search(scenario, trial, slo, goodput, low, high, duration, steps, repeats,
                                 min_requests=min_requests)
 
-    found = asyncio.run(searching())
+    found = event_loop.run(searching())
     if as_json:
         click.echo(json.dumps(found, indent=2))
     else:

@@ -14,7 +14,7 @@ import asyncio
 import collections
 import ssl
 import weakref
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 import httptools
@@ -63,8 +63,7 @@ class _Connection(asyncio.Protocol):
 
     # -- asyncio protocol --
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's transports do not subclass asyncio's
 
     def data_received(self, data: bytes) -> None:
         try:

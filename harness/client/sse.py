@@ -36,6 +36,11 @@ class SSEDecoder:
         self._data: list[bytes] = []
 
     def feed(self, piece: bytes) -> list[bytes]:
+        # The usual piece of a busy stream is exactly one event ("data: {...}\n\n", one HTTP chunk, as vLLM,
+        # llama.cpp and TGI write them): taken whole, without splitting into lines.
+        if (piece[-2:] == b"\n\n" and piece[:6] == b"data: " and not self._pending and not self._data
+                and piece.find(b"\n") == len(piece) - 2 and piece[-3:-2] != b"\r"):
+            return [piece[6:-2]]
         if b"\n" not in piece:
             self._pending.append(piece)
             self._pending_len += len(piece)
@@ -80,6 +85,7 @@ class Chunk:
     finish_reason: str | None = None
     cached_tokens: int | None = None  # usage.prompt_tokens_details.cached_tokens, or llama.cpp's timings.cache_n
     text: str | None = None  # the answer's text, only when asked for (multi-turn sessions carry it forward)
+    plain: bool = False  # a token and nothing else a reader must look at: the fast path's chunks
 
     @property
     def carries_token(self) -> bool:
@@ -91,20 +97,43 @@ class Chunk:
 _CONTENT = re.compile(rb'"(?:content|text)":\s*"(?!")')
 _REASONING = re.compile(rb'"(?:reasoning_content|reasoning)":\s*"(?!")')
 
+# What the fast path returns, shared: no reader of a chunk changes one it did not parse itself.
+_CONTENT_ONLY = Chunk(has_content=True, plain=True)
+_REASONING_ONLY = Chunk(has_reasoning=True, plain=True)
+_BOTH = Chunk(has_content=True, has_reasoning=True, plain=True)
+
 
 def interpret(payload: bytes) -> Chunk:
-    if payload.strip() == DONE:
+    if payload[:1] != b"{" and payload.strip() == DONE:
         return Chunk(done=True)
     # Fast path for the chunk that is nearly every chunk: an object with a non-empty text field and
-    # no usage or error. Two regex searches instead of a JSON parse; everything else is parsed.
+    # no usage or error. A few literal searches instead of a JSON parse; everything else is parsed.
     # A finish_reason on a fast-path chunk is read once, at [DONE] (`ChunkReader`): a third scan of every
     # chunk would cost as much as the two above.
     if payload[:1] == b"{" and payload[-1:] == b"}" and b'"usage"' not in payload and b'"error"' not in payload:
-        content = _CONTENT.search(payload) is not None
-        reasoning = _REASONING.search(payload) is not None
-        if content or reasoning:
-            return Chunk(has_content=content, has_reasoning=reasoning)
+        if b'"reasoning' not in payload:
+            if _has_text(payload, b'"content":') or _has_text(payload, b'"text":'):
+                return _CONTENT_ONLY
+        else:
+            content = _CONTENT.search(payload) is not None
+            reasoning = _REASONING.search(payload) is not None
+            if content or reasoning:
+                return _BOTH if content and reasoning else _CONTENT_ONLY if content else _REASONING_ONLY
     return _parse(payload)
+
+
+def _has_text(payload: bytes, key: bytes) -> bool:
+    """`key` (a JSON key with its colon) followed by a non-empty string. Inside JSON strings every quote is
+    escaped, so the key found is a key, never text."""
+    at = payload.find(key)
+    while at >= 0:
+        at += len(key)
+        while payload[at:at + 1] == b" ":
+            at += 1
+        if payload[at:at + 1] == b'"' and payload[at + 1:at + 2] != b'"':
+            return True
+        at = payload.find(key, at)
+    return False
 
 
 def interpret_text(payload: bytes) -> Chunk:

@@ -68,6 +68,10 @@ class SimulatorConfig(_Strict):
                               "whatever the load (for calibrating clients)")
     fixed_ttft_ms: NonNegative = 50.0
     fixed_itl_ms: NonNegative = 10.0
+    stream_writes: Literal["step", "token"] = Field(
+        "step", description="step: each engine step's new tokens of a stream in one write; token: every stream "
+                            "event in its own socket write, on its own turn of the event loop (as vLLM with stream "
+                            "interval 1, llama.cpp and TGI stream)")
     max_waiting: Annotated[int, Field(ge=0)] | None = Field(
         None, description="answer 429 with Retry-After while this many requests wait")
     startup_delay_s: NonNegative = Field(0.0, description="answer 503 for this long after starting")

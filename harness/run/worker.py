@@ -53,6 +53,14 @@ class RecordStamper:
         t_ns = self._now()  # every chunk of one read arrived together
         rec = self.rec
         for chunk in chunks:
+            if chunk.plain:  # nearly every chunk: one token, nothing else to read
+                if not self.got_token:
+                    self.got_token = True
+                    rec.first_token_ns = t_ns
+                if chunk.has_content and rec.first_content_ns is None:
+                    rec.first_content_ns = t_ns
+                rec.chunk_ns.append(t_ns)
+                continue
             if chunk.done:
                 if chunk.finish_reason is not None:
                     rec.finish_reason = chunk.finish_reason

@@ -13,6 +13,7 @@ from typing import Any, Literal, get_args, get_origin
 import click
 from pydantic import BaseModel, ValidationError
 
+from harness import loop as event_loop
 from harness.config.presets import ACCELERATORS, MODELS, load_presets
 from harness.config.simulator import SimulatorConfig
 from harness.errors import PresetError
@@ -131,7 +132,7 @@ def serve_cmd(host: str, port: int, presets: Path | None, config_json: str | Non
     if problem is not None:
         raise click.BadParameter(problem, param_hint="--model / --accelerator / --tp")
     try:
-        asyncio.run(_serve_forever(cfg, host, port, api_key))
+        event_loop.run(_serve_forever(cfg, host, port, api_key))
     except OSError as exc:  # the port is taken, or the host is not ours
         raise click.BadParameter(f"cannot listen on {host}:{port}: {exc.strerror}", param_hint="--port") from None
 

@@ -115,13 +115,18 @@ class StepDriver(_DriverBase):
 
 
 class FixedTimingDriver(_DriverBase):
-    """Constant TTFT and ITL whatever the load, each request on its own exact schedule."""
+    """Constant TTFT and ITL whatever the load, each request on its own exact schedule.
+
+    `per_token`: a request gets at most one token per pass over what is due, and the event loop turns
+    between passes, so tokens due together (zero ITL, or a driver behind its schedule) still leave one by one.
+    """
 
     def __init__(self, ttft_ns: int, itl_ns: int, clock: Clock | None = None,
-                 on_lateness: LatenessObserver | None = None) -> None:
+                 on_lateness: LatenessObserver | None = None, per_token: bool = False) -> None:
         super().__init__(clock, on_lateness)
         self.ttft_ns = ttft_ns
         self.itl_ns = itl_ns
+        self.per_token = per_token
         self._due: list[tuple[int, int, SimRequest]] = []
         self._seq = itertools.count()
         self._active = 0
@@ -156,10 +161,13 @@ class FixedTimingDriver(_DriverBase):
                 continue
             await self.clock.sleep_until(deadline)
             self._release(deadline)
+            if self._due and self._due[0][0] <= self.clock.now_ns():
+                await asyncio.sleep(0)  # already due again: let the writes and new requests through first
 
     def _release(self, deadline: int) -> None:
         now = self.clock.now_ns()
         self._record_lateness(now - deadline)
+        again: list[tuple[int, int, SimRequest]] = []
         while self._due and self._due[0][0] <= now:
             _, _, req = heapq.heappop(self._due)
             if req.aborted:
@@ -168,6 +176,11 @@ class FixedTimingDriver(_DriverBase):
                 self._active -= 1
             else:
                 due = req.arrival_ns + self.ttft_ns + req.generated * self.itl_ns
-                heapq.heappush(self._due, (due, next(self._seq), req))
+                if self.per_token and due <= now:
+                    again.append((due, next(self._seq), req))  # its next token goes in the next pass
+                else:
+                    heapq.heappush(self._due, (due, next(self._seq), req))
             if req.on_token is not None:
                 req.on_token(req)
+        for entry in again:
+            heapq.heappush(self._due, entry)

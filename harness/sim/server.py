@@ -24,6 +24,7 @@ from harness.sim.perfmodel import build_model
 from harness.sim.realtime import Driver, FixedTimingDriver, StepDriver
 from harness.sim.requests import BadRequest, ParsedRequest, make_request, output_length, parse_body
 from harness.sim.tokenize import tokenize_handler
+from harness.sim.writes import StreamWrites
 from harness.tokens import token_text
 
 _GROUND_TRUTH_KEEP = 200_000  # requests whose token times stay retrievable
@@ -77,7 +78,7 @@ class SimServer:
         self.max_model_len = cfg.max_model_len or MODELS[cfg.model].max_model_len
         if cfg.timing == "fixed":
             self.driver = FixedTimingDriver(int(cfg.fixed_ttft_ms * NS_PER_MS), int(cfg.fixed_itl_ms * NS_PER_MS),
-                                            self.clock, self._observe_lateness)
+                                            self.clock, self._observe_lateness, cfg.stream_writes == "token")
         else:
             engine = build_engine(cfg)
             self.max_model_len = model_context(cfg, engine)
@@ -262,11 +263,11 @@ class SimServer:
         if renderer.chat:
             await resp.write(renderer.role())
 
-        def closing_frames() -> bytes:
-            frames = renderer.finish(_finish_reason(req, parsed))
+        def closing_frames() -> list[bytes]:
+            frames = [renderer.finish(_finish_reason(req, parsed))]
             if parsed.include_usage:
-                frames += renderer.usage(req.prompt_tokens, len(req.token_ns), req.cached_tokens)
-            return frames + b"data: [DONE]\n\n"
+                frames.append(renderer.usage(req.prompt_tokens, len(req.token_ns), req.cached_tokens))
+            return [*frames, b"data: [DONE]\n\n"]
 
         if plan.clean and request.transport is not None:
             usage_prompt = req.prompt_tokens if parsed.continuous_usage else None
@@ -276,14 +277,14 @@ class SimServer:
         async def emit(first: int, count: int) -> None:
             await self._emit_faulty(request, resp, renderer, plan, first, count)
             if req.finished:
-                await resp.write(closing_frames())
+                await resp.write(b"".join(closing_frames()))
 
         with contextlib.suppress(ConnectionResetError):
             await self._drive(req, emit)
         return resp
 
     async def _stream_direct(self, transport: asyncio.BaseTransport, req: SimRequest, renderer: ChunkRenderer,
-                             closing_frames: Callable[[], bytes], usage_prompt: int | None) -> None:
+                             closing_frames: Callable[[], list[bytes]], usage_prompt: int | None) -> None:
         """Write each step's tokens to the socket from the driver's own callback.
 
         At thousands of streams, waking one handler task per token per step costs more than the
@@ -292,19 +293,19 @@ class SimServer:
         """
         assert isinstance(transport, asyncio.WriteTransport)
         done = asyncio.Event()
+        writes = StreamWrites(transport, self.cfg.stream_writes == "token", done.set)
         written = 0
 
         def on_token(r: SimRequest) -> None:
             nonlocal written
-            if transport.is_closing():  # the client left
+            if writes.closed:  # the client left
                 done.set()
                 return
-            frames = renderer.tokens(written, len(r.token_ns) - written, usage_prompt)
+            events = [renderer.tokens(i, 1, usage_prompt) for i in range(written, len(r.token_ns))]
             written = len(r.token_ns)
             if r.finished:
-                frames += closing_frames()
-                done.set()
-            transport.write(b"%x\r\n%b\r\n" % (len(frames), frames))
+                events += closing_frames()
+            writes.send(events, last=r.finished)
 
         req.on_token = on_token
         self.driver.submit(req)

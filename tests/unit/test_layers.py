@@ -2,7 +2,7 @@
 
 Layers, lowest first; a module may import its own layer and those below it, never one above:
 
-    core       errors, clock, tokens, records, gctune, redact (the shared bottom)
+    core       errors, clock, tokens, records, gctune, redact, loop (the shared bottom)
     config     scenario, simulator config, presets (validated input)
     workload   arrivals, lengths, traces, datasets, tokenizers, requests, plans
     client     backend protocol, SSE, the HTTP clients, the fake
@@ -39,7 +39,7 @@ def _module(path: Path) -> str:
 
 def _layer(module: str) -> str:
     parts = module.split(".")
-    if len(parts) < 2 or parts[1] in {"errors", "clock", "tokens", "records", "gctune", "redact", "__main__"}:
+    if len(parts) < 2 or parts[1] in {"errors", "clock", "tokens", "records", "gctune", "redact", "loop", "__main__"}:
         return "core"
     return parts[1]
 

@@ -1,4 +1,5 @@
 import json
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -101,7 +102,22 @@ def test_fast_path_agrees_with_a_full_parse(content, reasoning, text, role, chat
     else:
         obj = {"id": "x", "choices": [{"index": 0, "text": text, "finish_reason": None}]}
     for payload in (json.dumps(obj).encode(), json.dumps(obj, separators=(",", ":")).encode()):
-        assert interpret(payload) == _parse(payload)
+        fast, full = interpret(payload), _parse(payload)
+        assert replace(fast, plain=False) == full
+        assert not fast.plain or (fast.carries_token and fast.completion_tokens is None and fast.error is None)
+
+
+def test_one_event_per_piece_decodes_as_the_stream_split_anywhere() -> None:
+    """The shape of vLLM, llama.cpp and TGI streams: each event its own write, so its own piece."""
+    pieces = [e + b"\n\n" for e in STREAM.split(b"\n\n") if e]
+    dec = SSEDecoder()
+    events = [ev for piece in pieces for ev in dec.feed(piece)]
+    whole = SSEDecoder().feed(STREAM)
+    assert events == whole and len(events) == 5
+    crlf = SSEDecoder()
+    assert crlf.feed(b"data: {\"a\":1}\r\n\r\n") == [b'{"a":1}']
+    two_lines = SSEDecoder()
+    assert two_lines.feed(b"data: a\ndata: b\n\n") == [b"a\nb"]
 
 
 def _event(obj: object) -> bytes:
