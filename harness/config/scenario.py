@@ -61,6 +61,9 @@ class ClientConfig(Strict):
     schedule_lag_bound_ms: PositiveMillis = 5.0
     loop_lag_bound_ms: PositiveMillis = 5.0
     cpu_bound: Annotated[float, Field(gt=0, le=1)] = 0.9
+    lookahead_requests: Annotated[int, Field(ge=1)] = Field(
+        256, description="requests built ahead of their time on a worker thread, at most")
+    lookahead_s: PositiveSeconds = Field(2.0, description="and at most this far ahead on the schedule")
 
 
 class Pushgateway(Strict):

@@ -5,6 +5,8 @@ send", which drifts and under-delivers the rate; an optional in-flight cap holds
 and the wait shows as schedule lag, never silently. Fixed batch sends B at once and waits for
 all. Closed loop starts a user's next request when its last one ends.
 
+Requests come from a `Lookahead`: built (prompt and body bytes) on a worker thread before their time.
+
 Sending and requests in flight are separate tasks: `stop()` ends the sending at once, lets the
 requests in flight finish within a grace period, then cancels the rest, which are recorded as
 `cancelled`. Every record reaches the sink the moment its request ends.
@@ -14,12 +16,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Coroutine, Iterator, Sequence
+from collections.abc import Callable, Coroutine, Sequence
+from concurrent.futures import Executor
 from typing import Any
 
 from harness.client.backend import Backend
 from harness.clock import Clock
 from harness.records import RequestRecord
+from harness.run.lookahead import DEFAULT_HORIZON_NS, DEFAULT_MAX_AHEAD, Lookahead
 from harness.run.worker import run_request
 from harness.workload.datasets import Message
 from harness.workload.requests import RequestSpec
@@ -29,10 +33,17 @@ Sink = Callable[[RequestRecord], None]
 
 
 class Dispatcher:
-    def __init__(self, backend: Backend, clock: Clock, sink: Sink) -> None:
+    """`builder`: the worker thread requests are built on ahead of time (None: each when it is due, as
+    virtual time needs), at most `max_ahead` of them and `horizon_ns` of schedule ahead."""
+
+    def __init__(self, backend: Backend, clock: Clock, sink: Sink, builder: Executor | None = None,
+                 max_ahead: int = DEFAULT_MAX_AHEAD, horizon_ns: int = DEFAULT_HORIZON_NS) -> None:
         self.backend = backend
         self.clock = clock
         self.sink = sink
+        self.builder = builder
+        self.max_ahead = max_ahead
+        self.horizon_ns = horizon_ns
         self.stopping = False
         self._sender: asyncio.Task[None] | None = None
         self._in_flight: set[asyncio.Task[RequestRecord]] = set()
@@ -47,7 +58,17 @@ class Dispatcher:
         if self._sender is not None:
             self._sender.cancel()
 
-    async def _phase(self, sender: Coroutine[Any, Any, None], grace_s: float) -> list[RequestRecord]:
+    def _feed(self, build: Callable[[int], RequestSpec], count: int | None,
+              offsets_ns: Sequence[int] | None = None) -> Lookahead:
+        def ready(i: int) -> RequestSpec:
+            spec = build(i)
+            self.backend.prepare(spec)
+            return spec
+
+        return Lookahead(ready, count, self.builder, offsets_ns, self.max_ahead, self.horizon_ns)
+
+    async def _phase(self, sender: Coroutine[Any, Any, None], grace_s: float, feed: Lookahead | None = None
+                     ) -> list[RequestRecord]:
         self._records = []
         self.launched = 0
         self._sender = asyncio.ensure_future(sender)
@@ -63,6 +84,8 @@ class Dispatcher:
             raise
         finally:
             self._sender = None
+            if feed is not None:
+                feed.close()
         await self._cancel_in_flight()
         return sorted(self._records, key=lambda r: r.index)
 
@@ -96,19 +119,23 @@ class Dispatcher:
 
     async def open_loop(self, specs: Sequence[RequestSpec], offsets_ns: Sequence[int],
                         max_in_flight: int | None = None, grace_s: float = 30.0) -> list[RequestRecord]:
-        return await self._phase(self._send_open_loop(specs, offsets_ns, max_in_flight), grace_s)
+        if len(specs) != len(offsets_ns):
+            raise ValueError(f"{len(specs)} requests for {len(offsets_ns)} arrivals")
+        feed = self._feed(specs.__getitem__, len(specs), offsets_ns)
+        return await self._phase(self._send_open_loop(feed, offsets_ns, max_in_flight), grace_s, feed)
 
-    async def _send_open_loop(self, specs: Sequence[RequestSpec], offsets_ns: Sequence[int],
-                              max_in_flight: int | None) -> None:
+    async def _send_open_loop(self, feed: Lookahead, offsets_ns: Sequence[int], max_in_flight: int | None) -> None:
+        spec = await feed.next()  # the first is ready before the schedule starts
         start = self.clock.now_ns()
-        for spec, offset in zip(specs, offsets_ns, strict=True):
+        for offset in offsets_ns:
+            assert spec is not None
             deadline = start + int(offset)
-            self.backend.prepare(spec)
             await self.clock.sleep_until(deadline)
             if max_in_flight is not None:
                 while len(self._in_flight) >= max_in_flight:
                     await asyncio.wait(set(self._in_flight), return_when=asyncio.FIRST_COMPLETED)
             self._launch(spec, deadline)
+            spec = await feed.next()
 
     async def fixed_batch(self, batches: Sequence[Sequence[RequestSpec]], grace_s: float = 30.0
                           ) -> list[RequestRecord]:
@@ -122,13 +149,15 @@ class Dispatcher:
             tasks = {self._launch(spec, intended) for spec in batch}
             await asyncio.wait(tasks)  # not gather: stopping the sender must not cancel the batch
 
-    async def closed_loop(self, specs: Iterator[RequestSpec], concurrency: int, think_ns: int = 0,
-                          duration_ns: int | None = None, grace_s: float = 30.0, stagger_ns: int = 0
-                          ) -> list[RequestRecord]:
-        return await self._phase(self._send_closed_loop(specs, concurrency, think_ns, duration_ns, stagger_ns),
-                                 grace_s)
+    async def closed_loop(self, build: Callable[[int], RequestSpec], count: int | None, concurrency: int,
+                          think_ns: int = 0, duration_ns: int | None = None, grace_s: float = 30.0,
+                          stagger_ns: int = 0) -> list[RequestRecord]:
+        """`count` requests (None: until `duration_ns` ends), request i being `build(i)`."""
+        feed = self._feed(build, count)
+        return await self._phase(self._send_closed_loop(feed, concurrency, think_ns, duration_ns, stagger_ns),
+                                 grace_s, feed)
 
-    async def _send_closed_loop(self, specs: Iterator[RequestSpec], concurrency: int, think_ns: int,
+    async def _send_closed_loop(self, feed: Lookahead, concurrency: int, think_ns: int,
                                 duration_ns: int | None, stagger_ns: int) -> None:
         start = self.clock.now_ns()
         end = None if duration_ns is None else start + duration_ns
@@ -136,11 +165,13 @@ class Dispatcher:
         async def user(i: int) -> None:
             if stagger_ns:
                 await self.clock.sleep_until(start + stagger_ns * i // concurrency)
-            for spec in specs:  # the shared iterator hands each spec to exactly one user
-                now = self.clock.now_ns()
+            while True:
+                now = self.clock.now_ns()  # the user's turn: what keeps the request from leaving now is lag
                 if end is not None and now >= end:
                     return
-                self.backend.prepare(spec)
+                spec = await feed.next()  # the shared feed hands each request to exactly one user
+                if spec is None:
+                    return
                 await asyncio.wait({self._launch(spec, now)})
                 if think_ns:
                     await self.clock.sleep_until(self.clock.now_ns() + think_ns)

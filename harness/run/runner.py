@@ -8,10 +8,12 @@ elsewhere and handed in.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import secrets
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,7 +21,7 @@ from typing import Any
 from harness import __version__
 from harness.client.backend import Endpoint, PooledBackend
 from harness.client.backends import make_backend
-from harness.clock import Clock, MonotonicClock
+from harness.clock import NS_PER_S, Clock, MonotonicClock
 from harness.config.load import Phase, describe
 from harness.config.scenario import Scenario
 from harness.records import RecordWriter, RequestRecord, write_parquet
@@ -74,7 +76,7 @@ async def run_plan(dispatcher: Dispatcher, plan: PhasePlan, grace_s: float) -> l
     if isinstance(plan, BatchPlan):
         return await dispatcher.fixed_batch(plan.batches, grace_s)
     if isinstance(plan, ClosedLoopPlan):
-        return await dispatcher.closed_loop(plan.source.stream(plan.requests), plan.concurrency, plan.think_ns,
+        return await dispatcher.closed_loop(plan.source.spec, plan.requests, plan.concurrency, plan.think_ns,
                                             plan.duration_ns, grace_s, plan.stagger_ns)
     if isinstance(plan, SessionPlan):
         return await dispatcher.sessions(plan.source, plan.offsets_ns.tolist(), grace_s)
@@ -174,9 +176,13 @@ class _Run:
     stopped_ns: int | None = None
 
     async def execute(self, backend: PooledBackend, check: SelfCheck) -> None:
-        with RecordWriter(self.run_dir) as writer:
+        cfg = self.scenario.client
+        # One thread builds requests ahead of their time: a real clock only (virtual time builds each when due).
+        builder = ThreadPoolExecutor(1, "harness-build") if isinstance(self.clock, MonotonicClock) else None
+        with RecordWriter(self.run_dir) as writer, builder or contextlib.nullcontext():
             sink = _Sink(writer, redactor(self.endpoint.api_key), metrics=self.metrics)
-            dispatcher = Dispatcher(backend, self.clock, sink)
+            dispatcher = Dispatcher(backend, self.clock, sink, builder, cfg.lookahead_requests,
+                                    int(cfg.lookahead_s * NS_PER_S))
             sink.progress = Progress(self.clock, lambda: dispatcher.launched, len(self.plans))
             self.display.follow(sink.progress)
             stopper = Stopper(dispatcher, self.display.warn)

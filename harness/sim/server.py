@@ -10,6 +10,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import cast
 
 from aiohttp import web
 
@@ -291,9 +292,9 @@ class SimServer:
         engine itself; writing in the callback releases a step's tokens in one pass, at its deadline.
         The body is already chunk-encoded by `prepare`, so each write is framed as one HTTP chunk.
         """
-        assert isinstance(transport, asyncio.WriteTransport)
         done = asyncio.Event()
-        writes = StreamWrites(transport, self.cfg.stream_writes == "token", done.set)
+        # uvloop's transports do not subclass asyncio's
+        writes = StreamWrites(cast(asyncio.WriteTransport, transport), self.cfg.stream_writes == "token", done.set)
         written = 0
 
         def on_token(r: SimRequest) -> None:

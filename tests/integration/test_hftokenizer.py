@@ -6,13 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from harness.config.scenario import load_scenario
 from harness.errors import TokenizerError
-from harness.tokens import make_text
 from harness.workload.plan import OpenLoopPlan, plan_phase, text_maker
-from harness.workload.tokenizer import HFPromptMaker
+from harness.workload.tokenizer import HFPromptMaker, train_demo_tokenizer
 from tests.helpers import harness
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -20,22 +18,36 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    tok = Tokenizer(models.BPE(unk_token="[UNK]"))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    tok.train_from_iterator([make_text(200, s) for s in range(100)],
-                            trainers.BpeTrainer(vocab_size=500, special_tokens=["[UNK]"], show_progress=False))
-    path = tmp_path_factory.mktemp("tok")
-    tok.save(str(path / "tokenizer.json"))
-    return path
+    return train_demo_tokenizer(tmp_path_factory.mktemp("tok"), vocab_size=500)
 
 
-@pytest.mark.parametrize("n", [1, 7, 100, 2000])
+@pytest.fixture(scope="module")
+def unsplit_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Merges across spaces: windows of the corpus do not re-encode to themselves."""
+    return train_demo_tokenizer(tmp_path_factory.mktemp("tok"), vocab_size=500, pre_split=False)
+
+
+@pytest.mark.parametrize("n", [1, 7, 100, 2000, 30_000])
 def test_prompts_count_exactly_as_asked_by_that_tokenizer(tokenizer_dir: Path, n: int) -> None:
     maker = HFPromptMaker(tokenizer_dir)
+    assert maker.windows_exact  # word starts hold: one decode a prompt, no second encode
     text = maker(n, seed=5)
     assert maker.count(text) == n
     assert text == maker(n, seed=5) and text != maker(n, seed=6)
+
+
+@pytest.mark.parametrize("n", [1, 7, 100, 2000])
+def test_a_tokenizer_that_merges_across_words_gets_every_prompt_verified(unsplit_dir: Path, n: int) -> None:
+    maker = HFPromptMaker(unsplit_dir)
+    assert not maker.windows_exact
+    assert maker.count(maker(n, seed=5)) == n
+
+
+def test_prompts_differ_from_their_first_tokens(tokenizer_dir: Path) -> None:
+    """A unique lead: no prefix cache meets one prompt's first block in another."""
+    maker = HFPromptMaker(tokenizer_dir)
+    heads = {tuple(maker.tokenizer.encode(maker(300, seed)).ids[:4]) for seed in range(200)}
+    assert len(heads) == 200
 
 
 def test_scenario_tokenizer_shapes_the_prompts(tokenizer_dir: Path, tmp_path: Path) -> None:

@@ -68,8 +68,8 @@ async def test_fixed_batch_sends_together_and_waits_for_the_slowest() -> None:
 async def test_closed_loop_keeps_concurrency_and_intends_when_a_user_is_free() -> None:
     clock = FakeClock()
     backend = ScriptedBackend(clock, ttft_ms=20, itl_ms=10)
-    records = await drive(clock, Dispatcher(backend, clock, lambda r: None).closed_loop(iter(specs(10, out=3)), 2,
-                                                                                      think_ns=5 * MS))
+    records = await drive(clock, Dispatcher(backend, clock, lambda r: None).closed_loop(specs(10, out=3).__getitem__,
+                                                                                      10, 2, think_ns=5 * MS))
     assert backend.peak_in_flight == 2
     assert len(records) == 10 and sorted(r.index for r in records) == list(range(10))
     # Each user: 40 ms per request plus 5 ms think time.
@@ -151,9 +151,9 @@ async def test_stopping_a_batch_phase_finishes_the_batch_but_starts_no_other() -
 async def test_closed_loop_stops_starting_requests_at_its_duration() -> None:
     clock = FakeClock()
     backend = ScriptedBackend(clock, ttft_ms=50, itl_ms=0)
-    source = iter(specs(1000, out=1))
+    source = specs(1000, out=1)
     records = await drive(clock, Dispatcher(backend, clock, lambda r: None).closed_loop(
-        source, 2, duration_ns=1000 * MS))
+        source.__getitem__, None, 2, duration_ns=1000 * MS))
     # Two users, 50 ms per request, new requests until t = 1 s: 20 each.
     assert len(records) == 40
     assert max(r.intended_ns for r in records) < 1000 * MS

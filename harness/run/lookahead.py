@@ -1,0 +1,89 @@
+"""Requests built before their time, off the event loop.
+
+Building a request (its prompt, its body bytes) takes from a tenth of a millisecond (the shared words)
+to milliseconds (a real tokenizer, thousands of tokens). Built just before its deadline, a request
+leaves late and bunches the next ones: the arrival process the server sees is no longer the one
+planned. A `Lookahead` hands out a phase's requests in order, each built earlier on one worker
+thread, never more than `max_ahead` requests past the one handed out last nor, on a schedule, more than
+`horizon_ns` of schedule ahead of it: memory stays bounded however long the phase or trace.
+
+Without an executor (virtual time, where a thread's progress cannot be reasoned about) each request is
+built when it is asked for: the same requests, in the same order, as a function of their index alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
+
+from harness.clock import NS_PER_S
+from harness.workload.requests import RequestSpec
+
+DEFAULT_MAX_AHEAD = 256
+DEFAULT_HORIZON_NS = 2 * NS_PER_S
+
+
+class Lookahead:
+    def __init__(self, build: Callable[[int], RequestSpec], count: int | None, executor: Executor | None = None,
+                 offsets_ns: Sequence[int] | None = None, max_ahead: int = DEFAULT_MAX_AHEAD,
+                 horizon_ns: int = DEFAULT_HORIZON_NS) -> None:
+        self._build = build
+        self._count = count
+        self._executor = executor
+        self._offsets = offsets_ns
+        self._max_ahead = max(1, max_ahead)
+        self._horizon_ns = horizon_ns
+        self._queue: deque[asyncio.Future[RequestSpec]] = deque()  # requests handed_out, handed_out + 1, …
+        self._submitted = 0  # requests given to the executor so far
+        self.handed_out = 0
+        self.peak_held = 0  # most requests built or being built at once
+
+    @property
+    def held(self) -> int:
+        """Requests built or being built and not handed out yet."""
+        return len(self._queue)
+
+    @property
+    def submitted(self) -> int:
+        return self._submitted
+
+    def _more(self, i: int) -> bool:
+        return self._count is None or i < self._count
+
+    def _in_horizon(self, i: int) -> bool:
+        offsets = self._offsets
+        if offsets is None or i == self.handed_out:
+            return True
+        return offsets[i] - offsets[self.handed_out] <= self._horizon_ns
+
+    def _fill(self) -> None:
+        assert self._executor is not None
+        loop = asyncio.get_running_loop()
+        while len(self._queue) < self._max_ahead and self._more(self._submitted) and self._in_horizon(self._submitted):
+            self._queue.append(loop.run_in_executor(self._executor, self._build, self._submitted))
+            self._submitted += 1
+        self.peak_held = max(self.peak_held, len(self._queue))
+
+    async def next(self) -> RequestSpec | None:
+        """The next request, or None when the phase has no more. Callers may wait on it concurrently (the
+        users of a closed loop): each gets its own request, in order."""
+        i = self.handed_out
+        if not self._more(i):
+            return None
+        self.handed_out = i + 1
+        if self._executor is None:
+            return self._build(i)
+        if not self._queue:  # nothing built ahead: this one now
+            self._queue.append(asyncio.get_running_loop().run_in_executor(self._executor, self._build, i))
+            self._submitted = i + 1
+        ready = self._queue.popleft()
+        self._fill()  # before waiting: the builder never idles while there is room
+        return ready.result() if ready.done() else await ready
+
+    def close(self) -> None:
+        """Drop what was built ahead and not handed out (the phase ended or was stopped)."""
+        for ready in self._queue:
+            ready.cancel()
+        self._queue.clear()

@@ -1,0 +1,120 @@
+"""Requests built ahead: never more than the bound, and the very same requests as built when due."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from harness.client.fake import ScriptedBackend
+from harness.clock import NS_PER_MS, FakeClock
+from harness.config.workload import Workload
+from harness.run.dispatch import Dispatcher
+from harness.run.lookahead import Lookahead
+from harness.workload.requests import RequestSource, RequestSpec
+
+WORKLOAD = Workload(prompt_tokens={"dist": "uniform", "min": 1, "max": 300},  # type: ignore[arg-type]
+                    output_tokens={"dist": "uniform", "min": 1, "max": 50})  # type: ignore[arg-type]
+
+
+def source(seed: int = 3) -> RequestSource:
+    return RequestSource(WORKLOAD, "p", 0, seed, "run")
+
+
+async def drain(ahead: Lookahead, check: object = None) -> list[RequestSpec]:
+    out = []
+    while (spec := await ahead.next()) is not None:
+        out.append(spec)
+        if callable(check):
+            check()
+    return out
+
+
+@settings(max_examples=60, deadline=None)
+@given(count=st.integers(1, 120), max_ahead=st.integers(1, 16), horizon_ms=st.integers(0, 50),
+       gaps_ms=st.lists(st.integers(0, 20), min_size=120, max_size=120), pause_every=st.integers(1, 7))
+def test_the_lookahead_never_holds_more_than_its_bounds(count: int, max_ahead: int, horizon_ms: int,
+                                                        gaps_ms: list[int], pause_every: int) -> None:
+    offsets = np.cumsum(gaps_ms[:count]) * NS_PER_MS
+    horizon = horizon_ms * NS_PER_MS
+    built: list[int] = []
+    lock = threading.Lock()
+
+    def build(i: int) -> RequestSpec:
+        with lock:
+            built.append(i)
+        return source().spec(i)
+
+    async def main() -> list[RequestSpec]:
+        with ThreadPoolExecutor(1) as pool:
+            ahead = Lookahead(build, count, pool, offsets.tolist(), max_ahead, horizon)
+            out = []
+            while (spec := await ahead.next()) is not None:
+                out.append(spec)
+                h = ahead.handed_out
+                assert ahead.held <= max_ahead
+                assert ahead.submitted - h <= max_ahead
+                last = ahead.submitted - 1
+                if h < count and last > h:  # what is built beyond the next is within the horizon of it
+                    assert offsets[last] - offsets[h] <= horizon
+                if len(out) % pause_every == 0:
+                    await asyncio.sleep(0.0005)  # let the builder run ahead as far as it may
+            assert ahead.peak_held <= max_ahead
+            return out
+
+    out = asyncio.run(main())
+    assert [s.index for s in out] == list(range(count))
+    assert sorted(built) == list(range(count))  # each built once
+
+
+async def test_requests_are_the_same_with_and_without_the_lookahead() -> None:
+    with ThreadPoolExecutor(1) as pool:
+        ahead = await drain(Lookahead(source().spec, 200, pool, max_ahead=8))
+    inline = await drain(Lookahead(source().spec, 200))
+    assert ahead == inline == source().take(200)
+    assert len({s.prompt for s in ahead}) == 200
+
+
+async def test_an_open_loop_phase_sends_the_same_requests_with_and_without_the_lookahead() -> None:
+    seen: dict[str, list[tuple[str, str, int, int]]] = {}
+    for name, pool in (("inline", None), ("ahead", ThreadPoolExecutor(1))):
+        clock = FakeClock()
+        backend = ScriptedBackend(clock, ttft_ms=5, itl_ms=1)
+        sent: list[tuple[str, str, int, int]] = []
+        execute = backend.execute
+
+        async def recording(spec, events, execute=execute, sent=sent):  # type: ignore[no-untyped-def]
+            sent.append((spec.request_id, spec.prompt, spec.prompt_tokens, spec.max_tokens))
+            await execute(spec, events)
+
+        backend.execute = recording  # type: ignore[method-assign]
+        dispatcher = Dispatcher(backend, clock, lambda r: None, pool, max_ahead=4)
+        offsets = [i * 10 * NS_PER_MS for i in range(40)]
+        task = asyncio.ensure_future(dispatcher.open_loop(source().lazy(40), offsets))
+        while not task.done():  # the builder is a real thread: let it run between virtual instants
+            await clock.run_until_idle(task)
+            await asyncio.sleep(0.001)
+        records = task.result()
+        assert [r.status for r in records] == ["ok"] * 40
+        assert sorted(backend.prepared) == sorted(r.request_id for r in records)
+        seen[name] = sent
+        if pool is not None:
+            pool.shutdown()
+    assert seen["ahead"] == seen["inline"] and len(seen["inline"]) == 40
+
+
+async def test_closed_loop_users_share_one_feed_each_request_once() -> None:
+    clock = FakeClock()
+    backend = ScriptedBackend(clock, ttft_ms=3, itl_ms=1)
+    with ThreadPoolExecutor(1) as pool:
+        dispatcher = Dispatcher(backend, clock, lambda r: None, pool, max_ahead=3)
+        task = asyncio.ensure_future(dispatcher.closed_loop(source().spec, 50, 8))
+        while not task.done():
+            await clock.run_until_idle(task)
+            await asyncio.sleep(0.001)
+    records = task.result()
+    assert sorted(r.index for r in records) == list(range(50))
