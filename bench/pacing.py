@@ -10,27 +10,33 @@ schedule itself (a seeded sample: a 20 s Poisson sample's own rate is within ±2
 only two times in three), for the harness's `sent` stamps, and for the server's arrival stamps.
 Traffic goes to 127.0.0.1 only; each run is bounded by its duration.
 
+Two more cases take the stream shapes and prompts users meet (issue 16): Poisson 400/s of 50-token prompts
+and Poisson 100/s of 2,000-token prompts, both built with a real byte-level BPE tokenizer (trained here,
+vocabulary 4,000), `/v1/completions`, 16-token answers from a simulator at TTFT 20 ms and ITL 5 ms that
+writes every event on its own (`stream_writes: token`).
+
 With `--exporter`, the harness also serves its Prometheus metrics (`--metrics-port`) and a thread scrapes
 them once a second, as Prometheus would: the exporter's cost on the schedule, measured.
 
-    .venv/bin/python bench/pacing.py [--seconds 20] [--exporter]
+    .venv/bin/python bench/pacing.py [--seconds 20] [--exporter] [--cases words,tokenizer]
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import socket
 import tempfile
 import threading
 import urllib.request
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from harness import loop as event_loop
 from harness.client.backend import Endpoint
 from harness.config.scenario import parse_scenario
 from harness.config.simulator import SimulatorConfig
@@ -40,6 +46,7 @@ from harness.run.exporter import LiveMetrics
 from harness.run.runner import run_scenario
 from harness.run.simulator import bundled_simulator
 from harness.tools.calibrate import _truth
+from harness.workload.tokenizer import train_demo_tokenizer
 
 
 def ks_exponential(gaps_s: np.ndarray, rate: float) -> float:
@@ -83,20 +90,49 @@ def scraped_exporter(name: str) -> Iterator[LiveMetrics]:
         metrics.close()
 
 
-async def one(kind: str, rate: float, seconds: float, workdir: Path, exporter: bool = False) -> dict[str, Any]:
+WORDS_SIM = SimulatorConfig(timing="fixed", fixed_ttft_ms=2, fixed_itl_ms=1)
+TOKEN_SIM = SimulatorConfig(timing="fixed", fixed_ttft_ms=20, fixed_itl_ms=5, stream_writes="token")
+
+
+@dataclass(frozen=True)
+class Case:
+    kind: str
+    rate: float
+    prompt_tokens: int = 8
+    output_tokens: int = 2
+    tokenizer: bool = False
+    sim: SimulatorConfig = WORDS_SIM
+
+    @property
+    def label(self) -> str:
+        prompts = f", {self.prompt_tokens}-token BPE prompts, one token a write" if self.tokenizer else ""
+        return f"{self.kind} {self.rate:.0f}/s{prompts}"
+
+
+CASES = {
+    "words": [Case("poisson", 100.0), Case("poisson", 400.0), Case("constant", 400.0)],
+    "tokenizer": [Case("poisson", 400.0, 50, 16, True, TOKEN_SIM), Case("poisson", 100.0, 2000, 16, True, TOKEN_SIM)],
+}
+
+
+async def one(case: Case, seconds: float, workdir: Path, exporter: bool = False) -> dict[str, Any]:
+    kind, rate = case.kind, case.rate
+    workload: dict[str, Any] = {"prompt_tokens": case.prompt_tokens, "output_tokens": case.output_tokens}
+    if case.tokenizer:
+        workload["tokenizer"] = str(train_demo_tokenizer(workdir / "tokenizer"))
     scenario = parse_scenario({
-        "name": f"pacing-{kind}-{rate:g}", "workload": {"prompt_tokens": 8, "output_tokens": 2},
+        "name": f"pacing-{kind}-{rate:g}-{case.prompt_tokens}", "workload": workload,
         # Rendering /metrics holds the simulator's event loop for about a millisecond, and arrivals stamped
         # behind it would show as the harness's jitter: this bench measures the harness, so no scraping.
         "endpoint": {"scrape_interval_s": 0},
         "phases": [{"name": "p", "load": {"type": kind, "rate": rate, "duration_s": seconds}}],
     }, "bench")
-    sim = SimulatorConfig(timing="fixed", fixed_ttft_ms=2, fixed_itl_ms=1)
     tune_for_timing()
-    async with bundled_simulator(sim, pin=True) as (url, model):
+    async with bundled_simulator(case.sim, pin=True) as (url, model):
         run_dir = workdir / scenario.name
+        endpoint = Endpoint(url, model, api="completions" if case.tokenizer else "chat")
         with scraped_exporter(scenario.name) if exporter else contextlib.nullcontext() as metrics:
-            result = await run_scenario(scenario, Endpoint(url, model), run_dir, metrics=metrics)
+            result = await run_scenario(scenario, endpoint, run_dir, metrics=metrics)
         records = list(read_records(run_dir / "requests.jsonl"))
         truth = await _truth(url, [r.request_id for r in records])
     (phase,) = result.summary.phases
@@ -106,7 +142,8 @@ async def one(kind: str, rate: float, seconds: float, workdir: Path, exporter: b
         "server saw": [t["arrival_ns"] for t in truth.values()],
     }
     out: dict[str, Any] = {"kind": kind, "rate": rate, "requests": len(records), "ok": phase.requests.ok,
-                           "lag_p99_ms": phase.latency_ms.schedule_lag.p99, "views": {}}
+                           "lag_p99_ms": phase.latency_ms.schedule_lag.p99,
+                           "lag_p50_ms": phase.latency_ms.schedule_lag.p50, "views": {}}
     planned = np.diff(np.sort(np.asarray(views["schedule"], dtype=np.int64))) / 1e9
     for name, stamps in views.items():
         t = np.sort(np.asarray(stamps, dtype=np.int64))
@@ -123,12 +160,16 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--exporter", action="store_true", help="serve and scrape the live Prometheus metrics")
+    parser.add_argument("--cases", default="words,tokenizer", help="words, tokenizer or both")
+    parser.add_argument("--only", type=int, default=None, help="run only the case of this index in the list")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        for kind, rate in (("poisson", 100.0), ("poisson", 400.0), ("constant", 400.0)):
-            r = await one(kind, rate, args.seconds, Path(tmp), args.exporter)
-            print(f"{kind} {rate:.0f}/s: {r['requests']} requests ({r['ok']} ok), "
-                  f"schedule lag p99 {r['lag_p99_ms']:.2f} ms", flush=True)
+        cases = [c for name in args.cases.split(",") for c in CASES[name]]
+        for case in cases if args.only is None else [cases[args.only]]:
+            r = await one(case, args.seconds, Path(tmp), args.exporter)
+            rate = case.rate
+            print(f"{case.label}: {r['requests']} requests ({r['ok']} ok), "
+                  f"schedule lag p50 {r['lag_p50_ms']:.2f} p99 {r['lag_p99_ms']:.2f} ms", flush=True)
             schedule_rate = r["views"]["schedule"]["rate"]
             for name, v in r["views"].items():
                 ks = "" if v["ks"] is None else f"  KS {v['ks']:.4f} (vs schedule {v['ks_vs_schedule']:.4f})"
@@ -138,4 +179,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    event_loop.run(main())

@@ -24,6 +24,7 @@ from harness.client.backends import make_backend
 from harness.clock import NS_PER_S, Clock, MonotonicClock
 from harness.config.load import Phase, describe
 from harness.config.scenario import Scenario
+from harness.gctune import yield_cpu
 from harness.records import RecordWriter, RequestRecord, write_parquet
 from harness.redact import MESSAGE_LIMIT, redactor, short_reason
 from harness.run.dispatch import Dispatcher
@@ -178,7 +179,8 @@ class _Run:
     async def execute(self, backend: PooledBackend, check: SelfCheck) -> None:
         cfg = self.scenario.client
         # One thread builds requests ahead of their time: a real clock only (virtual time builds each when due).
-        builder = ThreadPoolExecutor(1, "harness-build") if isinstance(self.clock, MonotonicClock) else None
+        builder = (ThreadPoolExecutor(1, "harness-build", initializer=yield_cpu)
+                   if isinstance(self.clock, MonotonicClock) else None)
         with RecordWriter(self.run_dir) as writer, builder or contextlib.nullcontext():
             sink = _Sink(writer, redactor(self.endpoint.api_key), metrics=self.metrics)
             dispatcher = Dispatcher(backend, self.clock, sink, builder, cfg.lookahead_requests,

@@ -1,7 +1,9 @@
 """The harness watching itself: event-loop lag, its own CPU use, and whether it got a CPU when it wanted one.
 
 A client that cannot keep up inflates every latency it reports. A ticker sleeps a fixed interval and records
-how late it wakes (the event loop's lag); CPU time over wall time says how much of a core the process burns;
+how late it wakes (the event loop's lag); the loop thread's CPU time over wall time says how much of a core
+the loop burns (the thread that builds requests ahead runs only on idle CPU, so it is counted in the
+process's CPU seconds but not in the share);
 the kernel's run-queue delay of the main thread (`/proc/self/schedstat`) says how long it waited for a CPU.
 Every second the same rule that gives a phase its verdict (`harness.stats.verdict`) judges the last second:
 the first window that is not ok is warned about once, and a phase's verdict is never milder than the worst
@@ -42,13 +44,14 @@ def load_per_core() -> float | None:
         return None
 
 
-Mark = tuple[int, float, int, tuple[int, int] | None]
+Mark = tuple[int, float, float, int, tuple[int, int] | None]
 
 
 class SelfCheck:
     def __init__(self, clock: Clock, loop_lag_bound_ms: float = 5.0, cpu_bound: float = 0.9,
                  warn: Callable[[str], None] | None = None,
                  cpu_time: Callable[[], float] = time.process_time,
+                 loop_cpu_time: Callable[[], float] | None = None,
                  sched: Callable[[], tuple[int, int] | None] = schedstat,
                  load: Callable[[], float | None] = load_per_core) -> None:
         self.clock = clock
@@ -56,6 +59,8 @@ class SelfCheck:
         self.cpu_bound = cpu_bound
         self._warn = warn
         self._cpu_time = cpu_time
+        # The mark and the check run on the event loop's thread: its own CPU clock is the loop's.
+        self._loop_cpu_time = loop_cpu_time or (time.thread_time if cpu_time is time.process_time else cpu_time)
         self._sched = sched
         self._load = load
         self.lags_ns: list[int] = []
@@ -73,14 +78,15 @@ class SelfCheck:
         await cancel_quietly(self._task)
 
     def mark(self) -> Mark:
-        """A point to measure from: (samples so far, CPU seconds, now, scheduler times)."""
-        return len(self.lags_ns), self._cpu_time(), self.clock.now_ns(), self._sched()
+        """A point to measure from: (samples so far, process and loop CPU seconds, now, scheduler times)."""
+        return len(self.lags_ns), self._cpu_time(), self._loop_cpu_time(), self.clock.now_ns(), self._sched()
 
     def since(self, mark: Mark) -> ClientCheck:
-        index, cpu0, t0, sched0 = mark
+        index, cpu0, loop0, t0, sched0 = mark
         lags = self.lags_ns[index:]
         wall_s = (self.clock.now_ns() - t0) / NS_PER_S
         cpu_s = self._cpu_time() - cpu0
+        loop_s = self._loop_cpu_time() - loop0
         sched1 = self._sched()
         runq = None
         if sched0 is not None and sched1 is not None:
@@ -90,7 +96,7 @@ class SelfCheck:
         live_verdict, live_reason = max(live, key=lambda w: RANK[w[0]], default=("ok", ""))
         return ClientCheck(
             loop_lag_p99_ms=float(np.percentile(lags, 99)) / NS_PER_MS if lags else None,
-            cpu_share=cpu_s / wall_s if wall_s > 0 else None,
+            cpu_share=loop_s / wall_s if wall_s > 0 else None,
             loop_lag_bound_ms=self.loop_lag_bound_ms, cpu_bound=self.cpu_bound, cpu_seconds=cpu_s,
             runq_share=runq, load_per_core=self._load(), live_verdict=live_verdict, live_reason=live_reason,
         )

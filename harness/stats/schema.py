@@ -140,8 +140,8 @@ class Batches(_Model):
 
 class ClientHealth(_Model):
     loop_lag_p99_ms: float | None
-    cpu_share: float | None = Field(description="of one core")
-    cpu_seconds: float | None
+    cpu_share: float | None = Field(description="of one core, by the event loop's thread")
+    cpu_seconds: float | None = Field(description="the whole process's, the request-building thread's included")
     runq_share: float | None = Field(None, description="of the time the harness's main thread was runnable, the "
                                      "share it waited for a CPU (Linux /proc/self/schedstat)")
     load_per_core: float | None = Field(None, description="the machine's 1-minute load average over its cores")

@@ -26,6 +26,7 @@ from harness.tokens import make_text
 CORPUS_WORDS = 20_000
 LEAD_WORDS = 4  # 980⁴ ≈ 10¹² leads: no two prompts share a first block by chance
 _CHECKS = 24  # sample windows verified when the maker is built
+_TRIES = 32
 
 
 class HFPromptMaker:
@@ -79,10 +80,14 @@ class HFPromptMaker:
     def _window(self, size: int, rng: np.random.Generator) -> np.ndarray:
         """`size` corpus tokens from a seeded word start, ending at a word start where one is that far on."""
         corpus, starts = self.corpus, self._starts
-        reps = -(-(size + 1) // corpus.size) + 1
-        if reps > 1:  # longer than the corpus: the corpus again after itself (it opens with a word start)
+        if size + 1 > corpus.size:  # longer than the corpus: the corpus again after itself (it opens a word)
+            reps = -(-(size + 1) // corpus.size) + 1
             corpus = np.tile(corpus, reps)
             starts = np.concatenate([np.tile(starts[:-1], reps), [True]])
+        for _ in range(_TRIES):  # most tokens start a word: a few draws find a window with both ends on one
+            begin = int(rng.integers(0, corpus.size - size + 1))
+            if starts[begin] and starts[begin + size]:
+                return corpus[begin:begin + size]
         both = np.flatnonzero(starts[: corpus.size - size + 1] & starts[size:])
         begin = int(rng.choice(both)) if both.size else int(rng.integers(0, corpus.size - size + 1))
         return corpus[begin:begin + size]

@@ -20,14 +20,15 @@ class FakeCPU:
 
 
 def test_cpu_share_and_loop_lag_since_a_mark() -> None:
-    clock, cpu = FakeClock(), FakeCPU()
-    check = SelfCheck(clock, cpu_time=cpu)
+    """The share is the event loop's thread's; the seconds are the process's, the building thread's included."""
+    clock, cpu, loop_cpu = FakeClock(), FakeCPU(), FakeCPU()
+    check = SelfCheck(clock, cpu_time=cpu, loop_cpu_time=loop_cpu)
     mark = check.mark()
     check.lags_ns.extend([0] * 98 + [20 * NS_PER_MS] * 2)
     clock.advance_to(2 * NS_PER_S)
-    cpu.seconds = 1.9
+    cpu.seconds, loop_cpu.seconds = 1.9, 1.5
     result = check.since(mark)
-    assert result.cpu_share == pytest.approx(0.95) and result.cpu_seconds == pytest.approx(1.9)
+    assert result.cpu_share == pytest.approx(0.75) and result.cpu_seconds == pytest.approx(1.9)
     assert result.loop_lag_p99_ms == pytest.approx(20.0)
 
 
