@@ -1,11 +1,13 @@
 """Client fidelity and ceiling, with the parameters of the load-engine issue.
 
-Fixed TTFT 50 ms and ITL 10 ms, 128 output tokens, at 1, 64, 256 and 1,024 concurrent streams
-(closed loop, users staggered over one request's duration), each for `--seconds`: the harness's
-reported TTFT, TPOT and per-chunk gaps minus the simulator's ground truth for the same request ids.
-Then the ceiling: 64 streams of 512 tokens at zero simulated delay, and the harness CPU per 1,000
-streamed tokens. Harness and simulator are pinned to separate cores. This is `harness calibrate`
-with those settings; it also saves this machine's calibration.
+Fixed TTFT 50 ms and ITL 10 ms, 128 output tokens, the simulator writing every event on its own (as vLLM,
+llama.cpp and TGI stream), at 1, 64, 256 and 1,024 concurrent streams (closed loop, users staggered over
+one request's duration), then at 256 and 1,024 in lock-step (every user at once: waves that end and start
+together), each for `--seconds`: the harness's reported TTFT, TPOT and per-chunk gaps minus the
+simulator's ground truth for the same request ids. Then the ceiling: 64 streams of 512 tokens at zero
+simulated delay, one event a write and a step's tokens a write, and the harness CPU per 1,000 streamed
+tokens. Harness and simulator are pinned to separate cores. This is `harness calibrate` with those
+settings; it also saves this machine's calibration.
 
     .venv/bin/python bench/client_fidelity.py [--seconds 10]
 """
@@ -13,10 +15,10 @@ with those settings; it also saves this machine's calibration.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import tempfile
 from pathlib import Path
 
+from harness import loop as event_loop
 from harness.gctune import tune_for_timing
 from harness.tools.calibrate import calibrate, render
 
@@ -27,7 +29,7 @@ def main() -> None:
     args = parser.parse_args()
     tune_for_timing()
     with tempfile.TemporaryDirectory() as tmp:
-        report = asyncio.run(calibrate([1, 64, 256, 1024], args.seconds, Path(tmp)))
+        report = event_loop.run(calibrate([1, 64, 256, 1024], args.seconds, Path(tmp), lockstep_levels=(256, 1024)))
     print(render(report))
 
 

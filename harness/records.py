@@ -87,7 +87,7 @@ def _csv_row(rec: RequestRecord) -> list[object]:
 
 
 class RecordWriter:
-    """Appends each finished record to `requests.jsonl` and `requests.csv` and flushes."""
+    """Appends finished records to `requests.jsonl` and `requests.csv`; `flush` hands them to the OS."""
 
     def __init__(self, run_dir: Path) -> None:
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -101,8 +101,10 @@ class RecordWriter:
 
     def write(self, rec: RequestRecord) -> None:
         self._jsonl.write(orjson.dumps({name: getattr(rec, name) for name in _FIELDS}).decode() + "\n")
-        self._jsonl.flush()
         self._csv.writerow(_csv_row(rec))
+
+    def flush(self) -> None:
+        self._jsonl.flush()
         self._csv_file.flush()
 
     def close(self) -> None:

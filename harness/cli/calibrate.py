@@ -28,14 +28,16 @@ def _levels(ctx: click.Context, param: click.Parameter, value: str) -> list[int]
 @click.command(short_help="This machine's client error and ceiling, against the simulator.")
 @click.option("--levels", default="1,64,256,1024", show_default=True, callback=_levels,
               help="Concurrent streams to try.")
+@click.option("--lockstep-levels", default="", callback=lambda c, p, v: _levels(c, p, v) if v else [],
+              help="Concurrent streams to try with every user starting at once (waves that end together).")
 @click.option("--duration", "seconds", type=Duration(minimum_s=1), default="5s", show_default=True,
               help="Each level's length: 5s, 1m, or seconds.")
 @reports_dir_option
 @guarded
-def calibrate(levels: list[int], seconds: float, reports_dir: Path) -> None:
+def calibrate(levels: list[int], lockstep_levels: list[int], seconds: float, reports_dir: Path) -> None:
     """Measure this machine's harness against the simulator's ground truth, and its ceiling."""
     writable_dir(reports_dir, "--reports-dir")
     tune_for_timing()
-    report = event_loop.run(run_calibration(levels, seconds, reports_dir))
+    report = event_loop.run(run_calibration(levels, seconds, reports_dir, lockstep_levels=tuple(lockstep_levels)))
     click.echo(render(report))
     click.echo(f"\nsaved: {calibration_path()}")

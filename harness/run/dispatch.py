@@ -125,7 +125,8 @@ class Dispatcher:
         return await self._phase(self._send_open_loop(feed, offsets_ns, max_in_flight), grace_s, feed)
 
     async def _send_open_loop(self, feed: Lookahead, offsets_ns: Sequence[int], max_in_flight: int | None) -> None:
-        spec = await feed.next()  # the first is ready before the schedule starts
+        await feed.prime(self.max_ahead)  # the first requests are ready before the schedule starts
+        spec = await feed.next()
         start = self.clock.now_ns()
         for offset in offsets_ns:
             assert spec is not None
@@ -159,6 +160,7 @@ class Dispatcher:
 
     async def _send_closed_loop(self, feed: Lookahead, concurrency: int, think_ns: int,
                                 duration_ns: int | None, stagger_ns: int) -> None:
+        await feed.prime(concurrency)  # every user's first request is ready before the phase's clock starts
         start = self.clock.now_ns()
         end = None if duration_ns is None else start + duration_ns
 

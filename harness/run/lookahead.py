@@ -66,6 +66,16 @@ class Lookahead:
             self._submitted += 1
         self.peak_held = max(self.peak_held, len(self._queue))
 
+    async def prime(self, count: int) -> None:
+        """Have the first `count` requests (at most the bound) built before the phase's clock starts: the
+        users of a closed loop, or a burst at the start of a schedule, all want theirs at once."""
+        if self._executor is None or self.handed_out:
+            return
+        self._fill()
+        first = list(self._queue)[:count]
+        if first:
+            await asyncio.wait(first)
+
     async def next(self) -> RequestSpec | None:
         """The next request, or None when the phase has no more. Callers may wait on it concurrently (the
         users of a closed loop): each gets its own request, in order."""

@@ -29,6 +29,7 @@ from harness.stats.metrics import tpot_ns, ttft_ns
 from harness.tools.calibration_store import machine, save_calibration
 
 MS = 1e6
+SHAPES = ("token", "step")  # one event a write (vLLM, llama.cpp, TGI); a step's tokens in one write
 
 
 def _scenario(concurrency: int, seconds: float, out_tokens: int, stagger_s: float) -> Scenario:
@@ -85,8 +86,9 @@ def errors(records: list[RequestRecord], truth: dict[str, dict[str, Any]]) -> di
 
 
 async def _level(sim: SimulatorConfig, concurrency: int, seconds: float, out_tokens: int,
-                 run_dir: Path, pin: bool) -> dict[str, Any]:
-    stagger_s = (sim.fixed_ttft_ms + sim.fixed_itl_ms * out_tokens) / 1e3
+                 run_dir: Path, pin: bool, lockstep: bool = False) -> dict[str, Any]:
+    """`lockstep`: every user starts at once, so each wave of requests ends, and starts again, together."""
+    stagger_s = 0.0 if lockstep else (sim.fixed_ttft_ms + sim.fixed_itl_ms * out_tokens) / 1e3
     tune_for_timing()  # what the previous level left behind must not be scanned during this one
     async with bundled_simulator(sim, pin=pin) as (url, model):
         result = await run_scenario(_scenario(concurrency, seconds + stagger_s, out_tokens, stagger_s),
@@ -100,6 +102,8 @@ async def _level(sim: SimulatorConfig, concurrency: int, seconds: float, out_tok
     cpu_s = phase.client.cpu_seconds or 0.0
     return {
         "concurrency": concurrency,
+        "lockstep": lockstep,
+        "schedule_lag_p99_ms": phase.latency_ms.schedule_lag.p99,
         "requests": phase.requests.total,
         "ok": phase.requests.ok,
         "output_tokens_per_s": phase.throughput.output_tokens_per_s,
@@ -113,20 +117,29 @@ async def _level(sim: SimulatorConfig, concurrency: int, seconds: float, out_tok
 
 async def calibrate(levels: list[int], seconds: float, reports_dir: Path, ttft_ms: float = 50.0,
                     itl_ms: float = 10.0, out_tokens: int = 128, ceiling_streams: int = 64,
-                    ceiling_tokens: int = 512, pin: bool = True) -> dict[str, Any]:
+                    ceiling_tokens: int = 512, pin: bool = True, lockstep_levels: tuple[int, ...] = ()
+                    ) -> dict[str, Any]:
+    """Fidelity at `levels` (users staggered) and `lockstep_levels` (every wave together), with the simulator
+    writing every event on its own as vLLM, llama.cpp and TGI do; the ceiling in both stream shapes."""
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     base = reports_dir / f"{stamp}-calibration"
-    fixed = SimulatorConfig(timing="fixed", fixed_ttft_ms=ttft_ms, fixed_itl_ms=itl_ms)
+    fixed = SimulatorConfig(timing="fixed", fixed_ttft_ms=ttft_ms, fixed_itl_ms=itl_ms, stream_writes="token")
     results = [await _level(fixed, n, seconds, out_tokens, base / f"fidelity-{n}", pin) for n in levels]
-    instant = SimulatorConfig(timing="fixed", fixed_ttft_ms=0.0, fixed_itl_ms=0.0)
-    ceiling = await _level(instant, ceiling_streams, seconds, ceiling_tokens, base / "ceiling", pin)
+    results += [await _level(fixed, n, seconds, out_tokens, base / f"lockstep-{n}", pin, lockstep=True)
+                for n in lockstep_levels]
+    ceilings = {}
+    for shape in SHAPES:
+        instant = SimulatorConfig(timing="fixed", fixed_ttft_ms=0.0, fixed_itl_ms=0.0, stream_writes=shape)
+        level = await _level(instant, ceiling_streams, seconds, ceiling_tokens, base / f"ceiling-{shape}", pin)
+        ceilings[shape] = {"streams": ceiling_streams, "output_tokens": ceiling_tokens, "stream_writes": shape,
+                           **{k: level[k] for k in ("output_tokens_per_s", "requests_per_s",
+                                                    "harness_cpu_ms_per_1k_tokens")}}
     report = {
         "schema": "harness.calibration/1", "machine": machine(), "created": stamp,
-        "fidelity": {"ttft_ms": ttft_ms, "itl_ms": itl_ms, "output_tokens": out_tokens, "levels": results},
-        "ceiling": {"streams": ceiling_streams, "output_tokens": ceiling_tokens,
-                    "output_tokens_per_s": ceiling["output_tokens_per_s"],
-                    "requests_per_s": ceiling["requests_per_s"],
-                    "harness_cpu_ms_per_1k_tokens": ceiling["harness_cpu_ms_per_1k_tokens"]},
+        "fidelity": {"ttft_ms": ttft_ms, "itl_ms": itl_ms, "output_tokens": out_tokens, "stream_writes": "token",
+                     "levels": results},
+        # A run's client ceiling is the one of the shape users meet: one event a write.
+        "ceiling": ceilings["token"], "ceiling_step": ceilings["step"],
     }
     (base / "calibration.json").write_text(json.dumps(report, indent=2) + "\n")
     save_calibration(report)
@@ -138,19 +151,24 @@ def render(report: dict[str, Any]) -> str:
         return "-" if v is None else format(v, spec)
 
     fid = report["fidelity"]
-    lines = [f"fidelity: fixed TTFT {fid['ttft_ms']:g} ms, ITL {fid['itl_ms']:g} ms, {fid['output_tokens']} tokens; "
-             "errors are |harness − simulator ground truth|",
-             f"{'streams':>8} {'requests':>9} {'TTFT err p50/p99 ms':>20} {'TPOT err p99 ms':>16} "
-             f"{'gap err p99 ms':>15} {'tokens/s':>9} {'CPU ms/1k tok':>14}  client limited"]
+    lines = [f"fidelity: fixed TTFT {fid['ttft_ms']:g} ms, ITL {fid['itl_ms']:g} ms, {fid['output_tokens']} tokens, "
+             "one event a write; errors are |harness − simulator ground truth|",
+             f"{'streams':>14} {'requests':>9} {'TTFT err p50/p99 ms':>20} {'TPOT err p99 ms':>16} "
+             f"{'gap err p99 ms':>15} {'lag p99 ms':>11} {'tokens/s':>9} {'CPU ms/1k tok':>14}  client limited"]
     for lv in fid["levels"]:
+        streams = f"{lv['concurrency']}{' lock-step' if lv.get('lockstep') else ''}"
         lines.append(
-            f"{lv['concurrency']:>8} {lv['requests']:>9} "
+            f"{streams:>14} {lv['requests']:>9} "
             f"{f(lv['ttft_error_ms']['p50']) + ' / ' + f(lv['ttft_error_ms']['p99']):>20} "
             f"{f(lv['tpot_error_ms']['p99'], '.3f'):>16} {f(lv['chunk_gap_error_ms']['p99']):>15} "
+            f"{f(lv.get('schedule_lag_p99_ms')):>11} "
             f"{lv['output_tokens_per_s']:>9,.0f} {f(lv['harness_cpu_ms_per_1k_tokens']):>14}  "
             f"{lv['client_limited_reason'] or 'no'}")
-    c = report["ceiling"]
-    lines.append(f"ceiling ({c['streams']} streams, {c['output_tokens']} tokens, zero simulated delay): "
-                 f"{c['output_tokens_per_s']:,.0f} tokens/s, {c['requests_per_s']:,.1f} requests/s, "
-                 f"{f(c['harness_cpu_ms_per_1k_tokens'])} ms of harness CPU per 1,000 tokens")
+    for key, shape in (("ceiling", "one event a write"), ("ceiling_step", "a step's tokens a write")):
+        c = report.get(key)
+        if c is None:
+            continue
+        lines.append(f"ceiling, {shape} ({c['streams']} streams, {c['output_tokens']} tokens, zero simulated delay): "
+                     f"{c['output_tokens_per_s']:,.0f} tokens/s, {c['requests_per_s']:,.1f} requests/s, "
+                     f"{f(c['harness_cpu_ms_per_1k_tokens'])} ms of harness CPU per 1,000 tokens")
     return "\n".join(lines)

@@ -56,4 +56,7 @@ async def test_short_calibration_finds_small_errors_and_saves_per_machine(tmp_pa
     assert load_calibration() == report
     saved = json.loads((tmp_path / "cache" / "harness" / "calibration.json").read_text())
     assert saved["schema"] == "harness.calibration/1"
-    assert "ceiling (4 streams, 64 tokens" in render(report)
+    assert report["ceiling_step"]["output_tokens_per_s"] > 1000
+    text = render(report)
+    assert "ceiling, one event a write (4 streams, 64 tokens" in text
+    assert "ceiling, a step's tokens a write (4 streams, 64 tokens" in text

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -23,6 +24,14 @@ WORKLOAD = Workload(prompt_tokens={"dist": "uniform", "min": 1, "max": 300},  # 
 
 def source(seed: int = 3) -> RequestSource:
     return RequestSource(WORKLOAD, "p", 0, seed, "run")
+
+
+async def drive_threaded(clock: FakeClock, task: asyncio.Future[object]) -> None:
+    """Virtual time for the dispatcher, real time for the building thread: a step of each in turn."""
+    while not task.done():
+        await asyncio.sleep(0.002)
+        with contextlib.suppress(RuntimeError):  # nothing asleep on the clock while a build is awaited
+            await clock.run_until_idle(task, max_steps=1)
 
 
 async def drain(ahead: Lookahead, check: object = None) -> list[RequestSpec]:
@@ -95,9 +104,7 @@ async def test_an_open_loop_phase_sends_the_same_requests_with_and_without_the_l
         dispatcher = Dispatcher(backend, clock, lambda r: None, pool, max_ahead=4)
         offsets = [i * 10 * NS_PER_MS for i in range(40)]
         task = asyncio.ensure_future(dispatcher.open_loop(source().lazy(40), offsets))
-        while not task.done():  # the builder is a real thread: let it run between virtual instants
-            await clock.run_until_idle(task)
-            await asyncio.sleep(0.001)
+        await drive_threaded(clock, task)
         records = task.result()
         assert [r.status for r in records] == ["ok"] * 40
         assert sorted(backend.prepared) == sorted(r.request_id for r in records)
@@ -113,8 +120,6 @@ async def test_closed_loop_users_share_one_feed_each_request_once() -> None:
     with ThreadPoolExecutor(1) as pool:
         dispatcher = Dispatcher(backend, clock, lambda r: None, pool, max_ahead=3)
         task = asyncio.ensure_future(dispatcher.closed_loop(source().spec, 50, 8))
-        while not task.done():
-            await clock.run_until_idle(task)
-            await asyncio.sleep(0.001)
+        await drive_threaded(clock, task)
     records = task.result()
     assert sorted(r.index for r in records) == list(range(50))
