@@ -33,6 +33,9 @@ def test_errors_compare_each_request_with_its_ground_truth() -> None:
     assert e["tpot_error_ms"]["p50"] == pytest.approx(1.5)  # (23 − 20) / 2
     assert e["chunk_gap_error_ms"]["p99"] == pytest.approx(2.97)  # gaps off by 0 and 3 ms
     assert e["token_delivery_ms"]["p50"] == pytest.approx(2.0)
+    # The 3 ms of TTFT error: 1 ms the server took to read the request, 2 ms the harness took to see the token.
+    assert e["server_read_ms"]["p50"] == pytest.approx(1.0)
+    assert e["first_token_late_ms"]["p50"] == pytest.approx(2.0)
 
 
 def test_errors_skip_failed_and_unmatched_requests() -> None:
