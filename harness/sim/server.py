@@ -391,7 +391,10 @@ async def serve(cfg: SimulatorConfig, host: str, port: int, api_key: str | None 
     assert manager is not None
     loop = asyncio.get_running_loop()
     # access_log=None turns access logging off, as AppRunner(access_log=None) does (aiohttp types it as Logger).
+    # A backlog of 100 (asyncio's default) overflows when a client opens hundreds of connections at once, and
+    # each refused SYN costs that connection a 1 s retransmit; uvicorn listens with 2,048.
     listener = await loop.create_server(
-        lambda: _StampingHandler(manager, loop=loop, access_log=None), host, port)  # type: ignore[arg-type]
+        lambda: _StampingHandler(manager, loop=loop, access_log=None), host, port,  # type: ignore[arg-type]
+        backlog=4096)
     bound = listener.sockets[0].getsockname()[1]
     return RunningSim(runner, listener), f"http://{host}:{bound}/v1"
