@@ -9,12 +9,16 @@ simulated delay, one event a write and a step's tokens a write, and the harness 
 tokens. Harness and simulator are pinned to separate cores. This is `harness calibrate` with those
 settings; it also saves this machine's calibration.
 
-    .venv/bin/python bench/client_fidelity.py [--seconds 10]
+With `--ceiling-only --harness-loop asyncio|uvloop`, only the two ceilings, the harness on the loop named (the
+simulator stays on uvloop): how much the event loop itself weighs in the client's cost per token.
+
+    .venv/bin/python bench/client_fidelity.py [--seconds 10] [--ceiling-only] [--harness-loop uvloop|asyncio]
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import tempfile
 from pathlib import Path
 
@@ -26,10 +30,14 @@ from harness.tools.calibrate import calibrate, render
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--ceiling-only", action="store_true", help="only the ceilings, no fidelity levels")
+    parser.add_argument("--harness-loop", choices=["uvloop", "asyncio"], default="uvloop")
     args = parser.parse_args()
     tune_for_timing()
+    levels, lockstep = ([], ()) if args.ceiling_only else ([1, 64, 256, 1024], (256, 1024))
+    run = event_loop.run if args.harness_loop == "uvloop" else asyncio.run
     with tempfile.TemporaryDirectory() as tmp:
-        report = event_loop.run(calibrate([1, 64, 256, 1024], args.seconds, Path(tmp), lockstep_levels=(256, 1024)))
+        report = run(calibrate(levels, args.seconds, Path(tmp), lockstep_levels=lockstep))
     print(render(report))
 
 
