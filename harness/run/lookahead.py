@@ -23,6 +23,7 @@ from harness.workload.requests import RequestSpec
 
 DEFAULT_MAX_AHEAD = 256
 DEFAULT_HORIZON_NS = 2 * NS_PER_S
+CHUNK = 16  # requests a job of the worker builds: one hand-over between the threads per chunk, not per request
 
 
 class Lookahead:
@@ -34,16 +35,18 @@ class Lookahead:
         self._executor = executor
         self._offsets = offsets_ns
         self._max_ahead = max(1, max_ahead)
+        self._chunk = min(CHUNK, self._max_ahead)
         self._horizon_ns = horizon_ns
-        self._queue: deque[asyncio.Future[RequestSpec]] = deque()  # requests handed_out, handed_out + 1, …
-        self._submitted = 0  # requests given to the executor so far
+        # Jobs given to the worker, oldest first: (first request, one past the last, their specs to come).
+        self._jobs: deque[tuple[int, int, asyncio.Future[list[RequestSpec]]]] = deque()
+        self._submitted = 0  # requests given to the worker so far
         self.handed_out = 0
         self.peak_held = 0  # most requests built or being built at once
 
     @property
     def held(self) -> int:
         """Requests built or being built and not handed out yet."""
-        return len(self._queue)
+        return self._submitted - self.handed_out if self._jobs else 0
 
     @property
     def submitted(self) -> int:
@@ -58,23 +61,38 @@ class Lookahead:
             return True
         return offsets[i] - offsets[self.handed_out] <= self._horizon_ns
 
-    def _fill(self) -> None:
+    def _room(self, i: int) -> bool:
+        return i - self.handed_out < self._max_ahead and self._more(i) and self._in_horizon(i)
+
+    def _build_range(self, first: int, stop: int) -> list[RequestSpec]:
+        return [self._build(i) for i in range(first, stop)]
+
+    def _submit(self, first: int, stop: int) -> None:
         assert self._executor is not None
-        loop = asyncio.get_running_loop()
-        while len(self._queue) < self._max_ahead and self._more(self._submitted) and self._in_horizon(self._submitted):
-            self._queue.append(loop.run_in_executor(self._executor, self._build, self._submitted))
-            self._submitted += 1
-        self.peak_held = max(self.peak_held, len(self._queue))
+        job = asyncio.get_running_loop().run_in_executor(self._executor, self._build_range, first, stop)
+        self._jobs.append((first, stop, job))
+        self._submitted = stop
+
+    def _fill(self, force: bool = False) -> None:
+        """Top up by whole chunks once a chunk's room is free (or at once with `force`)."""
+        if not force and self.held > self._max_ahead - self._chunk:
+            return
+        while self._room(self._submitted):
+            first, stop = self._submitted, self._submitted + 1
+            while stop - first < self._chunk and self._room(stop):
+                stop += 1
+            self._submit(first, stop)
+        self.peak_held = max(self.peak_held, self.held)
 
     async def prime(self, count: int) -> None:
         """Have the first `count` requests (at most the bound) built before the phase's clock starts: the
         users of a closed loop, or a burst at the start of a schedule, all want theirs at once."""
         if self._executor is None or self.handed_out:
             return
-        self._fill()
-        first = list(self._queue)[:count]
-        if first:
-            await asyncio.wait(first)
+        self._fill(force=True)
+        jobs = [job for first, _, job in self._jobs if first < count]
+        if jobs:
+            await asyncio.wait(jobs)
 
     async def next(self) -> RequestSpec | None:
         """The next request, or None when the phase has no more. Callers may wait on it concurrently (the
@@ -82,18 +100,21 @@ class Lookahead:
         i = self.handed_out
         if not self._more(i):
             return None
-        self.handed_out = i + 1
         if self._executor is None:
+            self.handed_out = i + 1
             return self._build(i)
-        if not self._queue:  # nothing built ahead: this one now
-            self._queue.append(asyncio.get_running_loop().run_in_executor(self._executor, self._build, i))
-            self._submitted = i + 1
-        ready = self._queue.popleft()
-        self._fill()  # before waiting: the builder never idles while there is room
-        return ready.result() if ready.done() else await ready
+        if not self._jobs:  # nothing built ahead: this one now
+            self._submit(i, i + 1)
+        first, stop, job = self._jobs[0]
+        self.handed_out = i + 1
+        if self.handed_out == stop:
+            self._jobs.popleft()
+        self._fill()  # before waiting: the worker never idles while there is room
+        specs = job.result() if job.done() else await job
+        return specs[i - first]
 
     def close(self) -> None:
         """Drop what was built ahead and not handed out (the phase ended or was stopped)."""
-        for ready in self._queue:
-            ready.cancel()
-        self._queue.clear()
+        for _, _, job in self._jobs:
+            job.cancel()
+        self._jobs.clear()
