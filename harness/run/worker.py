@@ -53,44 +53,50 @@ class RecordStamper:
         t_ns = self._now()  # every chunk of one read arrived together
         rec = self.rec
         for chunk in chunks:
-            if chunk.plain:  # nearly every chunk: one token, nothing else to read
+            plain = chunk.plain  # nearly every chunk: one token, nothing else to read
+            if not plain and (chunk.done or chunk.error is not None):
+                return self._end(chunk)
+            if plain or chunk.has_content or chunk.has_reasoning:
                 if not self.got_token:
                     self.got_token = True
                     rec.first_token_ns = t_ns
                 if chunk.has_content and rec.first_content_ns is None:
                     rec.first_content_ns = t_ns
                 rec.chunk_ns.append(t_ns)
-                continue
-            if chunk.done:
-                if chunk.finish_reason is not None:
-                    rec.finish_reason = chunk.finish_reason
-                if not rec.chunk_ns:
-                    self.failed("bad_stream", "no token in stream")
-                self.done = True
-                return True
-            if chunk.error is not None:
-                self.failed("http_error", "error in stream", chunk.error)
-                return True
-            if chunk.has_content or chunk.has_reasoning:
-                if not self.got_token:
-                    self.got_token = True
-                    rec.first_token_ns = t_ns
-                if chunk.has_content and rec.first_content_ns is None:
-                    rec.first_content_ns = t_ns
-                rec.chunk_ns.append(t_ns)
-                if self.answer is not None and chunk.text:
-                    self.answer.append(chunk.text)
-                if chunk.completion_tokens is not None:
-                    rec.chunk_tokens.append(chunk.completion_tokens - self._counted)
-            if chunk.completion_tokens is not None:
-                self._counted = chunk.completion_tokens
-                rec.completion_tokens = chunk.completion_tokens
-                rec.prompt_tokens = chunk.prompt_tokens
-            if chunk.finish_reason is not None:
-                rec.finish_reason = chunk.finish_reason
-            if chunk.cached_tokens is not None:
-                rec.cached_tokens = chunk.cached_tokens
+            if not plain:
+                self._details(chunk)
         return False
+
+
+    def _end(self, chunk: Chunk) -> bool:
+        """[DONE] or an error in the stream: the stream is over for the harness."""
+        rec = self.rec
+        if chunk.error is not None:
+            self.failed("http_error", "error in stream", chunk.error)
+            return True
+        if chunk.finish_reason is not None:
+            rec.finish_reason = chunk.finish_reason
+        if not rec.chunk_ns:
+            self.failed("bad_stream", "no token in stream")
+        self.done = True
+        return True
+
+    def _details(self, chunk: Chunk) -> None:
+        """What a parsed chunk says besides its token: text kept for a session, usage, finish, cache."""
+        rec = self.rec
+        if chunk.has_content or chunk.has_reasoning:
+            if self.answer is not None and chunk.text:
+                self.answer.append(chunk.text)
+            if chunk.completion_tokens is not None:
+                rec.chunk_tokens.append(chunk.completion_tokens - self._counted)
+        if chunk.completion_tokens is not None:
+            self._counted = chunk.completion_tokens
+            rec.completion_tokens = chunk.completion_tokens
+            rec.prompt_tokens = chunk.prompt_tokens
+        if chunk.finish_reason is not None:
+            rec.finish_reason = chunk.finish_reason
+        if chunk.cached_tokens is not None:
+            rec.cached_tokens = chunk.cached_tokens
 
 
 async def run_request(backend: Backend, clock: Clock, spec: RequestSpec, intended_ns: int,
