@@ -157,3 +157,15 @@ def load_presets(path: Path) -> None:
         ACCELERATORS[str(name)] = _build(cls, str(name), entry, str(path))
     for name, entry in (data.get("models") or {}).items():
         MODELS[str(name)] = _build(ModelSpec, str(name), entry, str(path))
+
+
+def batch_defaults(accelerator: str) -> tuple[int, int]:
+    """(max_num_seqs, max_num_batched_tokens) as vLLM 0.33 picks them for the device when not given
+    (`vllm/engine/arg_utils.py`, `get_batch_defaults`, OpenAI server): A100 256 / 2,048; devices of 160 GiB or
+    more (B200, MI300X) 1,024 / 16,384; H100, H200 and the rest 1,024 / 8,192."""
+    device = ACCELERATORS[accelerator]
+    if accelerator.startswith("a100"):
+        return 256, 2048
+    if device.memory_gb * 1e9 >= 160 * 2**30:
+        return 1024, 16384
+    return 1024, 8192

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from harness.config.presets import ACCELERATORS, MODELS
+from harness.config.presets import ACCELERATORS, MODELS, batch_defaults
 
 Rate = Annotated[float, Field(ge=0, le=1)]
 NonNegative = Annotated[float, Field(ge=0)]
@@ -55,8 +55,8 @@ class SimulatorConfig(_Strict):
     served_model_name: str | None = Field(None, description="model name clients must send (default: model)")
     dtype: Literal["bf16", "fp8"] = Field("bf16", description="weight type (the KV cache stays bf16)")
     tp: Annotated[int, Field(ge=1, le=64)] = Field(1, description="tensor parallelism")
-    max_num_seqs: PositiveInt = 256
-    max_num_batched_tokens: PositiveInt = 8192
+    max_num_seqs: PositiveInt = Field(1024, description="default: vLLM 0.33's for the accelerator (docs/simulator.md)")
+    max_num_batched_tokens: PositiveInt = Field(8192, description="default: vLLM 0.33's for the accelerator")
     gpu_memory_utilization: Annotated[float, Field(ge=0.05, le=1.0)] = 0.9
     max_model_len: Annotated[int, Field(ge=16)] | None = Field(None, description="default: the model's")
     prefix_caching: bool = Field(True, description="automatic prefix caching")
@@ -76,6 +76,18 @@ class SimulatorConfig(_Strict):
         None, description="answer 429 with Retry-After while this many requests wait")
     startup_delay_s: NonNegative = Field(0.0, description="answer 503 for this long after starting")
     faults: FaultConfig = FaultConfig()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _device_batch_defaults(cls, data: Any) -> Any:
+        """Sequence cap and token budget not given: vLLM's defaults for the accelerator."""
+        if not isinstance(data, dict):
+            return data
+        accelerator = data.get("accelerator", "h100-sxm")
+        if accelerator not in ACCELERATORS:
+            return data  # the field's own check names it
+        seqs, tokens = batch_defaults(accelerator)
+        return {"max_num_seqs": seqs, "max_num_batched_tokens": tokens, **data}
 
     @field_validator("accelerator", "model")
     @classmethod
