@@ -118,6 +118,7 @@ class Engine:
     def schedule(self, now_ns: int) -> Step:
         budget = self.config.max_num_batched_tokens
         work: list[tuple[SimRequest, int]] = []
+        preemptions = self.num_preemptions
         i = 0
         # Preemption only ever takes the newest running request, so the list shrinks from its end
         # and an index walk visits each surviving request exactly once.
@@ -129,29 +130,44 @@ class Engine:
             work.append((req, n))
             budget -= n
             i += 1
+        if self.num_preemptions > preemptions:
+            budget = 0  # vLLM 0.33 admits no one in a step that had to preempt
         while self.waiting and budget > 0 and len(self.running) < self.config.max_num_seqs:
-            req = self.waiting[0]
-            if req.computed == 0:
-                # At least the last token is computed afresh: its logits are what samples the next. The
-                # counters see each request's lookup once, not its retries after preemption or a full pool.
-                req.computed = self.pool.match_prefix(req.table, req.total_tokens - 1, count=not req.looked_up)
-                req.looked_up = True
-            n = min(req.total_tokens - req.computed, budget)
-            if not self.pool.allocate(req.table, blocks_for(req.computed + n) - req.table.blocks):
-                # A waiting request must not pin cached blocks: a preempted request queued in front
-                # of it could need exactly those, and neither would ever run.
-                self.pool.release(req.table)
-                req.computed = 0
+            n = self._admit(self.waiting[0], budget, now_ns)
+            if n == 0:
                 break
-            self.waiting.popleft()
-            self.running.append(req)
-            if req.scheduled_ns is None:
-                req.scheduled_ns = now_ns
-                req.cached_tokens = req.computed  # what its first admission found cached (usage details)
-            work.append((req, n))
+            work.append((self.running[-1], n))
             budget -= n
         load = self._load(work)
         return Step(work, load, self._duration_ns(load))
+
+    def _admit(self, req: SimRequest, budget: int, now_ns: int) -> int:
+        """Move the head of the queue into the batch with its first chunk; 0 when it does not fit yet.
+
+        As vLLM 0.33 (`scheduler_reserve_full_isl`), a request is admitted only when its whole prompt's
+        blocks fit, not just its first chunk's."""
+        if req.computed == 0:
+            # At least the last token is computed afresh: its logits are what samples the next.
+            req.computed = self.pool.match_prefix(req.table, req.total_tokens - 1)
+        n = min(req.total_tokens - req.computed, budget)
+        whole = blocks_for(req.total_tokens) - req.table.blocks
+        if whole > self.pool.available or not self.pool.allocate(req.table, blocks_for(req.computed + n)
+                                                                   - req.table.blocks):
+            # A waiting request must not pin cached blocks: a preempted request queued in front
+            # of it could need exactly those, and neither would ever run.
+            self.pool.release(req.table)
+            req.computed = 0
+            return 0
+        self.waiting.popleft()
+        self.running.append(req)
+        if not req.looked_up:
+            req.looked_up = True
+            self.pool.count_lookup(req.total_tokens - 1, req.computed)
+        if req.scheduled_ns is None:
+            req.scheduled_ns = now_ns
+            req.cached_tokens = req.computed  # what its first admission found cached (usage details)
+        self.pool.promote(req.table, req.computed + n)
+        return n
 
     def _grow(self, req: SimRequest, n: int) -> bool:
         """Give `req` the blocks for n more tokens, preempting the newest requests if needed."""
@@ -161,6 +177,7 @@ class Engine:
             self._preempt(victim)
             if victim is req:
                 return False
+        self.pool.promote(req.table, req.computed + n)
         return True
 
     def _preempt(self, req: SimRequest) -> None:
@@ -198,7 +215,6 @@ class Engine:
             if req.aborted:
                 continue
             req.computed += n
-            self.pool.promote(req.table, req.computed)
             if req.computed < req.total_tokens:
                 continue  # mid-prefill chunk: nothing sampled yet
             if self.tokens.emit(req, now_ns):

@@ -65,23 +65,25 @@ class BlockPool:
     def used(self) -> int:
         return self.total - self.available
 
-    def match_prefix(self, table: BlockTable, max_tokens: int, count: bool = True) -> int:
+    def match_prefix(self, table: BlockTable, max_tokens: int) -> int:
         """Reference the longest cached prefix of `table` (at most `max_tokens`); returns tokens hit.
-
-        `count` False: a request looking again (after preemption, or after the pool had no room for it),
-        which the counters leave out (else a thrashing server reports more hits than prompt tokens sent)."""
+        Counted apart (`count_lookup`), when the request is admitted."""
         if not self.caching or table.refs:
             return 0
         limit = max_tokens // BLOCK_TOKENS
-        self.query_tokens += max_tokens if count else 0
         for h in table.hashes[:limit]:
             if h not in self._refcount:
                 break
             self._reference(h)
             table.refs.append(h)
-        hit = len(table.refs) * BLOCK_TOKENS
-        self.hit_tokens += hit if count else 0
-        return hit
+        return len(table.refs) * BLOCK_TOKENS
+
+    def count_lookup(self, query_tokens: int, hit_tokens: int) -> None:
+        """A request's lookup as vLLM 0.33 exports it: once, when the request is first admitted (a request
+        that waits for room, or comes back after preemption, is not counted again; vLLM PRs #25787, #48860)."""
+        if self.caching:
+            self.query_tokens += query_tokens
+            self.hit_tokens += hit_tokens
 
     def allocate(self, table: BlockTable, n: int) -> bool:
         """Give `table` n more private blocks, evicting unreferenced cached blocks if needed."""
@@ -96,7 +98,8 @@ class BlockPool:
         return True
 
     def promote(self, table: BlockTable, computed_tokens: int) -> None:
-        """Move the request's newly full, computed blocks from private into the shared cache."""
+        """Move the request's newly full blocks, computed or being computed this step, from private into the
+        shared cache: as in vLLM 0.33, a request admitted later in the same step already hits them."""
         if not self.caching:
             return
         full = min(computed_tokens // BLOCK_TOKENS, len(table.hashes))
@@ -111,9 +114,11 @@ class BlockPool:
             table.refs.append(h)
 
     def release(self, table: BlockTable) -> None:
+        """Give back a request's blocks. Cached ones become evictable tail first (vLLM frees a request's blocks
+        in reverse order), so the least useful end of a chain goes before its prefix, which others may share."""
         self.free += table.private
         table.private = 0
-        for h in table.refs:
+        for h in reversed(table.refs):
             count = self._refcount[h] - 1
             self._refcount[h] = count
             if count == 0:
