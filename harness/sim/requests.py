@@ -106,13 +106,24 @@ def parse_body(body: object, chat: bool) -> ParsedRequest:
     )
 
 
+def answer_cap(req: ParsedRequest, context_left: int, default_max: int) -> int:
+    """The most tokens the answer may have: `max_tokens` (or the server's default), shortened to the context
+    left after the prompt, as vLLM 0.33 does rather than refusing the request."""
+    return min(req.max_tokens if req.max_tokens is not None else default_max, context_left)
+
+
+def finish_reason(output_tokens: int, req: ParsedRequest, context_left: int, default_max: int) -> str:
+    """`length` when the answer ran to its cap (`max_tokens` or the end of the context), else `stop`."""
+    return "length" if output_tokens >= answer_cap(req, context_left, default_max) else "stop"
+
+
 def output_length(req: ParsedRequest, context_left: int, seed: int, default_max: int) -> int:
     """How many tokens the simulated model generates for this request.
 
     With `ignore_eos` exactly the maximum; otherwise a lognormal length (median 200) drawn from
     a generator seeded by the prompt, so the same request always gets the same answer length.
     """
-    cap = min(req.max_tokens if req.max_tokens is not None else default_max, context_left)
+    cap = answer_cap(req, context_left, default_max)
     if req.ignore_eos:
         return max(cap, 1)
     rng = np.random.default_rng([seed, req.prompt_crc])

@@ -23,7 +23,7 @@ from harness.sim.metrics import SimMetrics
 from harness.sim.openai_shapes import ChunkRenderer, error_response, full_response
 from harness.sim.perfmodel import build_model
 from harness.sim.realtime import Driver, FixedTimingDriver, StepDriver
-from harness.sim.requests import BadRequest, ParsedRequest, make_request, output_length, parse_body
+from harness.sim.requests import BadRequest, ParsedRequest, finish_reason, make_request, output_length, parse_body
 from harness.sim.tokenize import tokenize_handler
 from harness.sim.writes import StreamWrites
 from harness.tokens import token_text
@@ -42,12 +42,13 @@ def model_context(cfg: SimulatorConfig, engine: Engine) -> int:
 
 
 def context_problem(max_model_len: int, parsed: ParsedRequest) -> str | None:
-    """Why a request cannot fit the model's context (the 400's message), or None."""
-    context_left = max_model_len - parsed.prompt_tokens
-    if context_left > 0 and (parsed.max_tokens or 0) <= context_left:
+    """Why a request cannot fit the model's context (the 400's message), or None. A prompt that leaves room
+    gets its `max_tokens` shortened to the room left (`answer_cap`), as vLLM 0.33 does; one that leaves none
+    is refused."""
+    if max_model_len - parsed.prompt_tokens > 0:
         return None
     return (f"this model's maximum context length is {max_model_len} tokens; the request has "
-            f"{parsed.prompt_tokens} prompt tokens and asks for {parsed.max_tokens} more")
+            f"{parsed.prompt_tokens} prompt tokens, which leaves no room for an answer")
 
 
 def fit_problem(cfg: SimulatorConfig) -> str | None:
@@ -187,6 +188,10 @@ class SimServer:
             return error_response(400, "body must be {\"ids\": [...]}", "invalid_request_error", "ids")
         return web.json_response({"requests": [_truth(r) for r in found if r is not None]})
 
+    def _finish_reason(self, req: SimRequest, parsed: ParsedRequest) -> str:
+        return finish_reason(req.output_tokens, parsed, self.max_model_len - parsed.prompt_tokens,
+                             self.cfg.default_max_tokens)
+
     def _authorised(self, request: web.Request) -> bool:
         return self._api_key is None or request.headers.get("Authorization") == f"Bearer {self._api_key}"
 
@@ -265,7 +270,7 @@ class SimServer:
             await resp.write(renderer.role())
 
         def closing_frames() -> list[bytes]:
-            frames = [renderer.finish(_finish_reason(req, parsed))]
+            frames = [renderer.finish(self._finish_reason(req, parsed))]
             if parsed.include_usage:
                 frames.append(renderer.usage(req.prompt_tokens, len(req.token_ns), req.cached_tokens))
             return [*frames, b"data: [DONE]\n\n"]
@@ -336,7 +341,7 @@ class SimServer:
         await self._drive(req, emit)
         text = "".join(token_text(i) for i in range(len(req.token_ns)))
         body = full_response(chat, f"{'chatcmpl' if chat else 'cmpl'}-{req.request_id}", self.cfg.name,
-                             int(time.time()), text, _finish_reason(req, parsed), req.prompt_tokens,
+                             int(time.time()), text, self._finish_reason(req, parsed), req.prompt_tokens,
                              len(req.token_ns), req.cached_tokens)
         return web.json_response(body, headers={"X-Request-Id": req.request_id})
 
@@ -347,10 +352,6 @@ def _truth(req: SimRequest) -> dict[str, object]:
         "output_tokens": req.output_tokens, "token_ns": req.token_ns, "finished": req.finished,
         "aborted": req.aborted, "preemptions": req.preemptions, "scheduled_ns": req.scheduled_ns,
     }
-
-
-def _finish_reason(req: SimRequest, parsed: ParsedRequest) -> str:
-    return "length" if req.output_tokens == parsed.max_tokens else "stop"
 
 
 class _StampingHandler(web.RequestHandler):
@@ -391,8 +392,7 @@ async def serve(cfg: SimulatorConfig, host: str, port: int, api_key: str | None 
     assert manager is not None
     loop = asyncio.get_running_loop()
     # access_log=None turns access logging off, as AppRunner(access_log=None) does (aiohttp types it as Logger).
-    # A backlog of 100 (asyncio's default) overflows when a client opens hundreds of connections at once, and
-    # each refused SYN costs that connection a 1 s retransmit; uvicorn listens with 2,048.
+    # asyncio's backlog of 100 overflows when hundreds of connections open at once: each refused SYN costs 1 s.
     listener = await loop.create_server(
         lambda: _StampingHandler(manager, loop=loop, access_log=None), host, port,  # type: ignore[arg-type]
         backlog=4096)

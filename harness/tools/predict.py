@@ -23,7 +23,7 @@ from harness.run.runner import run_plan
 from harness.run.simulator import check_fits
 from harness.sim.engine import SimRequest
 from harness.sim.realtime import StepDriver
-from harness.sim.requests import make_request, output_length, parse_body
+from harness.sim.requests import finish_reason, make_request, output_length, parse_body
 from harness.sim.server import build_engine, context_problem, model_context
 from harness.stats.summary import PhaseRun, build_summary
 from harness.tokens import token_text
@@ -61,11 +61,13 @@ class EngineBackend:
             events.failed("http_error", "HTTP 400 invalid_request_error", too_long)
             return
         events.status(200)
-        req = make_request(spec.request_id, parsed.prompt_words, output_length(parsed, 1 << 30, self.seed,
-                                                                                spec.max_tokens), sent_ns)
+        context_left = self.context - parsed.prompt_tokens  # the server shortens max_tokens to it
+        req = make_request(spec.request_id, parsed.prompt_words,
+                           output_length(parsed, context_left, self.seed, spec.max_tokens), sent_ns)
         loop = asyncio.get_running_loop()
         first, finished = loop.create_future(), loop.create_future()
-        req.on_token = _reporter(events, first, finished)
+        req.on_token = _reporter(events, first, finished,
+                                 finish_reason(req.output_tokens, parsed, context_left, spec.max_tokens))
         self.driver.submit(req)
         first_deadline = None if self.first_token_ns is None else sent_ns + self.first_token_ns
         for fut, deadline, why in ((first, first_deadline, "first token timeout"),
@@ -87,8 +89,8 @@ class EngineBackend:
         return fut.done()
 
 
-def _reporter(events: RequestEvents, first: asyncio.Future[None], finished: asyncio.Future[None]
-              ) -> Callable[[SimRequest], None]:
+def _reporter(events: RequestEvents, first: asyncio.Future[None], finished: asyncio.Future[None],
+              reason: str) -> Callable[[SimRequest], None]:
     def on_token(r: SimRequest) -> None:
         # The simulator's own words, when a multi-turn session carries the answer into its next turn.
         events.chunks((Chunk(has_content=True, text=token_text(len(r.token_ns) - 1)),) if events.keep_text
@@ -97,7 +99,7 @@ def _reporter(events: RequestEvents, first: asyncio.Future[None], finished: asyn
             first.set_result(None)
         if r.finished:
             usage = Chunk(prompt_tokens=r.prompt_tokens, completion_tokens=len(r.token_ns),
-                          cached_tokens=r.cached_tokens)
+                          cached_tokens=r.cached_tokens, finish_reason=reason)
             events.chunks((usage, _DONE))
             finished.set_result(None)
 

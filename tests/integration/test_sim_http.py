@@ -9,9 +9,11 @@ import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from harness.config.scenario import parse_scenario
 from harness.config.simulator import SimulatorConfig
 from harness.sim.server import serve
 from harness.tokens import make_text
+from harness.tools.predict import predict
 
 
 @pytest.fixture
@@ -42,7 +44,7 @@ async def test_models_and_health(sim: str, session: aiohttp.ClientSession) -> No
     ({**chat(), "model": "gpt-9"}, 404, "model_not_found"),
     ({"model": "llama-3.1-8b"}, 400, None),
     (chat(max_tokens="many"), 400, None),
-    (chat(4000, max_tokens=200), 400, "context_length_exceeded"),
+    (chat(4100, max_tokens=200), 400, "context_length_exceeded"),  # the prompt alone fills the context
     (chat(max_tokens=0), 400, None),  # vLLM refuses a request that can produce nothing
     (chat(max_tokens=4, min_tokens=8), 400, None),  # … or cannot meet its own minimum
 ])
@@ -130,3 +132,27 @@ async def test_client_disconnect_frees_the_slot(sim: str, session: aiohttp.Clien
         await asyncio.sleep(0.02)
     else:
         pytest.fail("the simulator kept running a request whose client had gone")
+
+
+async def test_max_tokens_past_the_context_is_shortened_as_vllm_does(sim: str, session: aiohttp.ClientSession) -> None:
+    """vLLM 0.33 shortens max_tokens to the context left after the prompt (it used to refuse with a 400)."""
+    body = {**chat(4000, max_tokens=200), "stream": False, "ignore_eos": True}
+    async with session.post(f"{sim}/chat/completions", json=body) as resp:
+        assert resp.status == 200
+        answer = await resp.json()
+    assert answer["usage"]["completion_tokens"] == 96  # 4,096 − 4,000
+    assert answer["choices"][0]["finish_reason"] == "length"
+
+
+def test_predict_shortens_and_refuses_as_the_server_does() -> None:
+    """The same rule in virtual time: a prompt that leaves room is answered to the end of the context (and
+    counted truncated, as the harness counts a full context against the server), one that leaves none is a 400."""
+    scenario = parse_scenario({
+        "name": "ctx", "simulator": {"max_model_len": 4096},
+        "workload": {"prompt_tokens": 4000, "output_tokens": 200},
+        "phases": [{"name": "fits", "load": {"type": "constant", "rate": 1, "requests": 2}}],
+    }, "test")
+    over = scenario.model_copy(update={"workload": scenario.workload.model_copy(update={"prompt_tokens": 4100})})
+    fits, refused = (predict(s)["phases"][0]["requests"] for s in (scenario, over))
+    assert fits["by_status"]["truncated"] == 2 and fits["by_status"]["http_error"] == 0
+    assert refused["by_status"]["http_error"] == 2
