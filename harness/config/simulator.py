@@ -83,7 +83,7 @@ class SimulatorConfig(_Strict):
         """Sequence cap and token budget not given: vLLM's defaults for the accelerator."""
         if not isinstance(data, dict):
             return data
-        accelerator = data.get("accelerator", "h100-sxm")
+        accelerator = data.get("accelerator", cls.model_fields["accelerator"].default)
         if accelerator not in ACCELERATORS:
             return data  # the field's own check names it
         seqs, tokens = batch_defaults(accelerator)
