@@ -19,6 +19,11 @@ class Accelerator:
     memory_gb: float
     fp8_tflops: float | None = None  # dense fp8; None: no fp8 tensor cores (fp8 weights, bf16 maths)
     link_gbps: float = 300.0  # tensor-parallel interconnect, per direction
+    reported_gib: float | None = None  # memory the driver reports, as vLLM's log shows it; None: memory_gb
+
+    @property
+    def reported_bytes(self) -> float:
+        return self.reported_gib * 2**30 if self.reported_gib is not None else self.memory_gb * 1e9
 
     def flops(self, fp8: bool) -> float:
         return (self.fp8_tflops if fp8 and self.fp8_tflops else self.tflops) * 1e12
@@ -57,6 +62,11 @@ class ModelSpec:
     experts: int = 1
     top_k: int = 1
     max_model_len: int = 131072
+    intermediate: int | None = None  # MLP width (of one expert); None: 3.5 × hidden, as Llama's
+
+    @property
+    def mlp_width(self) -> int:
+        return self.intermediate if self.intermediate is not None else round(3.5 * self.hidden)
 
     @property
     def embedding_params(self) -> float:
@@ -95,11 +105,12 @@ class ModelSpec:
 ACCELERATORS: dict[str, Accelerator | AsicAccelerator] = {
     a.name: a
     for a in (
-        Accelerator("a100-80g", 312, 2.039, 80),
-        Accelerator("h100-sxm", 989, 3.35, 80, fp8_tflops=1979),
-        Accelerator("h200", 989, 4.8, 141, fp8_tflops=1979),
-        Accelerator("b200", 2250, 8.0, 180, fp8_tflops=4500),
-        Accelerator("mi300x", 1307, 5.3, 192, fp8_tflops=2615),
+        # reported_gib: the total the driver reports (nvidia-smi's less what it keeps), as vLLM logs it.
+        Accelerator("a100-80g", 312, 2.039, 80, reported_gib=79.15),
+        Accelerator("h100-sxm", 989, 3.35, 80, fp8_tflops=1979, reported_gib=79.19),
+        Accelerator("h200", 989, 4.8, 141, fp8_tflops=1979, reported_gib=139.8),
+        Accelerator("b200", 2250, 8.0, 180, fp8_tflops=4500, reported_gib=178.4),
+        Accelerator("mi300x", 1307, 5.3, 192, fp8_tflops=2615, reported_gib=191.98),
         AsicAccelerator("sram-asic", decode_ms_per_b_params=0.25, growth_per_seq=0.002,
                         prefill_tokens_per_s_8b=40_000, memory_gb=1000),
     )
@@ -110,7 +121,7 @@ MODELS: dict[str, ModelSpec] = {
     for m in (
         ModelSpec("llama-3.1-8b", 32, 4096, 32, 8, 128, 8.03, 128256),
         ModelSpec("llama-3.1-70b", 80, 8192, 64, 8, 128, 70.6, 128256),
-        ModelSpec("qwen2.5-7b", 28, 3584, 28, 4, 128, 7.62, 152064, max_model_len=32768),
+        ModelSpec("qwen2.5-7b", 28, 3584, 28, 4, 128, 7.62, 152064, max_model_len=32768, intermediate=18944),
         ModelSpec("mixtral-8x7b", 32, 4096, 32, 8, 128, 46.7, 32000, active_params_b=12.9, experts=8, top_k=2,
                   max_model_len=32768),
     )

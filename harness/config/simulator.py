@@ -60,6 +60,10 @@ class SimulatorConfig(_Strict):
     gpu_memory_utilization: Annotated[float, Field(ge=0.05, le=1.0)] = 0.9
     max_model_len: Annotated[int, Field(ge=16)] | None = Field(None, description="default: the model's")
     prefix_caching: bool = Field(True, description="automatic prefix caching")
+    scheduler_compat: Literal["0.33", "0.11"] = Field(
+        "0.33", description="the vLLM scheduler followed; 0.11: its older rules (docs/vllm.md)")
+    async_scheduling: bool = Field(True, description="overlap the host's step preparation with the device's "
+                                                     "work, as vLLM does by default (default off with 0.11)")
     default_max_tokens: PositiveInt = 256
     seed: int = Field(0, description="seeds step noise and lengths")
     noise_sigma: Rate = Field(0.03, description="multiplicative step-time noise (lognormal sigma)")
@@ -87,7 +91,8 @@ class SimulatorConfig(_Strict):
         if accelerator not in ACCELERATORS:
             return data  # the field's own check names it
         seqs, tokens = batch_defaults(accelerator)
-        return {"max_num_seqs": seqs, "max_num_batched_tokens": tokens, **data}
+        older = {"async_scheduling": False} if data.get("scheduler_compat") == "0.11" else {}
+        return {"max_num_seqs": seqs, "max_num_batched_tokens": tokens, **older, **data}
 
     @field_validator("accelerator", "model")
     @classmethod

@@ -34,7 +34,7 @@ def simulator_cli() -> click.Group:
 
 def check_fits(cfg: SimulatorConfig) -> None:
     """A simulator that could serve nothing is a scenario mistake, named before anything starts."""
-    from harness.sim.server import fit_problem
+    from harness.sim.build import fit_problem
 
     problem = fit_problem(cfg)
     if problem is not None:

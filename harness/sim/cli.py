@@ -18,8 +18,9 @@ from harness.config.presets import ACCELERATORS, MODELS, load_presets
 from harness.config.simulator import SimulatorConfig
 from harness.errors import PresetError
 from harness.gctune import tune_for_timing
-from harness.sim.perfmodel import StepLoad, build_model
-from harness.sim.server import fit_problem, serve
+from harness.sim.build import fit_problem, perf_model
+from harness.sim.perfmodel import PerformanceModel, StepLoad
+from harness.sim.server import serve
 
 
 def _load_presets(path: Path | None) -> None:
@@ -151,10 +152,12 @@ async def _serve_forever(cfg: SimulatorConfig, host: str, port: int, api_key: st
         await runner.cleanup()
 
 
-def _smallest_tp(accelerator: str, model: str) -> int | None:
+def _fitting(accelerator: str, model: str) -> tuple[int, PerformanceModel, int] | None:
+    """The smallest TP that holds the weights and 16k tokens of KV, at the device's batch defaults."""
     for tp in (1, 2, 4, 8):
-        if build_model(accelerator, model, "bf16", tp).kv_capacity_tokens() > 16 * 1024:
-            return tp
+        perf, kv_tokens = perf_model(SimulatorConfig(accelerator=accelerator, model=model, tp=tp))
+        if kv_tokens > 16 * 1024:
+            return tp, perf, kv_tokens
     return None
 
 
@@ -163,14 +166,14 @@ def preset_rows() -> list[tuple[str, str, str, str, str, str]]:
     rows = []
     for acc in ACCELERATORS:
         for model in MODELS:
-            tp = _smallest_tp(acc, model)
-            if tp is None:
+            fitting = _fitting(acc, model)
+            if fitting is None:
                 rows.append((acc, model, "-", "does not fit", "", ""))
                 continue
-            perf = build_model(acc, model, "bf16", tp)
+            tp, perf, kv_tokens = fitting
             itl = [perf.step_seconds(StepLoad(tokens=b, seqs=b, decodes=b, decode_context=b * 1024)) * 1e3
                    for b in (1, 64)]
-            rows.append((acc, model, str(tp), f"{itl[0]:.1f}", f"{itl[1]:.1f}", f"{perf.kv_capacity_tokens():,}"))
+            rows.append((acc, model, str(tp), f"{itl[0]:.1f}", f"{itl[1]:.1f}", f"{kv_tokens:,}"))
     return rows
 
 

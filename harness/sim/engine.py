@@ -14,11 +14,16 @@ import math
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 
 from harness.sim.kvcache import BlockPool, BlockTable, blocks_for
 from harness.sim.perfmodel import PerformanceModel, StepLoad
+
+# Which vLLM scheduler to follow: 0.33 (the default), or 0.11's older rules for comparing with deployments
+# still on it (docs/vllm.md lists what differs).
+Compat = Literal["0.33", "0.11"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -29,6 +34,11 @@ class EngineConfig:
     prefix_caching: bool = True
     noise_sigma: float = 0.03  # multiplicative, lognormal
     seed: int = 0
+    compat: Compat = "0.33"
+
+    @property
+    def current(self) -> bool:
+        return self.compat == "0.33"
 
 
 @dataclass(eq=False, slots=True)
@@ -89,7 +99,7 @@ class Engine:
         self.config = config
         self.waiting: deque[SimRequest] = deque()
         self.running: list[SimRequest] = []
-        self.pool = BlockPool(config.kv_blocks, config.prefix_caching)
+        self.pool = BlockPool(config.kv_blocks, config.prefix_caching, tail_first=config.current)
         self.num_preemptions = 0
         self.tokens = TokenTally()
         self._rng = np.random.default_rng(config.seed)
@@ -130,7 +140,7 @@ class Engine:
             work.append((req, n))
             budget -= n
             i += 1
-        if self.num_preemptions > preemptions:
+        if self.num_preemptions > preemptions and self.config.current:
             budget = 0  # vLLM 0.33 admits no one in a step that had to preempt
         while self.waiting and budget > 0 and len(self.running) < self.config.max_num_seqs:
             n = self._admit(self.waiting[0], budget, now_ns)
@@ -145,12 +155,15 @@ class Engine:
         """Move the head of the queue into the batch with its first chunk; 0 when it does not fit yet.
 
         As vLLM 0.33 (`scheduler_reserve_full_isl`), a request is admitted only when its whole prompt's
-        blocks fit, not just its first chunk's."""
+        blocks fit, not just its first chunk's (0.11 checked the first chunk only, and counted every lookup)."""
+        current = self.config.current
         if req.computed == 0:
             # At least the last token is computed afresh: its logits are what samples the next.
             req.computed = self.pool.match_prefix(req.table, req.total_tokens - 1)
+            if not current:
+                self.pool.count_lookup(req.total_tokens - 1, req.computed)
         n = min(req.total_tokens - req.computed, budget)
-        whole = blocks_for(req.total_tokens) - req.table.blocks
+        whole = blocks_for(req.total_tokens if current else req.computed + n) - req.table.blocks
         if whole > self.pool.available or not self.pool.allocate(req.table, blocks_for(req.computed + n)
                                                                    - req.table.blocks):
             # A waiting request must not pin cached blocks: a preempted request queued in front
@@ -160,13 +173,13 @@ class Engine:
             return 0
         self.waiting.popleft()
         self.running.append(req)
-        if not req.looked_up:
+        if not req.looked_up and current:
             req.looked_up = True
             self.pool.count_lookup(req.total_tokens - 1, req.computed)
         if req.scheduled_ns is None:
             req.scheduled_ns = now_ns
             req.cached_tokens = req.computed  # what its first admission found cached (usage details)
-        self.pool.promote(req.table, req.computed + n)
+        self._scheduled(req, n)
         return n
 
     def _grow(self, req: SimRequest, n: int) -> bool:
@@ -177,8 +190,13 @@ class Engine:
             self._preempt(victim)
             if victim is req:
                 return False
-        self.pool.promote(req.table, req.computed + n)
+        self._scheduled(req, n)
         return True
+
+    def _scheduled(self, req: SimRequest, n: int) -> None:
+        if self.config.current:
+            # vLLM 0.33 caches blocks when they are scheduled: a request admitted later in this step hits them.
+            self.pool.promote(req.table, req.computed + n)
 
     def _preempt(self, req: SimRequest) -> None:
         # Recompute: the KV is dropped; later the prompt and the tokens generated so far are
@@ -215,6 +233,8 @@ class Engine:
             if req.aborted:
                 continue
             req.computed += n
+            if not self.config.current:
+                self.pool.promote(req.table, req.computed)  # 0.11: cached once computed, at the step's end
             if req.computed < req.total_tokens:
                 continue  # mid-prefill chunk: nothing sampled yet
             if self.tokens.emit(req, now_ns):

@@ -48,9 +48,10 @@ class BlockTable:
 
 
 class BlockPool:
-    def __init__(self, total: int, caching: bool = True) -> None:
+    def __init__(self, total: int, caching: bool = True, tail_first: bool = True) -> None:
         self.total = total
         self.caching = caching
+        self.tail_first = tail_first  # False: vLLM 0.11's order, a chain's head first
         self.free = total
         self._refcount: dict[int, int] = {}
         self._evictable: OrderedDict[int, None] = OrderedDict()  # cached, unreferenced, LRU first
@@ -98,8 +99,7 @@ class BlockPool:
         return True
 
     def promote(self, table: BlockTable, computed_tokens: int) -> None:
-        """Move the request's newly full blocks, computed or being computed this step, from private into the
-        shared cache: as in vLLM 0.33, a request admitted later in the same step already hits them."""
+        """Move the request's newly full blocks (up to `computed_tokens`) from private into the shared cache."""
         if not self.caching:
             return
         full = min(computed_tokens // BLOCK_TOKENS, len(table.hashes))
@@ -118,7 +118,7 @@ class BlockPool:
         in reverse order), so the least useful end of a chain goes before its prefix, which others may share."""
         self.free += table.private
         table.private = 0
-        for h in reversed(table.refs):
+        for h in reversed(table.refs) if self.tail_first else table.refs:
             count = self._refcount[h] - 1
             self._refcount[h] = count
             if count == 0:

@@ -17,11 +17,11 @@ from aiohttp import web
 from harness.clock import NS_PER_MS, NS_PER_S, MonotonicClock, cancel_quietly
 from harness.config.presets import MODELS
 from harness.config.simulator import ERROR_TYPES, FaultConfig, SimulatorConfig
-from harness.sim.engine import Engine, EngineConfig, SimRequest
+from harness.sim.build import build_engine, context_problem, model_context
+from harness.sim.engine import SimRequest
 from harness.sim.faults import FaultInjector, FaultPlan
 from harness.sim.metrics import SimMetrics
 from harness.sim.openai_shapes import ChunkRenderer, error_response, full_response
-from harness.sim.perfmodel import build_model
 from harness.sim.realtime import Driver, FixedTimingDriver, StepDriver
 from harness.sim.requests import BadRequest, ParsedRequest, finish_reason, make_request, output_length, parse_body
 from harness.sim.tokenize import tokenize_handler
@@ -33,41 +33,6 @@ _BEHIND_WARN_EVERY_NS = 10 * NS_PER_S
 MALFORMED_FRAME = b"data: {this is not json\n\n"
 
 Emit = Callable[[int, int], Awaitable[None]]
-
-
-def model_context(cfg: SimulatorConfig, engine: Engine) -> int:
-    """The longest context the server accepts: the model's, and, as vLLM does, never more than the KV cache
-    could hold on its own."""
-    return min(cfg.max_model_len or MODELS[cfg.model].max_model_len, engine.pool.total * 16)
-
-
-def context_problem(max_model_len: int, parsed: ParsedRequest) -> str | None:
-    """Why a request cannot fit the model's context (the 400's message), or None. A prompt that leaves room
-    gets its `max_tokens` shortened to the room left (`answer_cap`), as vLLM 0.33 does; one that leaves none
-    is refused."""
-    if max_model_len - parsed.prompt_tokens > 0:
-        return None
-    return (f"this model's maximum context length is {max_model_len} tokens; the request has "
-            f"{parsed.prompt_tokens} prompt tokens, which leaves no room for an answer")
-
-
-def fit_problem(cfg: SimulatorConfig) -> str | None:
-    """Why this accelerator cannot serve this model at all (its weights leave no room for a KV cache), or None."""
-    if cfg.timing == "fixed":
-        return None  # no memory model in fixed timing
-    tokens = build_model(cfg.accelerator, cfg.model, cfg.dtype, cfg.tp).kv_capacity_tokens(cfg.gpu_memory_utilization)
-    if tokens >= 16:  # one KV block
-        return None
-    return (f"{cfg.model} in {cfg.dtype} leaves no memory for a KV cache on {cfg.tp} × {cfg.accelerator} "
-            f"(gpu_memory_utilization {cfg.gpu_memory_utilization}): raise tp, use fp8, or a larger accelerator")
-
-
-def build_engine(cfg: SimulatorConfig) -> Engine:
-    perf = build_model(cfg.accelerator, cfg.model, cfg.dtype, cfg.tp)
-    kv_blocks = perf.kv_capacity_tokens(cfg.gpu_memory_utilization) // 16
-    return Engine(perf, EngineConfig(max_num_seqs=cfg.max_num_seqs, max_num_batched_tokens=cfg.max_num_batched_tokens,
-                                     kv_blocks=kv_blocks, prefix_caching=cfg.prefix_caching,
-                                     noise_sigma=cfg.noise_sigma, seed=cfg.seed))
 
 
 class SimServer:

@@ -21,10 +21,10 @@ from harness.records import RequestRecord
 from harness.run.dispatch import Dispatcher
 from harness.run.runner import run_plan
 from harness.run.simulator import check_fits
+from harness.sim.build import build_engine, context_problem, model_context
 from harness.sim.engine import SimRequest
 from harness.sim.realtime import StepDriver
 from harness.sim.requests import finish_reason, make_request, output_length, parse_body
-from harness.sim.server import build_engine, context_problem, model_context
 from harness.stats.summary import PhaseRun, build_summary
 from harness.tokens import token_text
 from harness.workload.plan import plan_phase, plan_trace, text_maker

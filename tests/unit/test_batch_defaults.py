@@ -7,8 +7,8 @@ import pytest
 
 from harness.config.presets import ACCELERATORS, batch_defaults
 from harness.config.simulator import SimulatorConfig
+from harness.sim.build import build_engine
 from harness.sim.engine import SimRequest
-from harness.sim.server import build_engine
 from tests.virtual_engine import VirtualRun
 
 

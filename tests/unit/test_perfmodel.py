@@ -6,18 +6,32 @@ from harness.config.presets import ACCELERATORS, MODELS, load_presets
 from harness.errors import PresetError
 from harness.sim.cli import preset_rows
 from harness.sim.engine import Engine, EngineConfig, SimRequest
-from harness.sim.perfmodel import RooflineModel, StepLoad, build_model
+from harness.sim.perfmodel import Budget, RooflineModel, RooflineParams, StepLoad, build_model
 from tests.virtual_engine import run_virtual
 
 
-def model(acc: str = "h100-sxm") -> RooflineModel:
-    return RooflineModel(ACCELERATORS[acc], MODELS["llama-3.1-8b"])  # type: ignore[arg-type]
+def model(acc: str = "h100-sxm", async_scheduling: bool = True) -> RooflineModel:
+    return RooflineModel(ACCELERATORS[acc], MODELS["llama-3.1-8b"],  # type: ignore[arg-type]
+                         async_scheduling=async_scheduling)
 
 
 def test_worked_check_single_decode_at_1k_context() -> None:
-    # Design brief: t_m 5.97 + L·c0 0.80 + t_attn 0.05 + t_cpu 1.51 ≈ 8.3 ms.
-    t = model().step_seconds(StepLoad(tokens=1, seqs=1, decodes=1, decode_context=1024))
-    assert t * 1e3 == pytest.approx(8.3, abs=0.1)
+    # Design brief: t_m 5.97 + L·c0 0.80 + t_attn 0.05 + t_cpu 1.51 ≈ 8.3 ms, the CPU time all on the step.
+    load = StepLoad(tokens=1, seqs=1, decodes=1, decode_context=1024)
+    assert model(async_scheduling=False).step_seconds(load) * 1e3 == pytest.approx(8.3, abs=0.1)
+    # Async scheduling hides the host's share, 0.25 ms + 10 µs for the one sequence.
+    assert (model(async_scheduling=False).step_seconds(load) - model().step_seconds(load)) * 1e3 == \
+        pytest.approx(0.26, abs=1e-9)
+
+
+def test_async_scheduling_hides_the_host_time_of_a_large_batch_but_never_below_it() -> None:
+    big = StepLoad(tokens=256, seqs=256, decodes=256, decode_context=256 * 1024)
+    hidden = model(async_scheduling=False).step_seconds(big) - model().step_seconds(big)
+    assert hidden * 1e3 == pytest.approx(0.25 + 2.56, abs=1e-9)  # 10 µs for each of 256 sequences
+    # When preparing the next step takes longer than the device's step, the host sets the pace.
+    params = RooflineParams(t_seq_s=1e-3)
+    slow_host = RooflineModel(ACCELERATORS["h100-sxm"], MODELS["llama-3.1-8b"], params=params)  # type: ignore[arg-type]
+    assert slow_host.step_seconds(big) == pytest.approx(0.25e-3 + 0.256, rel=1e-9)
 
 
 def test_itl_at_batch_64_near_12_5_ms() -> None:
@@ -50,8 +64,9 @@ def test_ttft_for_1k_prompt_near_30_ms() -> None:
 
 @pytest.mark.parametrize(("acc", "expected_ms"), [("h200", 833), ("a100-80g", 1579)])
 def test_vllm_ci_latency_batch_8_in_32_out_128(acc: str, expected_ms: float) -> None:
+    # Within ±5% with async scheduling on (issue 17), as it was with the CPU time on every step.
     reqs = _virtual(acc, 8, 32, 128)
-    assert max(r.token_ns[-1] for r in reqs) / 1e6 == pytest.approx(expected_ms, rel=0.2)
+    assert max(r.token_ns[-1] for r in reqs) / 1e6 == pytest.approx(expected_ms, rel=0.05)
 
 
 def test_tensor_parallel_splits_weight_reads() -> None:
@@ -61,9 +76,21 @@ def test_tensor_parallel_splits_weight_reads() -> None:
     assert tp4.step_seconds(load) < tp1.step_seconds(load) / 2.5
 
 
-def test_kv_capacity_from_memory_left_after_weights() -> None:
-    # 80 GB × 0.9 − 16.06 GB of weights, at 128 KiB of KV per token.
-    assert model().kv_capacity_tokens() == pytest.approx((72e9 - 8.03e9 * 2) / 131072, rel=1e-6)
+def test_kv_capacity_as_vllm_profiles_memory() -> None:
+    # 79.19 GiB reported × 0.9, less 1 GiB of runtime, less the profiling pass's activations (8,192 tokens ×
+    # (2 × 14,336 + 4 × 4,096) × 2 B, and 1,024 × 128,256 fp32 logits), less 16.06 GB of weights; 128 KiB a token.
+    activations = 8192 * (2 * 14336 + 4 * 4096) * 2 + 1024 * 128256 * 4
+    assert model().activation_bytes(Budget(8192, 1024)) == activations
+    free = 79.19 * 2**30 * 0.9 - 2**30 - activations - 8.03e9 * 2
+    assert model().kv_capacity_tokens(0.9, Budget(8192, 1024)) == int(free / 131072)
+
+
+def test_a_larger_token_budget_leaves_less_kv_and_tensor_parallel_ranks_share_the_mlp() -> None:
+    m = model()
+    assert m.kv_capacity_tokens(0.9, Budget(16384, 1024)) < m.kv_capacity_tokens(0.9, Budget(8192, 1024))
+    tp2 = RooflineModel(ACCELERATORS["h100-sxm"], MODELS["llama-3.1-8b"], tp=2)  # type: ignore[arg-type]
+    saved = m.activation_bytes(Budget(8192, 1024)) - tp2.activation_bytes(Budget(8192, 1024))
+    assert saved == 8192 * 14336 * 2  # half of the two MLP-wide tensors, per rank
 
 
 def test_mixture_of_experts_reads_more_experts_as_the_batch_grows() -> None:
@@ -121,4 +148,4 @@ def test_presets_listing_covers_every_pair() -> None:
     rows = preset_rows()
     assert len(rows) == len(ACCELERATORS) * len(MODELS)
     h100 = next(r for r in rows if r[:2] == ("h100-sxm", "llama-3.1-8b"))
-    assert h100[2:5] == ("1", "8.3", "12.5")
+    assert h100[2:5] == ("1", "8.1", "11.6")  # the brief's 8.3 and 12.5, less the host time async scheduling hides

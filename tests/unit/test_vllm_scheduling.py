@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from harness.config.presets import ACCELERATORS, MODELS
 from harness.sim.engine import Engine, EngineConfig, SimRequest
@@ -14,7 +15,7 @@ from tests.virtual_engine import run_virtual
 PERF = RooflineModel(ACCELERATORS["h100-sxm"], MODELS["llama-3.1-8b"])  # type: ignore[arg-type]
 
 
-def engine(**kw: int | float | bool) -> Engine:
+def engine(**kw: int | float | bool | str) -> Engine:
     cfg = {"kv_blocks": 20_000, "noise_sigma": 0.0, "prefix_caching": True, "max_num_seqs": 1024, **kw}
     return Engine(PERF, EngineConfig(**cfg))  # type: ignore[arg-type]
 
@@ -23,16 +24,23 @@ def words(n: int, seed: int) -> list[str]:
     return make_text(n, seed).split()
 
 
-def test_requests_admitted_in_one_step_share_the_blocks_scheduled_in_it() -> None:
-    """64 requests at once sharing a 3,000-token prompt: the first computes it, the other 63 hit its blocks in
-    the same step (the issue's TTFT: 324 ms when blocks entered the cache only at the step's end, 166 in vLLM)."""
+def shared_prompt_burst(compat: str) -> tuple[Engine, float]:
+    """64 requests at once sharing a 3,000-token prompt; the engine after, and the median TTFT in ms."""
     shared = words(3000, 1)
     reqs = [SimRequest(str(i), 3016, 4, 0, block_hashes=block_hashes(shared + words(16, 100 + i))) for i in range(64)]
-    eng = engine()
+    eng = engine(compat=compat)
     run_virtual(eng, reqs)
+    return eng, float(np.median([r.token_ns[0] - r.arrival_ns for r in reqs])) / 1e6
+
+
+def test_requests_admitted_in_one_step_share_the_blocks_scheduled_in_it() -> None:
+    """The first computes the shared prompt, the other 63 hit its blocks in the same step (the issue's TTFT:
+    324 ms when blocks entered the cache only at the step's end, as 0.11 did; 166 in vLLM 0.33)."""
+    eng, ttft_ms = shared_prompt_burst("0.33")
     assert eng.pool.hit_tokens == 63 * 2992  # 187 full blocks each, the first request's own lookup found none
-    ttft_ms = np.median([r.token_ns[0] - r.arrival_ns for r in reqs]) / 1e6
     assert ttft_ms < 200
+    older, older_ttft_ms = shared_prompt_burst("0.11")
+    assert older.pool.hit_tokens < eng.pool.hit_tokens and older_ttft_ms > 1.5 * ttft_ms
 
 
 def test_a_request_waits_until_its_whole_prompt_fits() -> None:
@@ -48,11 +56,21 @@ def test_a_request_waits_until_its_whole_prompt_fits() -> None:
     assert [r.request_id for r, _ in step.work] == ["small"] and list(eng.waiting) == [big]
 
 
-def test_no_one_is_admitted_in_a_step_that_preempted() -> None:
-    """vLLM 0.33 skips admission in a step that had to preempt; the simulator once re-admitted even the request
-    it had just preempted, in the same step, its prompt found again in the cache it had just left."""
+def test_the_older_scheduler_admits_on_the_first_chunk_and_preempts_more() -> None:
+    reqs = {compat: [SimRequest(str(i), 1200, 300, i * 1_000_000) for i in range(96)] for compat in ("0.33", "0.11")}
+    engines = {compat: engine(kv_blocks=1500, prefix_caching=False, max_num_batched_tokens=512, compat=compat)
+               for compat in reqs}
+    for compat, eng in engines.items():
+        run_virtual(eng, reqs[compat])
+    assert engines["0.11"].num_preemptions > 2 * engines["0.33"].num_preemptions > 0
+
+
+@pytest.mark.parametrize("compat", ["0.33", "0.11"])
+def test_no_one_is_admitted_in_a_step_that_preempted(compat: str) -> None:
+    """vLLM 0.33 skips admission in a step that had to preempt; 0.11 (and the simulator once) re-admitted even the
+    request it had just preempted, in the same step, its prompt found again in the cache it had just left."""
     # A small token budget: the chunk b would come back with needs only the blocks its preemption freed.
-    eng = engine(kv_blocks=84, max_num_batched_tokens=16)
+    eng = engine(kv_blocks=84, max_num_batched_tokens=16, compat=compat)
     a = SimRequest("a", 1200, 300, 0)  # 75 blocks, growing
     b = SimRequest("b", 64, 300, 0, block_hashes=block_hashes(words(64, 3)))  # 4 cached prompt blocks
     for r in (a, b):
@@ -65,14 +83,18 @@ def test_no_one_is_admitted_in_a_step_that_preempted() -> None:
         now += step.duration_ns
         eng.complete(step, now)
     assert preempting is not None
+    if compat == "0.11":
+        assert [r.request_id for r, _ in preempting.work] == ["a", "b"]  # b preempted and taken straight back
+        return
     assert [r.request_id for r, _ in preempting.work] == ["a"]  # b preempted, and not taken back in that step
     assert eng.waiting[0] is b
 
 
-def test_a_released_chain_is_evicted_from_its_tail() -> None:
-    """vLLM frees a request's blocks in reverse order: what is evicted first is the end of a chain, so its
-    prefix can still be hit (before, one reuse of the space broke the whole chain: 0 hits on re-admission)."""
-    pool = BlockPool(12)
+@pytest.mark.parametrize(("tail_first", "hit_blocks"), [(True, 7), (False, 0)])
+def test_a_released_chain_is_evicted_from_its_tail(tail_first: bool, hit_blocks: int) -> None:
+    """vLLM 0.33 frees a request's blocks in reverse order: what is evicted first is the end of a chain, so its
+    prefix can still be hit (0.11's head-first order: one reuse of the space broke the whole chain)."""
+    pool = BlockPool(12, tail_first=tail_first)
     chain = BlockTable(list(range(1, 11)))
     assert pool.allocate(chain, 10)
     pool.promote(chain, 160)
@@ -80,16 +102,21 @@ def test_a_released_chain_is_evicted_from_its_tail() -> None:
     other = BlockTable([])
     assert pool.allocate(other, 5)  # needs 3 of the 10 cached blocks
     again = BlockTable(list(range(1, 11)))
-    assert pool.match_prefix(again, 160) == 7 * 16
+    assert pool.match_prefix(again, 160) == hit_blocks * 16
 
 
-def test_a_run_with_no_shared_text_reports_no_cache_hits_under_memory_pressure() -> None:
-    """96 users, nothing shared, KV short enough to preempt: vLLM 0.33 reports 0% (the issue saw 3% "hits")."""
+@pytest.mark.parametrize("compat", ["0.33", "0.11"])
+def test_a_run_with_no_shared_text_reports_no_cache_hits_under_memory_pressure(compat: str) -> None:
+    """96 users, nothing shared, KV short enough to preempt: vLLM 0.33 reports 0% (the issue saw 3% "hits",
+    a preempted request's own blocks counted at each try to come back, as 0.11 counted them)."""
     reqs = [SimRequest(str(i), 1200, 300, i * 1_000_000, block_hashes=block_hashes(words(1200, 500 + i)))
             for i in range(96)]
-    eng = engine(kv_blocks=1500)
+    eng = engine(kv_blocks=1500, compat=compat)
     run_virtual(eng, reqs)
     assert eng.num_preemptions > 0
+    if compat == "0.11":
+        assert eng.pool.hit_tokens > 0 and eng.pool.query_tokens > 96 * 1199
+        return
     assert eng.pool.hit_tokens == 0 and eng.pool.query_tokens == 96 * 1199
 
 
