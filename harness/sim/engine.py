@@ -36,10 +36,6 @@ class EngineConfig:
     seed: int = 0
     compat: Compat = "0.33"
 
-    @property
-    def current(self) -> bool:
-        return self.compat == "0.33"
-
 
 @dataclass(eq=False, slots=True)
 class SimRequest:
@@ -99,7 +95,8 @@ class Engine:
         self.config = config
         self.waiting: deque[SimRequest] = deque()
         self.running: list[SimRequest] = []
-        self.pool = BlockPool(config.kv_blocks, config.prefix_caching, tail_first=config.current)
+        self.current = config.compat == "0.33"  # read on every request of every step
+        self.pool = BlockPool(config.kv_blocks, config.prefix_caching, tail_first=self.current)
         self.num_preemptions = 0
         self.tokens = TokenTally()
         self._rng = np.random.default_rng(config.seed)
@@ -140,7 +137,7 @@ class Engine:
             work.append((req, n))
             budget -= n
             i += 1
-        if self.num_preemptions > preemptions and self.config.current:
+        if self.num_preemptions > preemptions and self.current:
             budget = 0  # vLLM 0.33 admits no one in a step that had to preempt
         while self.waiting and budget > 0 and len(self.running) < self.config.max_num_seqs:
             n = self._admit(self.waiting[0], budget, now_ns)
@@ -156,7 +153,7 @@ class Engine:
 
         As vLLM 0.33 (`scheduler_reserve_full_isl`), a request is admitted only when its whole prompt's
         blocks fit, not just its first chunk's (0.11 checked the first chunk only, and counted every lookup)."""
-        current = self.config.current
+        current = self.current
         if req.computed == 0:
             # At least the last token is computed afresh: its logits are what samples the next.
             req.computed = self.pool.match_prefix(req.table, req.total_tokens - 1)
@@ -194,7 +191,7 @@ class Engine:
         return True
 
     def _scheduled(self, req: SimRequest, n: int) -> None:
-        if self.config.current:
+        if self.current:
             # vLLM 0.33 caches blocks when they are scheduled: a request admitted later in this step hits them.
             self.pool.promote(req.table, req.computed + n)
 
@@ -233,7 +230,7 @@ class Engine:
             if req.aborted:
                 continue
             req.computed += n
-            if not self.config.current:
+            if not self.current:
                 self.pool.promote(req.table, req.computed)  # 0.11: cached once computed, at the step's end
             if req.computed < req.total_tokens:
                 continue  # mid-prefill chunk: nothing sampled yet

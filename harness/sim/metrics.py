@@ -28,8 +28,8 @@ class BulkHistogram(Collector):
     tokens a second costs the simulator a fifth of its core.
     """
 
-    def __init__(self, name: str, documentation: str, label: str, value: str, buckets: tuple[float, ...]) -> None:
-        self.name, self.documentation, self.label, self.value = name, documentation, label, value
+    def __init__(self, name: str, documentation: str, labels: dict[str, str], buckets: tuple[float, ...]) -> None:
+        self.name, self.documentation, self.labels = name, documentation, labels
         self.bounds = np.asarray(buckets, dtype=np.float64)
         self.counts = np.zeros(len(buckets) + 1, dtype=np.int64)  # the last bin is +Inf
         self.total = 0.0
@@ -39,17 +39,21 @@ class BulkHistogram(Collector):
         self.total += float(values.sum())
 
     def collect(self) -> Iterator[HistogramMetricFamily]:
-        family = HistogramMetricFamily(self.name, self.documentation, labels=[self.label])
+        family = HistogramMetricFamily(self.name, self.documentation, labels=list(self.labels))
         cumulative = np.cumsum(self.counts)
         edges = [*(repr(float(b)) for b in self.bounds), "+Inf"]
-        family.add_metric([self.value], list(zip(edges, cumulative.astype(float).tolist(), strict=True)), self.total)
+        buckets = list(zip(edges, cumulative.astype(float).tolist(), strict=True))
+        family.add_metric(list(self.labels.values()), buckets, self.total)
         yield family
+
+
+ENGINE = "0"  # vLLM labels each engine core's metrics with its index; the simulator is one engine
 
 
 class SimMetrics:
     def __init__(self, model_name: str) -> None:
         self.registry = CollectorRegistry()
-        labels = ["model_name"]
+        labels = ["model_name", "engine"]
         r = self.registry
         self._running = Gauge("vllm:num_requests_running", "Requests in the running batch", labels, registry=r)
         self._waiting = Gauge("vllm:num_requests_waiting", "Requests waiting", labels, registry=r)
@@ -59,8 +63,8 @@ class SimMetrics:
         self._gen = Counter("vllm:generation_tokens", "Generated tokens", labels, registry=r)
         self._ttft = Histogram("vllm:time_to_first_token_seconds", "TTFT", labels, buckets=TTFT_BUCKETS,
                                registry=r)
-        self._itl = BulkHistogram("vllm:inter_token_latency_seconds", "ITL", "model_name", model_name,
-                                  ITL_BUCKETS)
+        self._itl = BulkHistogram("vllm:inter_token_latency_seconds", "ITL",
+                                  {"model_name": model_name, "engine": ENGINE}, ITL_BUCKETS)
         r.register(self._itl)
         self._e2e = Histogram("vllm:e2e_request_latency_seconds", "E2E", labels, buckets=REQUEST_BUCKETS,
                               registry=r)
@@ -73,34 +77,34 @@ class SimMetrics:
         # Not a vLLM metric: how late the simulator released each step against its own deadline.
         self._lateness = Histogram("sim:step_lateness_seconds", "Step release time minus its deadline",
                                    buckets=LATENESS_BUCKETS, registry=r)
-        self._label = model_name
+        self._label = (model_name, ENGINE)
         self._seen = {"preemptions": 0, "prefix_query_tokens": 0, "prefix_hit_tokens": 0, "generation_tokens": 0,
                       "prompt_tokens": 0}
 
-    def observe_finished(self, req: SimRequest) -> None:
+    def observe_ended(self, req: SimRequest, end_ns: int) -> None:
+        """A request finished, or aborted at `end_ns` (vLLM 0.33 observes those too, with what they got)."""
         lab = self._label
-        if not req.token_ns:
-            return
-        self._ttft.labels(lab).observe((req.token_ns[0] - req.arrival_ns) / 1e9)
-        self._e2e.labels(lab).observe((req.token_ns[-1] - req.arrival_ns) / 1e9)
+        self._e2e.labels(*lab).observe(max(0, end_ns - req.arrival_ns) / 1e9)
+        if req.token_ns:
+            self._ttft.labels(*lab).observe((req.token_ns[0] - req.arrival_ns) / 1e9)
         if len(req.token_ns) > 1:
             self._itl.observe_many(np.diff(np.asarray(req.token_ns, dtype=np.int64)) / 1e9)
         if req.scheduled_ns is not None:
-            self._queue.labels(lab).observe(max(0, req.scheduled_ns - req.arrival_ns) / 1e9)
+            self._queue.labels(*lab).observe(max(0, req.scheduled_ns - req.arrival_ns) / 1e9)
 
     def observe_step_lateness(self, late_ns: int) -> None:
         self._lateness.observe(max(late_ns, 0) / 1e9)
 
     def render(self, snap: Snapshot) -> bytes:
         lab = self._label
-        self._running.labels(lab).set(snap.running)
-        self._waiting.labels(lab).set(snap.waiting)
-        self._kv.labels(lab).set(snap.kv_usage)
+        self._running.labels(*lab).set(snap.running)
+        self._waiting.labels(*lab).set(snap.waiting)
+        self._kv.labels(*lab).set(snap.kv_usage)
         # The engine keeps running totals; counters advance by what is new since the last scrape.
         for counter, key in ((self._preempt, "preemptions"), (self._prefix_q, "prefix_query_tokens"),
                              (self._prefix_h, "prefix_hit_tokens"), (self._gen, "generation_tokens"),
                              (self._prompt, "prompt_tokens")):
             value = getattr(snap, key)
-            counter.labels(lab).inc(value - self._seen[key])
+            counter.labels(*lab).inc(value - self._seen[key])
             self._seen[key] = value
         return generate_latest(self.registry)

@@ -221,18 +221,14 @@ class SimServer:
                 if new:
                     await emit(seen, new)
                     seen += new
-            self.metrics.observe_finished(req)
         finally:
-            if not req.finished:  # the client left: free its slot and blocks now
-                self.driver.abort(req)
+            self._ended(req)
 
     async def _stream(self, request: web.Request, req: SimRequest, parsed: ParsedRequest,
                       renderer: ChunkRenderer, plan: FaultPlan) -> web.StreamResponse:
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
                                            "X-Request-Id": req.request_id})
         await resp.prepare(request)
-        if renderer.chat:
-            await resp.write(renderer.role())
 
         def closing_frames() -> list[bytes]:
             frames = [renderer.finish(self._finish_reason(req, parsed))]
@@ -246,6 +242,8 @@ class SimServer:
             return resp
 
         async def emit(first: int, count: int) -> None:
+            if first == 0 and renderer.chat:
+                await resp.write(renderer.role())
             await self._emit_faulty(request, resp, renderer, plan, first, count)
             if req.finished:
                 await resp.write(b"".join(closing_frames()))
@@ -273,6 +271,8 @@ class SimServer:
                 done.set()
                 return
             events = [renderer.tokens(i, 1, usage_prompt) for i in range(written, len(r.token_ns))]
+            if written == 0 and renderer.chat:
+                events.insert(0, renderer.role())  # as vLLM: with the first token's step, not at once
             written = len(r.token_ns)
             if r.finished:
                 events += closing_frames()
@@ -282,11 +282,15 @@ class SimServer:
         self.driver.submit(req)
         try:
             await done.wait()
-            if req.finished:
-                self.metrics.observe_finished(req)
         finally:
-            if not req.finished:
-                self.driver.abort(req)
+            self._ended(req)
+
+    def _ended(self, req: SimRequest) -> None:
+        if req.finished:
+            self.metrics.observe_ended(req, req.token_ns[-1])
+            return
+        self.driver.abort(req)  # the client left: free its slot and blocks now
+        self.metrics.observe_ended(req, self.clock.now_ns())
 
     async def _emit_faulty(self, request: web.Request, resp: web.StreamResponse, renderer: ChunkRenderer,
                            plan: FaultPlan, first: int, count: int) -> None:

@@ -19,6 +19,7 @@ from harness.config.simulator import FaultConfig, SimulatorConfig
 from harness.config.workload import Workload
 from harness.records import RequestRecord
 from harness.run.worker import run_request
+from harness.sim.build import perf_model
 from harness.sim.server import serve
 from tests.helpers import build_requests
 
@@ -142,9 +143,22 @@ async def test_startup_delay_answers_503_then_serves(start_sim: Start) -> None:
             assert resp.status == 200
 
 
+def utilisation_for(kv_tokens: int, **cfg: object) -> float:
+    """The gpu_memory_utilization that leaves about `kv_tokens` of KV cache, found through the memory model."""
+    lo, hi = 0.05, 1.0
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        if perf_model(SimulatorConfig.model_validate({**cfg, "gpu_memory_utilization": mid}))[1] < kv_tokens:
+            lo = mid
+        else:
+            hi = mid
+    return hi
+
+
 async def test_kv_exhaustion_queues_then_preempts(start_sim: Start) -> None:
     # About 1,000 tokens of KV: six requests of 150 + 100 tokens cannot all stay resident.
-    url = await start_sim(gpu_memory_utilization=0.2024, max_num_batched_tokens=512)
+    url = await start_sim(gpu_memory_utilization=utilisation_for(1000, max_num_batched_tokens=512),
+                          max_num_batched_tokens=512)
     records = await harness_requests(url, 6, prompt=150, out=100)
     assert all(r.status == "ok" and r.completion_tokens == 100 for r in records)
     async with aiohttp.ClientSession() as s, s.get(url.removesuffix("/v1") + "/metrics") as resp:

@@ -116,6 +116,14 @@ async def test_metrics_parse_and_count_tokens(sim: str, session: aiohttp.ClientS
     assert samples["vllm:time_to_first_token_seconds_count"] == 2
     assert samples["vllm:inter_token_latency_seconds_count"] == 8
     assert samples["vllm:num_requests_running"] == 0
+    vllm = [s for f in text_string_to_metric_families(text) for s in f.samples if s.name.startswith("vllm:")]
+    assert vllm and all(s.labels.get("engine") == "0" and s.labels["model_name"] == "llama-3.1-8b" for s in vllm)
+
+
+async def metric(sim: str, session: aiohttp.ClientSession, name: str) -> float:
+    async with session.get(sim.removesuffix("/v1") + "/metrics") as resp:
+        text = await resp.text()
+    return next(s.value for f in text_string_to_metric_families(text) for s in f.samples if s.name == name)
 
 
 async def test_client_disconnect_frees_the_slot(sim: str, session: aiohttp.ClientSession) -> None:
@@ -132,6 +140,9 @@ async def test_client_disconnect_frees_the_slot(sim: str, session: aiohttp.Clien
         await asyncio.sleep(0.02)
     else:
         pytest.fail("the simulator kept running a request whose client had gone")
+    # Observed in the latency histograms as vLLM 0.33 does, with the tokens it got.
+    assert await metric(sim, session, "vllm:e2e_request_latency_seconds_count") == 1
+    assert await metric(sim, session, "vllm:time_to_first_token_seconds_count") == 1
 
 
 async def test_max_tokens_past_the_context_is_shortened_as_vllm_does(sim: str, session: aiohttp.ClientSession) -> None:
@@ -156,3 +167,22 @@ def test_predict_shortens_and_refuses_as_the_server_does() -> None:
     fits, refused = (predict(s)["phases"][0]["requests"] for s in (scenario, over))
     assert fits["by_status"]["truncated"] == 2 and fits["by_status"]["http_error"] == 0
     assert refused["by_status"]["http_error"] == 2
+
+
+@pytest.mark.parametrize("faults", [{}, {"stall_rate": 1.0, "stall_ms": 1.0}])  # the direct path, the faulty one
+async def test_the_role_chunk_comes_with_the_first_token(session: aiohttp.ClientSession, faults: dict) -> None:
+    """As vLLM sends it: a client timing the first event must not see a TTFT of 0."""
+    cfg = SimulatorConfig.model_validate({"timing": "fixed", "fixed_ttft_ms": 300, "faults": faults})
+    runner, url = await serve(cfg, "127.0.0.1", 0)
+    try:
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        async with session.post(f"{url}/chat/completions", json=chat(max_tokens=3, stream=True)) as resp:
+            first = await resp.content.readuntil(b"\n\n")
+            first_s = loop.time() - start
+            rest = await resp.read()
+        assert b'"role":"assistant"' in first.replace(b" ", b"")
+        assert first_s >= 0.29  # the server releases nothing before its TTFT
+        assert rest.count(b"data: ") == 3 + 2  # three tokens, the finish, [DONE]
+    finally:
+        await runner.cleanup()

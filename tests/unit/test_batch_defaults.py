@@ -9,7 +9,7 @@ from harness.config.presets import ACCELERATORS, batch_defaults
 from harness.config.simulator import SimulatorConfig
 from harness.sim.build import build_engine
 from harness.sim.engine import SimRequest
-from tests.virtual_engine import VirtualRun
+from harness.sim.virtual import VirtualRun
 
 
 @pytest.mark.parametrize(("accelerator", "seqs", "tokens"), [
@@ -63,3 +63,12 @@ def test_a_long_prompt_stalls_decodes_less_on_an_a100_with_vllms_budget() -> Non
         return max(float(np.max(np.diff(r.token_ns))) for r in decoders) / 1e6
 
     assert worst_gap_ms(2048) < 0.5 * worst_gap_ms(8192)
+
+
+def test_the_older_scheduler_runs_without_async_scheduling_unless_told() -> None:
+    assert SimulatorConfig().async_scheduling and SimulatorConfig().scheduler_compat == "0.33"
+    older = SimulatorConfig(scheduler_compat="0.11")
+    assert not older.async_scheduling and build_engine(older).config.compat == "0.11"
+    assert SimulatorConfig(scheduler_compat="0.11", async_scheduling=True).async_scheduling
+    with pytest.raises(ValueError, match="scheduler_compat"):
+        SimulatorConfig(scheduler_compat="0.10")  # type: ignore[arg-type]

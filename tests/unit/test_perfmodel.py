@@ -7,7 +7,7 @@ from harness.errors import PresetError
 from harness.sim.cli import preset_rows
 from harness.sim.engine import Engine, EngineConfig, SimRequest
 from harness.sim.perfmodel import Budget, RooflineModel, RooflineParams, StepLoad, build_model
-from tests.virtual_engine import run_virtual
+from harness.sim.virtual import run_virtual
 
 
 def model(acc: str = "h100-sxm", async_scheduling: bool = True) -> RooflineModel:

@@ -13,9 +13,9 @@ from harness.cli import main
 from harness.config.scenario import load_scenario, parse_scenario
 from harness.sim.engine import Engine, EngineConfig, SimRequest
 from harness.sim.perfmodel import StepLoad, build_model
+from harness.sim.virtual import run_virtual
 from harness.tools.predict import predict
 from harness.workload.arrivals import poisson_offsets
-from tests.virtual_engine import run_virtual
 
 ROOT = Path(__file__).resolve().parents[2]
 PERF = build_model("h100-sxm", "llama-3.1-8b")

@@ -9,8 +9,8 @@ from harness.config.presets import ACCELERATORS, MODELS
 from harness.sim.engine import Engine, EngineConfig, SimRequest
 from harness.sim.kvcache import BlockPool, BlockTable, block_hashes
 from harness.sim.perfmodel import RooflineModel
+from harness.sim.virtual import run_virtual
 from harness.tokens import make_text
-from tests.virtual_engine import run_virtual
 
 PERF = RooflineModel(ACCELERATORS["h100-sxm"], MODELS["llama-3.1-8b"])  # type: ignore[arg-type]
 
