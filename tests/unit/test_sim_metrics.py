@@ -19,7 +19,7 @@ def test_bulk_histogram_counts_exactly_like_prometheus_client() -> None:
     h = Histogram("itl_seconds", "d", ["m"], buckets=ITL_BUCKETS, registry=plain)
     for v in values:
         h.labels("a").observe(float(v))
-    b = BulkHistogram("itl_seconds", "d", "m", "a", ITL_BUCKETS)
+    b = BulkHistogram("itl_seconds", "d", {"m": "a"}, ITL_BUCKETS)
     bulk.register(b)
     b.observe_many(values[:700])
     b.observe_many(values[700:])
