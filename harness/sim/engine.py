@@ -19,7 +19,7 @@ from typing import Literal
 import numpy as np
 
 from harness.sim.kvcache import BlockPool, BlockTable, blocks_for
-from harness.sim.perfmodel import PerformanceModel, StepLoad
+from harness.sim.perfmodel import PerformanceModel, StepCost, StepLoad
 
 # Which vLLM scheduler to follow: 0.33 (the default), or 0.11's older rules for comparing with deployments
 # still on it (docs/vllm.md lists what differs).
@@ -83,10 +83,37 @@ class TokenTally:
 
 
 @dataclass(slots=True)
+class Stress:
+    """Where the device's time went, step by step: seconds of memory- and compute-bound steps, the bytes read
+    and FLOPs done over them, and the last step's utilisation of peak bandwidth (MBU) and FLOP/s (MFU)."""
+
+    memory_bound_s: float = 0.0
+    compute_bound_s: float = 0.0
+    hbm_bytes: float = 0.0
+    flops: float = 0.0
+    last_mbu: float = 0.0
+    last_mfu: float = 0.0
+
+    def add(self, cost: StepCost, seconds: float, peaks: tuple[float, float] | None) -> None:
+        if cost.memory_bound is None:
+            return
+        if cost.memory_bound:
+            self.memory_bound_s += seconds
+        else:
+            self.compute_bound_s += seconds
+        self.hbm_bytes += cost.hbm_bytes
+        self.flops += cost.flops
+        if peaks is not None:
+            self.last_mbu = cost.hbm_bytes / (seconds * peaks[0])
+            self.last_mfu = cost.flops / (seconds * peaks[1])
+
+
+@dataclass(slots=True)
 class Step:
     work: list[tuple[SimRequest, int]]  # (request, tokens computed this step)
     load: StepLoad
     duration_ns: int
+    cost: StepCost
 
 
 class Engine:
@@ -99,6 +126,8 @@ class Engine:
         self.pool = BlockPool(config.kv_blocks, config.prefix_caching, tail_first=self.current)
         self.num_preemptions = 0
         self.tokens = TokenTally()
+        self.stress = Stress()
+        self.peaks = model.peaks
         self._rng = np.random.default_rng(config.seed)
 
     def add(self, req: SimRequest) -> None:
@@ -146,7 +175,8 @@ class Engine:
             work.append((self.running[-1], n))
             budget -= n
         load = self._load(work)
-        return Step(work, load, self._duration_ns(load))
+        cost = self.model.step_cost(load)
+        return Step(work, load, self._duration_ns(cost.seconds), cost)
 
     def _admit(self, req: SimRequest, budget: int, now_ns: int) -> int:
         """Move the head of the queue into the batch with its first chunk; 0 when it does not fit yet.
@@ -218,14 +248,14 @@ class Engine:
                 load.prefill_attn += n * (req.computed + n / 2)
         return load
 
-    def _duration_ns(self, load: StepLoad) -> int:
-        seconds = self.model.step_seconds(load)
+    def _duration_ns(self, seconds: float) -> int:
         if self.config.noise_sigma > 0:
             seconds *= math.exp(self.config.noise_sigma * self._rng.standard_normal())
         return max(1, round(seconds * 1e9))
 
     def complete(self, step: Step, now_ns: int) -> None:
         """Apply a finished step: advance KV, emit the tokens it sampled, retire finished requests."""
+        self.stress.add(step.cost, step.duration_ns / 1e9, self.peaks)
         for req, n in step.work:
             if req.aborted:
                 continue

@@ -9,7 +9,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.core import HistogramMetricFamily
 from prometheus_client.registry import Collector
 
-from harness.sim.engine import SimRequest
+from harness.sim.engine import SimRequest, Stress
 from harness.sim.realtime import Snapshot
 
 TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
@@ -74,9 +74,24 @@ class SimMetrics:
                                  labels, registry=r)
         self._prefix_h = Counter("vllm:prefix_cache_hits", "Prompt tokens found in the prefix cache", labels,
                                  registry=r)
-        # Not a vLLM metric: how late the simulator released each step against its own deadline.
+        # Not vLLM metrics: how late the simulator released each step against its own deadline, and where the
+        # simulated device's time went (docs/simulator.md, "Where the stress lands").
         self._lateness = Histogram("sim:step_lateness_seconds", "Step release time minus its deadline",
                                    buckets=LATENESS_BUCKETS, registry=r)
+        self._stress_counters = {
+            "memory_bound_s": Counter("sim:memory_bound_seconds", "Step time whose memory reads outlast its "
+                                      "arithmetic", registry=r),
+            "compute_bound_s": Counter("sim:compute_bound_seconds", "Step time whose arithmetic outlasts its "
+                                       "memory reads", registry=r),
+            "hbm_bytes": Counter("sim:hbm_read_bytes", "Bytes read from device memory (weights, KV)", registry=r),
+            "flops": Counter("sim:flops", "Floating-point operations done", registry=r)}
+        self._mbu = Gauge("sim:step_mbu", "Last step: bytes read / (its time × peak bandwidth)", registry=r)
+        self._mfu = Gauge("sim:step_mfu", "Last step: FLOPs / (its time × peak FLOP/s)", registry=r)
+        self._peak_bw = Gauge("sim:peak_hbm_bytes_per_second", "The device's peak memory bandwidth, all ranks",
+                              registry=r)
+        self._peak_flops = Gauge("sim:peak_flops_per_second", "The device's peak FLOP/s for its weight type, "
+                                 "all ranks", registry=r)
+        self._stress_seen = dict.fromkeys(self._stress_counters, 0.0)
         self._label = (model_name, ENGINE)
         self._seen = {"preemptions": 0, "prefix_query_tokens": 0, "prefix_hit_tokens": 0, "generation_tokens": 0,
                       "prompt_tokens": 0}
@@ -107,4 +122,17 @@ class SimMetrics:
             value = getattr(snap, key)
             counter.labels(*lab).inc(value - self._seen[key])
             self._seen[key] = value
+        if snap.stress is not None:
+            self._render_stress(snap.stress, snap.peaks)
         return generate_latest(self.registry)
+
+    def _render_stress(self, stress: Stress, peaks: tuple[float, float] | None) -> None:
+        for key, stress_counter in self._stress_counters.items():
+            value = getattr(stress, key)
+            stress_counter.inc(value - self._stress_seen[key])
+            self._stress_seen[key] = value
+        if peaks is not None:
+            self._mbu.set(stress.last_mbu)
+            self._mfu.set(stress.last_mfu)
+            self._peak_bw.set(peaks[0])
+            self._peak_flops.set(peaks[1])

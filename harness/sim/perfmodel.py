@@ -37,6 +37,17 @@ class StepLoad:
 
 
 @dataclass(frozen=True, slots=True)
+class StepCost:
+    """What one step costs and moves: its time, the bytes it reads from device memory and the FLOPs it does
+    (all tensor-parallel ranks together), and whether its memory traffic or its arithmetic takes longer."""
+
+    seconds: float
+    hbm_bytes: float = 0.0
+    flops: float = 0.0
+    memory_bound: bool | None = None  # None: no roofline to say
+
+
+@dataclass(frozen=True, slots=True)
 class Budget:
     """What vLLM's memory profile runs its dummy forward pass with: a full token budget, a full batch."""
 
@@ -45,7 +56,13 @@ class Budget:
 
 
 class PerformanceModel(Protocol):
+    def step_cost(self, load: StepLoad) -> StepCost: ...
+
     def step_seconds(self, load: StepLoad) -> float: ...
+
+    @property
+    def peaks(self) -> tuple[float, float] | None:
+        """(bytes/s, FLOP/s) the device's memory and arithmetic could do at most, all ranks; None: no roofline."""
 
     def kv_capacity_tokens(self, gpu_memory_utilization: float = 0.9, budget: Budget = Budget()) -> int: ...
 
@@ -87,23 +104,34 @@ class RooflineModel:
     def kv_bytes_per_token(self) -> float:
         return self.model.kv_bytes_per_token(KV_DTYPE_BYTES)
 
+    @property
+    def peaks(self) -> tuple[float, float]:
+        a = self.accelerator
+        return a.bandwidth * self.tp, a.flops(self.dtype == "fp8") * self.tp
+
     def step_seconds(self, load: StepLoad) -> float:
+        return self.step_cost(load).seconds
+
+    def step_cost(self, load: StepLoad) -> StepCost:
         m, a, p, tp = self.model, self.accelerator, self.params, self.tp
         bw = a.bandwidth * p.eta_mem
         flops = a.flops(self.dtype == "fp8")
-        t_mem = m.weight_params_read(load.tokens) * self.weight_bytes_per_param / tp / bw
-        t_flops = 2 * m.active_params * load.tokens / tp / (flops * p.eta_compute)
+        weight_bytes = m.weight_params_read(load.tokens) * self.weight_bytes_per_param
+        lin_flops = 2 * m.active_params * load.tokens
+        t_mem = weight_bytes / tp / bw
+        t_flops = lin_flops / tp / (flops * p.eta_compute)
         t_lin = m.layers * p.c0_s + math.hypot(t_mem, t_flops)
         kv_read = self.kv_bytes_per_token * (load.decode_context + load.prefill_cached)
         att_flops = 4 * m.layers * m.q_heads * m.head_dim * (load.decode_context + load.prefill_attn)
-        t_attn = max(kv_read / tp / bw, att_flops / tp / (a.flops(False) * p.eta_attn))
+        t_kv, t_att = kv_read / tp / bw, att_flops / tp / (a.flops(False) * p.eta_attn)
         t_comm = 0.0
         if tp > 1:
             ring = 2 * (tp - 1) / tp * load.tokens * m.hidden * 2 / (a.link_gbps * 1e9)
             t_comm = 2 * m.layers * (p.alpha_s + ring)
-        device = t_lin + t_attn + t_comm + p.t0_s
+        device = t_lin + max(t_kv, t_att) + t_comm + p.t0_s
         host = p.t_host_s + p.t_seq_s * load.seqs
-        return max(device, host) if self.async_scheduling else device + host
+        seconds = max(device, host) if self.async_scheduling else device + host
+        return StepCost(seconds, weight_bytes + kv_read, lin_flops + att_flops, t_mem + t_kv >= t_flops + t_att)
 
     def activation_bytes(self, budget: Budget) -> float:
         """Peak activations of vLLM's profiling pass, per device: the MLP's widest tensors and a few hidden-size
@@ -126,6 +154,11 @@ class RooflineModel:
 class AsicModel:
     accelerator: AsicAccelerator
     model: ModelSpec
+
+    peaks = None  # weights in SRAM: no memory roofline to measure against
+
+    def step_cost(self, load: StepLoad) -> StepCost:
+        return StepCost(self.step_seconds(load))
 
     def step_seconds(self, load: StepLoad) -> float:
         a = self.accelerator

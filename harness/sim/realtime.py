@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from harness.clock import NS_PER_MS, NS_PER_S, Clock, MonotonicClock
-from harness.sim.engine import Engine, SimRequest, TokenTally
+from harness.sim.engine import Engine, SimRequest, Stress, TokenTally
 
 # Past this much lateness the simulator stops trying to catch up with its own schedule:
 # it is overloaded, and pretending otherwise would emit a burst of back-dated steps.
@@ -36,6 +36,8 @@ class Snapshot:
     prefix_hit_tokens: int
     generation_tokens: int
     prompt_tokens: int
+    stress: Stress | None = None  # the engine's running account (None: fixed timing has no device)
+    peaks: tuple[float, float] | None = None  # bytes/s, FLOP/s
 
 
 class Driver(Protocol):
@@ -89,7 +91,7 @@ class StepDriver(_DriverBase):
     def snapshot(self) -> Snapshot:
         e = self.engine
         return Snapshot(len(e.running), len(e.waiting), e.kv_usage, e.num_preemptions, e.pool.query_tokens,
-                        e.pool.hit_tokens, e.tokens.generation, e.tokens.prompt)
+                        e.pool.hit_tokens, e.tokens.generation, e.tokens.prompt, e.stress, e.peaks)
 
     async def run(self) -> None:
         deadline: int | None = None

@@ -116,6 +116,11 @@ async def test_metrics_parse_and_count_tokens(sim: str, session: aiohttp.ClientS
     assert samples["vllm:time_to_first_token_seconds_count"] == 2
     assert samples["vllm:inter_token_latency_seconds_count"] == 8
     assert samples["vllm:num_requests_running"] == 0
+    # Where the stress lands: 2 prefills of 3 tokens and 8 decodes, all memory-bound on an H100.
+    assert samples["sim:peak_hbm_bytes_per_second"] == 3.35e12 and samples["sim:peak_flops_per_second"] == 989e12
+    assert samples["sim:memory_bound_seconds_total"] > 0 and samples["sim:compute_bound_seconds_total"] == 0
+    assert samples["sim:hbm_read_bytes_total"] > 10 * 15e9  # the weights, read once a step
+    assert 0.4 < samples["sim:step_mbu"] < 0.75 and 0 < samples["sim:step_mfu"] < 0.01
     vllm = [s for f in text_string_to_metric_families(text) for s in f.samples if s.name.startswith("vllm:")]
     assert vllm and all(s.labels.get("engine") == "0" and s.labels["model_name"] == "llama-3.1-8b" for s in vllm)
 

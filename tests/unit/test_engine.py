@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from harness.config.presets import ACCELERATORS, MODELS
 from harness.sim.engine import Engine, EngineConfig, SimRequest
 from harness.sim.kvcache import block_hashes, blocks_for
-from harness.sim.perfmodel import RooflineModel, StepLoad
+from harness.sim.perfmodel import RooflineModel, StepCost, StepLoad
 from harness.sim.virtual import run_virtual
 from harness.tokens import make_text
 
@@ -23,12 +23,17 @@ def engine(**kw: int | float) -> Engine:
 class RecordingModel:
     """Wraps the roofline model and keeps every step's load."""
 
+    peaks = PERF.peaks
+
     def __init__(self) -> None:
         self.loads: list[StepLoad] = []
 
-    def step_seconds(self, load: StepLoad) -> float:
+    def step_cost(self, load: StepLoad) -> StepCost:
         self.loads.append(load)
-        return PERF.step_seconds(load)
+        return PERF.step_cost(load)
+
+    def step_seconds(self, load: StepLoad) -> float:
+        return self.step_cost(load).seconds
 
 
 def test_every_request_gets_exactly_its_tokens_in_order() -> None:
