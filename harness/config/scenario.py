@@ -31,7 +31,8 @@ class SLO(Strict):
 # The server-side series the harness reads (harness.stats.server maps each to the names engines give it).
 ServerSeries = Literal["running", "waiting", "kv_cache_usage", "generation_tokens_total", "prompt_tokens_total",
                        "preemptions_total", "prefix_cache_queries_total", "prefix_cache_hits_total",
-                       "prefix_cache_hit_rate"]
+                       "prefix_cache_hit_rate", "memory_bound_seconds_total", "compute_bound_seconds_total",
+                       "hbm_read_bytes_total", "flops_total", "peak_hbm_bytes_per_second", "peak_flops_per_second"]
 
 
 class EndpointConfig(Strict):

@@ -160,6 +160,25 @@ SERVER_SECTION: list[Row] = [
 ]
 
 
+def _stress_cell(fmt: Callable[[dict[str, Any]], str]) -> Cell:
+    def cell(phase: dict[str, Any]) -> str:
+        stress = phase.get("stress")
+        try:
+            text = fmt(stress) if stress else "-"
+        except TypeError:  # a figure the source could not give
+            return "-"
+        return f"~{text}" if stress and stress["source"] == "estimate" else text
+    return cell
+
+
+# Shown when some phase knows where its stress landed: the simulator's own account, or an estimate (~).
+STRESS_SECTION: list[Row] = [
+    ("where the stress lands", None),
+    ("  memory-bound share of step time", _stress_cell(lambda s: f"{s['memory_bound_share']:.0%}")),
+    ("  MBU / MFU", _stress_cell(lambda s: f"{s['mbu']:.0%} / {s['mfu']:.1%}")),
+]
+
+
 def _applicable(sections: list[list[Row]], phases: list[dict[str, Any]]) -> list[list[Row]]:
     """Rows left out where they cannot apply: batch time without a batch phase, failures without one."""
     skip = set()
@@ -213,7 +232,8 @@ def build_table(summary: dict[str, Any]) -> Table:
     slo_rows = _slo_rows(phases)
     sections = [*_applicable(SECTIONS[:2], phases), [*SECTIONS[2], *([("SLOs", None), *slo_rows] if slo_rows else [])],
                 [*SECTIONS[3], *prompt_rows],
-                *([SERVER_SECTION] if any(p.get("server") for p in phases) else [])]
+                *([SERVER_SECTION] if any(p.get("server") for p in phases) else []),
+                *([STRESS_SECTION] if any(p.get("stress") for p in phases) else [])]
     for i, rows in enumerate(sections):
         if i:
             table.add_section()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from harness.stats.schema import Comparison, PhaseComparison, PhaseSummary
+from harness.stats.schema import Comparison, PhaseComparison, PhaseSummary, Stress
 
 _OPEN_LOOP = {"poisson", "gamma", "constant", "ramp", "trace"}
 KNEE_GOODPUT = 0.95
@@ -66,6 +66,7 @@ def comparisons(phases: Sequence[PhaseSummary]) -> list[PhaseComparison]:
             at_capacity=at_capacity,
             versus_offered_rps=interactive.load.target_rps or interactive.load.offered_rps,
             waiting_max=p.server.waiting_max if p.server is not None else None,
+            stress=p.stress, interactive_stress=interactive.stress,
         )
         for p in phases if _kind(p) == "batch" and p.requests.ok
     ]
@@ -87,11 +88,29 @@ def sentences(comps: Sequence[PhaseComparison]) -> list[str]:
         if c.waiting_max:
             line += (f" Up to {c.waiting_max:.0f} batched requests waited in the server's queue: the batch is "
                      "larger than the server runs at once, so part of its TTFT is queueing.")
+        line += _why(c.interactive_stress, c.stress)
         if not c.at_capacity and c.versus_offered_rps is not None:
             line += (f" The ratio holds at the {c.versus_offered_rps:.2f} req/s the interactive run was offered; "
                      "sweep its rate to compare at its capacity.")
         lines.append(line)
     return lines
+
+
+def _bound(stress: Stress) -> str:
+    mbu = "" if stress.mbu is None else f"MBU {stress.mbu:.0%}, "
+    mfu = "" if stress.mfu is None else f"MFU {stress.mfu:.1%}"
+    return f"{stress.memory_bound_share:.0%} memory-bound ({(mbu + mfu).rstrip(', ')})"
+
+
+def _why(interactive: Stress | None, batch: Stress | None) -> str:
+    """Why the batch gains: how much of each phase's step time read memory rather than computed."""
+    if interactive is None or batch is None or None in (interactive.memory_bound_share, batch.memory_bound_share):
+        return ""
+    where = ("an estimate, not a measurement" if "estimate" in (interactive.source, batch.source)
+             else "on the simulated accelerator")
+    return (f" Why ({where}): the interactive run's step time was {_bound(interactive)}, each step "
+            f"reading all the weights for a few tokens, against {_bound(batch)} for the batches, whose tokens share "
+            "each read.")
 
 
 def compare(phases: Sequence[PhaseSummary]) -> Comparison:

@@ -169,6 +169,20 @@ class ServerPhase(_Model):
                                                  "cache / prompt tokens looked up, over the window")
 
 
+class Stress(_Model):
+    """Where the phase's stress landed on the accelerator (docs/output.md, "Where the stress lands")."""
+
+    source: Literal["simulator", "estimate"] = Field(
+        description="simulator: the bundled simulator's account of every step; estimate: from measured latency "
+                    "and batch on a declared accelerator and model")
+    basis: str = Field(description="what the figures rest on, in words")
+    memory_bound_share: float | None = Field(
+        None, description="share of step time in steps whose memory reads outlast their arithmetic")
+    busy_share: float | None = Field(None, description="share of the phase's wall time the engine was stepping")
+    mbu: float | None = Field(None, description="bytes read from device memory / (step time × peak bandwidth)")
+    mfu: float | None = Field(None, description="FLOPs done / (step time × peak FLOP/s of the weight type)")
+
+
 class IdleCapped(_Model):
     max_idle_s: float
     gaps: int = Field(description="silences shortened to max_idle_s")
@@ -229,6 +243,8 @@ class PhaseSummary(PhaseStats, _PhaseHead):
 
     trace: TraceUse | None = Field(None, description="the trace file replayed, when there was one")
     server: ServerPhase | None = Field(None, description="when the endpoint's /metrics was scraped")
+    stress: Stress | None = Field(None, description="memory- or compute-bound, MBU and MFU: from the bundled "
+                                  "simulator, or estimated for a declared accelerator")
     sessions: SessionStats | None = Field(None, description="multi-turn sessions (workload.sessions)")
     bottleneck: Literal["client", "server"] | None = Field(
         None, description="client: the harness was late (client_limited); server: the server's waiting queue "
@@ -303,6 +319,8 @@ class PhaseComparison(_Model):
     versus_offered_rps: float | None = None
     waiting_max: float | None = Field(None, description="most requests the server held waiting during the batch "
                                       "phase (scraped)")
+    stress: Stress | None = Field(None, description="where the batch phase's stress landed")
+    interactive_stress: Stress | None = Field(None, description="where the interactive phase's stress landed")
 
 
 class Comparison(_Model):

@@ -37,6 +37,13 @@ SERIES: dict[str, tuple[str, ...]] = {
     "prefix_cache_queries_total": ("vllm:prefix_cache_queries_total",),
     "prefix_cache_hits_total": ("vllm:prefix_cache_hits_total", "llamacpp:prompt_tokens_cached_total"),
     "prefix_cache_hit_rate": ("sglang:cache_hit_rate",),  # SGLang's own running share, a gauge
+    # The bundled simulator's account of its device (harness.stats.stress); no engine exports these.
+    "memory_bound_seconds_total": ("sim:memory_bound_seconds_total",),
+    "compute_bound_seconds_total": ("sim:compute_bound_seconds_total",),
+    "hbm_read_bytes_total": ("sim:hbm_read_bytes_total",),
+    "flops_total": ("sim:flops_total",),
+    "peak_hbm_bytes_per_second": ("sim:peak_hbm_bytes_per_second",),
+    "peak_flops_per_second": ("sim:peak_flops_per_second",),
 }
 COLUMNS: tuple[str, ...] = tuple(SERIES)
 KNOWN: dict[str, str] = {name: ours for ours, names in SERIES.items() for name in names}
@@ -92,7 +99,7 @@ def parse_exposition(text: str, names: Mapping[str, str] = KNOWN) -> Sample:
     return {k: (sum(v) / len(v) if k in _AVERAGED else sum(v)) for k, v in totals.items()}
 
 
-def _counter_rate(rows: Sequence[Row], name: str, start_ns: int, end_ns: int) -> float | None:
+def counter_rate(rows: Sequence[Row], name: str, start_ns: int, end_ns: int) -> float | None:
     """The counter's rise over [start, end] per second, reading it between scrapes by linear interpolation,
     so the server's rate covers the same window as the client's (not just the scrapes that fell inside)."""
     points = [(r.t_ns, r.values[name]) for r in rows if name in r.values]
@@ -104,7 +111,7 @@ def _counter_rate(rows: Sequence[Row], name: str, start_ns: int, end_ns: int) ->
     return rise / ((end_ns - start_ns) / NS_PER_S)
 
 
-def _gauge(rows: Sequence[Row], name: str) -> tuple[float | None, float | None]:
+def gauge(rows: Sequence[Row], name: str) -> tuple[float | None, float | None]:
     values = [r.values[name] for r in rows if name in r.values]
     return (sum(values) / len(values), max(values)) if values else (None, None)
 
@@ -112,17 +119,17 @@ def _gauge(rows: Sequence[Row], name: str) -> tuple[float | None, float | None]:
 def phase_server_summary(rows: Sequence[Row], start_ns: int, end_ns: int) -> dict[str, float | int | None]:
     """Gauges averaged and maxed over the scrapes inside [start, end]; counters as rates over the window."""
     inside = [r for r in rows if start_ns <= r.t_ns <= end_ns]
-    running_mean, running_max = _gauge(inside, "running")
-    waiting_mean, waiting_max = _gauge(inside, "waiting")
-    kv_mean, kv_max = _gauge(inside, "kv_cache_usage")
+    running_mean, running_max = gauge(inside, "running")
+    waiting_mean, waiting_max = gauge(inside, "waiting")
+    kv_mean, kv_max = gauge(inside, "kv_cache_usage")
     return {
         "scrapes": len(inside),
         "running_mean": running_mean, "running_max": running_max,
         "waiting_mean": waiting_mean, "waiting_max": waiting_max,
         "kv_cache_usage_mean": kv_mean, "kv_cache_usage_max": kv_max,
-        "generation_tokens_per_s": _counter_rate(rows, "generation_tokens_total", start_ns, end_ns),
-        "prompt_tokens_per_s": _counter_rate(rows, "prompt_tokens_total", start_ns, end_ns),
-        "preemptions_per_s": _counter_rate(rows, "preemptions_total", start_ns, end_ns),
+        "generation_tokens_per_s": counter_rate(rows, "generation_tokens_total", start_ns, end_ns),
+        "prompt_tokens_per_s": counter_rate(rows, "prompt_tokens_total", start_ns, end_ns),
+        "preemptions_per_s": counter_rate(rows, "preemptions_total", start_ns, end_ns),
         "prefix_cache_hit_share": _hit_share(rows, inside, start_ns, end_ns),
     }
 
@@ -130,14 +137,14 @@ def phase_server_summary(rows: Sequence[Row], start_ns: int, end_ns: int) -> dic
 def _hit_share(rows: Sequence[Row], inside: Sequence[Row], start_ns: int, end_ns: int) -> float | None:
     """The share of prompt tokens the server found in its prefix cache over the window: hits over lookups
     (vLLM), hits over hits plus tokens computed (llama.cpp counts only those two), or SGLang's own gauge."""
-    hits = _counter_rate(rows, "prefix_cache_hits_total", start_ns, end_ns)
-    looked_up = _counter_rate(rows, "prefix_cache_queries_total", start_ns, end_ns)
+    hits = counter_rate(rows, "prefix_cache_hits_total", start_ns, end_ns)
+    looked_up = counter_rate(rows, "prefix_cache_queries_total", start_ns, end_ns)
     if hits is not None and looked_up is None:
-        computed = _counter_rate(rows, "prompt_tokens_total", start_ns, end_ns)
+        computed = counter_rate(rows, "prompt_tokens_total", start_ns, end_ns)
         looked_up = None if computed is None else hits + computed
     if hits is not None and looked_up:
         return hits / looked_up
-    return _gauge(inside, "prefix_cache_hit_rate")[0]
+    return gauge(inside, "prefix_cache_hit_rate")[0]
 
 
 def rates(rows: Sequence[Row], name: str) -> tuple[list[float], list[float]]:

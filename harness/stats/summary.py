@@ -19,12 +19,14 @@ from harness.stats.schema import (
     RunHeader,
     ScrapeInfo,
     ServerPhase,
+    Stress,
     Summary,
     Tokens,
     TraceUse,
 )
 from harness.stats.server import Row, phase_server_summary
 from harness.stats.sessions import session_stats
+from harness.stats.stress import from_simulator
 from harness.stats.thresholds import evaluate
 from harness.stats.verdict import ClientCheck
 
@@ -37,6 +39,7 @@ class PhaseRun:
     records: Sequence[RequestRecord]
     client: ClientCheck | None = None
     trace: Mapping[str, Any] | None = None
+    stress: Stress | None = None  # known without scraping (`harness predict` reads its engine)
 
 
 def phase_summary(scenario: Scenario, run: PhaseRun, rows: Sequence[Row] = (),
@@ -52,10 +55,12 @@ def phase_summary(scenario: Scenario, run: PhaseRun, rows: Sequence[Row] = (),
                                  "ceiling_share": share})
     whole = stats.whole_run.window
     server = ServerPhase(**phase_server_summary(rows, whole.start_ns, whole.end_ns)) if rows else None
+    stress = run.stress or (from_simulator(rows, whole.start_ns, whole.end_ns) if rows else None)
     load = stats.load.model_copy(update={"target_rps": target_rate(scenario, phase, run.trace)})
     return PhaseSummary(**{**dict(stats), "client": client, "load": load}, name=phase.name,
                         config=phase.model_dump(mode="json"),
                         trace=None if run.trace is None else TraceUse.model_validate(run.trace), server=server,
+                        stress=stress,
                         sessions=session_stats(run.records), warnings=phase_warnings(scenario, stats.tokens),
                         thresholds=evaluate(scenario.thresholds, phase.thresholds, stats),
                         bottleneck=bottleneck(stats.client_limited, server))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from harness import __version__
@@ -23,8 +24,11 @@ from harness.run.runner import run_plan
 from harness.run.simulator import check_fits
 from harness.sim.build import build_engine, context_problem, model_context
 from harness.sim.engine import SimRequest
+from harness.sim.engine import Stress as EngineStress
 from harness.sim.realtime import StepDriver
 from harness.sim.requests import finish_reason, make_request, output_length, parse_body
+from harness.stats.schema import Stress
+from harness.stats.stress import account
 from harness.stats.summary import PhaseRun, build_summary
 from harness.tokens import token_text
 from harness.workload.plan import plan_phase, plan_trace, text_maker
@@ -117,11 +121,22 @@ async def _phases(scenario: Scenario, clock: FakeClock) -> list[PhaseRun]:
     try:
         for i, phase in enumerate(scenario.phases):
             plan = plan_phase(scenario, i, "predict", text)
+            before, start_ns = replace(engine.stress), clock.now_ns()
             records = await run_plan(dispatcher, plan, 0.0)
-            done.append(PhaseRun(phase, records, trace=plan_trace(plan)))
+            stress = _phase_stress(before, engine.stress, (clock.now_ns() - start_ns) / NS_PER_S, engine.peaks)
+            done.append(PhaseRun(phase, records, trace=plan_trace(plan), stress=stress))
     finally:
         await cancel_quietly(driving)
     return done
+
+
+def _phase_stress(before: EngineStress, after: EngineStress, seconds: float,
+                  peaks: tuple[float, float] | None) -> Stress | None:
+    if peaks is None:
+        return None
+    return account(after.memory_bound_s - before.memory_bound_s, after.compute_bound_s - before.compute_bound_s,
+                   after.hbm_bytes - before.hbm_bytes, after.flops - before.flops, seconds, peaks,
+                   "the engine's roofline account of every step, in virtual time")
 
 
 def _discard(_: RequestRecord) -> None:

@@ -116,6 +116,12 @@ def check_server_side(run_dir: Path, summary: dict) -> None:
     assert 1 <= interactive["running_mean"] <= 10 and batch["running_max"] >= 32
     client = summary["phases"][0]["throughput"]["output_tokens_per_s"]
     assert interactive["generation_tokens_per_s"] == pytest.approx(client, rel=0.25)
+    # Where the stress lands, from the scraped sim: series: decoding a few streams is memory-bound; the batch's
+    # prefills and its 64-wide decodes do more arithmetic per byte read.
+    calm, busy = (p["stress"] for p in summary["phases"])
+    assert calm["source"] == busy["source"] == "simulator"
+    assert calm["memory_bound_share"] > 0.8 and busy["mfu"] > 3 * calm["mfu"]
+    assert 0.3 < calm["mbu"] < 0.8
 
 
 def test_run_against_an_endpoint_keeps_the_key_secret(tmp_path: Path, sim_url: str) -> None:

@@ -7,6 +7,8 @@ import pytest
 from harness.config.presets import ACCELERATORS, MODELS
 from harness.sim.engine import Engine, EngineConfig, SimRequest
 from harness.sim.perfmodel import RooflineModel, build_model
+from harness.stats.server import Row
+from harness.stats.stress import from_simulator
 
 # Llama-3.1-8B: 8.03 B parameters less the 128,256 × 4,096 embedding table, bf16; KV 2·32·8·128·2 B a token.
 WEIGHT_BYTES = (8.03e9 - 128256 * 4096) * 2
@@ -65,3 +67,19 @@ def test_tensor_parallel_peaks_are_the_ranks_together_and_an_asic_has_none() -> 
     step = eng.schedule(0)
     eng.complete(step, step.duration_ns)
     assert asic.peaks is None and eng.stress.memory_bound_s == eng.stress.compute_bound_s == 0
+
+
+def test_a_phase_stress_from_scraped_simulator_series() -> None:
+    """Counters read as rates over the phase's window (between scrapes by interpolation), peaks as gauges."""
+    def row(t_s: float, memory: float, compute: float) -> Row:
+        return Row(int(t_s * 1e9), {"memory_bound_seconds_total": memory, "compute_bound_seconds_total": compute,
+                                    "hbm_read_bytes_total": (memory + compute) * 1e12,
+                                    "flops_total": (memory + compute) * 1e14,
+                                    "peak_hbm_bytes_per_second": 2e12, "peak_flops_per_second": 1e15})
+    # Over [10 s, 20 s]: 6 s of memory-bound and 2 s of compute-bound steps.
+    rows = [row(0, 0, 0), row(10, 5, 1), row(20, 11, 3), row(30, 11, 3)]
+    stress = from_simulator(rows, 10 * 10**9, 20 * 10**9)
+    assert stress is not None and stress.source == "simulator"
+    assert stress.memory_bound_share == pytest.approx(0.75) and stress.busy_share == pytest.approx(0.8)
+    assert stress.mbu == pytest.approx(0.5) and stress.mfu == pytest.approx(0.1)
+    assert from_simulator([Row(0, {"running": 1.0}), Row(10**9, {"running": 2.0})], 0, 10**9) is None  # a vLLM
