@@ -25,7 +25,7 @@ from harness.cli.export import export_options, live_metrics, push, with_export_f
 from harness.client.backend import Api
 from harness.config.load import TraceLoad
 from harness.config.quick import QuickRun, length_spec, quick_scenario
-from harness.config.scenario import Scenario
+from harness.config.scenario import Scenario, parse_hardware
 from harness.errors import EXIT_NOTHING_OK, EXIT_REGRESSION, EXIT_STOPPED
 from harness.gctune import tune_for_timing
 from harness.report.files import write_run
@@ -52,6 +52,9 @@ from harness.tools.search import parse_slo
               help="With the bundled simulator on a machine of 2+ cores: harness on the first, simulator on the last.")
 @click.option("--accelerator", metavar="TEXT",
               help="What the endpoint runs on (e.g. '8xH100, TP 8'), for the report's header.")
+@click.option("--hardware", metavar="PRESET[,model=M][,tp=N][,dtype=fp8]",
+              help="What the endpoint runs on, as presets (`harness sim presets`): each phase then gets an "
+                   "estimate of its memory-bandwidth and compute utilisation (MBU, MFU).")
 @click.option("--tokenizer", metavar="PATH|server",
               help="Prompts of exact length on a real model: a local Hugging Face tokenizer (directory or "
                    "tokenizer.json, never downloaded), or 'server' to count with the endpoint's own /tokenize.")
@@ -78,13 +81,14 @@ from harness.tools.search import parse_slo
 @export_options
 @guarded
 def run(scenario_path: Path | None, endpoint: str | None, model: str | None, api: Api | None,
-        api_key_env: str | None, reports_dir: Path, pin: bool, accelerator: str | None, tokenizer: str | None,
-        skip_bad_rows: bool, progress: str, repeat: int, **quick: Any) -> None:
+        api_key_env: str | None, reports_dir: Path, pin: bool, accelerator: str | None, hardware: str | None,
+        tokenizer: str | None, skip_bad_rows: bool, progress: str, repeat: int, **quick: Any) -> None:
     """Run SCENARIO (default scenarios/quickstart.yaml), or a quick run from flags (--rate, --concurrency,
     --batch), and report each phase side by side."""
     export = {k: quick.pop(k) for k in ("metrics_port", "metrics_hold_s", "pushgateway", "pushgateway_job",
                                         "pushgateway_label")}
     scenario = _with_flags(_scenario(scenario_path, quick, api), tokenizer, skip_bad_rows, accelerator)
+    scenario = _with_hardware(scenario, hardware)
     scenario = with_export_flags(scenario, export)
     endpoint = endpoint_url(endpoint)
     writable_dir(reports_dir, "--reports-dir")
@@ -177,6 +181,16 @@ def _slo_limits(text: str | None) -> dict[str, float] | None:
         return parse_slo(text).model_dump(exclude_none=True)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--slo") from None
+
+
+def _with_hardware(scenario: Scenario, hardware: str | None) -> Scenario:
+    if hardware is None:
+        return scenario
+    try:
+        declared = parse_hardware(hardware)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--hardware") from None
+    return scenario.model_copy(update={"endpoint": scenario.endpoint.model_copy(update={"hardware": declared})})
 
 
 def _with_flags(scenario: Scenario, tokenizer: str | None, skip_bad_rows: bool, accelerator: str | None) -> Scenario:

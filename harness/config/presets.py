@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import yaml
 
 from harness.errors import PresetError
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +143,36 @@ def _build(cls: type[Any], name: str, entry: object, source: str) -> Any:
         return cls(name=name, **entry)
     except TypeError as exc:
         raise PresetError(f"{source}: {name}: {exc}") from None
+
+
+def resolve_accelerator(value: str | dict[str, Any]) -> Accelerator | AsicAccelerator:
+    """A preset's name, or a custom accelerator's fields (`kind: asic` for an SRAM chip); ValueError if neither."""
+    if isinstance(value, str):
+        if value not in ACCELERATORS:
+            raise ValueError(f"unknown accelerator {value!r}; known: {', '.join(sorted(ACCELERATORS))}")
+        return ACCELERATORS[value]
+    entry = dict(value)
+    name = str(entry.pop("name", "custom"))
+    if entry.pop("kind", "gpu") == "asic":
+        return _custom(AsicAccelerator, name, entry)
+    return _custom(Accelerator, name, entry)
+
+
+def resolve_model(value: str | dict[str, Any]) -> ModelSpec:
+    """A preset's name, or a custom model's fields; ValueError if neither."""
+    if isinstance(value, str):
+        if value not in MODELS:
+            raise ValueError(f"unknown model {value!r}; known: {', '.join(sorted(MODELS))}")
+        return MODELS[value]
+    entry = dict(value)
+    return _custom(ModelSpec, str(entry.pop("name", "custom")), entry)
+
+
+def _custom(cls: type[T], name: str, entry: dict[str, Any]) -> T:
+    try:
+        return cast(T, _build(cls, name, entry, "custom"))
+    except PresetError as exc:
+        raise ValueError(str(exc).removeprefix("custom: ")) from None
 
 
 def load_presets(path: Path) -> None:

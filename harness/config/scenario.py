@@ -14,6 +14,7 @@ from pydantic import Field, ValidationError, model_validator
 
 from harness.config.base import PositiveMillis, PositiveSeconds, Seconds, Strict
 from harness.config.load import LOAD_TAGS, Phase
+from harness.config.presets import resolve_accelerator, resolve_model
 from harness.config.simulator import SimulatorConfig
 from harness.config.thresholds import Thresholds
 from harness.config.workload import Workload
@@ -35,6 +36,44 @@ ServerSeries = Literal["running", "waiting", "kv_cache_usage", "generation_token
                        "hbm_read_bytes_total", "flops_total", "peak_hbm_bytes_per_second", "peak_flops_per_second"]
 
 
+class Hardware(Strict):
+    """What the endpoint runs on, as presets: the harness then estimates where each phase's stress landed
+    (MBU, MFU) from the measured inter-token latency and batch. An estimate, and reported as one."""
+
+    accelerator: str | dict[str, Any] = Field(description="a preset (`harness sim presets`) or a custom "
+                                              "accelerator's fields (tflops, hbm_tbps, memory_gb, …)")
+    model: str | dict[str, Any] | None = Field(None, description="a preset or a custom model's fields (layers, "
+                                               "hidden, q_heads, kv_heads, head_dim, params_b, vocab, …); "
+                                               "default: the endpoint's model, when it is a preset")
+    tp: Annotated[int, Field(ge=1, le=64)] = Field(1, description="tensor parallelism: devices per replica")
+    dtype: Literal["bf16", "fp8"] = "bf16"
+
+    @model_validator(mode="after")
+    def _known(self) -> Hardware:
+        resolve_accelerator(self.accelerator)
+        if self.model is not None:
+            resolve_model(self.model)
+        return self
+
+
+def parse_hardware(text: str) -> Hardware:
+    """`h100-sxm` or `h100-sxm,model=llama-3.1-8b,tp=2,dtype=fp8` (the `--hardware` flag); ValueError naming
+    what is wrong."""
+    accelerator, *items = [part.strip() for part in text.split(",")]
+    fields: dict[str, Any] = {"accelerator": accelerator}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or key not in ("model", "tp", "dtype"):
+            raise ValueError(f"{item!r}: expected model=…, tp=… or dtype=…")
+        fields[key] = value
+    try:
+        return Hardware.model_validate(fields)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(part) for part in err["loc"])
+        raise ValueError(f"{where + ': ' if where else ''}{str(err['msg']).removeprefix('Value error, ')}") from None
+
+
 class EndpointConfig(Strict):
     url: str | None = Field(None, description="OpenAI base URL, e.g. http://host:8000/v1; none: the simulator")
     model: str | None = None
@@ -42,6 +81,8 @@ class EndpointConfig(Strict):
     accelerator: str | None = Field(None, description="what the endpoint runs on, as you declare it "
                                     "(e.g. '8×H100 SXM, TP 8'): shown in the report's header")
     api_key_env: str | None = Field(None, description="name of the environment variable holding the key")
+    hardware: Hardware | None = Field(None, description="presets for what it runs on: each phase then gets an "
+                                      "estimate of its MBU and MFU (docs/output.md)")
     metrics_url: str | None = Field(None, description="Prometheus /metrics to scrape; none: origin + /metrics")
     scrape_interval_s: Seconds = Field(1.0, description="seconds between scrapes; 0: no scraping")
     server_metrics: dict[ServerSeries, str] | None = Field(

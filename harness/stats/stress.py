@@ -1,15 +1,18 @@
 """Where a phase's stress landed: memory- or compute-bound, and how much of the device's peak bandwidth (MBU)
 and arithmetic (MFU) it used.
 
-Read from the bundled simulator's account of its steps (its `sim:` series, scraped like any server's). Pure:
-scraped rows and a time window in, a `Stress` out.
+Read from the bundled simulator's account of its steps (its `sim:` series, scraped like any server's), or, for
+any other endpoint on a declared accelerator, estimated from the measured inter-token latency and batch. Pure:
+scraped rows and a time window, or a phase's statistics, in; a `Stress` out.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from harness.stats.schema import Stress
+from harness.config.presets import AsicAccelerator, resolve_accelerator, resolve_model
+from harness.config.scenario import Hardware
+from harness.stats.schema import PhaseStats, Stress
 from harness.stats.server import Row, counter_rate, gauge
 
 SIMULATOR_BASIS = "the simulator's roofline account of every step (sim: metrics)"
@@ -41,3 +44,33 @@ def from_simulator(rows: Sequence[Row], start_ns: int, end_ns: int) -> Stress | 
         return None
     peaks = gauge(rows, "peak_hbm_bytes_per_second")[0], gauge(rows, "peak_flops_per_second")[0]
     return account(memory, compute, read, done, 1.0, peaks)  # rates: one second's worth
+
+
+def estimate(hardware: Hardware, model_name: str | None, stats: PhaseStats, running: float | None) -> Stress | None:
+    """The stress of a phase on a declared accelerator, from what was measured: a decode step lasts one ITL
+    (p50), reads every weight and the KV cache of each running request's context, and does 2 FLOPs a weight and
+    the attention's per token. `running`: the server's mean running batch (scraped), else Little's law from
+    the client's own records. None when the accelerator has no roofline or nothing was measured."""
+    accelerator = resolve_accelerator(hardware.accelerator)
+    model_value = hardware.model if hardware.model is not None else model_name
+    itl_ms, ok = stats.latency_ms.itl.p50, stats.requests.ok
+    if isinstance(accelerator, AsicAccelerator) or model_value is None or not itl_ms or not ok:
+        return None
+    try:
+        model = resolve_model(model_value)
+    except ValueError:
+        return None  # the endpoint's model is no preset, and none was declared
+    source = "scraped"
+    if running is None:
+        running, source = stats.throughput.requests_per_s * (stats.latency_ms.e2e.mean or 0.0) / 1e3, "Little's law"
+    batch = max(running, 1.0)
+    context = (stats.tokens.input + stats.tokens.output / 2) / ok
+    fp8 = hardware.dtype == "fp8"
+    read = model.weight_params_read(round(batch)) * (1 if fp8 else 2) + model.kv_bytes_per_token(2) * batch * context
+    flops = (2 * model.active_params + 4 * model.layers * model.q_heads * model.head_dim * context) * batch
+    peak_bytes, peak_flops = accelerator.bandwidth * hardware.tp, accelerator.flops(fp8) * hardware.tp
+    step_s = itl_ms / 1e3
+    basis = (f"ITL p50 {itl_ms:.1f} ms, {running:.1f} requests running ({source}), {context:,.0f}-token mean "
+             f"context, {model.name} {hardware.dtype} on {hardware.tp} × {accelerator.name}")
+    return Stress(source="estimate", basis=basis, memory_bound_share=float(read / peak_bytes >= flops / peak_flops),
+                  mbu=read / (step_s * peak_bytes), mfu=flops / (step_s * peak_flops))

@@ -26,7 +26,7 @@ from harness.stats.schema import (
 )
 from harness.stats.server import Row, phase_server_summary
 from harness.stats.sessions import session_stats
-from harness.stats.stress import from_simulator
+from harness.stats.stress import estimate, from_simulator
 from harness.stats.thresholds import evaluate
 from harness.stats.verdict import ClientCheck
 
@@ -43,7 +43,7 @@ class PhaseRun:
 
 
 def phase_summary(scenario: Scenario, run: PhaseRun, rows: Sequence[Row] = (),
-                  ceiling_tokens_per_s: float | None = None) -> PhaseSummary:
+                  ceiling_tokens_per_s: float | None = None, served_model: str | None = None) -> PhaseSummary:
     phase = run.phase
     stats = phase_stats(run.records, scenario.slo, scenario.client.schedule_lag_bound_ms,
                             warmup_s=phase.warmup_s, cooldown_s=phase.cooldown_s, client=run.client)
@@ -56,6 +56,9 @@ def phase_summary(scenario: Scenario, run: PhaseRun, rows: Sequence[Row] = (),
     whole = stats.whole_run.window
     server = ServerPhase(**phase_server_summary(rows, whole.start_ns, whole.end_ns)) if rows else None
     stress = run.stress or (from_simulator(rows, whole.start_ns, whole.end_ns) if rows else None)
+    hardware = scenario.endpoint.hardware
+    if stress is None and hardware is not None:
+        stress = estimate(hardware, served_model, stats, None if server is None else server.running_mean)
     load = stats.load.model_copy(update={"target_rps": target_rate(scenario, phase, run.trace)})
     return PhaseSummary(**{**dict(stats), "client": client, "load": load}, name=phase.name,
                         config=phase.model_dump(mode="json"),
@@ -108,7 +111,8 @@ def build_summary(scenario: Scenario, header: Mapping[str, Any], phases: Sequenc
                   rows: Sequence[Row] = (), scraped: Mapping[str, Any] | None = None,
                   ceiling_tokens_per_s: float | None = None) -> Summary:
     """The whole summary: header, phases, server series when scraped, and the comparison of the phases."""
-    entries = [phase_summary(scenario, p, rows, ceiling_tokens_per_s) for p in phases]
+    served = (header.get("endpoint") or {}).get("model") or scenario.endpoint.model
+    entries = [phase_summary(scenario, p, rows, ceiling_tokens_per_s, served) for p in phases]
     return Summary(run=RunHeader.model_validate(header), phases=entries,
                    server_metrics=None if scraped is None else ScrapeInfo.model_validate(scraped),
                    comparison=compare(entries))

@@ -12,7 +12,9 @@ import pandas as pd
 import pytest
 import yaml
 
-from harness.config.scenario import load_scenario
+from harness.config.scenario import Hardware, load_scenario
+from harness.stats.schema import PhaseSummary
+from harness.stats.stress import estimate
 from harness.tools.predict import predict
 from tests.helpers import harness
 
@@ -122,6 +124,11 @@ def check_server_side(run_dir: Path, summary: dict) -> None:
     assert calm["source"] == busy["source"] == "simulator"
     assert calm["memory_bound_share"] > 0.8 and busy["mfu"] > 3 * calm["mfu"]
     assert 0.3 < calm["mbu"] < 0.8
+    # What --hardware would estimate for an endpoint without this account agrees with it on the decode-bound phase.
+    phase = PhaseSummary.model_validate(summary["phases"][0])
+    guess = estimate(Hardware(accelerator="h100-sxm"), "llama-3.1-8b", phase, interactive["running_mean"])
+    assert guess is not None and guess.source == "estimate" and guess.memory_bound_share == 1.0
+    assert guess.mbu == pytest.approx(calm["mbu"], rel=0.1)
 
 
 def test_run_against_an_endpoint_keeps_the_key_secret(tmp_path: Path, sim_url: str) -> None:

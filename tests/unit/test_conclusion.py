@@ -7,6 +7,7 @@ from harness.stats.schema import (
     PhaseSummary,
     Requests,
     ServerPhase,
+    Stress,
     Throughput,
 )
 
@@ -55,3 +56,17 @@ def test_with_a_sweep_the_batch_is_compared_at_the_interactive_capacity() -> Non
 
 def test_no_interactive_phase_no_conclusion() -> None:
     assert comparisons([phase("b", {"type": "batch", "size": 8}, 1, 1, 1, 1, 1)]) == []
+
+
+def test_the_conclusion_says_why_and_whether_it_is_an_estimate() -> None:
+    live = phase("live", {"type": "poisson", "rate": 4}, 500.0, 20.0, 40.0, 8.0, 1.0)
+    b64 = phase("b64", {"type": "batch", "size": 64}, 1550.0, 600.0, 1640.0, 12.0, 0.25)
+    calm = Stress(source="estimate", basis="ITL …", memory_bound_share=1.0, mbu=0.62, mfu=0.008)
+    busy = Stress(source="simulator", basis="…", memory_bound_share=0.4, mbu=0.5, mfu=0.3)
+    (c,) = comparisons([live.model_copy(update={"stress": calm}), b64.model_copy(update={"stress": busy})])
+    (line,) = sentences([c])
+    assert ("Why (an estimate, not a measurement): the interactive run's step time was 100% memory-bound (MBU 62%, "
+            "MFU 0.8%), each step reading all the weights for a few tokens, against 40% memory-bound (MBU 50%, "
+            "MFU 30.0%) for the batches, whose tokens share each read.") in line
+    (bare,) = comparisons([live, b64])
+    assert "Why" not in sentences([bare])[0]  # nothing known of the stress: no cause given

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import re
+from types import SimpleNamespace
+from typing import cast
+
 import pytest
 
 from harness.config.presets import ACCELERATORS, MODELS
+from harness.config.scenario import Hardware, parse_hardware
 from harness.sim.engine import Engine, EngineConfig, SimRequest
 from harness.sim.perfmodel import RooflineModel, build_model
+from harness.stats.schema import PhaseStats
 from harness.stats.server import Row
-from harness.stats.stress import from_simulator
+from harness.stats.stress import estimate, from_simulator
 
 # Llama-3.1-8B: 8.03 B parameters less the 128,256 × 4,096 embedding table, bf16; KV 2·32·8·128·2 B a token.
 WEIGHT_BYTES = (8.03e9 - 128256 * 4096) * 2
@@ -83,3 +89,47 @@ def test_a_phase_stress_from_scraped_simulator_series() -> None:
     assert stress.memory_bound_share == pytest.approx(0.75) and stress.busy_share == pytest.approx(0.8)
     assert stress.mbu == pytest.approx(0.5) and stress.mfu == pytest.approx(0.1)
     assert from_simulator([Row(0, {"running": 1.0}), Row(10**9, {"running": 2.0})], 0, 10**9) is None  # a vLLM
+
+
+def phase(itl_ms: float, ok: int, input_tokens: int, output_tokens: int, rps: float, e2e_ms: float) -> PhaseStats:
+    """The few figures `estimate` reads, as a phase's statistics would hold them."""
+    latency = SimpleNamespace(itl=SimpleNamespace(p50=itl_ms), e2e=SimpleNamespace(mean=e2e_ms))
+    return cast(PhaseStats, SimpleNamespace(
+        latency_ms=latency, requests=SimpleNamespace(ok=ok), throughput=SimpleNamespace(requests_per_s=rps),
+        tokens=SimpleNamespace(input=input_tokens, output=output_tokens)))
+
+
+def test_an_estimate_for_a_declared_accelerator_by_hand() -> None:
+    # 16 running (scraped), contexts 1,000 + 200/2 = 1,100 tokens, one decode step per 10 ms ITL, on an H100.
+    stats = phase(10.0, 100, 100_000, 20_000, 5.0, 2000.0)
+    got = estimate(Hardware(accelerator="h100-sxm"), "llama-3.1-8b", stats, 16.0)
+    read = WEIGHT_BYTES + KV_PER_TOKEN * 16 * 1100
+    flops = (LINEAR_FLOPS_PER_TOKEN + ATTN_FLOPS_PER_UNIT * 1100) * 16
+    assert got is not None and got.source == "estimate" and "16.0 requests running (scraped)" in got.basis
+    assert got.mbu == pytest.approx(read / (0.010 * 3.35e12), rel=1e-9)
+    assert got.mfu == pytest.approx(flops / (0.010 * 989e12), rel=1e-9)
+    assert got.memory_bound_share == 1.0
+    # Not scraped: Little's law from the client's records (5 req/s × 2 s in flight = 10).
+    assert "10.0 requests running (Little's law)" in estimate(Hardware(accelerator="h100-sxm"), "llama-3.1-8b",
+                                                              stats, None).basis  # type: ignore[union-attr]
+    # Two H100s in fp8: twice the peaks, half the weight bytes, fp8's FLOP/s.
+    fp8 = estimate(Hardware(accelerator="h100-sxm", tp=2, dtype="fp8"), "llama-3.1-8b", stats, 16.0)
+    assert fp8 is not None and fp8.mbu == pytest.approx(
+        (WEIGHT_BYTES / 2 + KV_PER_TOKEN * 16 * 1100) / (0.010 * 2 * 3.35e12), rel=1e-9)
+    # A custom model spec stands in for a preset; a model that is neither gives no estimate.
+    custom = {"layers": 32, "hidden": 4096, "q_heads": 32, "kv_heads": 8, "head_dim": 128, "params_b": 8.03,
+              "vocab": 128256}
+    assert estimate(Hardware(accelerator="h100-sxm", model=custom), "served-name", stats, 16.0) == got.model_copy(
+        update={"basis": got.basis.replace("llama-3.1-8b", "custom")})
+    assert estimate(Hardware(accelerator="h100-sxm"), "my-finetune", stats, 16.0) is None
+
+
+@pytest.mark.parametrize(("text", "problem"), [
+    ("h900", "unknown accelerator 'h900'"), ("h100-sxm,tp=x", "tp: "), ("h100-sxm,gpus=2", "'gpus=2'"),
+    ("h100-sxm,model=gpt-9", "unknown model 'gpt-9'"),
+])
+def test_the_hardware_flag_names_what_is_wrong(text: str, problem: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(problem)):
+        parse_hardware(text)
+    assert parse_hardware("h200,model=qwen2.5-7b,tp=2,dtype=fp8") == Hardware(
+        accelerator="h200", model="qwen2.5-7b", tp=2, dtype="fp8")
