@@ -1,4 +1,4 @@
-"""`harness predict`: a scenario on its simulated accelerator in virtual time."""
+"""`harness predict`: a scenario on its simulated accelerator in virtual time; or on several, side by side."""
 
 from __future__ import annotations
 
@@ -7,20 +7,71 @@ from pathlib import Path
 
 import click
 
+from harness import loop as event_loop
 from harness.cli.common import scenario_argument, scenario_or_default
 from harness.cli.errors import guarded
+from harness.config.scenario import SLO
+from harness.report.matrix import matrix_html, render_matrix
 from harness.report.table import print_table
+from harness.tools.matrix import accelerator_matrix
 from harness.tools.predict import predict as run_prediction
+from harness.tools.search import parse_slo
+
+
+def _list(ctx: click.Context, param: click.Parameter, value: str | None) -> list[str] | None:
+    return None if value is None else [part.strip() for part in value.split(",") if part.strip()]
+
+
+def _prices(ctx: click.Context, param: click.Parameter, value: str | None) -> dict[str, float]:
+    prices = {}
+    for item in filter(None, (part.strip() for part in (value or "").split(","))):
+        name, sep, raw = item.partition("=")
+        try:
+            prices[name] = float(raw.lstrip("$"))
+        except ValueError:
+            raise click.BadParameter(f"{item!r}: expected ACCELERATOR=DOLLARS_PER_HOUR") from None
+        if not sep or prices[name] < 0:
+            raise click.BadParameter(f"{item!r}: expected ACCELERATOR=DOLLARS_PER_HOUR")
+    return prices
+
+
+def _slo(ctx: click.Context, param: click.Parameter, value: str | None) -> SLO | None:
+    try:
+        return None if value is None else parse_slo(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
 
 
 @click.command(short_help="A scenario on its simulated accelerator, in virtual time.")
 @scenario_argument
-@click.option("--json", "as_json", is_flag=True, help="Print summary.json instead of the table.")
+@click.option("--json", "as_json", is_flag=True, help="Print summary.json (or the matrix) instead of the table.")
+@click.option("--accelerators", callback=_list, metavar="A,B,...",
+              help="Run on each of these presets instead, side by side, and say which to choose per phase.")
+@click.option("--price", "prices", callback=_prices, metavar="A=2.5,...",
+              help="With --accelerators: dollars per device-hour, for the cost of a million output tokens "
+                   "within the SLOs (a tp-2 column costs twice).")
+@click.option("--slo", callback=_slo, metavar="LIMITS",
+              help="With --accelerators: e.g. ttft=500ms,tpot=50ms; default: the scenario's slo.")
+@click.option("--capacity", is_flag=True,
+              help="With --accelerators: also search each for the highest rate of the first open-loop phase "
+                   "within the SLOs (harness search, in virtual time).")
+@click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="With --accelerators: write the matrix and its bar charts as one HTML page.")
 @guarded
-def predict(scenario_path: Path | None, as_json: bool) -> None:
+def predict(scenario_path: Path | None, as_json: bool, accelerators: list[str] | None, prices: dict[str, float],
+            slo: SLO | None, capacity: bool, html_path: Path | None) -> None:
     """Predict SCENARIO on its simulated accelerator in virtual time: no network, no waiting."""
-    summary = run_prediction(scenario_or_default(scenario_path))
-    if as_json:
-        click.echo(json.dumps(summary, indent=2))
-    else:
-        print_table(summary)
+    scenario = scenario_or_default(scenario_path)
+    if accelerators is None:
+        if prices or slo or capacity or html_path:
+            raise click.UsageError("--price, --slo, --capacity and --html go with --accelerators")
+        summary = run_prediction(scenario)
+        if as_json:
+            click.echo(json.dumps(summary, indent=2))
+        else:
+            print_table(summary)
+        return
+    result = event_loop.run(accelerator_matrix(scenario, accelerators, prices, slo or scenario.slo, capacity))
+    if html_path is not None:
+        html_path.write_text(matrix_html(result), encoding="utf-8")
+    click.echo(json.dumps(result, indent=2) if as_json else render_matrix(result))

@@ -288,14 +288,19 @@ def render_table(summary: dict[str, Any]) -> str:
         if isinstance(part, str):
             out += ["", part]
             continue
-        width = Console(width=10_000).measure(part).maximum
-        buffer = io.StringIO()
-        Console(file=buffer, width=width, color_system=None, force_terminal=False, legacy_windows=False).print(part)
-        lines = [line.rstrip() for line in buffer.getvalue().strip("\n").split("\n")]
-        while lines and not lines[-1]:
-            lines.pop()
-        out += [*([""] if out else []), *lines]
+        out += [*([""] if out else []), *plain_lines(part)]
     return "\n".join(out)
+
+
+def plain_lines(table: Table) -> list[str]:
+    """A table as plain text at the width it needs, so it never wraps."""
+    width = Console(width=10_000).measure(table).maximum
+    buffer = io.StringIO()
+    Console(file=buffer, width=width, color_system=None, force_terminal=False, legacy_windows=False).print(table)
+    lines = [line.rstrip() for line in buffer.getvalue().strip("\n").split("\n")]
+    while lines and not lines[-1]:
+        lines.pop()
+    return lines
 
 
 def print_table(summary: dict[str, Any]) -> None:

@@ -1,0 +1,137 @@
+"""`harness predict --accelerators`: one scenario on each accelerator in virtual time, and which to choose.
+
+Each accelerator gets the scenario's simulator section with that device (its batch defaults, unless the
+scenario set others; the smallest tensor parallelism that holds the model: a property of the choice, not of
+the scenario), runs every phase through `predict`, and is compared per phase on output tokens/s, TTFT p99,
+ITL p50, goodput share and, with a price per device-hour, the cost of a million output tokens: for an
+interactive phase those that met the SLOs, for a batch phase all of them (a batch job is judged by its
+throughput, as training is). With `capacity`, the first open-loop phase is also searched for the highest
+rate still meeting the SLOs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from harness.config.load import BatchLoad
+from harness.config.presets import ACCELERATORS, batch_defaults
+from harness.config.scenario import SLO, Scenario
+from harness.config.simulator import SimulatorConfig
+from harness.errors import ScenarioError
+from harness.run.simulator import check_fits
+from harness.stats.conclusion import KNEE_GOODPUT
+from harness.tools.predict import predict_async
+from harness.tools.search import search
+
+TP_CHOICES = (1, 2, 4, 8)
+CAPACITY = {"goodput": 0.95, "low": 0.5, "high": 64.0, "duration_s": 20.0, "steps": 6, "repeats": 2}
+
+
+def on_accelerator(scenario: Scenario, accelerator: str, slo: SLO) -> Scenario | None:
+    """The scenario on `accelerator`, or None when no tensor parallelism up to 8 holds its model."""
+    sim = scenario.simulator
+    data = sim.model_dump(mode="json")
+    if (sim.max_num_seqs, sim.max_num_batched_tokens) == batch_defaults(sim.accelerator):
+        del data["max_num_seqs"], data["max_num_batched_tokens"]  # the device's defaults follow the device
+    for tp in TP_CHOICES:
+        cfg = SimulatorConfig.model_validate({**data, "accelerator": accelerator, "tp": tp})
+        try:
+            check_fits(cfg)
+        except ScenarioError:
+            continue
+        return scenario.model_copy(update={"simulator": cfg, "slo": slo})
+    return None
+
+
+def _phase_row(phase: dict[str, Any], kind: str, price: float | None, tp: int) -> dict[str, Any]:
+    tokens_per_s = phase["throughput"]["output_tokens_per_s"]
+    share = phase["goodput"]["fraction"]
+    good_tokens_per_s = tokens_per_s if kind == "batch" else tokens_per_s * share
+    stress = phase.get("stress") or {}
+    return {
+        "output_tokens_per_s": tokens_per_s, "ttft_p99_ms": phase["latency_ms"]["ttft"]["p99"],
+        "itl_p50_ms": phase["latency_ms"]["itl"]["p50"], "goodput_share": share,
+        "good_tokens_per_s": good_tokens_per_s,
+        "cost_per_m_tokens": None if price is None or good_tokens_per_s <= 0
+        else price * tp / 3600 / good_tokens_per_s * 1e6,
+        "memory_bound_share": stress.get("memory_bound_share"), "mbu": stress.get("mbu"), "mfu": stress.get("mfu"),
+    }
+
+
+async def _capacity(scenario: Scenario, slo: SLO) -> dict[str, Any] | None:
+    """The highest Poisson rate of the first open-loop phase whose goodput meets the SLOs."""
+    index = next((i for i, p in enumerate(scenario.phases) if not isinstance(p.load, BatchLoad)), None)
+    if index is None or not slo.model_dump(exclude_none=True):
+        return None
+    one = scenario.model_copy(update={"phases": [scenario.phases[index]]})
+    c = CAPACITY
+    found = await search(one, predict_async, slo, c["goodput"], c["low"], c["high"], c["duration_s"],
+                         int(c["steps"]), int(c["repeats"]))
+    return {"phase": scenario.phases[index].name, "rps": found["capacity_rps"], "interval_rps": found["interval_rps"]}
+
+
+async def accelerator_matrix(scenario: Scenario, accelerators: Sequence[str], prices: Mapping[str, float],
+                             slo: SLO, capacity: bool = False) -> dict[str, Any]:
+    """Per accelerator: the TP it needs and each phase's figures; then the best choice per phase."""
+    unknown = [a for a in [*accelerators, *prices] if a not in ACCELERATORS]
+    if unknown:
+        raise ScenarioError(f"--accelerators: unknown accelerator {unknown[0]!r}; known: "
+                            f"{', '.join(sorted(ACCELERATORS))}")
+    kinds = {p.name: "batch" if isinstance(p.load, BatchLoad) else "interactive" for p in scenario.phases}
+    columns = []
+    for name in accelerators:
+        moved = on_accelerator(scenario, name, slo)
+        if moved is None:
+            columns.append({"accelerator": name, "fits": False})
+            continue
+        summary = await predict_async(moved)
+        tp, price = moved.simulator.tp, prices.get(name)
+        phases = {p["name"]: _phase_row(p, kinds[p["name"]], price, tp) for p in summary["phases"]}
+        column: dict[str, Any] = {"accelerator": name, "fits": True, "tp": tp, "price_per_hour": price,
+                                  "phases": phases}
+        if capacity:
+            column["capacity"] = await _capacity(moved, slo)
+        columns.append(column)
+    return {"scenario": scenario.name, "slo": slo.model_dump(exclude_none=True), "phase_kinds": kinds,
+            "columns": columns, "best": best_choices(columns, kinds)}
+
+
+def best_choices(columns: Sequence[Mapping[str, Any]], kinds: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+    """Per phase, the accelerator to choose and the one after it (None: no accelerator met an interactive phase's
+    SLOs for 95% of its requests, the only ones an interactive phase is ranked among). With prices: the cheapest
+    million output tokens (among the priced). Without: for a batch phase the most output tokens/s; for an
+    interactive one the highest searched capacity when there is one, else the lowest TTFT p99 (at a fixed
+    offered rate every device that keeps up delivers the same tokens/s)."""
+    best: dict[str, dict[str, Any]] = {}
+    for phase, kind in kinds.items():
+        rows = [(c, c["phases"][phase]) for c in columns if c["fits"] and phase in c["phases"]]
+        # An interactive phase is served only where the SLOs hold (for 95% of its requests, as `search` asks).
+        rows = [(c, r) for c, r in rows if r["good_tokens_per_s"] > 0
+                and (kind == "batch" or r["goodput_share"] >= KNEE_GOODPUT)]
+        by, key = _ranking(rows, kind)
+        if by is None:
+            best[phase] = {"accelerator": None, "by": None, "runner_up": None}
+            continue
+        ranked = sorted(rows, key=key)
+        if by == "cost":
+            ranked = [cr for cr in ranked if cr[1]["cost_per_m_tokens"] is not None]
+        best[phase] = {"accelerator": ranked[0][0]["accelerator"], "by": by,
+                       "runner_up": ranked[1][0]["accelerator"] if len(ranked) > 1 else None}
+    return best
+
+
+Ranked = tuple[Mapping[str, Any], Mapping[str, Any]]
+
+
+def _ranking(rows: Sequence[Ranked], kind: str) -> tuple[str | None, Any]:
+    """What the phase's accelerators are ranked by, and the sort key (best first)."""
+    if not rows:
+        return None, None
+    if any(r["cost_per_m_tokens"] is not None for _, r in rows):
+        return "cost", lambda cr: cr[1]["cost_per_m_tokens"] if cr[1]["cost_per_m_tokens"] is not None else 1e300
+    if kind == "batch":
+        return "tokens/s", lambda cr: -cr[1]["good_tokens_per_s"]
+    if all((c.get("capacity") or {}).get("rps") is not None for c, _ in rows):
+        return "capacity", lambda cr: -cr[0]["capacity"]["rps"]
+    return "TTFT p99", lambda cr: cr[1]["ttft_p99_ms"]
