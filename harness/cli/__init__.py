@@ -19,6 +19,7 @@ from harness.cli.report import report
 from harness.cli.run import run
 from harness.cli.search import search_cmd
 from harness.cli.trace import trace
+from harness.cli.twin import fit_cmd, validate_cmd
 from harness.run.simulator import simulator_cli
 
 
@@ -28,5 +29,8 @@ def main() -> None:
     """Benchmark LLM inference endpoints with realistic load."""
 
 
-for command in (init, run, predict, calibrate, report, search_cmd, compare, history, trace, simulator_cli()):
+sim = simulator_cli()
+for fitting in (fit_cmd, validate_cmd):  # the simulator's own package imports no harness tools
+    sim.add_command(fitting)
+for command in (init, run, predict, calibrate, report, search_cmd, compare, history, trace, sim):
     main.add_command(command)

@@ -8,9 +8,10 @@ from urllib.parse import urlsplit
 
 import click
 
+from harness.config.presets import load_presets
 from harness.config.scenario import Scenario, load_scenario
 from harness.config.units import duration_seconds
-from harness.errors import UsageError
+from harness.errors import PresetError, UsageError
 
 _REPO_SCENARIOS = Path(__file__).resolve().parent.parent.parent / "scenarios"
 
@@ -18,6 +19,20 @@ reports_dir_option = click.option("--reports-dir", type=click.Path(path_type=Pat
                                   default=Path("reports"), show_default=True)
 api_key_env_option = click.option("--api-key-env", metavar="VAR", help="Environment variable holding the API key "
                                   "(default: OPENAI_API_KEY if set). The key itself is never printed or saved.")
+def _load_presets(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
+    if value is not None:
+        try:
+            load_presets(value)
+        except PresetError as exc:
+            raise click.BadParameter(str(exc)) from None
+    return value
+
+
+# Eager: the presets are known before the scenario naming them is read.
+presets_option = click.option("--presets", type=click.Path(path_type=Path, dir_okay=False, exists=True),
+                              callback=_load_presets, is_eager=True, expose_value=False,
+                              help="YAML file of extra accelerators and models (a `harness sim fit` twin), for "
+                                   "the scenario's simulator section in virtual time.")
 scenario_argument = click.argument("scenario_path", required=False, type=click.Path(path_type=Path, dir_okay=False))
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from harness import loop as event_loop
-from harness.cli.common import scenario_argument, scenario_or_default
+from harness.cli.common import presets_option, scenario_argument, scenario_or_default
 from harness.cli.errors import guarded
 from harness.config.scenario import SLO
 from harness.report.matrix import matrix_html, render_matrix
@@ -44,6 +44,7 @@ def _slo(ctx: click.Context, param: click.Parameter, value: str | None) -> SLO |
 
 @click.command(short_help="A scenario on its simulated accelerator, in virtual time.")
 @scenario_argument
+@presets_option
 @click.option("--json", "as_json", is_flag=True, help="Print summary.json (or the matrix) instead of the table.")
 @click.option("--accelerators", callback=_list, metavar="A,B,...",
               help="Run on each of these presets instead, side by side, and say which to choose per phase.")

@@ -14,6 +14,7 @@ from harness.cli.common import (
     api_key,
     api_key_env_option,
     endpoint_url,
+    presets_option,
     reports_dir_option,
     scenario_argument,
     scenario_or_default,
@@ -39,6 +40,7 @@ def _slo(ctx: click.Context, param: click.Parameter, value: str | None) -> SLO |
 
 @click.command("search", short_help="The highest rate whose goodput meets the SLOs.")
 @scenario_argument
+@presets_option
 @click.option("--slo", callback=_slo,
               help="Per-request limits, e.g. ttft=500ms,tpot=50ms (ttft_p99=… is read the same way); "
                    "--goodput says what share of requests must meet them. Default: the scenario's slo.")

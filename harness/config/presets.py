@@ -51,6 +51,25 @@ class AsicAccelerator:
 
 
 @dataclass(frozen=True, slots=True)
+class FittedAccelerator:
+    """A step-time model fitted to a measured endpoint (`harness sim fit`): a step costs a fixed time, a time per
+    running sequence and per 1,000 tokens of context its decodes read, and the roofline blend of reading the
+    weights and computing its tokens: hypot(weights_ms, per_ktoken_ms · tokens / 1000)."""
+
+    name: str
+    step_ms: float
+    weights_ms: float
+    per_ktoken_ms: float  # compute per 1,000 tokens in the step (decodes and prompt tokens)
+    per_seq_ms: float
+    per_context_ktoken_ms: float  # per 1,000 tokens of decode context
+    kv_tokens: int  # KV cache capacity, in tokens
+
+
+Device = Accelerator | AsicAccelerator | FittedAccelerator
+_KINDS: dict[str, type[Any]] = {"gpu": Accelerator, "asic": AsicAccelerator, "fitted": FittedAccelerator}
+
+
+@dataclass(frozen=True, slots=True)
 class ModelSpec:
     name: str
     layers: int
@@ -104,7 +123,7 @@ class ModelSpec:
         return 2 * self.layers * self.kv_heads * self.head_dim * dtype_bytes
 
 
-ACCELERATORS: dict[str, Accelerator | AsicAccelerator] = {
+ACCELERATORS: dict[str, Device] = {
     a.name: a
     for a in (
         # reported_gib: the total the driver reports (nvidia-smi's less what it keeps), as vLLM logs it.
@@ -145,7 +164,7 @@ def _build(cls: type[Any], name: str, entry: object, source: str) -> Any:
         raise PresetError(f"{source}: {name}: {exc}") from None
 
 
-def resolve_accelerator(value: str | dict[str, Any]) -> Accelerator | AsicAccelerator:
+def resolve_accelerator(value: str | dict[str, Any]) -> Device:
     """A preset's name, or a custom accelerator's fields (`kind: asic` for an SRAM chip); ValueError if neither."""
     if isinstance(value, str):
         if value not in ACCELERATORS:
@@ -153,9 +172,10 @@ def resolve_accelerator(value: str | dict[str, Any]) -> Accelerator | AsicAccele
         return ACCELERATORS[value]
     entry = dict(value)
     name = str(entry.pop("name", "custom"))
-    if entry.pop("kind", "gpu") == "asic":
-        return _custom(AsicAccelerator, name, entry)
-    return _custom(Accelerator, name, entry)
+    kind = entry.pop("kind", "gpu")
+    if kind not in _KINDS:
+        raise ValueError(f"kind: {kind!r} is not one of {', '.join(_KINDS)}")
+    return _custom(_KINDS[kind], name, entry)  # type: ignore[no-any-return]
 
 
 def resolve_model(value: str | dict[str, Any]) -> ModelSpec:
@@ -196,8 +216,9 @@ def load_presets(path: Path) -> None:
     for name, entry in (data.get("accelerators") or {}).items():
         entry = dict(entry) if isinstance(entry, dict) else entry
         kind = entry.pop("kind", "gpu") if isinstance(entry, dict) else "gpu"
-        cls = AsicAccelerator if kind == "asic" else Accelerator
-        ACCELERATORS[str(name)] = _build(cls, str(name), entry, str(path))
+        if kind not in _KINDS:
+            raise PresetError(f"{path}: {name}.kind: {kind!r} is not one of {', '.join(_KINDS)}")
+        ACCELERATORS[str(name)] = _build(_KINDS[kind], str(name), entry, str(path))
     for name, entry in (data.get("models") or {}).items():
         MODELS[str(name)] = _build(ModelSpec, str(name), entry, str(path))
 
@@ -205,10 +226,10 @@ def load_presets(path: Path) -> None:
 def batch_defaults(accelerator: str) -> tuple[int, int]:
     """(max_num_seqs, max_num_batched_tokens) as vLLM 0.33 picks them for the device when not given
     (`vllm/engine/arg_utils.py`, `get_batch_defaults`, OpenAI server): A100 256 / 2,048; devices of 160 GiB or
-    more (B200, MI300X) 1,024 / 16,384; H100, H200 and the rest 1,024 / 8,192."""
+    more (B200, MI300X) 1,024 / 16,384; H100, H200 and the rest (a fitted device too) 1,024 / 8,192."""
     device = ACCELERATORS[accelerator]
     if accelerator.startswith("a100"):
         return 256, 2048
-    if device.memory_gb * 1e9 >= 160 * 2**30:
+    if not isinstance(device, FittedAccelerator) and device.memory_gb * 1e9 >= 160 * 2**30:
         return 1024, 16384
     return 1024, 8192

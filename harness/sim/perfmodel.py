@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from harness.config.presets import ACCELERATORS, MODELS, Accelerator, AsicAccelerator, ModelSpec
+from harness.config.presets import ACCELERATORS, MODELS, Accelerator, AsicAccelerator, FittedAccelerator, ModelSpec
 
 Dtype = Literal["bf16", "fp8"]
 KV_DTYPE_BYTES = 2  # the KV cache stays bf16 for both weight types, as vLLM does by default
@@ -172,9 +172,30 @@ class AsicModel:
         return int(free / self.model.kv_bytes_per_token(KV_DTYPE_BYTES))
 
 
+@dataclass(frozen=True, slots=True)
+class FittedModel:
+    """A step-time model fitted to a measured endpoint (`harness sim fit`): linear in what a step does."""
+
+    accelerator: FittedAccelerator
+    peaks = None  # fitted to times, not to a device's limits
+
+    def step_cost(self, load: StepLoad) -> StepCost:
+        return StepCost(self.step_seconds(load))
+
+    def step_seconds(self, load: StepLoad) -> float:
+        a = self.accelerator
+        return (a.step_ms + a.per_seq_ms * load.seqs + a.per_context_ktoken_ms * load.decode_context / 1e3
+                + math.hypot(a.weights_ms, a.per_ktoken_ms * load.tokens / 1e3)) / 1e3
+
+    def kv_capacity_tokens(self, gpu_memory_utilization: float = 0.9, budget: Budget = Budget()) -> int:
+        return self.accelerator.kv_tokens  # as measured, at the utilisation the endpoint ran with
+
+
 def build_model(accelerator: str, model: str, dtype: Dtype = "bf16", tp: int = 1,
                 async_scheduling: bool = True) -> PerformanceModel:
     acc, spec = ACCELERATORS[accelerator], MODELS[model]
     if isinstance(acc, AsicAccelerator):
         return AsicModel(acc, spec)
+    if isinstance(acc, FittedAccelerator):
+        return FittedModel(acc)
     return RooflineModel(acc, spec, dtype, tp, FP8_PARAMS if dtype == "fp8" else RooflineParams(), async_scheduling)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from harness.config.presets import AsicAccelerator, resolve_accelerator, resolve_model
+from harness.config.presets import Accelerator, resolve_accelerator, resolve_model
 from harness.config.scenario import Hardware
 from harness.stats.schema import PhaseStats, Stress
 from harness.stats.server import Row, counter_rate, gauge
@@ -54,7 +54,7 @@ def estimate(hardware: Hardware, model_name: str | None, stats: PhaseStats, runn
     accelerator = resolve_accelerator(hardware.accelerator)
     model_value = hardware.model if hardware.model is not None else model_name
     itl_ms, ok = stats.latency_ms.itl.p50, stats.requests.ok
-    if isinstance(accelerator, AsicAccelerator) or model_value is None or not itl_ms or not ok:
+    if not isinstance(accelerator, Accelerator) or model_value is None or not itl_ms or not ok:
         return None
     try:
         model = resolve_model(model_value)

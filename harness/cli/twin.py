@@ -1,0 +1,73 @@
+"""`harness sim fit` and `harness sim validate`: a simulator fitted to measured runs of one endpoint."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import click
+
+from harness.cli.errors import guarded
+from harness.tools.twin import fit_runs, known_model, load_twin, validate_run
+
+_run_dir = click.Path(path_type=Path, file_okay=False, exists=True)
+
+
+def _print_validation(rows: list[dict[str, Any]]) -> None:
+    def num(value: float | None) -> str:
+        return "-" if value is None else f"{value:,.1f}"
+
+    click.echo(f"{'run / phase':<44} {'figure':<16} {'measured':>10} {'predicted':>10} {'error':>8}")
+    for r in rows:
+        where = f"{Path(r['run']).name} / {r['phase']}"
+        error = "-" if r["error"] is None else f"{r['error']:+.1%}"
+        click.echo(f"{where:<44} {r['figure']:<16} {num(r['measured']):>10} {num(r['predicted']):>10} {error:>8}")
+
+
+@click.command("fit", short_help="Fit the simulator's step times to measured runs of one endpoint.")
+@click.argument("run_dirs", nargs=-1, required=True, type=_run_dir)
+@click.option("--out", "out", required=True, type=click.Path(path_type=Path, dir_okay=False),
+              help="The preset file to write (use with --presets on sim serve, predict, search).")
+@click.option("--name", default="twin", show_default=True, help="The fitted accelerator's name in the preset.")
+@click.option("--model", help="Model preset for the twin's context length (default: each run's simulator model).")
+@click.option("--json", "as_json", is_flag=True, help="Print the fit and its errors as JSON.")
+@guarded
+def fit_cmd(run_dirs: tuple[Path, ...], out: Path, name: str, model: str | None, as_json: bool) -> None:
+    """Fit a `kind: fitted` accelerator to RUN_DIRS (two or more load levels of one endpoint), write it to
+    --out, and replay each run on it to show the fit's error."""
+    fit = fit_runs(run_dirs, name)
+    out.write_text(fit.preset_yaml(run_dirs), encoding="utf-8")
+    accelerator = load_twin(out, name)
+    rows = [row for d in run_dirs for row in validate_run(d, accelerator, known_model(model))]
+    if as_json:
+        click.echo(json.dumps({"accelerator": asdict(fit.accelerator), "samples": fit.samples,
+                               "kv_measured": fit.kv_measured, "errors": rows}, indent=2))
+        return
+    a = fit.accelerator
+    click.echo(f"fitted {a.name} on {fit.samples:,} step gaps: step {a.step_ms:.2f} ms + {a.per_seq_ms:.3f} ms a "
+               f"sequence + {a.per_context_ktoken_ms:.3f} ms per 1k context tokens + hypot({a.weights_ms:.2f} ms, "
+               f"{a.per_ktoken_ms:.2f} ms per 1k tokens); KV {a.kv_tokens:,} tokens"
+               f"{'' if fit.kv_measured else ' (not measured: the runs scraped no KV usage)'}")
+    click.echo(f"wrote {out}\n")
+    _print_validation(rows)
+
+
+@click.command("validate", short_help="Replay a run on a fitted preset and compare with what it measured.")
+@click.argument("preset", type=click.Path(path_type=Path, dir_okay=False, exists=True))
+@click.argument("run_dirs", nargs=-1, required=True, type=_run_dir)
+@click.option("--accelerator", help="The preset's accelerator (default: its only fitted one).")
+@click.option("--model", help="Model preset for the twin (default: the run's simulator model).")
+@click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
+@guarded
+def validate_cmd(preset: Path, run_dirs: tuple[Path, ...], accelerator: str | None, model: str | None,
+                 as_json: bool) -> None:
+    """Replay each of RUN_DIRS (its own scenario, seeds and load) in virtual time on PRESET's accelerator and
+    print predicted against measured TTFT p50/p99, ITL p50 and output tokens/s, with the errors."""
+    name = load_twin(preset, accelerator)
+    rows = [row for d in run_dirs for row in validate_run(d, name, known_model(model))]
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+    else:
+        _print_validation(rows)
