@@ -41,6 +41,7 @@ UNMEASURED_KV_TOKENS = 10_000_000  # no KV usage scraped: the twin never runs ou
 class Streams:
     """The ok requests of a run as sorted arrays: when each decoded, what it held, what it prefilled."""
 
+    sent: np.ndarray  # request sent, ns
     first: np.ndarray  # first token, ns
     last: np.ndarray  # last token, ns
     prompt: np.ndarray  # prompt tokens
@@ -51,16 +52,19 @@ class Streams:
     def of(cls, records: Sequence[RequestRecord]) -> Streams:
         ok = [r for r in records if r.status == "ok" and len(r.chunk_ns) >= 2]
         prompt = [r.prompt_tokens or r.prompt_tokens_requested for r in ok]
-        return cls(np.array([r.chunk_ns[0] for r in ok], dtype=np.int64),
+        return cls(np.array([r.sent_ns or r.chunk_ns[0] for r in ok], dtype=np.int64),
+                   np.array([r.chunk_ns[0] for r in ok], dtype=np.int64),
                    np.array([r.chunk_ns[-1] for r in ok], dtype=np.int64), np.array(prompt, dtype=np.float64),
                    np.sort(np.concatenate([np.asarray(r.chunk_ns, dtype=np.int64) for r in ok]
                                           or [np.zeros(0, dtype=np.int64)])),
                    np.array([len(r.chunk_ns) for r in ok], dtype=np.float64))
 
-    def held(self, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """At each time: the requests decoding, and the tokens of context they hold (prompt + generated)."""
-        by_first, by_last = np.argsort(self.first), np.argsort(self.last)
-        started = np.searchsorted(self.first[by_first], t, side="right")
+    def held(self, t: np.ndarray, since_sent: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """At each time: the requests decoding (`since_sent`: sent and not finished), and the tokens of context
+        they hold (prompt + generated)."""
+        start = self.sent if since_sent else self.first
+        by_first, by_last = np.argsort(start), np.argsort(self.last)
+        started = np.searchsorted(start[by_first], t, side="right")
         ended = np.searchsorted(self.last[by_last], t, side="right")
         prompt_started = np.concatenate([[0.0], np.cumsum(self.prompt[by_first])])[started]
         prompt_ended = np.concatenate([[0.0], np.cumsum(self.prompt[by_last])])[ended]
@@ -78,25 +82,28 @@ class Streams:
 
 
 def step_samples(records: Sequence[RequestRecord]) -> np.ndarray:
-    """One row per chunk gap: [gap ms, sequences, context/1000, prefill tokens/1000]."""
+    """One row per chunk gap: [gap ms, sequences, context/1000, prefill tokens/1000].
+
+    A prefill's first token leaves with its step's other tokens but reaches the client a little before or after
+    them, so each step owns the first tokens nearest its end: from half its own gap before the end to half the
+    next gap after it. Consecutive steps of a stream thus share the timeline out without overlap (a long
+    prefill step does not also claim the first tokens of the short steps after it)."""
     streams = Streams.of(records)
-    starts, ends = [], []
+    parts = []
     for r in records:
         if r.status == "ok" and len(r.chunk_ns) >= 2:
             c = np.asarray(r.chunk_ns, dtype=np.int64)
-            starts.append(c[:-1])
-            ends.append(c[1:])
-    if not starts:
+            gaps = np.diff(c)
+            after = np.append(gaps[1:], gaps[-1])  # the last step: as far after as its own half
+            parts.append(np.column_stack([c[:-1], c[1:], c[1:] - gaps // 2, c[1:] + after // 2]))
+    if not parts:
         return np.zeros((0, 4))
-    start, end = np.concatenate(starts), np.concatenate(ends)
-    if len(start) > MAX_SAMPLES:
-        keep = np.linspace(0, len(start) - 1, MAX_SAMPLES).astype(np.int64)
-        start, end = start[keep], end[keep]
+    rows = np.concatenate(parts)
+    if len(rows) > MAX_SAMPLES:
+        rows = rows[np.linspace(0, len(rows) - 1, MAX_SAMPLES).astype(np.int64)]
+    start, end, owned_from, owned_to = rows.T
     seqs, context = streams.held((start + end) // 2)
-    # A prefill's first token leaves with the step's other tokens but reaches the client a little before or
-    # after them: it belongs to the step whose end it is nearest, so the window is centred on the end.
-    half = (end - start) // 2
-    return np.column_stack([(end - start) / 1e6, seqs, context / 1e3, streams.prefilled(end - half, end + half) / 1e3])
+    return np.column_stack([(end - start) / 1e6, seqs, context / 1e3, streams.prefilled(owned_from, owned_to) / 1e3])
 
 
 def _design(samples: np.ndarray, weights_ms: float, per_ktoken_ms: float) -> tuple[np.ndarray, np.ndarray]:
@@ -154,11 +161,13 @@ def _nonnegative(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def kv_capacity(records: Sequence[RequestRecord], rows: Sequence[Row]) -> int | None:
-    """Tokens held / KV usage over the scrapes where the cache was at least 5% used; None if none was."""
-    usage = [(r.t_ns, r.values["kv_cache_usage"]) for r in rows if r.values.get("kv_cache_usage", 0.0) >= 0.05]
+    """Tokens held / KV usage over the scrapes where the cache was at least 5% used and nothing waited (so every
+    request sent and not finished held its blocks, being prefilled or decoding); None if there were none."""
+    usage = [(r.t_ns, r.values["kv_cache_usage"]) for r in rows
+             if r.values.get("kv_cache_usage", 0.0) >= 0.05 and not r.values.get("waiting", 0.0)]
     if not usage:
         return None
-    _, held = Streams.of(records).held(np.array([t for t, _ in usage], dtype=np.int64))
+    _, held = Streams.of(records).held(np.array([t for t, _ in usage], dtype=np.int64), since_sent=True)
     return int(np.median(held / np.array([u for _, u in usage])))
 
 
