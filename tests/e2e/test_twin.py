@@ -2,10 +2,11 @@
 
 The "endpoint" is the bundled simulator serving a custom GPU preset the fit is not told about (400 TFLOP/s,
 3.2 TB/s, 24 GB, Llama-3.1-8B, the default 3% step noise). Two Poisson levels (4 and 16 req/s, prompts of
-64–1,024 tokens) are fitted; the third (10 req/s) is replayed on the fit in virtual time. Two runs on 2026-12-01 saw: step + weights 8.25 ms
-(true 8.30), 58.8 ms per 1k tokens (true 60.5), KV 24,247 tokens (true 24,435); on the held-out level TTFT p50
-−4.9% and −4.8%, TTFT p99 −6.6% and −6.2%, ITL p50 −0.2% and −0.8%, output tokens/s +0.1% and +0.0%. (The
-twin has no per-request HTTP and parsing time, part of every measured TTFT: its TTFT runs a few per cent low.)
+64–1,024 tokens) are fitted; the third (10 req/s) is replayed on the fit in virtual time. Two runs on
+2026-12-01 saw: step + weights 8.25 ms (true 8.30), 58.8 ms per 1k tokens (true 60.5), KV 24,247 tokens (true
+24,435); on the held-out level TTFT p50 −4.9% and −4.8%, TTFT p99 −6.6% and −6.2%, ITL p50 −0.2% and −0.8%,
+output tokens/s +0.1% and +0.0%. (The twin has no per-request HTTP and parsing time, part of every measured
+TTFT: its TTFT runs a few per cent low.)
 """
 
 from __future__ import annotations

@@ -1,0 +1,61 @@
+"""The twin's fit on records made by hand: which step owns which prefill, what it held, and the coefficients."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from harness.records import RequestRecord
+from harness.stats.server import Row
+from harness.tools.twin import fit_steps, kv_capacity, step_samples
+
+MS = 1_000_000
+
+
+def record(i: int, prompt: int, sent_ms: float, chunks_ms: list[float]) -> RequestRecord:
+    return RequestRecord(request_id=str(i), phase="p", index=i, prompt_tokens_requested=prompt, max_tokens=9,
+                         intended_ns=int(sent_ms * MS), sent_ns=int(sent_ms * MS), prompt_tokens=prompt,
+                         first_token_ns=int(chunks_ms[0] * MS), last_token_ns=int(chunks_ms[-1] * MS),
+                         chunk_ns=[int(c * MS) for c in chunks_ms])
+
+
+def test_a_prefill_belongs_to_the_step_it_ended_and_each_gap_knows_the_batch() -> None:
+    # A decodes in 10 ms steps; B (500 prompt tokens) is prefilled in the step A sees end at 40 ms, whose
+    # chunk reaches the client 0.4 ms after A's; then both decode.
+    a = record(0, 100, 0, [10, 20, 30, 40, 50, 60])
+    b = record(1, 500, 29, [40.4, 50.4, 60.4])
+    rows = step_samples([a, b])
+    gaps_of_a = rows[:5]
+    assert list(gaps_of_a[:, 0]) == [10.0] * 5
+    assert list(gaps_of_a[:, 3] * 1e3) == [0, 0, 500, 0, 0]  # only the (30, 40] step computed B's prompt
+    assert list(gaps_of_a[:, 1]) == [1, 1, 1, 2, 2]  # from the step after its prefill, B decodes too
+    # Context at 45 ms: A's 100 + 4 tokens, B's 500 + 1.
+    assert gaps_of_a[3, 2] * 1e3 == pytest.approx(605)
+
+
+def test_the_fit_recovers_coefficients_from_steps_it_could_have_made() -> None:
+    rng = np.random.default_rng(1)
+    seqs = rng.integers(1, 64, 3000).astype(float)
+    context = seqs * rng.uniform(0.2, 2.0, 3000)  # thousands of tokens
+    prefill = np.where(rng.random(3000) < 0.15, rng.uniform(0.05, 3.0, 3000), 0.0)
+    truth = {"step_ms": 2.0, "weights_ms": 6.0, "per_ktoken_ms": 60.0, "per_seq_ms": 0.02,
+             "per_context_ktoken_ms": 0.11}
+    gap = (truth["step_ms"] + truth["per_seq_ms"] * seqs + truth["per_context_ktoken_ms"] * context
+           + np.hypot(truth["weights_ms"], truth["per_ktoken_ms"] * (seqs / 1e3 + prefill)))
+    gap *= np.exp(0.01 * rng.standard_normal(3000))
+    gap[:30] += 80.0  # a few stalls (a GC pause, a slow scrape): left out by the refit
+    fitted = fit_steps(np.column_stack([gap, seqs, context, prefill]))
+    assert fitted["step_ms"] + fitted["weights_ms"] == pytest.approx(8.0, rel=0.05)
+    assert fitted["per_ktoken_ms"] == pytest.approx(60.0, rel=0.05)
+    assert fitted["per_seq_ms"] == pytest.approx(0.02, abs=0.01)
+    assert fitted["per_context_ktoken_ms"] == pytest.approx(0.11, rel=0.15)
+
+
+def test_kv_capacity_is_tokens_held_over_usage_when_nothing_waits() -> None:
+    a = record(0, 1000, 0, [50, 60, 70, 80])
+    b = record(1, 2000, 5, [90, 100])
+    rows = [Row(int(65 * MS), {"kv_cache_usage": 0.25, "waiting": 0.0}),  # A: 1,000 + 2 tokens; B sent: 2,000
+            Row(int(66 * MS), {"kv_cache_usage": 0.5, "waiting": 3.0}),  # requests waited: not counted
+            Row(int(95 * MS), {"kv_cache_usage": 0.01, "waiting": 0.0})]  # too little used to say
+    assert kv_capacity([a, b], rows) == int((1002 + 2000) / 0.25)
+    assert kv_capacity([a, b], rows[1:]) is None
