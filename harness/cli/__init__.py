@@ -14,6 +14,7 @@ from harness.cli.calibrate import calibrate
 from harness.cli.compare import compare
 from harness.cli.history import history
 from harness.cli.init import init
+from harness.cli.merge import merge
 from harness.cli.predict import predict
 from harness.cli.report import report
 from harness.cli.run import run
@@ -32,5 +33,5 @@ def main() -> None:
 sim = simulator_cli()
 for fitting in (fit_cmd, validate_cmd):  # the simulator's own package imports no harness tools
     sim.add_command(fitting)
-for command in (init, run, predict, calibrate, report, search_cmd, compare, history, trace, sim):
+for command in (init, run, merge, predict, calibrate, report, search_cmd, compare, history, trace, sim):
     main.add_command(command)

@@ -34,11 +34,12 @@ from harness.report.repeats import render_repeats
 from harness.report.table import print_table, threshold_lines
 from harness.run.display import Display, make_display, plan_lines
 from harness.run.exporter import LiveMetrics
-from harness.run.runner import RunResult, new_run_dir, run_scenario
+from harness.run.runner import RunResult, Sharding, new_run_dir, run_scenario
 from harness.run.target import target
 from harness.stats.repeats import across_runs, derived_seed
 from harness.tools.calibration_store import ceiling_tokens_per_s
 from harness.tools.search import parse_slo
+from harness.workload.shards import Shard
 
 
 @click.command(short_help="Run a scenario, or a quick run from --rate/--concurrency flags.")
@@ -55,6 +56,11 @@ from harness.tools.search import parse_slo
 @click.option("--hardware", metavar="PRESET[,model=M][,tp=N][,dtype=fp8]",
               help="What the endpoint runs on, as presets (`harness sim presets`): each phase then gets an "
                    "estimate of its memory-bandwidth and compute utilisation (MBU, MFU).")
+@click.option("--shard", "shard_text", metavar="i/N",
+              help="Send only shard i (0-based) of N of every phase: every N-th request from the i-th, as one "
+                   "process would send it. Needs --start-at; `harness merge` joins the shards' run directories.")
+@click.option("--start-at", type=float, metavar="UNIX_S",
+              help="Start the first phase at this Unix time (seconds), so shards on several hosts start together.")
 @click.option("--tokenizer", metavar="PATH|server",
               help="Prompts of exact length on a real model: a local Hugging Face tokenizer (directory or "
                    "tokenizer.json, never downloaded), or 'server' to count with the endpoint's own /tokenize.")
@@ -82,13 +88,15 @@ from harness.tools.search import parse_slo
 @guarded
 def run(scenario_path: Path | None, endpoint: str | None, model: str | None, api: Api | None,
         api_key_env: str | None, reports_dir: Path, pin: bool, accelerator: str | None, hardware: str | None,
-        tokenizer: str | None, skip_bad_rows: bool, progress: str, repeat: int, **quick: Any) -> None:
+        shard_text: str | None, start_at: float | None, tokenizer: str | None, skip_bad_rows: bool, progress: str,
+        repeat: int, **quick: Any) -> None:
     """Run SCENARIO (default scenarios/quickstart.yaml), or a quick run from flags (--rate, --concurrency,
     --batch), and report each phase side by side."""
     export = {k: quick.pop(k) for k in ("metrics_port", "metrics_hold_s", "pushgateway", "pushgateway_job",
                                         "pushgateway_label")}
     scenario = _with_flags(_scenario(scenario_path, quick, api), tokenizer, skip_bad_rows, accelerator)
     scenario = _with_hardware(scenario, hardware)
+    sharding = _sharding(shard_text, start_at, repeat)
     scenario = with_export_flags(scenario, export)
     endpoint = endpoint_url(endpoint)
     writable_dir(reports_dir, "--reports-dir")
@@ -101,7 +109,7 @@ def run(scenario_path: Path | None, endpoint: str | None, model: str | None, api
         for k in range(repeat):
             each = _repeat(scenario, k)
             run_dir = parent / f"run-{k + 1}" if parent else new_run_dir(reports_dir, scenario.name)
-            result = event_loop.run(_run(each, run_dir, endpoint, model, api, key, pin, display, metrics))
+            result = event_loop.run(_run(each, run_dir, endpoint, model, api, key, pin, display, metrics, sharding))
             results.append(result)
             summary = result.summary.to_json()
             write_run(result)
@@ -183,6 +191,21 @@ def _slo_limits(text: str | None) -> dict[str, float] | None:
         raise click.BadParameter(str(exc), param_hint="--slo") from None
 
 
+def _sharding(shard_text: str | None, start_at: float | None, repeat: int) -> Sharding | None:
+    if shard_text is None:
+        return None if start_at is None else Sharding(Shard(0, 1), start_at)
+    try:
+        shard = Shard.parse(shard_text)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--shard") from None
+    if start_at is None:
+        raise click.BadParameter("needs --start-at, the Unix time every shard starts at (and derives the run's "
+                                 "request ids from)", param_hint="--shard")
+    if repeat > 1:
+        raise click.BadParameter("a shard runs once; repeat the whole sharded run instead", param_hint="--repeat")
+    return Sharding(shard, start_at)
+
+
 def _with_hardware(scenario: Scenario, hardware: str | None) -> Scenario:
     if hardware is None:
         return scenario
@@ -212,10 +235,11 @@ def _with_flags(scenario: Scenario, tokenizer: str | None, skip_bad_rows: bool, 
 
 
 async def _run(scenario: Scenario, run_dir: Path, url: str | None, model: str | None, api: Api | None,
-               key: str | None, pin: bool, display: Display, metrics: LiveMetrics | None) -> RunResult:
+               key: str | None, pin: bool, display: Display, metrics: LiveMetrics | None,
+               sharding: Sharding | None = None) -> RunResult:
     async with target(scenario, url=url, model=model, api=api, api_key=key, pin=pin, log=display.warn) as (
             endpoint, bundled):
         for line in plan_lines(scenario, endpoint, bundled, run_dir):
             display.say(line)
         return await run_scenario(scenario, endpoint, run_dir, bundled=bundled, display=display,
-                                  ceiling_tokens_per_s=ceiling_tokens_per_s(), metrics=metrics)
+                                  ceiling_tokens_per_s=ceiling_tokens_per_s(), metrics=metrics, sharding=sharding)

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import __version__
-from harness.config.scenario import load_scenario
+from harness.config.scenario import ClientConfig, load_scenario
 from harness.errors import ScenarioError
 from harness.records import RequestRecord, read_records
 from harness.stats.schema import Summary
@@ -25,6 +25,15 @@ class Rebuilt:
     summary: Summary
     records: list[RequestRecord]
     rows: list[Row]
+
+
+def saved_check(saved_phase: dict[str, Any], cfg: ClientConfig) -> ClientCheck:
+    """A phase's self-check as its summary.json kept it: the live verdicts are not in the records."""
+    client = saved_phase.get("client") or {}
+    return ClientCheck(client.get("loop_lag_p99_ms"), client.get("cpu_share"), cfg.loop_lag_bound_ms,
+                       cfg.cpu_bound, client.get("cpu_seconds"), client.get("runq_share"),
+                       client.get("load_per_core"), client.get("verdict", "ok"),
+                       saved_phase.get("client_limited_reason") or "")
 
 
 def rebuild(run_dir: Path, warn: Callable[[str], None] | None = None) -> Rebuilt:
@@ -53,14 +62,8 @@ def rebuild(run_dir: Path, warn: Callable[[str], None] | None = None) -> Rebuilt
         if not records:
             continue
         saved_phase = saved_phases.get(phase.name, {})
-        client = saved_phase.get("client") or {}
-        # The live verdicts are not in the records: the saved one stands for them.
-        check = ClientCheck(client.get("loop_lag_p99_ms"), client.get("cpu_share"), cfg.loop_lag_bound_ms,
-                            cfg.cpu_bound, client.get("cpu_seconds"), client.get("runq_share"),
-                            client.get("load_per_core"), client.get("verdict", "ok"),
-                            saved_phase.get("client_limited_reason") or "")
-        ceiling = client.get("ceiling_tokens_per_s", ceiling)
-        phases.append(PhaseRun(phase, records, check, saved_phase.get("trace")))
+        ceiling = (saved_phase.get("client") or {}).get("ceiling_tokens_per_s", ceiling)
+        phases.append(PhaseRun(phase, records, saved_check(saved_phase, cfg), saved_phase.get("trace")))
     # Without a saved summary the run never finished (killed): say so rather than leave the header blank.
     header = saved.get("run") or {"run_id": "unknown", "scenario": scenario.name, "harness_version": __version__,
                                   "seed": scenario.seed, "complete": False}

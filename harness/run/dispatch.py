@@ -185,17 +185,20 @@ class Dispatcher:
             for u in users:
                 u.cancel()
 
-    async def sessions(self, source: ConversationSource, offsets_ns: Sequence[int], grace_s: float = 30.0
-                       ) -> list[RequestRecord]:
+    async def sessions(self, source: ConversationSource, offsets_ns: Sequence[int], grace_s: float = 30.0,
+                       conversations: Sequence[int] | None = None) -> list[RequestRecord]:
         """Conversations arriving open-loop at `offsets_ns`; within each, a turn leaves when the previous
-        answer has ended plus a think time, carrying the real answers as history."""
-        return await self._phase(self._send_sessions(source, offsets_ns), grace_s)
+        answer has ended plus a think time, carrying the real answers as history. `conversations`: which one
+        each arrival starts (a shard's share; default 0, 1, 2, …)."""
+        which = range(len(offsets_ns)) if conversations is None else conversations
+        return await self._phase(self._send_sessions(source, offsets_ns, which), grace_s)
 
-    async def _send_sessions(self, source: ConversationSource, offsets_ns: Sequence[int]) -> None:
+    async def _send_sessions(self, source: ConversationSource, offsets_ns: Sequence[int],
+                             conversations: Sequence[int]) -> None:
         start = self.clock.now_ns()
         talks: list[asyncio.Task[None]] = []
         try:
-            for i, offset in enumerate(offsets_ns):
+            for i, offset in zip(conversations, offsets_ns, strict=True):
                 deadline = start + int(offset)
                 await self.clock.sleep_until(deadline)
                 talks.append(asyncio.ensure_future(self._conversation(source, i, deadline)))

@@ -50,9 +50,27 @@ from harness.workload.plan import (
     plan_trace,
     text_maker,
 )
+from harness.workload.shards import Shard, shard_plan
 
 _WARM_MAX = 256  # connections opened ahead of a phase; an open-loop phase may need more later
 FLUSH_S = 0.05
+
+
+@dataclass(frozen=True, slots=True)
+class Sharding:
+    """This process runs one shard of a run split across processes or hosts, all starting at `start_at`."""
+
+    shard: Shard
+    start_at: float  # Unix time, seconds
+
+    def info(self) -> dict[str, Any]:
+        return {"index": self.shard.index, "count": self.shard.count, "start_at": self.start_at}
+
+    async def wait(self) -> None:
+        """Until the common start (hosts are assumed NTP-synchronised); at once if it has passed."""
+        delay = self.start_at - time.time()
+        if delay > 0:
+            await asyncio.sleep(delay)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,10 +96,10 @@ async def run_plan(dispatcher: Dispatcher, plan: PhasePlan, grace_s: float) -> l
     if isinstance(plan, BatchPlan):
         return await dispatcher.fixed_batch(plan.batches, grace_s)
     if isinstance(plan, ClosedLoopPlan):
-        return await dispatcher.closed_loop(plan.source.spec, plan.requests, plan.concurrency, plan.think_ns,
+        return await dispatcher.closed_loop(plan.build, plan.requests, plan.concurrency, plan.think_ns,
                                             plan.duration_ns, grace_s, plan.stagger_ns)
     if isinstance(plan, SessionPlan):
-        return await dispatcher.sessions(plan.source, plan.offsets_ns.tolist(), grace_s)
+        return await dispatcher.sessions(plan.source, plan.offsets_ns.tolist(), grace_s, plan.conversations)
     return await dispatcher.open_loop(plan.specs, plan.offsets_ns.tolist(), plan.max_in_flight, grace_s)
 
 
@@ -236,23 +254,27 @@ class _Run:
 async def run_scenario(
     scenario: Scenario, endpoint: Endpoint, run_dir: Path, *, bundled: bool = False, clock: Clock | None = None,
     display: Display | None = None, ceiling_tokens_per_s: float | None = None, metrics: LiveMetrics | None = None,
+    sharding: Sharding | None = None,
 ) -> RunResult:
     """Run every phase of `scenario` against `endpoint`; records go to `run_dir` as requests end.
 
     `metrics`, when given, is fed every finished record (the live Prometheus exporter).
     `ceiling_tokens_per_s` is this machine's client ceiling from `harness calibrate`, when known: each
-    phase's summary then says how close it came to it.
+    phase's summary then says how close it came to it. `sharding`: send only this shard's share of every
+    phase, from the common start (`harness merge` joins the shards).
     """
     clock = clock or MonotonicClock()
-    run_id = secrets.token_hex(4)
+    shard = sharding.shard if sharding else Shard(0, 1)
+    run_id = shard.run_id(scenario.name, sharding.start_at) if sharding else secrets.token_hex(4)
     text = text_maker(scenario)  # a bad trace, dataset or tokenizer fails here, before any report exists
     counted = await server_words(endpoint) if scenario.workload.tokenizer == "server" else None
-    plans = [plan_phase(scenario, i, run_id, counted or text, counted.overhead if counted else 0)
+    plans = [shard_plan(plan_phase(scenario, i, run_id, counted or text, counted.overhead if counted else 0), shard)
              for i in range(len(scenario.phases))]
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "scenario.yaml").write_text(scenario.to_yaml(), encoding="utf-8")
     header = _header(scenario, endpoint, run_id, clock, bundled)
     header["tokenizer"] = counted.info() if counted else None
+    header["shard"] = sharding.info() if sharding else None
     cfg = scenario.client
     run = _Run(scenario, endpoint, run_dir, clock, display or Display(), plans, metrics)
     check = SelfCheck(clock, cfg.loop_lag_bound_ms, cfg.cpu_bound, run.display.warn)
@@ -263,6 +285,8 @@ async def run_scenario(
         scraper.start()
     check.start()
     try:
+        if sharding is not None:
+            await sharding.wait()
         await run.execute(backend, check)
     finally:
         await check.stop()

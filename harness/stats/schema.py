@@ -1,10 +1,6 @@
-"""summary.json as types: the run and each phase, every section a frozen model.
-
-Built once from the records and the server series (harness.stats.summary), serialised once
-(`Summary.to_json`), read back with `Summary.from_json` (a regression gate, `harness report`).
-docs/summary.md is generated from these models (`python -m harness.stats.schema`).
-Latencies are in milliseconds, rates per second, timestamps integer nanoseconds of the monotonic clock.
-"""
+"""summary.json as types: the run and each phase, every section a frozen model. Built once (harness.stats.summary),
+serialised once (`Summary.to_json`), read back with `Summary.from_json`; docs/summary.md is generated from them
+(`python -m harness.stats.schema`). Latencies in ms, rates per second, timestamps monotonic ns."""
 
 from __future__ import annotations
 
@@ -172,12 +168,10 @@ class ServerPhase(_Model):
 class Stress(_Model):
     """Where the phase's stress landed on the accelerator (docs/output.md, "Where the stress lands")."""
 
-    source: Literal["simulator", "estimate"] = Field(
-        description="simulator: the bundled simulator's account of every step; estimate: from measured latency "
-                    "and batch on a declared accelerator and model")
+    source: Literal["simulator", "estimate"] = Field(description="the simulator's own account, or an estimate "
+                                                     "from measured latency and batch (--hardware)")
     basis: str = Field(description="what the figures rest on, in words")
-    memory_bound_share: float | None = Field(
-        None, description="share of step time in steps whose memory reads outlast their arithmetic")
+    memory_bound_share: float | None = Field(None, description="share of step time in memory-bound steps")
     busy_share: float | None = Field(None, description="share of the phase's wall time the engine was stepping")
     mbu: float | None = Field(None, description="bytes read from device memory / (step time × peak bandwidth)")
     mfu: float | None = Field(None, description="FLOPs done / (step time × peak FLOP/s of the weight type)")
@@ -274,6 +268,19 @@ class ServerTokenizer(_Model):
     template_overhead: int = Field(description="tokens the server adds around a one-turn prompt, taken off each")
 
 
+class ShardInfo(_Model):
+    index: int
+    count: int
+    start_at: float | None = None  # the common start, Unix seconds
+
+
+class MergedShard(ShardInfo):
+    run_dir: str
+    records: int
+    complete: bool | None
+    stopped: str | None
+
+
 class RunHeader(_Model):
     """Who ran what, when, against which endpoint; how the run ended."""
 
@@ -292,7 +299,8 @@ class RunHeader(_Model):
                                "or a phase before them did not end)")
     complete: bool = True
     tokenizer: ServerTokenizer | None = Field(None, description="with --tokenizer server: what the endpoint said")
-
+    shard: ShardInfo | None = Field(None, description="with --shard i/N: this process's share of the run")
+    shards: list[MergedShard] | None = Field(None, description="after `harness merge`: the shards it joined")
 
 
 class ScrapeInfo(_Model):

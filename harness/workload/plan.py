@@ -51,6 +51,12 @@ class ClosedLoopPlan:
     duration_ns: int | None
     think_ns: int = 0
     stagger_ns: int = 0
+    first: int = 0  # a shard sends requests first, first + step, … of the phase
+    step: int = 1
+
+    def build(self, k: int) -> RequestSpec:
+        """The k-th request this plan sends."""
+        return self.source.spec(self.first + k * self.step)
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +66,7 @@ class SessionPlan:
     source: ConversationSource
     offsets_ns: OffsetsNs
     trace: dict[str, object] | None = None
+    conversations: Sequence[int] | None = None  # which conversation each arrival starts (None: 0, 1, 2, …)
 
 
 PhasePlan = OpenLoopPlan | BatchPlan | ClosedLoopPlan | SessionPlan

@@ -1,0 +1,28 @@
+"""`harness merge`: a sharded run's shard directories joined into one run directory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from harness.cli.errors import guarded
+from harness.report.files import write_run
+from harness.report.merge import merge_shards
+from harness.report.table import print_table
+
+
+@click.command(short_help="Join the shards of one run (--shard i/N) into one run directory.")
+@click.argument("run_dirs", nargs=-1, required=True, type=click.Path(path_type=Path, file_okay=False, exists=True))
+@click.option("--out", required=True, type=click.Path(path_type=Path, file_okay=False),
+              help="The merged run directory to write (records, summary.json, table, report.html).")
+@guarded
+def merge(run_dirs: tuple[Path, ...], out: Path) -> None:
+    """Merge RUN_DIRS, every shard of one run, into --out: records on one clock, statistics computed from all of
+    them, each phase client-limited if any shard was."""
+    if out.exists() and any(out.iterdir()):
+        raise click.BadParameter(f"{out} is not empty", param_hint="--out")
+    result = merge_shards(run_dirs, out)
+    write_run(result)
+    print_table(result.summary.to_json())
+    click.echo(f"\nreport: {out}")

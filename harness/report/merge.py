@@ -1,0 +1,138 @@
+"""`harness merge`: the run directories of a sharded run's shards joined into one run directory.
+
+The statistics are computed once, from the merged records (never from averaged percentiles). Each shard's
+records are moved onto the first shard's clock through the wall-clock anchors both kept (hosts are assumed
+NTP-synchronised); each phase's self-check is the worst of its shards' (client-limited if any shard was).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.config.scenario import Scenario, load_scenario
+from harness.errors import ScenarioError
+from harness.records import RecordWriter, RequestRecord, read_records, write_parquet
+from harness.report.offline import saved_check
+from harness.run.runner import RunResult
+from harness.stats.server import read_server_metrics
+from harness.stats.summary import PhaseRun, build_summary
+from harness.stats.verdict import RANK, ClientCheck
+
+_TIMES = ("intended_ns", "sent_ns", "first_token_ns", "first_content_ns", "last_token_ns", "end_ns")
+
+
+@dataclass(frozen=True)
+class ShardRun:
+    run_dir: Path
+    scenario_text: str
+    saved: dict[str, Any]
+    records: list[RequestRecord]
+
+    @property
+    def shard(self) -> dict[str, int]:
+        return dict(self.saved["run"].get("shard") or {})
+
+    @property
+    def clock_offset_ns(self) -> int:
+        anchor = self.saved["run"]["anchor"]
+        return int(anchor["wall_ns"]) - int(anchor["monotonic_ns"])
+
+
+def read_shard(run_dir: Path) -> ShardRun:
+    summary, records = run_dir / "summary.json", run_dir / "requests.jsonl"
+    if not summary.is_file() or not records.is_file():
+        raise ScenarioError(f"{run_dir}: not a finished run directory (no summary.json or requests.jsonl)")
+    saved = json.loads(summary.read_text(encoding="utf-8"))
+    if not (saved.get("run") or {}).get("shard"):
+        raise ScenarioError(f"{run_dir}: not a shard (run with --shard i/N)")
+    return ShardRun(run_dir, (run_dir / "scenario.yaml").read_text(encoding="utf-8"), saved,
+                    list(read_records(records)))
+
+
+def _check_complete(shards: Sequence[ShardRun]) -> None:
+    """One run's shards, every one of them, each once."""
+    first = shards[0]
+    count = first.shard["count"]
+    for s in shards:
+        if s.saved["run"]["run_id"] != first.saved["run"]["run_id"] or s.shard["count"] != count:
+            raise ScenarioError(f"{s.run_dir}: a shard of another run than {first.run_dir} (run id or N differs)")
+        if s.scenario_text != first.scenario_text:
+            raise ScenarioError(f"{s.run_dir}: its scenario.yaml differs from {first.run_dir}'s")
+    seen = sorted(s.shard["index"] for s in shards)
+    if seen != list(range(count)):
+        missing = sorted(set(range(count)) - set(seen))
+        raise ScenarioError(f"shards of {count}: {'missing ' + str(missing) if missing else 'one given twice'}")
+
+
+def _shifted(rec: RequestRecord, by_ns: int) -> RequestRecord:
+    moved = dataclasses.replace(rec, chunk_ns=[t + by_ns for t in rec.chunk_ns])
+    for name in _TIMES:
+        value = getattr(rec, name)
+        if value is not None:
+            setattr(moved, name, value + by_ns)
+    return moved
+
+
+def worst(checks: Sequence[ClientCheck]) -> ClientCheck:
+    """The shards' self-checks as one: the worst reading of each, the worst verdict with its shard's reason."""
+    def most(values: list[float | None]) -> float | None:
+        known = [v for v in values if v is not None]
+        return max(known) if known else None
+
+    bad = max(checks, key=lambda c: RANK[c.live_verdict])
+    cpu = [c.cpu_seconds for c in checks if c.cpu_seconds is not None]
+    return ClientCheck(most([c.loop_lag_p99_ms for c in checks]), most([c.cpu_share for c in checks]),
+                       checks[0].loop_lag_bound_ms, checks[0].cpu_bound, sum(cpu) if cpu else None,
+                       most([c.runq_share for c in checks]), most([c.load_per_core for c in checks]),
+                       bad.live_verdict, bad.live_reason)
+
+
+def merge_shards(run_dirs: Sequence[Path], out: Path) -> RunResult:
+    shards = sorted((read_shard(d) for d in run_dirs), key=lambda s: s.shard["index"])
+    _check_complete(shards)
+    scenario = load_scenario(shards[0].run_dir / "scenario.yaml")
+    reference = shards[0].clock_offset_ns
+    records = sorted((_shifted(r, s.clock_offset_ns - reference) for s in shards for r in s.records),
+                     key=lambda r: (r.intended_ns, r.request_id))
+    phases = _phase_runs(scenario, shards, records)
+    header = {**shards[0].saved["run"], "shard": None,
+              "shards": [{"index": s.shard["index"], "count": s.shard["count"], "run_dir": str(s.run_dir),
+                          "records": len(s.records),
+                          "complete": s.saved["run"].get("complete"), "stopped": s.saved["run"].get("stopped")}
+                         for s in shards],
+              "complete": all(s.saved["run"].get("complete") for s in shards),
+              "stopped": next((s.saved["run"]["stopped"] for s in shards if s.saved["run"].get("stopped")), None)}
+    rows = read_server_metrics(shards[0].run_dir)  # every shard scraped the same server: the first one's
+    summary = build_summary(scenario, header, phases, rows, shards[0].saved.get("server_metrics"))
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "scenario.yaml").write_text(shards[0].scenario_text, encoding="utf-8")
+    with RecordWriter(out) as writer:
+        for rec in records:
+            writer.write(rec)
+    if records:
+        write_parquet(out / "requests.parquet", records)
+    _copy_rows(shards[0].run_dir, out)
+    return RunResult(out, summary, records, rows)
+
+
+def _phase_runs(scenario: Scenario, shards: Sequence[ShardRun], records: list[RequestRecord]) -> list[PhaseRun]:
+    runs = []
+    for phase in scenario.phases:
+        mine = [r for r in records if r.phase == phase.name]
+        if not mine:
+            continue
+        saved: list[dict[str, Any]] = [next((p for p in s.saved.get("phases", []) if p["name"] == phase.name), {})
+                                       for s in shards]
+        checks = [saved_check(p, scenario.client) for p in saved]
+        runs.append(PhaseRun(phase, mine, worst(checks), saved[0].get("trace")))
+    return runs
+
+
+def _copy_rows(src: Path, out: Path) -> None:
+    if (src / "server_metrics.csv").is_file():
+        (out / "server_metrics.csv").write_bytes((src / "server_metrics.csv").read_bytes())

@@ -1,0 +1,92 @@
+"""One schedule split exactly across processes or hosts (k6's execution segments, interleaved). Pure.
+
+Shard i of N takes every N-th request of each phase, starting at the i-th: the open-loop arrivals i, i+N,
+i+2N… with their own intended times; of each fixed batch the members i, i+N…; of a closed loop the users
+i, i+N… and the requests i, i+N… (the same ids and prompts as one process would send); of multi-turn sessions
+the conversations i, i+N…. The N shards together are the single-process schedule, request for request.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
+from typing import overload
+
+from harness.workload.plan import BatchPlan, ClosedLoopPlan, OpenLoopPlan, PhasePlan, SessionPlan
+from harness.workload.requests import RequestSpec
+
+
+@dataclass(frozen=True, slots=True)
+class Shard:
+    index: int  # 0-based, as Kubernetes' JOB_COMPLETION_INDEX
+    count: int
+
+    @classmethod
+    def parse(cls, text: str) -> Shard:
+        """`i/N`, 0 ≤ i < N; ValueError naming what is wrong."""
+        match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text)
+        if match is None:
+            raise ValueError(f"{text!r}: expected i/N, e.g. 0/4 (0-based)")
+        index, count = int(match[1]), int(match[2])
+        if not 0 <= index < count:
+            raise ValueError(f"{text!r}: the index must be 0 to {count - 1}" if count else f"{text!r}: N must be ≥ 1")
+        return cls(index, count)
+
+    def indices(self, n: int) -> range:
+        """This shard's share of n items."""
+        return range(self.index, n, self.count)
+
+    def run_id(self, scenario: str, start_at: float) -> str:
+        """The run id every shard of one run derives alike, so their request ids and prompts match one run's."""
+        return f"{zlib.crc32(f'{scenario}/{start_at!r}/{self.count}'.encode()):08x}"
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+
+class Strided(Sequence[RequestSpec]):
+    """Every `step`-th item of a sequence from `start`, built only when asked for (the lazy specs stay lazy)."""
+
+    def __init__(self, items: Sequence[RequestSpec], start: int, step: int) -> None:
+        self._items, self._range = items, range(start, len(items), step)
+
+    def __len__(self) -> int:
+        return len(self._range)
+
+    @overload
+    def __getitem__(self, i: int) -> RequestSpec: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[RequestSpec]: ...
+
+    def __getitem__(self, i: int | slice) -> RequestSpec | list[RequestSpec]:
+        if isinstance(i, slice):
+            return [self._items[j] for j in self._range[i]]
+        return self._items[self._range[i]]
+
+    def __iter__(self) -> Iterator[RequestSpec]:
+        return (self._items[j] for j in self._range)
+
+
+def shard_plan(plan: PhasePlan, shard: Shard) -> PhasePlan:
+    """`shard`'s part of one phase's plan."""
+    if shard.count == 1:
+        return plan
+    i, n = shard.index, shard.count
+    if isinstance(plan, OpenLoopPlan):
+        cap = None if plan.max_in_flight is None else max(1, len(range(i, plan.max_in_flight, n)))
+        return replace(plan, specs=Strided(plan.specs, i, n), offsets_ns=plan.offsets_ns[i::n], max_in_flight=cap)
+    if isinstance(plan, BatchPlan):
+        return BatchPlan([b[i::n] for b in plan.batches if b[i::n]])
+    if isinstance(plan, ClosedLoopPlan):
+        # Fewer users than shards: the first `concurrency` shards take one user each, and all the requests.
+        n = min(n, plan.concurrency)
+        if i >= n:
+            return replace(plan, concurrency=0, requests=0)
+        requests = None if plan.requests is None else len(range(i, plan.requests, n))
+        return replace(plan, concurrency=len(range(i, plan.concurrency, n)), requests=requests, first=i, step=n)
+    if isinstance(plan, SessionPlan):
+        return replace(plan, offsets_ns=plan.offsets_ns[i::n], conversations=range(i, len(plan.offsets_ns), n))
+    raise TypeError(f"no sharding for {type(plan).__name__}")

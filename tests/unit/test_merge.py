@@ -1,0 +1,87 @@
+"""`harness merge`: shard directories joined; statistics from the merged records equal one run's, bit for bit."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from harness.cli import main
+from harness.config.scenario import parse_scenario
+from harness.errors import ScenarioError
+from harness.records import RecordWriter, RequestRecord
+from harness.report.merge import merge_shards
+from harness.stats.summary import PhaseRun, build_summary
+from harness.stats.verdict import ClientCheck
+from harness.tools.predict import predict_runs
+
+SCENARIO = {"name": "m", "seed": 5, "workload": {"prompt_tokens": 64, "output_tokens": 16},
+            "phases": [{"name": "live", "load": {"type": "poisson", "rate": 10, "requests": 30}},
+                       {"name": "bulk", "load": {"type": "batch", "size": 8, "batches": 2}}]}
+SKEW_NS = 7_000_000_123  # shard 1's monotonic clock runs this far behind shard 0's
+
+
+def write_shard(run_dir: Path, records: list[RequestRecord], index: int, offset_ns: int, verdict: str) -> None:
+    """A shard's run directory as `harness run --shard` leaves it, its clock `offset_ns` off shard 0's."""
+    scenario = parse_scenario(SCENARIO, "test")
+    with RecordWriter(run_dir) as writer:
+        for rec in records:
+            writer.write(dataclasses.replace(rec, intended_ns=rec.intended_ns - offset_ns,
+                                             sent_ns=None if rec.sent_ns is None else rec.sent_ns - offset_ns,
+                                             first_token_ns=None if rec.first_token_ns is None
+                                             else rec.first_token_ns - offset_ns,
+                                             first_content_ns=None if rec.first_content_ns is None
+                                             else rec.first_content_ns - offset_ns,
+                                             last_token_ns=None if rec.last_token_ns is None
+                                             else rec.last_token_ns - offset_ns,
+                                             end_ns=rec.end_ns - offset_ns,
+                                             chunk_ns=[t - offset_ns for t in rec.chunk_ns]))
+    (run_dir / "scenario.yaml").write_text(scenario.to_yaml(), encoding="utf-8")
+    header = {"run_id": "abcd0123", "scenario": "m", "harness_version": "t", "seed": 5, "complete": True,
+              "anchor": {"monotonic_ns": 1_000 - offset_ns, "wall_ns": 1_000},
+              "shard": {"index": index, "count": 2, "start_at": 1.0}}
+    phases = [{"name": p, "client": {"loop_lag_p99_ms": 1.0 + index, "cpu_share": 0.2, "verdict": verdict},
+               "client_limited_reason": "" if verdict == "ok" else "saturated: CPU 97%"} for p in ("live", "bulk")]
+    (run_dir / "summary.json").write_text(json.dumps({"run": header, "phases": phases}), encoding="utf-8")
+
+
+@pytest.fixture
+def shards(tmp_path: Path) -> tuple[list[Path], list[RequestRecord]]:
+    _, runs = asyncio.run(predict_runs(parse_scenario(SCENARIO, "test")))
+    records = [r for run in runs for r in run.records]
+    dirs = [tmp_path / "s0", tmp_path / "s1"]
+    write_shard(dirs[0], records[0::2], 0, 0, "ok")
+    write_shard(dirs[1], records[1::2], 1, SKEW_NS, "saturated")
+    return dirs, records
+
+
+def test_merged_statistics_equal_one_run_of_the_same_records(shards: tuple[list[Path], list[RequestRecord]],
+                                                             tmp_path: Path) -> None:
+    dirs, records = shards
+    merged = merge_shards(dirs, tmp_path / "out")
+    assert sorted(r.request_id for r in merged.records) == sorted(r.request_id for r in records)
+    assert {r.request_id: r.chunk_ns for r in merged.records} == {r.request_id: r.chunk_ns for r in records}
+    scenario = parse_scenario(SCENARIO, "test")
+    worst = ClientCheck(2.0, 0.2, live_verdict="saturated", live_reason="saturated: CPU 97%")
+    alone = build_summary(scenario, {"run_id": "x", "scenario": "m", "harness_version": "t", "seed": 5},
+                          [PhaseRun(p, [r for r in records if r.phase == p.name], worst) for p in scenario.phases])
+    for mine, theirs in zip(merged.summary.to_json()["phases"], alone.to_json()["phases"], strict=True):
+        assert mine == theirs  # percentiles from the merged records, and client-limited as the worst shard
+    assert merged.summary.phases[0].client_limited
+    assert [s.index for s in merged.summary.run.shards or []] == [0, 1]
+    assert (tmp_path / "out" / "requests.jsonl").is_file()
+
+
+def test_a_missing_or_foreign_shard_is_named(shards: tuple[list[Path], list[RequestRecord]], tmp_path: Path) -> None:
+    dirs, _ = shards
+    with pytest.raises(ScenarioError, match=r"missing \[1\]"):
+        merge_shards(dirs[:1], tmp_path / "a")
+    summary = json.loads((dirs[1] / "summary.json").read_text())
+    summary["run"]["run_id"] = "other"
+    (dirs[1] / "summary.json").write_text(json.dumps(summary))
+    result = CliRunner().invoke(main, ["merge", str(dirs[0]), str(dirs[1]), "--out", str(tmp_path / "b")])
+    assert result.exit_code == 2 and "a shard of another run" in result.output
