@@ -92,3 +92,18 @@ def test_the_ci_example_runs_the_nightly_script_and_publishes_its_outputs() -> N
         assert out in script and any(out in str(s.get("with", "")) + s.get("run", "") for s in steps)
     assert "scenarios/nightly.yaml" in script and (DOCKER.parent / "scenarios" / "nightly.yaml").is_file()
     assert workflow["jobs"]["nightly"]["timeout-minutes"] <= 60
+
+
+def test_the_indexed_job_runs_shards_with_flags_harness_accepts() -> None:
+    from harness.cli.run import run
+
+    job = yaml.safe_load((DOCKER / "k8s" / "harness-shards.yaml").read_text())
+    spec = job["spec"]
+    assert spec["completionMode"] == "Indexed" and spec["completions"] == spec["parallelism"] == 4
+    (container,) = spec["template"]["spec"]["containers"]
+    args = [a.replace("$(JOB_COMPLETION_INDEX)", "3").replace("__START_AT__", "1764560000") for a in container["args"]]
+    assert args[args.index("--shard") + 1] == "3/4"
+    ctx = run.make_context("run", args[1:])  # parses and checks every flag, runs nothing
+    assert ctx.params["shard_text"] == "3/4" and ctx.params["start_at"] == 1764560000.0
+    merge = yaml.safe_load((DOCKER / "k8s" / "harness-merge.yaml").read_text())
+    assert "harness merge /reports/shard-*/*" in merge["spec"]["template"]["spec"]["containers"][0]["command"][-1]
