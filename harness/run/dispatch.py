@@ -21,7 +21,7 @@ from concurrent.futures import Executor
 from typing import Any
 
 from harness.client.backend import Backend
-from harness.clock import Clock
+from harness.clock import NS_PER_S, Clock
 from harness.records import RequestRecord
 from harness.run.lookahead import DEFAULT_HORIZON_NS, DEFAULT_MAX_AHEAD, Lookahead
 from harness.run.worker import run_request
@@ -30,6 +30,7 @@ from harness.workload.requests import RequestSpec
 from harness.workload.sessions import ConversationSource
 
 Sink = Callable[[RequestRecord], None]
+_BUILD_MARGIN_S = 0.001  # what building a request here, when the worker is late, may take
 
 
 class Dispatcher:
@@ -128,15 +129,16 @@ class Dispatcher:
         await feed.prime(self.max_ahead)  # the first requests are ready before the schedule starts
         spec = await feed.next()
         start = self.clock.now_ns()
-        for offset in offsets_ns:
-            assert spec is not None
+        for k, offset in enumerate(offsets_ns):
             deadline = start + int(offset)
+            if k:  # the worker has until this request is due (less a build's worth) to have it ready
+                spec = await feed.next(max(0.0, (deadline - self.clock.now_ns()) / NS_PER_S - _BUILD_MARGIN_S))
+            assert spec is not None
             await self.clock.sleep_until(deadline)
             if max_in_flight is not None:
                 while len(self._in_flight) >= max_in_flight:
                     await asyncio.wait(set(self._in_flight), return_when=asyncio.FIRST_COMPLETED)
             self._launch(spec, deadline)
-            spec = await feed.next()
 
     async def fixed_batch(self, batches: Sequence[Sequence[RequestSpec]], grace_s: float = 30.0
                           ) -> list[RequestRecord]:

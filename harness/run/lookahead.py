@@ -24,6 +24,7 @@ from harness.workload.requests import RequestSpec
 DEFAULT_MAX_AHEAD = 256
 DEFAULT_HORIZON_NS = 2 * NS_PER_S
 CHUNK = 16  # requests a job of the worker builds: one hand-over between the threads per chunk, not per request
+PRIME_WAIT_S = 2.0
 
 
 class Lookahead:
@@ -42,6 +43,7 @@ class Lookahead:
         self._submitted = 0  # requests given to the worker so far
         self.handed_out = 0
         self.peak_held = 0  # most requests built or being built at once
+        self.built_here = 0  # requests the worker had not built in time, built on the caller's thread
 
     @property
     def held(self) -> int:
@@ -91,12 +93,13 @@ class Lookahead:
             return
         self._fill(force=True)
         jobs = [job for first, _, job in self._jobs if first < count]
-        if jobs:
-            await asyncio.wait(jobs)
+        if jobs:  # bounded: a worker starved of CPU must not hold the phase back (`next` builds what it lacks)
+            await asyncio.wait(jobs, timeout=PRIME_WAIT_S)
 
-    async def next(self) -> RequestSpec | None:
+    async def next(self, wait_s: float = 0.0) -> RequestSpec | None:
         """The next request, or None when the phase has no more. Callers may wait on it concurrently (the
-        users of a closed loop): each gets its own request, in order."""
+        users of a closed loop): each gets its own request, in order. `wait_s`: how long the caller can wait
+        for the worker (until the request is due) before it is built here instead."""
         i = self.handed_out
         if not self._more(i):
             return None
@@ -109,9 +112,16 @@ class Lookahead:
         self.handed_out = i + 1
         if self.handed_out == stop:
             self._jobs.popleft()
-        self._fill()  # before waiting: the worker never idles while there is room
-        specs = job.result() if job.done() else await job
-        return specs[i - first]
+        self._fill()  # the worker never idles while there is room
+        if not job.done() and wait_s > 0:
+            await asyncio.wait((job,), timeout=wait_s)
+        if job.done():
+            return job.result()[i - first]
+        # The worker is behind: it runs at idle priority, and a CPU kept busy by other processes can starve it
+        # for as long as they run. This request is due: build it here rather than wait (the worker's copy, the
+        # same spec, is dropped).
+        self.built_here += 1
+        return self._build(i)
 
     def close(self) -> None:
         """Drop what was built ahead and not handed out (the phase ended or was stopped)."""

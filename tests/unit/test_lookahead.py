@@ -62,7 +62,7 @@ def test_the_lookahead_never_holds_more_than_its_bounds(count: int, max_ahead: i
         with ThreadPoolExecutor(1) as pool:
             ahead = Lookahead(build, count, pool, offsets.tolist(), max_ahead, horizon)
             out = []
-            while (spec := await ahead.next()) is not None:
+            while (spec := await ahead.next(wait_s=5.0)) is not None:  # a worker given time: nothing built twice
                 out.append(spec)
                 h = ahead.handed_out
                 assert ahead.held <= max_ahead
@@ -123,3 +123,36 @@ async def test_closed_loop_users_share_one_feed_each_request_once() -> None:
         await drive_threaded(clock, task)
     records = task.result()
     assert sorted(r.index for r in records) == list(range(50))
+
+
+class Starved(ThreadPoolExecutor):
+    """A worker that never gets a CPU (its idle priority, on a core other processes keep busy)."""
+
+    def __init__(self) -> None:
+        super().__init__(1)
+        self.gate = threading.Event()
+
+    def submit(self, fn, /, *args, **kwargs):  # type: ignore[no-untyped-def, override]
+        def held():  # type: ignore[no-untyped-def]
+            self.gate.wait()
+            return fn(*args, **kwargs)
+        return super().submit(held)
+
+
+async def test_a_starved_worker_never_stalls_the_phase() -> None:
+    """Its requests are built on the loop's thread when due (a CPU hog once froze a phase until the hog ended)."""
+    pool = Starved()
+    try:
+        ahead = Lookahead(source().spec, 40, pool, max_ahead=8)
+        got = await asyncio.wait_for(drain(ahead), timeout=10)
+        assert [s.request_id for s in got] == [source().spec(i).request_id for i in range(40)]
+        assert ahead.built_here == 40
+        # Given until its request is due, a late worker is waited for: nothing is built twice.
+        pool.gate.set()
+        again = Lookahead(source().spec, 40, ThreadPoolExecutor(1), max_ahead=8)
+        while (spec := await again.next(wait_s=5.0)) is not None:
+            assert spec.request_id == source().spec(again.handed_out - 1).request_id
+        assert again.built_here == 0
+    finally:
+        pool.gate.set()
+        pool.shutdown()
