@@ -21,7 +21,7 @@ from harness.run.runner import RunResult, run_scenario
 from tests.helpers import ROOT
 
 pytestmark = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores: harness and server apart")
-HOG = "import time\nend = time.time() + 30\nwhile time.time() < end:\n    pass\n"
+HOG = "import time\nend = time.time() + 12\nwhile time.time() < end:\n    pass\n"
 
 
 @contextmanager
@@ -52,7 +52,7 @@ def simulator(core: int, *flags: str) -> Iterator[str]:
 
 @contextmanager
 def hogs(core: int, count: int) -> Iterator[None]:
-    """`count` busy loops on `core` (each ends by itself after 30 s; killed when the block ends)."""
+    """`count` busy loops on `core` (each ends by itself after 12 s; killed when the block ends)."""
     procs = [subprocess.Popen([sys.executable, "-c", HOG], preexec_fn=lambda: os.sched_setaffinity(0, {core}))
              for _ in range(count)]
     try:
