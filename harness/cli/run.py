@@ -26,7 +26,7 @@ from harness.client.backend import Api
 from harness.config.load import TraceLoad
 from harness.config.quick import QuickRun, length_spec, quick_scenario
 from harness.config.scenario import Scenario, parse_hardware
-from harness.errors import EXIT_NOTHING_OK, EXIT_REGRESSION, EXIT_STOPPED
+from harness.errors import EXIT_HARNESS, EXIT_NOTHING_OK, EXIT_REGRESSION, EXIT_STOPPED
 from harness.gctune import tune_for_timing
 from harness.report.files import write_run
 from harness.report.notes import notes
@@ -39,6 +39,7 @@ from harness.run.target import target
 from harness.stats.repeats import across_runs, derived_seed
 from harness.tools.calibration_store import ceiling_tokens_per_s
 from harness.tools.search import parse_slo
+from harness.tools.workers import merge_workers, start_workers, watch
 from harness.workload.shards import Shard
 
 
@@ -59,6 +60,9 @@ from harness.workload.shards import Shard
 @click.option("--shard", "shard_text", metavar="i/N",
               help="Send only shard i (0-based) of N of every phase: every N-th request from the i-th, as one "
                    "process would send it. Needs --start-at; `harness merge` joins the shards' run directories.")
+@click.option("--workers", type=click.IntRange(min=2), metavar="N",
+              help="Send the load from N local processes, one shard each, on their own cores where there are "
+                   "enough, merged into one run directory.")
 @click.option("--start-at", type=float, metavar="UNIX_S",
               help="Start the first phase at this Unix time (seconds), so shards on several hosts start together.")
 @click.option("--tokenizer", metavar="PATH|server",
@@ -88,8 +92,8 @@ from harness.workload.shards import Shard
 @guarded
 def run(scenario_path: Path | None, endpoint: str | None, model: str | None, api: Api | None,
         api_key_env: str | None, reports_dir: Path, pin: bool, accelerator: str | None, hardware: str | None,
-        shard_text: str | None, start_at: float | None, tokenizer: str | None, skip_bad_rows: bool, progress: str,
-        repeat: int, **quick: Any) -> None:
+        shard_text: str | None, workers: int | None, start_at: float | None, tokenizer: str | None,
+        skip_bad_rows: bool, progress: str, repeat: int, **quick: Any) -> None:
     """Run SCENARIO (default scenarios/quickstart.yaml), or a quick run from flags (--rate, --concurrency,
     --batch), and report each phase side by side."""
     export = {k: quick.pop(k) for k in ("metrics_port", "metrics_hold_s", "pushgateway", "pushgateway_job",
@@ -97,6 +101,9 @@ def run(scenario_path: Path | None, endpoint: str | None, model: str | None, api
     scenario = _with_flags(_scenario(scenario_path, quick, api), tokenizer, skip_bad_rows, accelerator)
     scenario = _with_hardware(scenario, hardware)
     sharding = _sharding(shard_text, start_at, repeat)
+    if workers is not None and (sharding is not None or repeat > 1):
+        raise click.BadParameter("runs the whole schedule itself: drop --shard, --start-at and --repeat",
+                                 param_hint="--workers")
     scenario = with_export_flags(scenario, export)
     endpoint = endpoint_url(endpoint)
     writable_dir(reports_dir, "--reports-dir")
@@ -109,15 +116,25 @@ def run(scenario_path: Path | None, endpoint: str | None, model: str | None, api
         for k in range(repeat):
             each = _repeat(scenario, k)
             run_dir = parent / f"run-{k + 1}" if parent else new_run_dir(reports_dir, scenario.name)
-            result = event_loop.run(_run(each, run_dir, endpoint, model, api, key, pin, display, metrics, sharding))
+            died: list[str] = []
+            if workers is None:
+                result = event_loop.run(_run(each, run_dir, endpoint, model, api, key, pin, display, metrics,
+                                             sharding))
+            else:
+                result, died = event_loop.run(_run_workers(each, run_dir, endpoint, model, api, key, display,
+                                                           workers))
             results.append(result)
             summary = result.summary.to_json()
             write_run(result)
             print_table(summary)
             for line in notes(summary):
                 display.warn(line)
+            for line in died:
+                display.warn(line)
             click.echo(f"\nreport: {result.run_dir}")
             push(each, summary, key, display.warn)  # completed, failed or stopped alike
+            if died:
+                raise fail(f"{len(died)} of {workers} workers died: the run is incomplete", EXIT_HARNESS)
             if result.summary.run.stopped:
                 break
         if parent is not None:
@@ -204,6 +221,24 @@ def _sharding(shard_text: str | None, start_at: float | None, repeat: int) -> Sh
     if repeat > 1:
         raise click.BadParameter("a shard runs once; repeat the whole sharded run instead", param_hint="--repeat")
     return Sharding(shard, start_at)
+
+
+async def _run_workers(scenario: Scenario, run_dir: Path, url: str | None, model: str | None, api: Api | None,
+                       key: str | None, display: Display, n: int) -> tuple[RunResult, list[str]]:
+    async with target(scenario, url=url, model=model, api=api, api_key=key, pin=False, log=display.warn) as (
+            endpoint, bundled):
+        for line in plan_lines(scenario, endpoint, bundled, run_dir):
+            display.say(line)
+        display.say(f"  {n} worker processes, one shard each: {run_dir / 'workers'}")
+        workers, _ = start_workers(scenario, endpoint, run_dir / "workers", n, spare_last_core=bundled)
+        try:
+            await watch(workers, display)
+        finally:
+            for worker in workers:  # stopped or failed here: the workers stop too (SIGTERM: their records kept)
+                if worker.proc.poll() is None:
+                    worker.proc.terminate()
+                    worker.proc.wait()
+        return merge_workers(scenario, workers, run_dir, bundled)
 
 
 def _with_hardware(scenario: Scenario, hardware: str | None) -> Scenario:

@@ -93,9 +93,16 @@ def worst(checks: Sequence[ClientCheck]) -> ClientCheck:
 
 
 def merge_shards(run_dirs: Sequence[Path], out: Path) -> RunResult:
-    shards = sorted((read_shard(d) for d in run_dirs), key=lambda s: s.shard["index"])
+    return merge_runs([read_shard(d) for d in run_dirs], out)
+
+
+def merge_runs(shards: Sequence[ShardRun], out: Path, header_update: dict[str, Any] | None = None) -> RunResult:
+    """The shards (every one of one run) as one run directory `out`; `header_update` overrides run fields."""
+    shards = sorted(shards, key=lambda s: s.shard["index"])
     _check_complete(shards)
-    scenario = load_scenario(shards[0].run_dir / "scenario.yaml")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "scenario.yaml").write_text(shards[0].scenario_text, encoding="utf-8")
+    scenario = load_scenario(out / "scenario.yaml")
     reference = shards[0].clock_offset_ns
     records = sorted((_shifted(r, s.clock_offset_ns - reference) for s in shards for r in s.records),
                      key=lambda r: (r.intended_ns, r.request_id))
@@ -106,11 +113,10 @@ def merge_shards(run_dirs: Sequence[Path], out: Path) -> RunResult:
                           "complete": s.saved["run"].get("complete"), "stopped": s.saved["run"].get("stopped")}
                          for s in shards],
               "complete": all(s.saved["run"].get("complete") for s in shards),
-              "stopped": next((s.saved["run"]["stopped"] for s in shards if s.saved["run"].get("stopped")), None)}
+              "stopped": next((s.saved["run"]["stopped"] for s in shards if s.saved["run"].get("stopped")), None),
+              **(header_update or {})}
     rows = read_server_metrics(shards[0].run_dir)  # every shard scraped the same server: the first one's
     summary = build_summary(scenario, header, phases, rows, shards[0].saved.get("server_metrics"))
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "scenario.yaml").write_text(shards[0].scenario_text, encoding="utf-8")
     with RecordWriter(out) as writer:
         for rec in records:
             writer.write(rec)

@@ -50,6 +50,11 @@ def simulator_command(cfg: SimulatorConfig, host: str = "127.0.0.1", port: int =
 _GIVEN_CORES = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
 
 
+def given_cores() -> list[int]:
+    """The cores this process was given at start (before any pinning of its own)."""
+    return list(_GIVEN_CORES)
+
+
 def split_cores() -> tuple[set[int], set[int]] | None:
     """(harness cores, simulator cores) when this process was given two or more: first core, last core."""
     cores = _GIVEN_CORES

@@ -97,7 +97,7 @@ def test_search_over_real_http_agrees_with_virtual_time(tmp_path: Path) -> None:
     scenario = tmp_path / "narrow.yaml"
     scenario.write_text(SMALL_SERVER)
     args = [str(scenario), "--slo", "ttft_p99=150ms", "--goodput", "0.9", "--low", "4", "--high", "24",
-            "--duration", "2", "--steps", "3", "--repeats", "2", "--min-requests", "8", "--json"]
+            "--duration", "2", "--steps", "3", "--repeats", "1", "--min-requests", "8", "--json"]
     virtual = json.loads(harness("search", *args, "--predict").stdout)
     proc = harness("search", *args, "--reports-dir", str(tmp_path / "r"))
     assert proc.returncode == 0, proc.stderr

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from harness.cli import main
 from harness.config.scenario import parse_scenario
 from harness.workload.plan import BatchPlan, ClosedLoopPlan, OpenLoopPlan, PhasePlan, SessionPlan, plan_phase
 from harness.workload.shards import Shard, shard_plan
@@ -64,3 +68,13 @@ def test_a_shard_is_i_of_n_and_every_shard_derives_the_same_run_id() -> None:
             Shard.parse(bad)
     ids = {Shard(i, 4).run_id("quickstart", 1764560000.0) for i in range(4)}
     assert len(ids) == 1 and Shard(0, 4).run_id("quickstart", 1764560001.0) not in ids
+
+
+def test_shard_and_worker_flags_are_checked(tmp_path: Path) -> None:
+    for args, problem in ((["--shard", "2/2", "--start-at", "1"], "index must be 0 to 1"),
+                          (["--shard", "0/2"], "needs --start-at"),
+                          (["--workers", "2", "--shard", "0/2", "--start-at", "1"], "drop --shard"),
+                          (["--workers", "1"], "--workers")):
+        result = CliRunner().invoke(main, ["run", "--rate", "1", "--requests", "1", *args, "--reports-dir",
+                                           str(tmp_path)])
+        assert result.exit_code == 2 and problem in result.output, result.output
