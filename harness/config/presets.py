@@ -167,28 +167,27 @@ def _build(cls: type[Any], name: str, entry: object, source: str) -> Any:
 def resolve_accelerator(value: str | dict[str, Any]) -> Device:
     """A preset's name, or a custom accelerator's fields (`kind: asic` for an SRAM chip); ValueError if neither."""
     if isinstance(value, str):
-        if value not in ACCELERATORS:
-            raise ValueError(f"unknown accelerator {value!r}; known: {', '.join(sorted(ACCELERATORS))}")
-        return ACCELERATORS[value]
-    entry = dict(value)
-    name = str(entry.pop("name", "custom"))
-    kind = entry.pop("kind", "gpu")
+        return _preset(ACCELERATORS, value, "accelerator")
+    kind = value.get("kind", "gpu")
     if kind not in _KINDS:
         raise ValueError(f"kind: {kind!r} is not one of {', '.join(_KINDS)}")
-    return _custom(_KINDS[kind], name, entry)  # type: ignore[no-any-return]
+    return _custom(_KINDS[kind], {k: v for k, v in value.items() if k != "kind"})  # type: ignore[no-any-return]
 
 
 def resolve_model(value: str | dict[str, Any]) -> ModelSpec:
     """A preset's name, or a custom model's fields; ValueError if neither."""
-    if isinstance(value, str):
-        if value not in MODELS:
-            raise ValueError(f"unknown model {value!r}; known: {', '.join(sorted(MODELS))}")
-        return MODELS[value]
-    entry = dict(value)
-    return _custom(ModelSpec, str(entry.pop("name", "custom")), entry)
+    return _preset(MODELS, value, "model") if isinstance(value, str) else _custom(ModelSpec, value)
 
 
-def _custom(cls: type[T], name: str, entry: dict[str, Any]) -> T:
+def _preset(presets: dict[str, T], name: str, what: str) -> T:
+    if name not in presets:
+        raise ValueError(f"unknown {what} {name!r}; known: {', '.join(sorted(presets))}")
+    return presets[name]
+
+
+def _custom(cls: type[T], fields: dict[str, Any]) -> T:
+    entry = dict(fields)
+    name = str(entry.pop("name", "custom"))
     try:
         return cast(T, _build(cls, name, entry, "custom"))
     except PresetError as exc:
