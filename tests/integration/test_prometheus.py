@@ -167,7 +167,13 @@ def test_exporter_scraped_by_a_real_prometheus_feeds_every_dashboard_panel(tmp_p
                               '(harness_ttft_seconds_bucket{scenario="prom", phase="open"}))')
         i = next(k for k, b in enumerate(LATENCY_BUCKETS_S) if p50_s <= b)
         assert LATENCY_BUCKETS_S[max(i - 2, 0)] <= estimate <= LATENCY_BUCKETS_S[min(i + 1, len(LATENCY_BUCKETS_S) - 1)]
-        empty = [(title, expr) for title, expr in _panel_queries() if not prom.query(_substitute(expr))]
+        # A rate needs two samples in its window: a Prometheus whose first scrape of the exporter came late
+        # (a slow start) has them a scrape later; the exporter holds its figures meanwhile.
+        panels_by = time.monotonic() + 30
+        while empty := [(title, expr) for title, expr in _panel_queries() if not prom.query(_substitute(expr))]:
+            if time.monotonic() > panels_by:
+                break
+            time.sleep(0.5)
         assert not empty, f"panels with no data: {empty}"
         # The exporter's OpenMetrics carries request ids as exemplars, and they are the run's own.
         text = _get(f"http://127.0.0.1:{exporter}/metrics",
