@@ -37,7 +37,7 @@ def _print_validation(rows: list[dict[str, Any]]) -> None:
 def fit_cmd(run_dirs: tuple[Path, ...], out: Path, name: str, model: str | None, as_json: bool) -> None:
     """Fit a `kind: fitted` accelerator to RUN_DIRS (two or more load levels of one endpoint), write it to
     --out, and replay each run on it to show the fit's error."""
-    fit = fit_runs(run_dirs, name)
+    fit = fit_runs(run_dirs, name, known_model(model))
     out.write_text(fit.preset_yaml(run_dirs), encoding="utf-8")
     accelerator = load_twin(out, name)
     rows = [row for d in run_dirs for row in validate_run(d, accelerator, known_model(model))]
@@ -48,7 +48,8 @@ def fit_cmd(run_dirs: tuple[Path, ...], out: Path, name: str, model: str | None,
     a = fit.accelerator
     click.echo(f"fitted {a.name} on {fit.samples:,} step gaps: step {a.step_ms:.2f} ms + {a.per_seq_ms:.3f} ms a "
                f"sequence + {a.per_context_ktoken_ms:.3f} ms per 1k context tokens + hypot({a.weights_ms:.2f} ms, "
-               f"{a.per_ktoken_ms:.2f} ms per 1k tokens); KV {a.kv_tokens:,} tokens"
+               f"{a.per_ktoken_ms:.2f} ms per 1k tokens) + {a.request_ms:.2f} ms a request outside the steps; "
+               f"KV {a.kv_tokens:,} tokens"
                f"{'' if fit.kv_measured else ' (not measured: the runs scraped no KV usage)'}")
     click.echo(f"wrote {out}\n")
     _print_validation(rows)

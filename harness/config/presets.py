@@ -63,6 +63,10 @@ class FittedAccelerator:
     per_seq_ms: float
     per_context_ktoken_ms: float  # per 1,000 tokens of decode context
     kv_tokens: int  # KV cache capacity, in tokens
+    # Time of each request outside the engine's steps (HTTP, parsing, tokenising, the server's loop), part of
+    # every measured TTFT. Virtual-time replays (`predict`, `sim validate`) add it; `sim serve` does not, its
+    # own HTTP adds the real thing.
+    request_ms: float = 0.0
 
 
 Device = Accelerator | AsicAccelerator | FittedAccelerator

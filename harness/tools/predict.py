@@ -17,6 +17,7 @@ from harness import __version__
 from harness.client.backend import RequestEvents
 from harness.client.sse import Chunk
 from harness.clock import NS_PER_S, FakeClock, cancel_quietly
+from harness.config.presets import ACCELERATORS, FittedAccelerator
 from harness.config.scenario import Scenario
 from harness.records import RequestRecord
 from harness.run.dispatch import Dispatcher
@@ -50,6 +51,8 @@ class EngineBackend:
         c = scenario.client
         self.first_token_ns = None if c.first_token_timeout_s is None else int(c.first_token_timeout_s * NS_PER_S)
         self.request_ns = int(c.request_timeout_s * NS_PER_S)
+        device = ACCELERATORS[scenario.simulator.accelerator]
+        self.overhead_ns = int(device.request_ms * 1e6) if isinstance(device, FittedAccelerator) else 0
 
     def prepare(self, spec: RequestSpec) -> None:
         pass
@@ -66,8 +69,10 @@ class EngineBackend:
             return
         events.status(200)
         context_left = self.context - parsed.prompt_tokens  # the server shortens max_tokens to it
-        req = make_request(spec.request_id, parsed.prompt_words,
-                           output_length(parsed, context_left, self.seed, spec.max_tokens), sent_ns)
+        answer = output_length(parsed, context_left, self.seed, spec.max_tokens)
+        req = make_request(spec.request_id, parsed.prompt_words, answer, sent_ns + self.overhead_ns)
+        if self.overhead_ns:  # the request's way into the engine (a fitted endpoint's HTTP and parsing)
+            await self.clock.sleep_until(req.arrival_ns)
         loop = asyncio.get_running_loop()
         first, finished = loop.create_future(), loop.create_future()
         req.on_token = _reporter(events, first, finished,

@@ -17,21 +17,22 @@ accelerator and sets the prediction beside the measurement.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import yaml
 
-from harness.config.presets import MODELS, FittedAccelerator, load_presets
+from harness.config.presets import ACCELERATORS, MODELS, FittedAccelerator, load_presets
 from harness.config.scenario import Scenario, load_scenario
 from harness.errors import ScenarioError
 from harness.records import RequestRecord, read_records
 from harness.stats.server import Row, read_server_metrics
-from harness.tools.predict import predict
+from harness.tools.predict import predict, predict_runs
 
 MAX_SAMPLES = 200_000  # step gaps kept for the fit (a stride over more)
 UNMEASURED_KV_TOKENS = 10_000_000  # no KV usage scraped: the twin never runs out
@@ -185,7 +186,7 @@ class Fit:
                                      sort_keys=False)
 
 
-def fit_runs(run_dirs: Sequence[Path], name: str) -> Fit:
+def fit_runs(run_dirs: Sequence[Path], name: str, model: str | None = None) -> Fit:
     records = [rec for d in run_dirs for rec in _records(d)]
     samples = step_samples(records)
     if len(samples) < 20:
@@ -194,7 +195,32 @@ def fit_runs(run_dirs: Sequence[Path], name: str) -> Fit:
     kv = [k for d in run_dirs if (k := kv_capacity(list(_records(d)), read_server_metrics(d))) is not None]
     coefficients = fit_steps(samples)
     kv_tokens = int(np.median(kv)) if kv else UNMEASURED_KV_TOKENS
-    return Fit(FittedAccelerator(name, **coefficients, kv_tokens=kv_tokens), len(samples), bool(kv))
+    steps_only = FittedAccelerator(name, **coefficients, kv_tokens=kv_tokens)
+    return Fit(replace(steps_only, request_ms=request_overhead_ms(steps_only, run_dirs, model)), len(samples),
+               bool(kv))
+
+
+def request_overhead_ms(steps_only: FittedAccelerator, run_dirs: Sequence[Path], model: str | None) -> float:
+    """The time a request spends outside the engine's steps: the median, over every ok request of the fitted
+    runs, of its measured less its replayed TTFT on the steps alone (never below zero). A step fit cannot see
+    it: it lies between the client's send and the engine's admission, and between the first token's step and
+    the client's read."""
+    ACCELERATORS[steps_only.name] = steps_only
+    short = [gap for d in run_dirs for gap in _ttft_shortfall_ms(d, steps_only.name, model)]
+    return max(0.0, float(np.median(short))) if short else 0.0
+
+
+def _ttft_shortfall_ms(run_dir: Path, accelerator: str, model: str | None) -> list[float]:
+    """Measured less replayed TTFT of each request answered in both, matched by phase and index."""
+    def ttft(rec: RequestRecord) -> float | None:
+        if rec.status != "ok" or rec.first_token_ns is None or rec.sent_ns is None:
+            return None
+        return (rec.first_token_ns - rec.sent_ns) / 1e6
+
+    _, runs = asyncio.run(predict_runs(on_twin(load_scenario(run_dir / "scenario.yaml"), accelerator, model)))
+    replayed = {(r.phase, r.index): t for run in runs for r in run.records if (t := ttft(r)) is not None}
+    return [t - replayed[key] for r in _records(run_dir)
+            if (t := ttft(r)) is not None and (key := (r.phase, r.index)) in replayed]
 
 
 def _records(run_dir: Path) -> list[RequestRecord]:

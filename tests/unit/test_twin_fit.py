@@ -5,8 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from harness.config.presets import ACCELERATORS, FittedAccelerator
+from harness.config.scenario import parse_scenario
 from harness.records import RequestRecord
 from harness.stats.server import Row
+from harness.tools.predict import predict
 from harness.tools.twin import fit_steps, kv_capacity, step_samples
 
 MS = 1_000_000
@@ -59,3 +62,24 @@ def test_kv_capacity_is_tokens_held_over_usage_when_nothing_waits() -> None:
             Row(int(95 * MS), {"kv_cache_usage": 0.01, "waiting": 0.0})]  # too little used to say
     assert kv_capacity([a, b], rows) == int((1002 + 2000) / 0.25)
     assert kv_capacity([a, b], rows[1:]) is None
+
+
+def test_a_fitted_request_time_delays_every_first_token_by_itself_in_virtual_time() -> None:
+    """At low load (one request at a time, no noise) the engine idles between requests: a 7 ms request time
+    moves every TTFT by 7 ms and leaves the steps, so the ITL, alone."""
+    steps = {"step_ms": 2.0, "weights_ms": 6.0, "per_ktoken_ms": 60.0, "per_seq_ms": 0.0,
+             "per_context_ktoken_ms": 0.0, "kv_tokens": 100_000}
+    latency = {}
+    for request_ms in (0.0, 7.0):
+        ACCELERATORS["twin-test"] = FittedAccelerator("twin-test", **steps, request_ms=request_ms)
+        try:
+            scenario = parse_scenario({
+                "name": "spaced", "workload": {"prompt_tokens": 200, "output_tokens": 8},
+                "simulator": {"accelerator": "twin-test", "noise_sigma": 0},
+                "phases": [{"name": "p", "load": {"type": "constant", "rate": 2, "requests": 6}}]}, "test")
+            latency[request_ms] = predict(scenario)["phases"][0]["latency_ms"]
+        finally:
+            del ACCELERATORS["twin-test"]
+    for stat in ("p50", "max"):
+        assert latency[7.0]["ttft"][stat] - latency[0.0]["ttft"][stat] == pytest.approx(7.0, abs=1e-6)
+    assert latency[7.0]["itl"]["p50"] == pytest.approx(latency[0.0]["itl"]["p50"], abs=1e-9)
