@@ -81,6 +81,11 @@ _SCALAR_COLUMNS = [name for name in _FIELDS if name not in ("chunk_ns", "chunk_t
 CSV_COLUMNS = [*_SCALAR_COLUMNS, "num_chunks", "output_tokens", "tokens_estimated"]
 
 
+def record_fields(rec: RequestRecord) -> dict[str, object]:
+    """Every field of a record, as `requests.jsonl` holds it (`RequestRecord(**fields)` gives it back)."""
+    return {name: getattr(rec, name) for name in _FIELDS}
+
+
 def _csv_row(rec: RequestRecord) -> list[object]:
     values = [getattr(rec, name) for name in _SCALAR_COLUMNS]
     return [*values, len(rec.chunk_ns), rec.output_tokens, rec.tokens_estimated]
@@ -100,7 +105,7 @@ class RecordWriter:
             self._csv.writerow(CSV_COLUMNS)
 
     def write(self, rec: RequestRecord) -> None:
-        self._jsonl.write(orjson.dumps({name: getattr(rec, name) for name in _FIELDS}).decode() + "\n")
+        self._jsonl.write(orjson.dumps(record_fields(rec)).decode() + "\n")
         self._csv.writerow(_csv_row(rec))
 
     def flush(self) -> None:

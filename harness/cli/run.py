@@ -23,6 +23,7 @@ from harness.cli.common import (
 from harness.cli.errors import fail, guarded
 from harness.cli.export import export_options, live_metrics, push, with_export_flags
 from harness.client.backend import Api
+from harness.clock import MonotonicClock
 from harness.config.load import TraceLoad
 from harness.config.quick import QuickRun, length_spec, quick_scenario
 from harness.config.scenario import Scenario, parse_hardware
@@ -34,12 +35,15 @@ from harness.report.repeats import render_repeats
 from harness.report.table import print_table, threshold_lines
 from harness.run.display import Display, make_display, plan_lines
 from harness.run.exporter import LiveMetrics
+from harness.run.progress import Progress
+from harness.run.relay import Relay
 from harness.run.runner import RunResult, Sharding, new_run_dir, run_scenario
 from harness.run.target import target
 from harness.stats.repeats import across_runs, derived_seed
 from harness.tools.calibration_store import ceiling_tokens_per_s
+from harness.tools.hub import Hub
 from harness.tools.search import parse_slo
-from harness.tools.workers import merge_workers, start_workers, watch
+from harness.tools.workers import follow, merge_workers, start_workers
 from harness.workload.shards import Shard
 
 
@@ -63,6 +67,8 @@ from harness.workload.shards import Shard
 @click.option("--workers", type=click.IntRange(min=2), metavar="N",
               help="Send the load from N local processes, one shard each, on their own cores where there are "
                    "enough, merged into one run directory.")
+@click.option("--relay", is_flag=True, hidden=True,
+              help="A worker of --workers or --ray: tell the parent on stdout, keep its batch barrier on stdin.")
 @click.option("--start-at", type=float, metavar="UNIX_S",
               help="Start the first phase at this Unix time (seconds), so shards on several hosts start together.")
 @click.option("--tokenizer", metavar="PATH|server",
@@ -92,7 +98,7 @@ from harness.workload.shards import Shard
 @guarded
 def run(scenario_path: Path | None, endpoint: str | None, model: str | None, api: Api | None,
         api_key_env: str | None, reports_dir: Path, pin: bool, accelerator: str | None, hardware: str | None,
-        shard_text: str | None, workers: int | None, start_at: float | None, tokenizer: str | None,
+        shard_text: str | None, workers: int | None, relay: bool, start_at: float | None, tokenizer: str | None,
         skip_bad_rows: bool, progress: str, repeat: int, **quick: Any) -> None:
     """Run SCENARIO (default scenarios/quickstart.yaml), or a quick run from flags (--rate, --concurrency,
     --batch), and report each phase side by side."""
@@ -100,7 +106,7 @@ def run(scenario_path: Path | None, endpoint: str | None, model: str | None, api
                                         "pushgateway_label")}
     scenario = _with_flags(_scenario(scenario_path, quick, api), tokenizer, skip_bad_rows, accelerator)
     scenario = _with_hardware(scenario, hardware)
-    sharding = _sharding(shard_text, start_at, repeat)
+    sharding = _sharding(shard_text, start_at, repeat, relay)
     if workers is not None and (sharding is not None or repeat > 1):
         raise click.BadParameter("runs the whole schedule itself: drop --shard, --start-at and --repeat",
                                  param_hint="--workers")
@@ -122,7 +128,7 @@ def run(scenario_path: Path | None, endpoint: str | None, model: str | None, api
                                              sharding))
             else:
                 result, died = event_loop.run(_run_workers(each, run_dir, endpoint, model, api, key, display,
-                                                           workers))
+                                                           metrics, workers))
             results.append(result)
             summary = result.summary.to_json()
             write_run(result)
@@ -208,7 +214,10 @@ def _slo_limits(text: str | None) -> dict[str, float] | None:
         raise click.BadParameter(str(exc), param_hint="--slo") from None
 
 
-def _sharding(shard_text: str | None, start_at: float | None, repeat: int) -> Sharding | None:
+def _sharding(shard_text: str | None, start_at: float | None, repeat: int, relay: bool) -> Sharding | None:
+    if relay and shard_text is None:
+        raise click.BadParameter("is for the workers of --workers and --ray, which run with --shard",
+                                 param_hint="--relay")
     if shard_text is None:
         return None if start_at is None else Sharding(Shard(0, 1), start_at)
     try:
@@ -220,25 +229,30 @@ def _sharding(shard_text: str | None, start_at: float | None, repeat: int) -> Sh
                                  "request ids from)", param_hint="--shard")
     if repeat > 1:
         raise click.BadParameter("a shard runs once; repeat the whole sharded run instead", param_hint="--repeat")
-    return Sharding(shard, start_at)
+    return Sharding(shard, start_at, Relay() if relay else None)
 
 
 async def _run_workers(scenario: Scenario, run_dir: Path, url: str | None, model: str | None, api: Api | None,
-                       key: str | None, display: Display, n: int) -> tuple[RunResult, list[str]]:
+                       key: str | None, display: Display, metrics: LiveMetrics | None,
+                       n: int) -> tuple[RunResult, list[str]]:
     async with target(scenario, url=url, model=model, api=api, api_key=key, pin=False, log=display.warn) as (
             endpoint, bundled):
         for line in plan_lines(scenario, endpoint, bundled, run_dir):
             display.say(line)
         display.say(f"  {n} worker processes, one shard each: {run_dir / 'workers'}")
-        workers, _ = start_workers(scenario, endpoint, run_dir / "workers", n, spare_last_core=bundled)
+        links = await start_workers(scenario, endpoint, run_dir / "workers", n, spare_last_core=bundled)
+        progress = Progress(MonotonicClock(), lambda: hub.sent(), len(scenario.phases))
+        hub = Hub(scenario, n, lambda i, line: links[i].send(line), progress, metrics)
+        display.follow(progress)
         try:
-            await watch(workers, display)
+            await follow(links, hub, display, run_dir / "workers")
         finally:
-            for worker in workers:  # stopped or failed here: the workers stop too (SIGTERM: their records kept)
-                if worker.proc.poll() is None:
-                    worker.proc.terminate()
-                    worker.proc.wait()
-        return merge_workers(scenario, workers, run_dir, bundled)
+            await display.stop()
+            for link in links:  # stopped or failed here: the workers stop too (SIGTERM: their records kept)
+                link.stop()
+            for link in links:
+                await link.finish()
+        return merge_workers(scenario, links, hub, run_dir, bundled)
 
 
 def _with_hardware(scenario: Scenario, hardware: str | None) -> Scenario:

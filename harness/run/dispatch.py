@@ -50,6 +50,8 @@ class Dispatcher:
         self._in_flight: set[asyncio.Task[RequestRecord]] = set()
         self._records: list[RequestRecord] = []
         self.launched = 0  # requests handed to the backend this phase
+        # Fixed batches: awaited before batch k ≥ 1 (a sharded run's barrier across its shards).
+        self.between_batches: Callable[[int], Coroutine[Any, Any, None]] | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -145,12 +147,15 @@ class Dispatcher:
         return await self._phase(self._send_batches(batches), grace_s)
 
     async def _send_batches(self, batches: Sequence[Sequence[RequestSpec]]) -> None:
-        for batch in batches:
+        for k, batch in enumerate(batches):
+            if k and self.between_batches is not None:
+                await self.between_batches(k)  # a sharded run's barrier: every shard's share of k−1 has ended
             for spec in batch:
                 self.backend.prepare(spec)
             intended = self.clock.now_ns()
             tasks = {self._launch(spec, intended) for spec in batch}
-            await asyncio.wait(tasks)  # not gather: stopping the sender must not cancel the batch
+            if tasks:  # a shard's share of a small batch may be empty; it keeps the barrier all the same
+                await asyncio.wait(tasks)  # not gather: stopping the sender must not cancel the batch
 
     async def closed_loop(self, build: Callable[[int], RequestSpec], count: int | None, concurrency: int,
                           think_ns: int = 0, duration_ns: int | None = None, grace_s: float = 30.0,

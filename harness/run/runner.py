@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import functools
 import secrets
 import time
 from collections.abc import Callable
@@ -31,6 +32,7 @@ from harness.run.dispatch import Dispatcher
 from harness.run.display import Display
 from harness.run.exporter import LiveMetrics
 from harness.run.progress import Progress, goal
+from harness.run.relay import Relay
 from harness.run.scrape import ServerScraper
 from harness.run.selfcheck import SelfCheck
 from harness.run.server_tokens import server_words
@@ -62,6 +64,7 @@ class Sharding:
 
     shard: Shard
     start_at: float  # Unix time, seconds
+    relay: Relay | None = None  # the line to a parent that started this shard (`--workers`, `--ray`)
 
     def info(self) -> dict[str, Any]:
         return {"index": self.shard.index, "count": self.shard.count, "start_at": self.start_at}
@@ -143,6 +146,7 @@ class _Sink:
     run: list[RequestRecord] = field(default_factory=list)
     progress: Progress | None = None
     metrics: LiveMetrics | None = None
+    relay: Relay | None = None
     _pending: list[RequestRecord] = field(default_factory=list)
     _timer: asyncio.TimerHandle | None = None
 
@@ -160,6 +164,8 @@ class _Sink:
             self._take(rec)
         if pending:
             self.writer.flush()
+            if self.relay is not None:
+                self.relay.flush()
 
     def _take(self, rec: RequestRecord) -> None:
         if rec.reason:
@@ -173,15 +179,25 @@ class _Sink:
             self.progress.record(rec)
         if self.metrics is not None:
             self.metrics.record(rec)
+        if self.relay is not None:
+            self.relay.record(rec)
 
     def begin_phase(self, phase: Phase, plan: PhasePlan, launched: Callable[[], int]) -> None:
         self.phase = []
-        if self.progress is not None:
-            self.progress.begin_phase(phase.name, goal(plan))
-        if self.metrics is not None:
-            offsets = plan.offsets_ns if isinstance(plan, OpenLoopPlan | SessionPlan) else None
-            self.metrics.begin_phase(phase.name, describe(phase.load),
-                                     None if offsets is None else span_rate(offsets.tolist()), launched)
+        if self.relay is not None:
+            self.relay.phase(phase.name)
+        announce_phase(phase, plan, launched, self.progress, self.metrics)
+
+
+def announce_phase(phase: Phase, plan: PhasePlan, launched: Callable[[], int], progress: Progress | None,
+                   metrics: LiveMetrics | None) -> None:
+    """Tell the progress line and the live exporter that `phase` (planned as `plan`) begins."""
+    if progress is not None:
+        progress.begin_phase(phase.name, goal(plan))
+    if metrics is not None:
+        offsets = plan.offsets_ns if isinstance(plan, OpenLoopPlan | SessionPlan) else None
+        metrics.begin_phase(phase.name, describe(phase.load), None if offsets is None else span_rate(offsets.tolist()),
+                            launched)
 
 
 async def _run_phases(scenario: Scenario, plans: list[PhasePlan], dispatcher: Dispatcher, backend: PooledBackend,
@@ -192,6 +208,8 @@ async def _run_phases(scenario: Scenario, plans: list[PhasePlan], dispatcher: Di
             break
         await backend.warm(min(peak_connections(plan), _WARM_MAX))
         sink.begin_phase(phase, plan, lambda: dispatcher.launched)
+        if sink.relay is not None:
+            dispatcher.between_batches = functools.partial(sink.relay.barrier, phase.name)
         mark = check.mark()
         try:
             await run_plan(dispatcher, plan, scenario.client.stop_grace_s)
@@ -213,6 +231,7 @@ class _Run:
     display: Display
     plans: list[PhasePlan]
     metrics: LiveMetrics | None = None
+    relay: Relay | None = None
     phases: list[PhaseRun] = field(default_factory=list)
     records: list[RequestRecord] = field(default_factory=list)
     stopped: str | None = None
@@ -224,9 +243,11 @@ class _Run:
         builder = (ThreadPoolExecutor(1, "harness-build", initializer=yield_cpu)
                    if isinstance(self.clock, MonotonicClock) else None)
         with RecordWriter(self.run_dir) as writer, builder or contextlib.nullcontext():
-            sink = _Sink(writer, redactor(self.endpoint.api_key), metrics=self.metrics)
+            sink = _Sink(writer, redactor(self.endpoint.api_key), metrics=self.metrics, relay=self.relay)
             dispatcher = Dispatcher(backend, self.clock, sink, builder, cfg.lookahead_requests,
                                     int(cfg.lookahead_s * NS_PER_S))
+            if self.relay is not None:
+                self.relay.sent, self.relay.warn = (lambda: dispatcher.launched), self.display.warn
             sink.progress = Progress(self.clock, lambda: dispatcher.launched, len(self.plans))
             self.display.follow(sink.progress)
             stopper = Stopper(dispatcher, self.display.warn)
@@ -273,10 +294,10 @@ async def run_scenario(
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "scenario.yaml").write_text(scenario.to_yaml(), encoding="utf-8")
     header = _header(scenario, endpoint, run_id, clock, bundled)
-    header["tokenizer"] = counted.info() if counted else None
-    header["shard"] = sharding.info() if sharding else None
+    header |= {"tokenizer": counted.info() if counted else None, "shard": sharding.info() if sharding else None}
     cfg = scenario.client
-    run = _Run(scenario, endpoint, run_dir, clock, display or Display(), plans, metrics)
+    relay = sharding.relay if sharding else None
+    run = _Run(scenario, endpoint, run_dir, clock, display or Display(), plans, metrics, relay)
     check = SelfCheck(clock, cfg.loop_lag_bound_ms, cfg.cpu_bound, run.display.warn)
     backend = make_backend(endpoint, cfg, max(peak_connections(p) for p in plans))
     scraper = _scraper(scenario, endpoint, clock, run_dir)

@@ -1,104 +1,169 @@
-"""`harness run --workers N`: N local harness processes, one shard each, on one start, merged into one run.
+"""`harness run --workers N`: N shard processes on one start, their records streamed to this one, merged.
 
-Each worker is a `harness run --shard i/N --start-at T` of the scenario against the endpoint this process
-resolved (the bundled simulator is started once, here), pinned to its own core where there are enough, with
-its own event loop and connection pool; its records reach its shard directory under `workers/` as they end,
-and the parent counts them as they come. When all have ended the shards are merged into the run directory
-(`harness merge`). A worker that dies is named with its exit, its finished records kept and the requests it
-never sent counted; the merged run is then incomplete.
+Each worker is a `harness run --shard i/N --start-at T --relay` of the scenario against the endpoint this
+process resolved (the bundled simulator is started once, here): with `--workers` a local process pinned to its
+own core where there are enough, with `--ray` one on a Ray actor (`harness/tools/ray_workers.py`). Either is
+a `Link`: the worker's output lines, a way to answer it, its exit. Records stream back as they end
+(`harness/tools/hub.py` keeps them, feeds the live view and exporter, and holds the fixed-batch barrier); when
+all have ended the shards are merged into the run directory (`harness merge`'s code). A worker that dies is
+named with its exit, the records it streamed kept and the requests it never sent counted; the merged run is
+then incomplete.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import ctypes
+import json
 import os
-import subprocess
+import signal
 import sys
 import time
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Protocol
 
 from harness.client.backend import Endpoint
 from harness.config.scenario import Scenario
-from harness.records import read_records
-from harness.report.merge import ShardRun, merge_runs, read_shard
+from harness.report.merge import ShardRun, merge_runs
 from harness.run.display import Display
 from harness.run.runner import RunResult
 from harness.run.simulator import given_cores
+from harness.tools.hub import Hub
 from harness.workload.plan import BatchPlan, ClosedLoopPlan, OpenLoopPlan, PhasePlan, plan_phase
 from harness.workload.shards import Shard, shard_plan
 
 STARTUP_S = 3.0  # for the workers to start, build their first requests and open connections
 KEY_VARIABLE = "HARNESS_WORKER_API_KEY"  # the key reaches the workers through their environment only
 SAY_EVERY_S = 10.0
+LINE_LIMIT = 64 * 2**20  # one record a line: a long answer's chunk times run to hundreds of kB
 
 
-@dataclass
-class Worker:
+class Link(Protocol):
+    """One worker, wherever it runs."""
+
     index: int
-    reports: Path
-    proc: subprocess.Popen[bytes]
+    reports: Path  # on this host: where the shard's run directory is (or is copied to when it ends)
 
     @property
-    def run_dir(self) -> Path | None:
-        found = [d for d in self.reports.iterdir() if d.is_dir()] if self.reports.is_dir() else []
-        return found[0] if found else None
+    def returncode(self) -> int | None: ...
 
-    def records(self) -> int:
-        run_dir = self.run_dir
-        path = run_dir / "requests.jsonl" if run_dir else None
-        if path is None or not path.is_file():
-            return 0
-        with path.open("rb") as f:
-            return sum(1 for _ in f)
+    def lines(self) -> AsyncIterator[bytes]: ...
+
+    def send(self, line: bytes) -> None: ...
+
+    async def finish(self) -> None:
+        """After its lines end: until it has exited, its run directory here."""
+
+    def stop(self) -> None: ...
 
 
-def _command(scenario_file: Path, endpoint: Endpoint, shard: Shard, start_at: float, reports: Path) -> list[str]:
-    cmd = [sys.executable, "-m", "harness", "run", str(scenario_file), "--endpoint", endpoint.base_url, "--model",
+def shard_dir(reports: Path) -> Path | None:
+    found = [d for d in reports.iterdir() if d.is_dir()] if reports.is_dir() else []
+    return found[0] if found else None
+
+
+def worker_command(scenario_file: str, endpoint: Endpoint, shard: Shard, start_at: float, reports: str,
+                   python: str = sys.executable) -> list[str]:
+    cmd = [python, "-m", "harness", "run", scenario_file, "--endpoint", endpoint.base_url, "--model",
            endpoint.model, "--api", endpoint.api, "--shard", str(shard), "--start-at", repr(start_at),
-           "--reports-dir", str(reports), "--progress", "off", "--no-pin"]
+           "--reports-dir", reports, "--progress", "off", "--no-pin", "--relay"]
     return cmd + (["--api-key-env", KEY_VARIABLE] if endpoint.api_key else [])
 
 
-def _pin(cores: set[int]) -> Any:
-    if not cores or not hasattr(os, "sched_setaffinity"):
-        return None
-    return lambda: os.sched_setaffinity(0, cores)
+def worker_scenario(scenario: Scenario) -> Scenario:
+    """What a worker runs: the scenario, less what only the parent does (serve the live metrics, push)."""
+    return scenario.model_copy(update={"metrics_port": 0, "metrics_hold_s": 0.0, "pushgateway": None})
 
 
-def start_workers(scenario: Scenario, endpoint: Endpoint, work: Path, n: int,
-                  spare_last_core: bool = False) -> tuple[list[Worker], float]:
+def worker_env(endpoint: Endpoint) -> dict[str, str]:
+    return {**os.environ, **({KEY_VARIABLE: endpoint.api_key} if endpoint.api_key else {})}
+
+
+def common_start(n: int) -> float:
+    return round(time.time() + STARTUP_S + 0.25 * n, 3)
+
+
+def child_setup(cores: set[int]) -> Callable[[], None]:
+    """Run in the worker before it starts: its core, and death with its parent (an orphan would keep sending)."""
+    def setup() -> None:
+        if cores and hasattr(os, "sched_setaffinity"):
+            os.sched_setaffinity(0, cores)
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG (Linux)
+    return setup
+
+
+class LocalWorker:
+    def __init__(self, index: int, reports: Path, proc: asyncio.subprocess.Process) -> None:
+        self.index, self.reports, self.proc = index, reports, proc
+
+    @property
+    def returncode(self) -> int | None:
+        return self.proc.returncode
+
+    async def lines(self) -> AsyncIterator[bytes]:
+        assert self.proc.stdout is not None
+        while line := await self.proc.stdout.readline():
+            yield line
+
+    def send(self, line: bytes) -> None:
+        if self.proc.stdin is not None and not self.proc.stdin.is_closing():
+            self.proc.stdin.write(line)
+
+    async def finish(self) -> None:
+        await self.proc.communicate()  # what it still writes is read, so a stopping worker never blocks on it
+
+    def stop(self) -> None:
+        if self.proc.returncode is None:
+            self.proc.terminate()
+
+
+async def start_workers(scenario: Scenario, endpoint: Endpoint, work: Path, n: int,
+                        spare_last_core: bool = False) -> list[Link]:
     """`spare_last_core`: the bundled simulator has it."""
     work.mkdir(parents=True, exist_ok=True)
     scenario_file = work / "scenario.yaml"
-    scenario_file.write_text(scenario.to_yaml(), encoding="utf-8")
-    start_at = round(time.time() + STARTUP_S + 0.25 * n, 3)
-    env = {**os.environ, **({KEY_VARIABLE: endpoint.api_key} if endpoint.api_key else {})}
+    scenario_file.write_text(worker_scenario(scenario).to_yaml(), encoding="utf-8")
+    start_at = common_start(n)
     cores = given_cores()
     cores = cores[:-1] if spare_last_core and len(cores) > 1 else cores
-    workers = []
+    workers: list[LocalWorker] = []
     for i in range(n):
         core = {cores[i]} if len(cores) >= n else set(cores)  # one core each, or the OS shares them out
-        reports = work / str(i)
         with (work / f"{i}.log").open("wb") as log:  # the worker keeps its own copy of the file
-            proc = subprocess.Popen(_command(scenario_file, endpoint, Shard(i, n), start_at, reports), env=env,
-                                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                    preexec_fn=_pin(core))
-        workers.append(Worker(i, reports, proc))
+            proc = await asyncio.create_subprocess_exec(
+                *worker_command(str(scenario_file), endpoint, Shard(i, n), start_at, str(work / str(i))),
+                env=worker_env(endpoint), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+                stderr=log, preexec_fn=child_setup(core), limit=LINE_LIMIT)
+        workers.append(LocalWorker(i, work / str(i), proc))
     (work / "pids").write_text("".join(f"{w.index} {w.proc.pid}\n" for w in workers), encoding="utf-8")
-    return workers, start_at
+    return list(workers)
 
 
-async def watch(workers: list[Worker], display: Display) -> None:
-    """Until every worker has ended, saying every few seconds how many records they have written."""
-    said = time.monotonic()
-    while any(w.proc.poll() is None for w in workers):
-        await asyncio.sleep(0.25)
-        if time.monotonic() - said >= SAY_EVERY_S:
-            said = time.monotonic()
-            counts = [w.records() for w in workers]
+async def follow(links: Sequence[Link], hub: Hub, display: Display, logs: Path) -> None:
+    """Until every worker has ended: its relay lines to the hub, any other output to its log, and every few
+    seconds a line of how many records each has sent back."""
+    async def pump(link: Link) -> None:
+        with (logs / f"{link.index}.out").open("ab") as out:
+            async for line in link.lines():
+                if not hub.feed(link.index, line):
+                    out.write(line)
+        await link.finish()
+        hub.ended(link.index)
+
+    async def say() -> None:
+        while True:
+            await asyncio.sleep(SAY_EVERY_S)
+            counts = [len(r) for r in hub.records]
             display.say(f"workers: {sum(counts)} requests done ({' + '.join(map(str, counts))})")
+
+    talker = asyncio.ensure_future(say())
+    try:
+        await asyncio.gather(*(pump(link) for link in links))
+    finally:
+        talker.cancel()
 
 
 def planned(scenario: Scenario, shard: Shard) -> int | None:
@@ -115,32 +180,41 @@ def planned(scenario: Scenario, shard: Shard) -> int | None:
     return total
 
 
-def _dead(worker: Worker, like: ShardRun, scenario_text: str) -> ShardRun:
-    """A worker that died: the records it wrote, on the parent host's clock (the live shards' anchor)."""
-    run_dir = worker.run_dir
-    path = run_dir / "requests.jsonl" if run_dir else None
-    records = list(read_records(path)) if path is not None and path.is_file() else []
-    run = {**like.saved["run"], "shard": {**like.shard, "index": worker.index}, "complete": False,
-           "stopped": f"worker died (exit {worker.proc.returncode})"}
-    return ShardRun(run_dir or worker.reports, scenario_text, {"run": run, "phases": []}, records)
+def _finished(link: Link, hub: Hub, text: str) -> ShardRun | None:
+    run_dir = shard_dir(link.reports)
+    if link.returncode != 0 or run_dir is None or not (run_dir / "summary.json").is_file():
+        return None
+    saved = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+    return ShardRun(run_dir, text, saved, hub.records[link.index])
 
 
-def merge_workers(scenario: Scenario, workers: list[Worker], run_dir: Path,
+def _dead(link: Link, like: ShardRun, hub: Hub, text: str) -> ShardRun:
+    """A worker that died: the records it streamed back, on the clock of the live shards' anchor (the workers'
+    hosts are assumed NTP-synchronised)."""
+    why = "worker died" if link.returncode is None else f"worker died (exit {link.returncode})"
+    run = {**like.saved["run"], "shard": {**like.shard, "index": link.index}, "complete": False, "stopped": why}
+    return ShardRun(shard_dir(link.reports) or link.reports, text, {"run": run, "phases": []},
+                    hub.records[link.index])
+
+
+def merge_workers(scenario: Scenario, links: Sequence[Link], hub: Hub, run_dir: Path,
                   bundled: bool) -> tuple[RunResult, list[str]]:
     """The workers' shards as one run in `run_dir`, and a line for each worker that died."""
     text = scenario.to_yaml()
-    alive = [read_shard(w.run_dir) for w in workers if w.proc.returncode == 0 and w.run_dir is not None]
-    if not alive:
-        raise RuntimeError("every worker died: " + "; ".join(f"{w.index}: exit {w.proc.returncode}" for w in workers))
+    done = {link.index: s for link in links if (s := _finished(link, hub, text)) is not None}
+    if not done:
+        raise RuntimeError("every worker died: " + "; ".join(f"{w.index}: exit {w.returncode}" for w in links))
+    alive = list(done.values())
     died, lines = [], []
-    for w in workers:
-        if w.proc.returncode != 0 or w.run_dir is None:
-            shard = _dead(w, alive[0], text)
+    for link in links:
+        if link.index not in done:
+            shard = _dead(link, alive[0], hub, text)
             died.append(shard)
-            share = planned(scenario, Shard(w.index, len(workers)))
+            share = planned(scenario, Shard(link.index, len(links)))
             lost = "" if share is None else f", {share - len(shard.records)} of its {share} requests never sent"
-            lines.append(f"worker {w.index} died (exit {w.proc.returncode}): its {len(shard.records)} finished "
-                         f"records kept{lost}; log: {w.reports.parent / f'{w.index}.log'}")
+            exit_text = "" if link.returncode is None else f" (exit {link.returncode})"
+            lines.append(f"worker {link.index} died{exit_text}: its {len(shard.records)} finished records kept"
+                         f"{lost}; log: {link.reports.parent / f'{link.index}.log'}")
     # A death is said per shard (`run.shards[].stopped`); the run's own `stopped` stays a signal's.
     header = {"endpoint": {**alive[0].saved["run"]["endpoint"], "bundled_simulator": bundled},
               "stopped": next((s.saved["run"]["stopped"] for s in alive if s.saved["run"].get("stopped")), None)}

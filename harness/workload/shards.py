@@ -79,7 +79,7 @@ def shard_plan(plan: PhasePlan, shard: Shard) -> PhasePlan:
         cap = None if plan.max_in_flight is None else max(1, len(range(i, plan.max_in_flight, n)))
         return replace(plan, specs=Strided(plan.specs, i, n), offsets_ns=plan.offsets_ns[i::n], max_in_flight=cap)
     if isinstance(plan, BatchPlan):
-        return BatchPlan([b[i::n] for b in plan.batches if b[i::n]])
+        return BatchPlan([b[i::n] for b in plan.batches])  # empty shares kept: every shard keeps each barrier
     if isinstance(plan, ClosedLoopPlan):
         # Fewer users than shards: the first `concurrency` shards take one user each, and all the requests.
         n = min(n, plan.concurrency)

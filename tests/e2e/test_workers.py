@@ -5,17 +5,21 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
+
+from prometheus_client.parser import text_string_to_metric_families
 
 from harness.config.scenario import load_scenario
 from harness.workload.plan import plan_phase
 from harness.workload.shards import Shard
-from tests.helpers import ROOT, harness
+from tests.helpers import ROOT
 
-QUICK = ["--rate", "10", "--requests", "20", "--batch", "4", "--output-tokens", "8", "--progress", "lines"]
+QUICK = ["--rate", "10", "--requests", "20", "--batch", "4", "--output-tokens", "uniform:4:64", "--progress", "lines"]
 
 
 def only_run_dir(reports: Path) -> Path:
@@ -23,9 +27,40 @@ def only_run_dir(reports: Path) -> Path:
     return run_dir
 
 
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def scrape(port: int) -> dict[tuple[str, str], float]:
+    """harness_requests_total by (phase, status), from the parent's live exporter."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    found: dict[tuple[str, str], float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "harness_requests_total":
+                key = (sample.labels["phase"], sample.labels["status"])
+                found[key] = found.get(key, 0.0) + sample.value
+    return found
+
+
 def test_two_workers_send_the_whole_schedule_once(sim_url: str, tmp_path: Path) -> None:
-    proc = harness("run", "--endpoint", sim_url, *QUICK, "--workers", "2", "--reports-dir", str(tmp_path))
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "harness", "run", "--endpoint", sim_url, *QUICK, "--workers", "2",
+                             "--reports-dir", str(tmp_path), "--metrics-port", str(port), "--metrics-hold", "60s"],
+                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        for _ in range(600):  # the merged run is written, then the exporter holds
+            if list(tmp_path.glob("*/summary.json")) or proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        assert proc.poll() is None, proc.communicate()[1]
+        # The parent exported what the workers streamed back: every request of both phases, once.
+        assert scrape(port) == {("interactive", "ok"): 20.0, ("training-batch", "ok"): 8.0}
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)
     run_dir = only_run_dir(tmp_path)
     summary = json.loads((run_dir / "summary.json").read_text())
     assert [p["requests"]["ok"] for p in summary["phases"]] == [20, 8] and summary["run"]["complete"]
@@ -41,6 +76,12 @@ def test_two_workers_send_the_whole_schedule_once(sim_url: str, tmp_path: Path) 
     starts = [min(r["intended_ns"] for r in records if int(r["request_id"].rsplit("-", 1)[1]) % 2 == i)
               for i in range(2)]
     assert abs(starts[0] - starts[1]) < 100_000_000
+    # One barrier across the workers: the second batch left (from both) after the last answer of the first
+    # (answers of 4–64 tokens: without it the worker with the shorter answers would start early).
+    batch = [r for r in records if r["batch"] is not None]
+    first_end = max(r["end_ns"] for r in batch if r["batch"] == 0)
+    assert {r["batch"] for r in batch} == {0, 1}
+    assert min(r["intended_ns"] for r in batch if r["batch"] == 1) >= first_end - 1_000_000  # clocks: 1 ms
 
 
 def test_a_worker_killed_mid_run_is_named_and_the_rest_kept(sim_url: str, tmp_path: Path) -> None:

@@ -1,0 +1,84 @@
+"""A worker's line to the process that started it (`harness run --shard i/N --relay`).
+
+`--workers` and `--ray` start one `harness run` a shard; each tells its parent, on stdout, what it does as it
+does it, one JSON object a line behind an ASCII record separator (the worker's other output has none):
+
+    {"k": "phase", "name": P, "sent": n}            the shard begins phase P
+    {"k": "rec", "rec": {...record...}, "sent": n}  a request ended (the record, as requests.jsonl has it)
+    {"k": "at", "name": P, "batch": b, "sent": n}   the shard's share of batches 0…b−1 of P has ended
+
+and, after an "at", waits on stdin for {"k": "go", "name": P, "batch": b}: the parent sends it when every live
+shard has got there, so batch b starts across all shards together — one fixed-batch barrier for the whole run.
+`sent` is the shard's count of requests sent so far (the parent's live view adds them up). The records are on
+the worker's own disk too; the stream is what lets the parent show, export and keep them as they end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Callable
+from typing import IO, Any
+
+import orjson
+
+from harness.records import RequestRecord, record_fields
+
+MARK = b"\x1e"  # ASCII record separator: a relay line, not the worker's own output
+
+
+def relay_line(message: dict[str, Any]) -> bytes:
+    return MARK + orjson.dumps(message) + b"\n"
+
+
+def parse_line(line: bytes) -> dict[str, Any] | None:
+    """A relay message, or None for any other output of the worker."""
+    if not line.startswith(MARK):
+        return None
+    message: dict[str, Any] = orjson.loads(line[len(MARK):])
+    return message
+
+
+class Relay:
+    def __init__(self, out: IO[bytes] | None = None, inp: IO[bytes] | None = None) -> None:
+        self._out = out if out is not None else sys.stdout.buffer
+        self._in = inp if inp is not None else sys.stdin.buffer
+        self._reader: asyncio.StreamReader | None = None
+        self._transport: asyncio.ReadTransport | None = None
+        self.sent: Callable[[], int] = lambda: 0
+        self.warn: Callable[[str], None] = lambda _: None
+
+    def _say(self, message: dict[str, Any]) -> None:
+        self._out.write(relay_line({**message, "sent": self.sent()}))
+
+    def phase(self, name: str) -> None:
+        self._say({"k": "phase", "name": name})
+        self.flush()
+
+    def record(self, rec: RequestRecord) -> None:
+        self._say({"k": "rec", "rec": record_fields(rec)})  # flushed with the records file, a batch at a time
+
+    def flush(self) -> None:
+        self._out.flush()
+
+    async def barrier(self, phase: str, batch: int) -> None:
+        """Until the parent says every shard has ended its share of the batches before `batch`."""
+        self._say({"k": "at", "name": phase, "batch": batch})
+        self.flush()
+        reader = await self._stdin()
+        while line := await reader.readline():
+            if parse_line(line) == {"k": "go", "name": phase, "batch": batch}:
+                return
+        self.warn(f"the parent closed its line at batch {batch} of {phase}: going on without the barrier")
+
+    async def _stdin(self) -> asyncio.StreamReader:
+        if self._reader is None:
+            reader = asyncio.StreamReader()
+            self._transport, _ = await asyncio.get_running_loop().connect_read_pipe(
+                lambda: asyncio.StreamReaderProtocol(reader), self._in)
+            self._reader = reader
+        return self._reader
+
+    def close(self) -> None:
+        if self._transport is not None:
+            self._transport.close()

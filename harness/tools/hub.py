@@ -1,0 +1,93 @@
+"""The parent's end of its workers' relay lines (`--workers`, `--ray`; `harness/run/relay.py` is the other end).
+
+One merged stream: each record, as its worker's request ends, is kept under its shard and fed to the parent's
+progress line and live exporter. A phase begins in the parent's view when every live worker has begun it (each
+worker's lines come in order, so none of the phase before is still to come); records of a phase some workers
+have begun before the others wait for it, so every record is counted under its own phase. Fixed
+batches keep one barrier across the shards: batch b starts when every live shard has ended its share of the
+batches before it. A worker that has ended (finished or died) never holds the others at a barrier.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from harness.config.scenario import Scenario
+from harness.records import RequestRecord
+from harness.run.exporter import LiveMetrics
+from harness.run.progress import Progress
+from harness.run.relay import parse_line, relay_line
+from harness.run.runner import announce_phase
+from harness.workload.plan import plan_phase
+
+Send = Callable[[int, bytes], None]  # a line to worker i's stdin
+
+
+class Hub:
+    def __init__(self, scenario: Scenario, n: int, send: Send, progress: Progress | None = None,
+                 metrics: LiveMetrics | None = None) -> None:
+        self.scenario = scenario
+        self.records: list[list[RequestRecord]] = [[] for _ in range(n)]
+        self.alive = set(range(n))
+        self.released: list[tuple[str, int]] = []  # barriers passed, in order
+        self.progress, self.metrics = progress, metrics
+        self._send = send
+        self._sent = [0] * n  # each worker's requests sent in its current phase
+        self._begun: dict[str, set[int]] = {}
+        self._current = -1  # the phase the parent's view is in
+        self._early: list[RequestRecord] = []  # records of phases the parent's view has not begun
+        self._at: dict[tuple[str, int], set[int]] = {}
+
+    def sent(self) -> int:
+        return sum(self._sent)
+
+    def feed(self, worker: int, line: bytes) -> bool:
+        """Take one line of worker `worker`'s output; False if it was not a relay message (plain output)."""
+        message = parse_line(line)
+        if message is None:
+            return False
+        kind = message["k"]
+        self._sent[worker] = 0 if kind == "phase" else int(message.get("sent", self._sent[worker]))
+        if kind == "rec":
+            rec = RequestRecord(**message["rec"])
+            self.records[worker].append(rec)
+            self._early.append(rec)
+            self._advance()
+        elif kind == "phase":
+            self._begun.setdefault(str(message["name"]), set()).add(worker)
+            self._advance()
+        elif kind == "at":
+            self._at.setdefault((str(message["name"]), int(message["batch"])), set()).add(worker)
+            self._release()
+        return True
+
+    def ended(self, worker: int) -> None:
+        self.alive.discard(worker)
+        self._advance()
+        self._release()
+
+    def _advance(self) -> None:
+        phases = self.scenario.phases
+        while self._current + 1 < len(phases) and (
+                begun := self._begun.get(phases[self._current + 1].name)) and self.alive <= begun:
+            self._current += 1
+            announce_phase(phases[self._current], plan_phase(self.scenario, self._current, "count"), self.sent,
+                           self.progress, self.metrics)
+        if self._current < 0:
+            return
+        name = phases[self._current].name
+        now = [r for r in self._early if r.phase == name]
+        self._early = [r for r in self._early if r.phase != name]
+        for rec in now:
+            if self.progress is not None:
+                self.progress.record(rec)
+            if self.metrics is not None:
+                self.metrics.record(rec)
+
+    def _release(self) -> None:
+        for key, arrived in list(self._at.items()):
+            if self.alive <= arrived:
+                del self._at[key]
+                self.released.append(key)
+                for worker in sorted(arrived & self.alive):
+                    self._send(worker, relay_line({"k": "go", "name": key[0], "batch": key[1]}))

@@ -1,0 +1,127 @@
+"""The workers' relay lines: a worker's barrier over real pipes, and the parent's hub with fake workers."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+import pytest
+
+from harness.config.scenario import parse_scenario
+from harness.records import RequestRecord, record_fields
+from harness.run.relay import Relay, parse_line, relay_line
+from harness.tools.hub import Hub
+
+SCENARIO = parse_scenario({
+    "name": "two", "workload": {"prompt_tokens": 10, "output_tokens": 4},
+    "phases": [{"name": "chat", "load": {"type": "poisson", "rate": 5, "requests": 6}},
+               {"name": "batch", "load": {"type": "batch", "size": 4, "batches": 3}}]}, "test")
+
+
+def rec(phase: str, i: int) -> RequestRecord:
+    return RequestRecord(request_id=f"x-{i}", phase=phase, index=i, prompt_tokens_requested=10, max_tokens=4,
+                         intended_ns=i, sent_ns=i, first_token_ns=i + 5, last_token_ns=i + 9, end_ns=i + 9,
+                         chunk_ns=[i + 5, i + 9])
+
+
+async def test_a_worker_waits_at_the_barrier_until_its_parent_says_go() -> None:
+    down_r, down_w = os.pipe()  # parent → worker (the worker's stdin)
+    up_r, up_w = os.pipe()  # worker → parent (its stdout)
+    with open(up_w, "wb") as out, open(down_r, "rb", buffering=0) as inp, open(up_r, "rb") as parent_in:
+        relay = Relay(out, inp)
+        relay.sent = lambda: 7
+        waiting = asyncio.ensure_future(relay.barrier("batch", 2))
+        line = await asyncio.get_running_loop().run_in_executor(None, parent_in.readline)
+        assert parse_line(line) == {"k": "at", "name": "batch", "batch": 2, "sent": 7}
+        await asyncio.sleep(0.05)
+        assert not waiting.done()  # no word from the parent yet
+        os.write(down_w, relay_line({"k": "go", "name": "batch", "batch": 1}))  # another barrier's: not this one
+        await asyncio.sleep(0.05)
+        assert not waiting.done()
+        os.write(down_w, relay_line({"k": "go", "name": "batch", "batch": 2}))
+        await asyncio.wait_for(waiting, 5)
+        relay.close()
+        os.close(down_w)
+
+
+def test_plain_output_is_not_a_relay_line() -> None:
+    assert parse_line(b"report: reports/x\n") is None
+    assert parse_line(relay_line({"k": "phase", "name": "p"})) == {"k": "phase", "name": "p"}
+
+
+class FakeWorkers:
+    def __init__(self) -> None:
+        self.got: list[tuple[int, dict[str, object] | None]] = []
+
+    def send(self, worker: int, line: bytes) -> None:
+        self.got.append((worker, parse_line(line)))
+
+
+class Counts:
+    """What the live exporter is told: the phases begun, and each record as (phase then, its own phase)."""
+
+    def __init__(self) -> None:
+        self.phase = ""
+        self.begun: list[str] = []
+        self.seen: list[tuple[str, str]] = []
+
+    def begin_phase(self, name: str, *_: object) -> None:
+        self.phase = name
+        self.begun.append(name)
+
+    def end_phase(self) -> None:
+        pass
+
+    def record(self, r: RequestRecord) -> None:
+        self.seen.append((self.phase, r.phase))
+
+
+def say(hub: Hub, worker: int, message: dict[str, object]) -> None:
+    assert hub.feed(worker, relay_line(message))
+
+
+def test_the_barrier_waits_for_every_live_worker_and_a_dead_one_never_holds_it() -> None:
+    fake = FakeWorkers()
+    hub = Hub(SCENARIO, 3, fake.send)
+    say(hub, 0, {"k": "at", "name": "batch", "batch": 1, "sent": 2})
+    say(hub, 2, {"k": "at", "name": "batch", "batch": 1, "sent": 1})
+    assert fake.got == []  # worker 1 has not ended its share of batch 0
+    say(hub, 1, {"k": "at", "name": "batch", "batch": 1, "sent": 1})
+    go = {"k": "go", "name": "batch", "batch": 1}
+    assert fake.got == [(0, go), (1, go), (2, go)] and hub.released == [("batch", 1)]
+    fake.got.clear()
+    say(hub, 0, {"k": "at", "name": "batch", "batch": 2, "sent": 4})
+    say(hub, 1, {"k": "at", "name": "batch", "batch": 2, "sent": 2})
+    hub.ended(2)  # worker 2 died before batch 1 ended: the others go on without it
+    go = {"k": "go", "name": "batch", "batch": 2}
+    assert fake.got == [(0, go), (1, go)]
+
+
+def test_records_are_kept_per_worker_and_counted_under_their_own_phase() -> None:
+    metrics = Counts()
+    hub = Hub(SCENARIO, 2, FakeWorkers().send, metrics=metrics)  # type: ignore[arg-type]
+    say(hub, 0, {"k": "phase", "name": "chat", "sent": 0})
+    say(hub, 1, {"k": "phase", "name": "chat", "sent": 0})
+    say(hub, 0, {"k": "rec", "rec": record_fields(rec("chat", 0)), "sent": 3})
+    say(hub, 0, {"k": "phase", "name": "batch", "sent": 3})  # worker 0 is ahead …
+    say(hub, 0, {"k": "rec", "rec": record_fields(rec("batch", 1)), "sent": 2})
+    say(hub, 1, {"k": "rec", "rec": record_fields(rec("chat", 2)), "sent": 3})  # … worker 1 still answers chat
+    assert hub.sent() == 5
+    assert metrics.seen == [("chat", "chat"), ("chat", "chat")]  # the early batch record waits
+    say(hub, 1, {"k": "phase", "name": "batch", "sent": 3})
+    assert metrics.seen[-1] == ("batch", "batch") and len(metrics.seen) == 3
+    assert [[r.request_id for r in rs] for rs in hub.records] == [["x-0", "x-1"], ["x-2"]]
+    assert not hub.feed(0, b"a plain line\n")
+
+
+@pytest.mark.parametrize("dead_first", [True, False])
+def test_a_phase_begins_when_every_live_worker_has_begun_it(dead_first: bool) -> None:
+    seen = Counts()
+    hub = Hub(SCENARIO, 2, FakeWorkers().send, metrics=seen)  # type: ignore[arg-type]
+    if dead_first:
+        hub.ended(1)
+    say(hub, 0, {"k": "phase", "name": "chat", "sent": 0})
+    assert seen.begun == (["chat"] if dead_first else [])
+    if not dead_first:
+        hub.ended(1)
+        assert seen.begun == ["chat"]
