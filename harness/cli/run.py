@@ -42,6 +42,7 @@ from harness.run.target import target
 from harness.stats.repeats import across_runs, derived_seed
 from harness.tools.calibration_store import ceiling_tokens_per_s
 from harness.tools.hub import Hub
+from harness.tools.ray_workers import start_ray_workers
 from harness.tools.search import parse_slo
 from harness.tools.workers import follow, merge_workers, start_workers
 from harness.workload.shards import Shard
@@ -67,6 +68,9 @@ from harness.workload.shards import Shard
 @click.option("--workers", type=click.IntRange(min=2), metavar="N",
               help="Send the load from N local processes, one shard each, on their own cores where there are "
                    "enough, merged into one run directory.")
+@click.option("--ray", "ray_address", metavar="auto|ADDRESS",
+              help="With --workers: run each shard on a Ray actor of this cluster (auto: the one RAY_ADDRESS or "
+                   "a local `ray start` names), spread across its nodes. Needs `pip install 'harness[ray]'`.")
 @click.option("--relay", is_flag=True, hidden=True,
               help="A worker of --workers or --ray: tell the parent on stdout, keep its batch barrier on stdin.")
 @click.option("--start-at", type=float, metavar="UNIX_S",
@@ -98,8 +102,8 @@ from harness.workload.shards import Shard
 @guarded
 def run(scenario_path: Path | None, endpoint: str | None, model: str | None, api: Api | None,
         api_key_env: str | None, reports_dir: Path, pin: bool, accelerator: str | None, hardware: str | None,
-        shard_text: str | None, workers: int | None, relay: bool, start_at: float | None, tokenizer: str | None,
-        skip_bad_rows: bool, progress: str, repeat: int, **quick: Any) -> None:
+        shard_text: str | None, workers: int | None, ray_address: str | None, relay: bool, start_at: float | None,
+        tokenizer: str | None, skip_bad_rows: bool, progress: str, repeat: int, **quick: Any) -> None:
     """Run SCENARIO (default scenarios/quickstart.yaml), or a quick run from flags (--rate, --concurrency,
     --batch), and report each phase side by side."""
     export = {k: quick.pop(k) for k in ("metrics_port", "metrics_hold_s", "pushgateway", "pushgateway_job",
@@ -110,6 +114,8 @@ def run(scenario_path: Path | None, endpoint: str | None, model: str | None, api
     if workers is not None and (sharding is not None or repeat > 1):
         raise click.BadParameter("runs the whole schedule itself: drop --shard, --start-at and --repeat",
                                  param_hint="--workers")
+    if ray_address is not None and workers is None:
+        raise click.BadParameter("needs --workers N: how many shards, one a Ray actor", param_hint="--ray")
     scenario = with_export_flags(scenario, export)
     endpoint = endpoint_url(endpoint)
     writable_dir(reports_dir, "--reports-dir")
@@ -128,7 +134,7 @@ def run(scenario_path: Path | None, endpoint: str | None, model: str | None, api
                                              sharding))
             else:
                 result, died = event_loop.run(_run_workers(each, run_dir, endpoint, model, api, key, display,
-                                                           metrics, workers))
+                                                           metrics, workers, ray_address))
             results.append(result)
             summary = result.summary.to_json()
             write_run(result)
@@ -233,19 +239,24 @@ def _sharding(shard_text: str | None, start_at: float | None, repeat: int, relay
 
 
 async def _run_workers(scenario: Scenario, run_dir: Path, url: str | None, model: str | None, api: Api | None,
-                       key: str | None, display: Display, metrics: LiveMetrics | None,
-                       n: int) -> tuple[RunResult, list[str]]:
+                       key: str | None, display: Display, metrics: LiveMetrics | None, n: int,
+                       ray_address: str | None) -> tuple[RunResult, list[str]]:
     async with target(scenario, url=url, model=model, api=api, api_key=key, pin=False, log=display.warn) as (
             endpoint, bundled):
         for line in plan_lines(scenario, endpoint, bundled, run_dir):
             display.say(line)
-        display.say(f"  {n} worker processes, one shard each: {run_dir / 'workers'}")
-        links = await start_workers(scenario, endpoint, run_dir / "workers", n, spare_last_core=bundled)
+        work = run_dir / "workers"
+        if ray_address is None:
+            display.say(f"  {n} worker processes, one shard each: {work}")
+            links = await start_workers(scenario, endpoint, work, n, spare_last_core=bundled)
+        else:
+            display.say(f"  {n} Ray actors (cluster {ray_address}), one shard each: {work}")
+            links = await start_ray_workers(scenario, endpoint, work, n, ray_address)
         progress = Progress(MonotonicClock(), lambda: hub.sent(), len(scenario.phases))
         hub = Hub(scenario, n, lambda i, line: links[i].send(line), progress, metrics)
         display.follow(progress)
         try:
-            await follow(links, hub, display, run_dir / "workers")
+            await follow(links, hub, display, work)
         finally:
             await display.stop()
             for link in links:  # stopped or failed here: the workers stop too (SIGTERM: their records kept)

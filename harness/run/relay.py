@@ -3,7 +3,8 @@
 `--workers` and `--ray` start one `harness run` a shard; each tells its parent, on stdout, what it does as it
 does it, one JSON object a line behind an ASCII record separator (the worker's other output has none):
 
-    {"k": "phase", "name": P, "sent": n}            the shard begins phase P
+    {"k": "phase", "name": P, "sent": n, "anchor": {...}}  the shard begins phase P (its clock's wall-clock
+                                                    anchor with it, so a shard that dies can still be merged)
     {"k": "rec", "rec": {...record...}, "sent": n}  a request ended (the record, as requests.jsonl has it)
     {"k": "at", "name": P, "batch": b, "sent": n}   the shard's share of batches 0…b−1 of P has ended
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import time
 from collections.abc import Callable
 from typing import IO, Any
 
@@ -52,7 +54,8 @@ class Relay:
         self._out.write(relay_line({**message, "sent": self.sent()}))
 
     def phase(self, name: str) -> None:
-        self._say({"k": "phase", "name": name})
+        anchor = {"monotonic_ns": time.monotonic_ns(), "wall_ns": time.time_ns()}  # MonotonicClock's time
+        self._say({"k": "phase", "name": name, "anchor": anchor})
         self.flush()
 
     def record(self, rec: RequestRecord) -> None:

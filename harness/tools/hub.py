@@ -30,6 +30,7 @@ class Hub:
         self.records: list[list[RequestRecord]] = [[] for _ in range(n)]
         self.alive = set(range(n))
         self.released: list[tuple[str, int]] = []  # barriers passed, in order
+        self.anchors: dict[int, dict[str, int]] = {}  # each worker's clock against wall time, as it said
         self.progress, self.metrics = progress, metrics
         self._send = send
         self._sent = [0] * n  # each worker's requests sent in its current phase
@@ -54,6 +55,7 @@ class Hub:
             self._early.append(rec)
             self._advance()
         elif kind == "phase":
+            self.anchors.setdefault(worker, message["anchor"])
             self._begun.setdefault(str(message["name"]), set()).add(worker)
             self._advance()
         elif kind == "at":

@@ -26,6 +26,7 @@ from typing import Protocol
 
 from harness.client.backend import Endpoint
 from harness.config.scenario import Scenario
+from harness.records import RecordWriter, RequestRecord
 from harness.report.merge import ShardRun, merge_runs
 from harness.run.display import Display
 from harness.run.runner import RunResult
@@ -58,27 +59,30 @@ class Link(Protocol):
 
     def stop(self) -> None: ...
 
+    def death(self) -> str:
+        """How it ended, when it did not end well."""
+
 
 def shard_dir(reports: Path) -> Path | None:
     found = [d for d in reports.iterdir() if d.is_dir()] if reports.is_dir() else []
     return found[0] if found else None
 
 
-def worker_command(scenario_file: str, endpoint: Endpoint, shard: Shard, start_at: float, reports: str,
-                   python: str = sys.executable) -> list[str]:
-    cmd = [python, "-m", "harness", "run", scenario_file, "--endpoint", endpoint.base_url, "--model",
-           endpoint.model, "--api", endpoint.api, "--shard", str(shard), "--start-at", repr(start_at),
-           "--reports-dir", reports, "--progress", "off", "--no-pin", "--relay"]
-    return cmd + (["--api-key-env", KEY_VARIABLE] if endpoint.api_key else [])
+def worker_args(endpoint: Endpoint, shard: Shard, start_at: float) -> list[str]:
+    """`harness run SCENARIO` takes these, and `--reports-dir`, to be one worker."""
+    args = ["--endpoint", endpoint.base_url, "--model", endpoint.model, "--api", endpoint.api, "--shard", str(shard),
+            "--start-at", repr(start_at), "--progress", "off", "--no-pin", "--relay"]
+    return args + (["--api-key-env", KEY_VARIABLE] if endpoint.api_key else [])
+
+
+def key_env(endpoint: Endpoint) -> dict[str, str]:
+    """The API key, for a worker's environment only (never its command line, which `ps` shows)."""
+    return {KEY_VARIABLE: endpoint.api_key} if endpoint.api_key else {}
 
 
 def worker_scenario(scenario: Scenario) -> Scenario:
     """What a worker runs: the scenario, less what only the parent does (serve the live metrics, push)."""
     return scenario.model_copy(update={"metrics_port": 0, "metrics_hold_s": 0.0, "pushgateway": None})
-
-
-def worker_env(endpoint: Endpoint) -> dict[str, str]:
-    return {**os.environ, **({KEY_VARIABLE: endpoint.api_key} if endpoint.api_key else {})}
 
 
 def common_start(n: int) -> float:
@@ -119,6 +123,9 @@ class LocalWorker:
         if self.proc.returncode is None:
             self.proc.terminate()
 
+    def death(self) -> str:
+        return f"exit {self.proc.returncode}"
+
 
 async def start_workers(scenario: Scenario, endpoint: Endpoint, work: Path, n: int,
                         spare_last_core: bool = False) -> list[Link]:
@@ -134,8 +141,9 @@ async def start_workers(scenario: Scenario, endpoint: Endpoint, work: Path, n: i
         core = {cores[i]} if len(cores) >= n else set(cores)  # one core each, or the OS shares them out
         with (work / f"{i}.log").open("wb") as log:  # the worker keeps its own copy of the file
             proc = await asyncio.create_subprocess_exec(
-                *worker_command(str(scenario_file), endpoint, Shard(i, n), start_at, str(work / str(i))),
-                env=worker_env(endpoint), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+                sys.executable, "-m", "harness", "run", str(scenario_file),
+                *worker_args(endpoint, Shard(i, n), start_at), "--reports-dir", str(work / str(i)),
+                env={**os.environ, **key_env(endpoint)}, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
                 stderr=log, preexec_fn=child_setup(core), limit=LINE_LIMIT)
         workers.append(LocalWorker(i, work / str(i), proc))
     (work / "pids").write_text("".join(f"{w.index} {w.proc.pid}\n" for w in workers), encoding="utf-8")
@@ -152,6 +160,7 @@ async def follow(links: Sequence[Link], hub: Hub, display: Display, logs: Path) 
                     out.write(line)
         await link.finish()
         hub.ended(link.index)
+        _keep_streamed(link, hub.records[link.index])
 
     async def say() -> None:
         while True:
@@ -164,6 +173,16 @@ async def follow(links: Sequence[Link], hub: Hub, display: Display, logs: Path) 
         await asyncio.gather(*(pump(link) for link in links))
     finally:
         talker.cancel()
+
+
+def _keep_streamed(link: Link, records: list[RequestRecord]) -> None:
+    """A worker whose records are not on this host's disk (a Ray actor's): the ones it streamed back, written
+    into its shard directory here, so that it is a shard `harness merge` can read."""
+    where = shard_dir(link.reports) or link.reports
+    if records and not (where / "requests.jsonl").is_file():
+        with RecordWriter(where) as writer:
+            for rec in records:
+                writer.write(rec)
 
 
 def planned(scenario: Scenario, shard: Shard) -> int | None:
@@ -189,10 +208,10 @@ def _finished(link: Link, hub: Hub, text: str) -> ShardRun | None:
 
 
 def _dead(link: Link, like: ShardRun, hub: Hub, text: str) -> ShardRun:
-    """A worker that died: the records it streamed back, on the clock of the live shards' anchor (the workers'
-    hosts are assumed NTP-synchronised)."""
-    why = "worker died" if link.returncode is None else f"worker died (exit {link.returncode})"
-    run = {**like.saved["run"], "shard": {**like.shard, "index": link.index}, "complete": False, "stopped": why}
+    """A worker that died: the records it streamed back, on its own clock's anchor (as it said when it began)."""
+    anchor = hub.anchors.get(link.index, like.saved["run"]["anchor"])
+    run = {**like.saved["run"], "shard": {**like.shard, "index": link.index}, "complete": False,
+           "stopped": f"worker died ({link.death()})", "anchor": anchor}
     return ShardRun(shard_dir(link.reports) or link.reports, text, {"run": run, "phases": []},
                     hub.records[link.index])
 
@@ -212,8 +231,7 @@ def merge_workers(scenario: Scenario, links: Sequence[Link], hub: Hub, run_dir: 
             died.append(shard)
             share = planned(scenario, Shard(link.index, len(links)))
             lost = "" if share is None else f", {share - len(shard.records)} of its {share} requests never sent"
-            exit_text = "" if link.returncode is None else f" (exit {link.returncode})"
-            lines.append(f"worker {link.index} died{exit_text}: its {len(shard.records)} finished records kept"
+            lines.append(f"worker {link.index} died ({link.death()}): its {len(shard.records)} finished records kept"
                          f"{lost}; log: {link.reports.parent / f'{link.index}.log'}")
     # A death is said per shard (`run.shards[].stopped`); the run's own `stopped` stays a signal's.
     header = {"endpoint": {**alive[0].saved["run"]["endpoint"], "bundled_simulator": bundled},
