@@ -45,7 +45,7 @@ from harness.records import read_records
 from harness.run.exporter import LiveMetrics
 from harness.run.runner import run_scenario
 from harness.run.simulator import bundled_simulator
-from harness.tools.calibrate import _truth
+from harness.tools.calibrate import ground_truth
 from harness.workload.tokenizer import train_demo_tokenizer
 
 
@@ -134,7 +134,7 @@ async def one(case: Case, seconds: float, workdir: Path, exporter: bool = False)
         with scraped_exporter(scenario.name) if exporter else contextlib.nullcontext() as metrics:
             result = await run_scenario(scenario, endpoint, run_dir, metrics=metrics)
         records = list(read_records(run_dir / "requests.jsonl"))
-        truth = await _truth(url, [r.request_id for r in records])
+        truth = await ground_truth(url, [r.request_id for r in records])
     (phase,) = result.summary.phases
     views = {
         "schedule": [r.intended_ns for r in records],

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import click
 
-from harness.cli.errors import guarded
+from harness.cli.errors import fail, guarded
+from harness.errors import EXIT_HARNESS
 from harness.report.files import write_run
 from harness.report.merge import merge_shards
 from harness.report.table import print_table
@@ -22,7 +23,11 @@ def merge(run_dirs: tuple[Path, ...], out: Path) -> None:
     them, each phase client-limited if any shard was."""
     if out.exists() and any(out.iterdir()):
         raise click.BadParameter(f"{out} is not empty", param_hint="--out")
-    result = merge_shards(run_dirs, out)
+    result = merge_shards(run_dirs, out, lambda line: click.echo(f"warning: {line}", err=True))
     write_run(result)
     print_table(result.summary.to_json())
     click.echo(f"\nreport: {out}")
+    cut = [s for s in result.summary.run.shards or [] if not s.complete and s.stopped]
+    if cut:
+        raise fail("the merged run is incomplete: " + "; ".join(f"shard {s.index}: {s.stopped}" for s in cut),
+                   EXIT_HARNESS)

@@ -111,11 +111,7 @@ def run(scenario_path: Path | None, endpoint: str | None, model: str | None, api
     scenario = _with_flags(_scenario(scenario_path, quick, api), tokenizer, skip_bad_rows, accelerator)
     scenario = _with_hardware(scenario, hardware)
     sharding = _sharding(shard_text, start_at, repeat, relay)
-    if workers is not None and (sharding is not None or repeat > 1):
-        raise click.BadParameter("runs the whole schedule itself: drop --shard, --start-at and --repeat",
-                                 param_hint="--workers")
-    if ray_address is not None and workers is None:
-        raise click.BadParameter("needs --workers N: how many shards, one a Ray actor", param_hint="--ray")
+    _check_workers(workers, ray_address, sharding, repeat)
     scenario = with_export_flags(scenario, export)
     endpoint = endpoint_url(endpoint)
     writable_dir(reports_dir, "--reports-dir")
@@ -218,6 +214,14 @@ def _slo_limits(text: str | None) -> dict[str, float] | None:
         return parse_slo(text).model_dump(exclude_none=True)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--slo") from None
+
+
+def _check_workers(workers: int | None, ray_address: str | None, sharding: Sharding | None, repeat: int) -> None:
+    if workers is not None and (sharding is not None or repeat > 1):
+        raise click.BadParameter("runs the whole schedule itself: drop --shard, --start-at and --repeat",
+                                 param_hint="--workers")
+    if ray_address is not None and workers is None:
+        raise click.BadParameter("needs --workers N: how many shards, one a Ray actor", param_hint="--ray")
 
 
 def _sharding(shard_text: str | None, start_at: float | None, repeat: int, relay: bool) -> Sharding | None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,7 +18,7 @@ from harness.config.scenario import Scenario, load_scenario
 from harness.errors import ScenarioError
 from harness.records import RecordWriter, RequestRecord, read_records, write_parquet
 from harness.report.offline import saved_check
-from harness.run.runner import RunResult
+from harness.run.runner import SHARD_HEADER, RunResult
 from harness.stats.server import read_server_metrics
 from harness.stats.summary import PhaseRun, build_summary
 from harness.stats.verdict import RANK, ClientCheck
@@ -43,15 +43,24 @@ class ShardRun:
         return int(anchor["wall_ns"]) - int(anchor["monotonic_ns"])
 
 
-def read_shard(run_dir: Path) -> ShardRun:
+def read_shard(run_dir: Path, warn: Callable[[str], None] | None = None) -> ShardRun:
+    """A shard's run directory; one killed before its summary (only `shard.json`, written at its start, and
+    its records) is read as an incomplete shard."""
     summary, records = run_dir / "summary.json", run_dir / "requests.jsonl"
-    if not summary.is_file() or not records.is_file():
+    if summary.is_file() and records.is_file():
+        saved = json.loads(summary.read_text(encoding="utf-8"))
+    elif (run_dir / SHARD_HEADER).is_file():
+        header = json.loads((run_dir / SHARD_HEADER).read_text(encoding="utf-8"))["run"]
+        saved = {"run": {**header, "complete": False, "stopped": "the shard ended before writing its summary"},
+                 "phases": []}
+        if warn is not None:
+            warn(f"{run_dir}: no summary.json (the shard was killed?): its records are merged, the run is incomplete")
+    else:
         raise ScenarioError(f"{run_dir}: not a finished run directory (no summary.json or requests.jsonl)")
-    saved = json.loads(summary.read_text(encoding="utf-8"))
     if not (saved.get("run") or {}).get("shard"):
         raise ScenarioError(f"{run_dir}: not a shard (run with --shard i/N)")
     return ShardRun(run_dir, (run_dir / "scenario.yaml").read_text(encoding="utf-8"), saved,
-                    list(read_records(records)))
+                    list(read_records(records, warn)) if records.is_file() else [])
 
 
 def _check_complete(shards: Sequence[ShardRun]) -> None:
@@ -92,8 +101,8 @@ def worst(checks: Sequence[ClientCheck]) -> ClientCheck:
                        bad.live_verdict, bad.live_reason)
 
 
-def merge_shards(run_dirs: Sequence[Path], out: Path) -> RunResult:
-    return merge_runs([read_shard(d) for d in run_dirs], out)
+def merge_shards(run_dirs: Sequence[Path], out: Path, warn: Callable[[str], None] | None = None) -> RunResult:
+    return merge_runs([read_shard(d, warn) for d in run_dirs], out)
 
 
 def merge_runs(shards: Sequence[ShardRun], out: Path, header_update: dict[str, Any] | None = None) -> RunResult:

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import datetime as dt
 import functools
+import json
 import secrets
 import time
 from collections.abc import Callable
@@ -56,6 +57,7 @@ from harness.workload.shards import Shard, shard_plan
 
 _WARM_MAX = 256  # connections opened ahead of a phase; an open-loop phase may need more later
 FLUSH_S = 0.05
+SHARD_HEADER = "shard.json"
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,8 +71,10 @@ class Sharding:
     def info(self) -> dict[str, Any]:
         return {"index": self.shard.index, "count": self.shard.count, "start_at": self.start_at}
 
-    async def wait(self) -> None:
-        """Until the common start (hosts are assumed NTP-synchronised); at once if it has passed."""
+    async def wait(self, run_dir: Path, header: dict[str, Any]) -> None:
+        """Until the common start (hosts are assumed NTP-synchronised); at once if it has passed. The run's
+        header goes to `shard.json` first: a shard killed before its summary can still be merged."""
+        (run_dir / SHARD_HEADER).write_text(json.dumps({"run": header}), encoding="utf-8")
         delay = self.start_at - time.time()
         if delay > 0:
             await asyncio.sleep(delay)
@@ -307,7 +311,7 @@ async def run_scenario(
     check.start()
     try:
         if sharding is not None:
-            await sharding.wait()
+            await sharding.wait(run_dir, header)
         await run.execute(backend, check)
     finally:
         await check.stop()

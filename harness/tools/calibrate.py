@@ -42,7 +42,8 @@ def _scenario(concurrency: int, seconds: float, out_tokens: int, stagger_s: floa
     }, "calibrate")
 
 
-async def _truth(base_url: str, ids: list[str]) -> dict[str, dict[str, Any]]:
+async def ground_truth(base_url: str, ids: list[str]) -> dict[str, dict[str, Any]]:
+    """What the simulator at `base_url` recorded for these request ids: arrival and every token's write."""
     url = base_url.removesuffix("/v1") + "/sim/truth"
     out: dict[str, dict[str, Any]] = {}
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as session:
@@ -107,7 +108,7 @@ async def _level(sim: SimulatorConfig, concurrency: int, seconds: float, out_tok
         result = await run_scenario(_scenario(concurrency, seconds + stagger_s, out_tokens, stagger_s),
                                     Endpoint(url, model), run_dir)
         records = list(read_records(run_dir / "requests.jsonl"))
-        truth = await _truth(url, [r.request_id for r in records])
+        truth = await ground_truth(url, [r.request_id for r in records])
     (phase,) = result.summary.phases
     tokens = phase.tokens.output
     # The phase's own CPU, from its first send to its last record: writing Parquet and drawing the report

@@ -55,7 +55,8 @@ class Hub:
             self._early.append(rec)
             self._advance()
         elif kind == "phase":
-            self.anchors.setdefault(worker, message["anchor"])
+            if "anchor" in message:
+                self.anchors.setdefault(worker, message["anchor"])
             self._begun.setdefault(str(message["name"]), set()).add(worker)
             self._advance()
         elif kind == "at":

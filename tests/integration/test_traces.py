@@ -155,7 +155,7 @@ async def test_replaying_azure_against_the_simulator_delivers_its_lengths_in_ord
     from harness.records import read_records
     from harness.run.runner import run_scenario
     from harness.run.simulator import bundled_simulator
-    from harness.tools.calibrate import _truth
+    from harness.tools.calibrate import ground_truth
 
     # The first 60 s of the trace at time_scale 10; the simulator in fixed timing (5 ms + 1 ms a
     # token) so even the 1,000-token answers finish in about a second.
@@ -165,7 +165,7 @@ async def test_replaying_azure_against_the_simulator_delivers_its_lengths_in_ord
     async with bundled_simulator(SimulatorConfig(timing="fixed", fixed_ttft_ms=5, fixed_itl_ms=1)) as (url, model):
         await asyncio.wait_for(run_scenario(scenario, Endpoint(url, model), tmp_path / "run"), 60)
         records = sorted(read_records(tmp_path / "run" / "requests.jsonl"), key=lambda r: r.index)
-        truth = await _truth(url, [r.request_id for r in records])
+        truth = await ground_truth(url, [r.request_id for r in records])
     assert len(records) == len(expected) == 191 and all(r.status == "ok" for r in records)
     seen = [truth[r.request_id] for r in records]
     assert [t["prompt_tokens"] for t in seen] == [row.input_tokens for row in expected]

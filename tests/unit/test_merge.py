@@ -85,3 +85,23 @@ def test_a_missing_or_foreign_shard_is_named(shards: tuple[list[Path], list[Requ
     (dirs[1] / "summary.json").write_text(json.dumps(summary))
     result = CliRunner().invoke(main, ["merge", str(dirs[0]), str(dirs[1]), "--out", str(tmp_path / "b")])
     assert result.exit_code == 2 and "a shard of another run" in result.output
+
+
+def test_a_shard_killed_before_its_summary_is_merged_as_incomplete(
+        shards: tuple[list[Path], list[RequestRecord]], tmp_path: Path) -> None:
+    """A shard on another host killed mid-run leaves `shard.json` (written before its start) and the records it
+    took; merged, its records count on its own clock, the run is incomplete and `harness merge` exits 3."""
+    dirs, records = shards
+    summary = json.loads((dirs[1] / "summary.json").read_text())
+    (dirs[1] / "summary.json").unlink()
+    (dirs[1] / "shard.json").write_text(json.dumps({"run": summary["run"]}))
+    with (dirs[1] / "requests.jsonl").open("a") as f:
+        f.write('{"request_id": "torn')  # killed while writing a record
+    result = CliRunner().invoke(main, ["merge", str(dirs[0]), str(dirs[1]), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 3, result.output
+    assert "no summary.json" in result.output and "torn last line" in result.output
+    merged = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert not merged["run"]["complete"]
+    assert merged["run"]["shards"][1]["stopped"] == "the shard ended before writing its summary"
+    out = [json.loads(line) for line in (tmp_path / "out" / "requests.jsonl").read_text().splitlines()]
+    assert {r["request_id"]: r["chunk_ns"] for r in out} == {r.request_id: r.chunk_ns for r in records}

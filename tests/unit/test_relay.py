@@ -100,8 +100,9 @@ def test_the_barrier_waits_for_every_live_worker_and_a_dead_one_never_holds_it()
 def test_records_are_kept_per_worker_and_counted_under_their_own_phase() -> None:
     metrics = Counts()
     hub = Hub(SCENARIO, 2, FakeWorkers().send, metrics=metrics)  # type: ignore[arg-type]
-    say(hub, 0, {"k": "phase", "name": "chat", "sent": 0})
+    say(hub, 0, {"k": "phase", "name": "chat", "sent": 0, "anchor": {"monotonic_ns": 5, "wall_ns": 9}})
     say(hub, 1, {"k": "phase", "name": "chat", "sent": 0})
+    assert hub.anchors == {0: {"monotonic_ns": 5, "wall_ns": 9}}  # what a dead worker's records are merged on
     say(hub, 0, {"k": "rec", "rec": record_fields(rec("chat", 0)), "sent": 3})
     say(hub, 0, {"k": "phase", "name": "batch", "sent": 3})  # worker 0 is ahead …
     say(hub, 0, {"k": "rec", "rec": record_fields(rec("batch", 1)), "sent": 2})
