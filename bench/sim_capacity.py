@@ -32,6 +32,7 @@ from pathlib import Path
 from prometheus_client.parser import text_string_to_metric_families
 
 PROMPT = " ".join(["tok"] * 32)
+SCRAPE_TIMEOUT_S = 30.0  # an overloaded simulator answers late; past this the level says so instead of a traceback
 
 
 class Stream(asyncio.Protocol):
@@ -85,7 +86,7 @@ class Bench:
 
 
 def scrape(port: int) -> dict[str, float]:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=SCRAPE_TIMEOUT_S) as resp:
         text = resp.read().decode()
     out: dict[str, float] = {}
     for fam in text_string_to_metric_families(text):
@@ -116,9 +117,12 @@ async def level(port: int, pid: int, streams: int, seconds: float, out_tokens: i
         if i % 64 == 63:
             await asyncio.sleep(0.01)  # stagger so the streams do not finish in lockstep
     await asyncio.sleep(3.0)  # warm up: every stream past its prefill
-    before, cpu0, frames0, done0, t0 = scrape(port), cpu_seconds(pid), bench.frames, bench.finished, time.monotonic()
+    # Scraped from a thread: a blocking read on this loop would stop the bench's own streams while it waits.
+    before = await asyncio.to_thread(scrape, port)
+    cpu0, frames0, done0, t0 = cpu_seconds(pid), bench.frames, bench.finished, time.monotonic()
     await asyncio.sleep(seconds)
-    after, cpu1, frames1, done1, t1 = scrape(port), cpu_seconds(pid), bench.frames, bench.finished, time.monotonic()
+    cpu1, frames1, done1, t1 = cpu_seconds(pid), bench.frames, bench.finished, time.monotonic()
+    after = await asyncio.to_thread(scrape, port)
     bench.running = False
     elapsed = t1 - t0
     tokens = (frames1 - frames0) - 2 * (done1 - done0)  # each completion also sends finish and [DONE] frames
@@ -162,7 +166,11 @@ async def main() -> None:
                 assert proc.stdout is not None
                 port = int(json.loads(proc.stdout.readline())["url"].rsplit(":", 1)[1].split("/")[0])
                 result = await asyncio.wait_for(level(port, proc.pid, n, args.seconds, args.out_tokens),
-                                                timeout=args.seconds + 60)
+                                                timeout=args.seconds + 2 * SCRAPE_TIMEOUT_S + 30)
+            except (TimeoutError, OSError) as exc:  # urllib's URLError is an OSError
+                print(f"streams {n:>5}  step {step_ms:>4.0f} ms  demanded {n / step_ms * 1e3:>8,.0f} tok/s  FAIL: "
+                      f"the simulator did not answer /metrics in time ({exc})", flush=True)
+                continue
             finally:
                 proc.terminate()
                 proc.wait(timeout=10)
