@@ -105,26 +105,19 @@ class RequestSource:
         return [self.spec(i) for i in range(count)]
 
     def lazy(self, count: int) -> LazySpecs:
-        return LazySpecs(self, count)
-
-    def stream(self, count: int | None = None) -> Iterator[RequestSpec]:
-        """Specs in order, `count` of them or without end."""
-        i = 0
-        while count is None or i < count:
-            yield self.spec(i)
-            i += 1
+        return LazySpecs(self.spec, range(count))
 
 
 class LazySpecs(Sequence[RequestSpec]):
-    """`count` specs of a source, each built only when asked for: a long trace's prompts are not all
-    held in memory before the first request is even sent."""
+    """The specs `build(j)` for each j of `indices`, each built only when asked for: a long trace's prompts
+    are not all held in memory before the first request is even sent, and a shard's share of them (every
+    N-th index) stays as lazy."""
 
-    def __init__(self, source: RequestSource, count: int) -> None:
-        self.source = source
-        self._n = count
+    def __init__(self, build: Callable[[int], RequestSpec], indices: range) -> None:
+        self._build, self._indices = build, indices
 
     def __len__(self) -> int:
-        return self._n
+        return len(self._indices)
 
     @overload
     def __getitem__(self, i: int) -> RequestSpec: ...
@@ -134,13 +127,11 @@ class LazySpecs(Sequence[RequestSpec]):
 
     def __getitem__(self, i: int | slice) -> RequestSpec | list[RequestSpec]:
         if isinstance(i, slice):
-            return [self.source.spec(j) for j in range(*i.indices(self._n))]
-        if not -self._n <= i < self._n:
-            raise IndexError(i)
-        return self.source.spec(i % self._n)
+            return [self._build(j) for j in self._indices[i]]
+        return self._build(self._indices[i])  # range indexing raises IndexError past either end
 
     def __iter__(self) -> Iterator[RequestSpec]:
-        return self.source.stream(self._n)
+        return map(self._build, self._indices)
 
 
 LEAD_TOKENS = 4  # a dataset's fixed texts get a per-run lead of this many tokens (980⁴ ≈ 10¹² leads)

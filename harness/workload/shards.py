@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import re
 import zlib
-from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import overload
 
 from harness.workload.plan import BatchPlan, ClosedLoopPlan, OpenLoopPlan, PhasePlan, SessionPlan
-from harness.workload.requests import RequestSpec
+from harness.workload.requests import LazySpecs
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,30 +44,6 @@ class Shard:
         return f"{self.index}/{self.count}"
 
 
-class Strided(Sequence[RequestSpec]):
-    """Every `step`-th item of a sequence from `start`, built only when asked for (the lazy specs stay lazy)."""
-
-    def __init__(self, items: Sequence[RequestSpec], start: int, step: int) -> None:
-        self._items, self._range = items, range(start, len(items), step)
-
-    def __len__(self) -> int:
-        return len(self._range)
-
-    @overload
-    def __getitem__(self, i: int) -> RequestSpec: ...
-
-    @overload
-    def __getitem__(self, i: slice) -> list[RequestSpec]: ...
-
-    def __getitem__(self, i: int | slice) -> RequestSpec | list[RequestSpec]:
-        if isinstance(i, slice):
-            return [self._items[j] for j in self._range[i]]
-        return self._items[self._range[i]]
-
-    def __iter__(self) -> Iterator[RequestSpec]:
-        return (self._items[j] for j in self._range)
-
-
 def shard_plan(plan: PhasePlan, shard: Shard) -> PhasePlan:
     """`shard`'s part of one phase's plan."""
     if shard.count == 1:
@@ -77,7 +51,8 @@ def shard_plan(plan: PhasePlan, shard: Shard) -> PhasePlan:
     i, n = shard.index, shard.count
     if isinstance(plan, OpenLoopPlan):
         cap = None if plan.max_in_flight is None else max(1, len(range(i, plan.max_in_flight, n)))
-        return replace(plan, specs=Strided(plan.specs, i, n), offsets_ns=plan.offsets_ns[i::n], max_in_flight=cap)
+        share = LazySpecs(plan.specs.__getitem__, range(i, len(plan.specs), n))  # built only when asked for
+        return replace(plan, specs=share, offsets_ns=plan.offsets_ns[i::n], max_in_flight=cap)
     if isinstance(plan, BatchPlan):
         return BatchPlan([b[i::n] for b in plan.batches])  # empty shares kept: every shard keeps each barrier
     if isinstance(plan, ClosedLoopPlan):
