@@ -32,7 +32,7 @@ def _load_presets(ctx: click.Context, param: click.Parameter, value: Path | None
 presets_option = click.option("--presets", type=click.Path(path_type=Path, dir_okay=False, exists=True),
                               callback=_load_presets, is_eager=True, expose_value=False,
                               help="YAML file of extra accelerators and models (a `harness sim fit` twin), for "
-                                   "the scenario's simulator section in virtual time.")
+                                   "the scenario's simulator section.")
 scenario_argument = click.argument("scenario_path", required=False, type=click.Path(path_type=Path, dir_okay=False))
 
 

@@ -15,6 +15,7 @@ from harness.cli.common import (
     api_key,
     api_key_env_option,
     endpoint_url,
+    presets_option,
     reports_dir_option,
     scenario_argument,
     scenario_or_default,
@@ -50,6 +51,7 @@ from harness.workload.shards import Shard
 
 @click.command(short_help="Run a scenario, or a quick run from --rate/--concurrency flags.")
 @scenario_argument
+@presets_option
 @click.option("--endpoint", metavar="URL", help="OpenAI base URL (…/v1). Default: start the bundled simulator.")
 @click.option("--model", help="Model name to request. Default: the scenario's, else the endpoint's first.")
 @click.option("--api", type=click.Choice(["chat", "completions"]), help="Which OpenAI API to drive.")

@@ -198,6 +198,9 @@ def _custom(cls: type[T], fields: dict[str, Any]) -> T:
         raise ValueError(str(exc).removeprefix("custom: ")) from None
 
 
+LOADED_FILES: list[Path] = []  # preset files this process loaded: a bundled simulator it starts loads them too
+
+
 def load_presets(path: Path) -> None:
     """Add the accelerators and models of a YAML file to the presets.
 
@@ -224,6 +227,8 @@ def load_presets(path: Path) -> None:
         ACCELERATORS[str(name)] = _build(_KINDS[kind], str(name), entry, str(path))
     for name, entry in (data.get("models") or {}).items():
         MODELS[str(name)] = _build(ModelSpec, str(name), entry, str(path))
+    if path.resolve() not in LOADED_FILES:
+        LOADED_FILES.append(path.resolve())
 
 
 def batch_defaults(accelerator: str) -> tuple[int, int]:

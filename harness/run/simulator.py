@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Callable
 
 import click
 
+from harness.config.presets import LOADED_FILES
 from harness.config.simulator import SimulatorConfig
 from harness.errors import ScenarioError, SimulatorError
 
@@ -42,7 +43,8 @@ def check_fits(cfg: SimulatorConfig) -> None:
 
 
 def simulator_command(cfg: SimulatorConfig, host: str = "127.0.0.1", port: int = 0) -> list[str]:
-    return [sys.executable, "-m", "harness", "sim", "serve", "--host", host, "--port", str(port),
+    presets = [arg for path in LOADED_FILES for arg in ("--presets", str(path))]  # a fitted twin, custom devices
+    return [sys.executable, "-m", "harness", "sim", "serve", "--host", host, "--port", str(port), *presets,
             "--config-json", cfg.model_dump_json()]
 
 

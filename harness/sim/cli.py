@@ -23,8 +23,8 @@ from harness.sim.perfmodel import PerformanceModel, StepLoad
 from harness.sim.server import serve
 
 
-def _load_presets(path: Path | None) -> None:
-    if path is not None:
+def _load_presets(paths: tuple[Path, ...]) -> None:
+    for path in paths:
         try:
             load_presets(path)
         except PresetError as exc:
@@ -37,7 +37,7 @@ def sim() -> None:
 
 
 _presets_option = click.option("--presets", type=click.Path(path_type=Path, dir_okay=False, exists=True),
-                               help="YAML file of extra accelerators and models.")
+                               multiple=True, help="YAML file of extra accelerators and models (repeatable).")
 
 
 _ALIASES = {"noise_sigma": ("--noise",)}  # the flag's earlier, shorter name
@@ -113,7 +113,7 @@ def simulator_config(options: dict[str, Any]) -> SimulatorConfig:
 @click.option("--api-key-env", default=None, metavar="VAR",
               help="Require this environment variable's value as the bearer API key.")
 @_model_options(SimulatorConfig)
-def serve_cmd(host: str, port: int, presets: Path | None, config_json: str | None, api_key_env: str | None,
+def serve_cmd(host: str, port: int, presets: tuple[Path, ...], config_json: str | None, api_key_env: str | None,
               **options: Any) -> None:
     """Serve an OpenAI-compatible endpoint that emits tokens when a real engine would."""
     _load_presets(presets)
@@ -179,7 +179,7 @@ def preset_rows() -> list[tuple[str, str, str, str, str, str]]:
 
 @sim.command("presets")
 @_presets_option
-def presets_cmd(presets: Path | None) -> None:
+def presets_cmd(presets: tuple[Path, ...]) -> None:
     """List accelerators and models with their derived decode latency and KV capacity."""
     _load_presets(presets)
     header = ("accelerator", "model", "tp", "ITL b=1 ms", "ITL b=64 ms", "KV tokens")

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.client.backend import Endpoint
+from harness.config.presets import LOADED_FILES
 from harness.config.scenario import Scenario
 from harness.errors import UsageError
 from harness.tools.workers import Link, child_setup, common_start, key_env, worker_args, worker_scenario
@@ -52,9 +53,13 @@ class ShardProcess:
     def ready(self) -> tuple[str, int]:
         return socket.gethostname(), os.getpid()
 
-    def start(self, scenario_text: str, args: list[str], env: dict[str, str]) -> None:
+    def start(self, scenario_text: str, args: list[str], env: dict[str, str], presets: list[str]) -> None:
+        """`presets`: the texts of the preset files the driver loaded (the scenario may name their devices)."""
         scenario = self._dir / "scenario.yaml"
         scenario.write_text(scenario_text, encoding="utf-8")
+        for k, text in enumerate(presets):
+            (self._dir / f"presets-{k}.yaml").write_text(text, encoding="utf-8")
+            args = [*args, "--presets", str(self._dir / f"presets-{k}.yaml")]
         with (self._dir / "worker.log").open("wb") as log:
             self._proc = subprocess.Popen([sys.executable, "-m", "harness", "run", str(scenario), *args,
                                            "--reports-dir", str(self._dir / "reports")],
@@ -192,7 +197,8 @@ async def start_ray_workers(scenario: Scenario, endpoint: Endpoint, work: Path, 
     work.mkdir(parents=True, exist_ok=True)
     (work / "pids").write_text("".join(f"{i} {pid} {host}\n" for i, (host, pid) in enumerate(placed)),
                                encoding="utf-8")
+    presets = [path.read_text(encoding="utf-8") for path in LOADED_FILES]
     text, start_at = worker_scenario(scenario).to_yaml(), common_start(n)  # every actor is up: start together
     for i, actor in enumerate(actors):
-        actor.start.remote(text, worker_args(endpoint, Shard(i, n), start_at), key_env(endpoint))
+        actor.start.remote(text, worker_args(endpoint, Shard(i, n), start_at), key_env(endpoint), presets)
     return [RayWorker(i, work / str(i), actor) for i, actor in enumerate(actors)]

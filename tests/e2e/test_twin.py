@@ -93,3 +93,23 @@ def test_fit_and_validate_name_bad_input(runs: dict[int, Path], tmp_path: Path) 
                                        "per_seq_ms: 0, per_context_ktoken_ms: 0, kv_tokens: 9}\n")
     proc = harness("sim", "validate", str(tmp_path / "two.yaml"), str(runs[4]))
     assert proc.returncode == 2 and "name one with --accelerator" in proc.stderr
+
+
+def test_run_serves_a_fitted_preset_on_the_bundled_simulator(tmp_path: Path) -> None:
+    """`harness run --presets` hands the file to the bundled simulator it starts: the twin runs in real time."""
+    (tmp_path / "mine.yaml").write_text("accelerators:\n  mine: {kind: fitted, step_ms: 20, weights_ms: 6, "
+                                        "per_ktoken_ms: 60, per_seq_ms: 0, per_context_ktoken_ms: 0, "
+                                        "kv_tokens: 100000}\n")
+    (tmp_path / "s.yaml").write_text("name: twin-live\nsimulator: {accelerator: mine}\n"
+                                     "workload: {prompt_tokens: 64, output_tokens: 8}\n"
+                                     "phases: [{name: p, load: {type: poisson, rate: 10, requests: 6}}]\n")
+    unknown = harness("run", str(tmp_path / "s.yaml"), "--reports-dir", str(tmp_path / "r0"))
+    assert unknown.returncode == 2 and "unknown accelerator 'mine'" in unknown.stderr
+    done = harness("run", str(tmp_path / "s.yaml"), "--presets", str(tmp_path / "mine.yaml"), "--reports-dir",
+                   str(tmp_path / "r"), "--progress", "off")
+    assert done.returncode == 0, done.stdout + done.stderr
+    (run_dir,) = (tmp_path / "r").iterdir()
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["run"]["simulator"]["accelerator"] == "mine"
+    # A decode step of the twin: 20 ms + hypot(6 ms, 60 ms × a few tokens / 1000) ≈ 26 ms (an H100 takes ~8).
+    assert summary["phases"][0]["latency_ms"]["itl"]["p50"] == pytest.approx(26.0, rel=0.15)
