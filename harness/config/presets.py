@@ -198,7 +198,12 @@ def _custom(cls: type[T], fields: dict[str, Any]) -> T:
         raise ValueError(str(exc).removeprefix("custom: ")) from None
 
 
-LOADED_FILES: list[Path] = []  # preset files this process loaded: a bundled simulator it starts loads them too
+_LOADED: list[Path] = []
+
+
+def loaded_files() -> list[Path]:
+    """The preset files this process loaded that are still there: a simulator or worker it starts loads them too."""
+    return [path for path in _LOADED if path.is_file()]
 
 
 def load_presets(path: Path) -> None:
@@ -227,8 +232,8 @@ def load_presets(path: Path) -> None:
         ACCELERATORS[str(name)] = _build(_KINDS[kind], str(name), entry, str(path))
     for name, entry in (data.get("models") or {}).items():
         MODELS[str(name)] = _build(ModelSpec, str(name), entry, str(path))
-    if path.resolve() not in LOADED_FILES:
-        LOADED_FILES.append(path.resolve())
+    if path.resolve() not in _LOADED:
+        _LOADED.append(path.resolve())
 
 
 def batch_defaults(accelerator: str) -> tuple[int, int]:

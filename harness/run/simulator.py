@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator, Callable
 
 import click
 
-from harness.config.presets import LOADED_FILES
+from harness.config.presets import loaded_files
 from harness.config.simulator import SimulatorConfig
 from harness.errors import ScenarioError, SimulatorError
 
@@ -43,7 +43,8 @@ def check_fits(cfg: SimulatorConfig) -> None:
 
 
 def simulator_command(cfg: SimulatorConfig, host: str = "127.0.0.1", port: int = 0) -> list[str]:
-    presets = [arg for path in LOADED_FILES for arg in ("--presets", str(path))]  # a fitted twin, custom devices
+    # A fitted twin, custom devices: the files this process loaded (that are still there to load).
+    presets = [arg for path in loaded_files() for arg in ("--presets", str(path))]
     return [sys.executable, "-m", "harness", "sim", "serve", "--host", host, "--port", str(port), *presets,
             "--config-json", cfg.model_dump_json()]
 

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.client.backend import Endpoint
-from harness.config.presets import LOADED_FILES
+from harness.config.presets import loaded_files
 from harness.config.scenario import Scenario
 from harness.errors import UsageError
 from harness.tools.workers import Link, child_setup, common_start, key_env, worker_args, worker_scenario
@@ -197,7 +197,7 @@ async def start_ray_workers(scenario: Scenario, endpoint: Endpoint, work: Path, 
     work.mkdir(parents=True, exist_ok=True)
     (work / "pids").write_text("".join(f"{i} {pid} {host}\n" for i, (host, pid) in enumerate(placed)),
                                encoding="utf-8")
-    presets = [path.read_text(encoding="utf-8") for path in LOADED_FILES]
+    presets = [path.read_text(encoding="utf-8") for path in loaded_files()]
     text, start_at = worker_scenario(scenario).to_yaml(), common_start(n)  # every actor is up: start together
     for i, actor in enumerate(actors):
         actor.start.remote(text, worker_args(endpoint, Shard(i, n), start_at), key_env(endpoint), presets)

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Protocol
 
 from harness.client.backend import Endpoint
-from harness.config.presets import LOADED_FILES
+from harness.config.presets import loaded_files
 from harness.config.scenario import Scenario
 from harness.records import RecordWriter, RequestRecord
 from harness.report.merge import ShardRun, merge_runs
@@ -144,7 +144,7 @@ async def start_workers(scenario: Scenario, endpoint: Endpoint, work: Path, n: i
             proc = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "harness", "run", str(scenario_file),
                 *worker_args(endpoint, Shard(i, n), start_at), "--reports-dir", str(work / str(i)),
-                *(arg for path in LOADED_FILES for arg in ("--presets", str(path))),
+                *(arg for path in loaded_files() for arg in ("--presets", str(path))),
                 env={**os.environ, **key_env(endpoint)}, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
                 stderr=log, preexec_fn=child_setup(core), limit=LINE_LIMIT)
         workers.append(LocalWorker(i, work / str(i), proc))
