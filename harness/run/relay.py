@@ -49,9 +49,19 @@ class Relay:
         self._transport: asyncio.ReadTransport | None = None
         self.sent: Callable[[], int] = lambda: 0
         self.warn: Callable[[str], None] = lambda _: None
+        self.lost = False  # the parent stopped reading: the records stay on this shard's disk only
 
     def _say(self, message: dict[str, Any]) -> None:
-        self._out.write(relay_line({**message, "sent": self.sent()}))
+        if not self.lost:
+            try:
+                self._out.write(relay_line({**message, "sent": self.sent()}))
+            except OSError:  # BrokenPipeError: the parent is gone
+                self._lose()
+
+    def _lose(self) -> None:
+        self.lost = True
+        self.warn("the parent stopped reading this worker's records: they stay in its run directory "
+                  "(`harness merge` joins the shards)")
 
     def phase(self, name: str) -> None:
         anchor = {"monotonic_ns": time.monotonic_ns(), "wall_ns": time.time_ns()}  # MonotonicClock's time
@@ -62,12 +72,18 @@ class Relay:
         self._say({"k": "rec", "rec": record_fields(rec)})  # flushed with the records file, a batch at a time
 
     def flush(self) -> None:
-        self._out.flush()
+        if not self.lost:
+            try:
+                self._out.flush()
+            except OSError:
+                self._lose()
 
     async def barrier(self, phase: str, batch: int) -> None:
         """Until the parent says every shard has ended its share of the batches before `batch`."""
         self._say({"k": "at", "name": phase, "batch": batch})
         self.flush()
+        if self.lost:
+            return
         reader = await self._stdin()
         while line := await reader.readline():
             if parse_line(line) == {"k": "go", "name": phase, "batch": batch}:

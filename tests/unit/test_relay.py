@@ -126,3 +126,19 @@ def test_a_phase_begins_when_every_live_worker_has_begun_it(dead_first: bool) ->
     if not dead_first:
         hub.ended(1)
         assert seen.begun == ["chat"]
+
+
+async def test_a_worker_whose_parent_is_gone_goes_on_alone() -> None:
+    """The parent died (its end of the pipe closed): the worker keeps its records on its own disk, says so
+    once, and no longer waits at barriers nobody will answer."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    warned: list[str] = []
+    with open(write_end, "wb", buffering=0) as out, open(os.devnull, "rb") as inp:
+        relay = Relay(out, inp)
+        relay.warn = warned.append
+        for i in range(3):
+            relay.record(rec("chat", i))
+            relay.flush()
+        assert relay.lost and len(warned) == 1 and "stay in its run directory" in warned[0]
+        await asyncio.wait_for(relay.barrier("batch", 1), 1)
