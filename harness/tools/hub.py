@@ -52,8 +52,10 @@ class Hub:
         if kind == "rec":
             rec = RequestRecord(**message["rec"])
             self.records[worker].append(rec)
-            self._early.append(rec)
-            self._advance()
+            if self._current >= 0 and rec.phase == self.scenario.phases[self._current].name:
+                self._show(rec)
+            else:
+                self._early.append(rec)
         elif kind == "phase":
             if "anchor" in message:
                 self.anchors.setdefault(worker, message["anchor"])
@@ -76,16 +78,16 @@ class Hub:
             self._current += 1
             announce_phase(phases[self._current], plan_phase(self.scenario, self._current, "count"), self.sent,
                            self.progress, self.metrics)
-        if self._current < 0:
-            return
-        name = phases[self._current].name
-        now = [r for r in self._early if r.phase == name]
-        self._early = [r for r in self._early if r.phase != name]
-        for rec in now:
-            if self.progress is not None:
-                self.progress.record(rec)
-            if self.metrics is not None:
-                self.metrics.record(rec)
+            name = phases[self._current].name
+            for rec in [r for r in self._early if r.phase == name]:
+                self._show(rec)
+            self._early = [r for r in self._early if r.phase != name]
+
+    def _show(self, rec: RequestRecord) -> None:
+        if self.progress is not None:
+            self.progress.record(rec)
+        if self.metrics is not None:
+            self.metrics.record(rec)
 
     def _release(self) -> None:
         for key, arrived in list(self._at.items()):
