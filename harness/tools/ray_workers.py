@@ -50,8 +50,9 @@ class ShardProcess:
         self._lines: collections.deque[bytes] = collections.deque()
         self._eof = threading.Event()
 
-    def ready(self) -> tuple[str, int]:
-        return socket.gethostname(), os.getpid()
+    def ready(self) -> tuple[str, int, str]:
+        """Where it runs: host, process id, and the worker's log there."""
+        return socket.gethostname(), os.getpid(), str(self._dir / "worker.log")
 
     def start(self, scenario_text: str, args: list[str], env: dict[str, str], presets: list[str]) -> None:
         """`presets`: the texts of the preset files the driver loaded (the scenario may name their devices)."""
@@ -108,8 +109,8 @@ async def _get(ref: Any) -> Any:
 class RayWorker:
     """A `Link` to a worker on a Ray actor."""
 
-    def __init__(self, index: int, reports: Path, actor: Any) -> None:
-        self.index, self.reports, self.actor = index, reports, actor
+    def __init__(self, index: int, reports: Path, actor: Any, log: str) -> None:
+        self.index, self.reports, self.actor, self.log = index, reports, actor, log
         self.lost: str | None = None
         self._code: int | None = None
         self._done = False
@@ -195,10 +196,11 @@ async def start_ray_workers(scenario: Scenario, endpoint: Endpoint, work: Path, 
         raise UsageError(f"--ray {address}: Ray could not place {n} actors of one CPU each within "
                          f"{PLACE_S:.0f} s; lower --workers or add nodes") from None
     work.mkdir(parents=True, exist_ok=True)
-    (work / "pids").write_text("".join(f"{i} {pid} {host}\n" for i, (host, pid) in enumerate(placed)),
+    (work / "pids").write_text("".join(f"{i} {pid} {host}\n" for i, (host, pid, _) in enumerate(placed)),
                                encoding="utf-8")
     presets = [path.read_text(encoding="utf-8") for path in loaded_files()]
     text, start_at = worker_scenario(scenario).to_yaml(), common_start(n)  # every actor is up: start together
     for i, actor in enumerate(actors):
         actor.start.remote(text, worker_args(endpoint, Shard(i, n), start_at), key_env(endpoint), presets)
-    return [RayWorker(i, work / str(i), actor) for i, actor in enumerate(actors)]
+    return [RayWorker(i, work / str(i), actor, f"{host}:{log}") for i, (actor, (host, _, log)) in
+            enumerate(zip(actors, placed, strict=True))]

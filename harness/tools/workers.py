@@ -47,6 +47,7 @@ class Link(Protocol):
 
     index: int
     reports: Path  # on this host: where the shard's run directory is (or is copied to when it ends)
+    log: str  # where its stderr is kept (a path here, or host:path on a Ray node)
 
     @property
     def returncode(self) -> int | None: ...
@@ -103,6 +104,7 @@ def child_setup(cores: set[int]) -> Callable[[], None]:
 class LocalWorker:
     def __init__(self, index: int, reports: Path, proc: asyncio.subprocess.Process) -> None:
         self.index, self.reports, self.proc = index, reports, proc
+        self.log = str(reports.parent / f"{index}.log")
 
     @property
     def returncode(self) -> int | None:
@@ -234,7 +236,7 @@ def merge_workers(scenario: Scenario, links: Sequence[Link], hub: Hub, run_dir: 
             share = planned(scenario, Shard(link.index, len(links)))
             lost = "" if share is None else f", {share - len(shard.records)} of its {share} requests never sent"
             lines.append(f"worker {link.index} died ({link.death()}): its {len(shard.records)} finished records kept"
-                         f"{lost}; log: {link.reports.parent / f'{link.index}.log'}")
+                         f"{lost}; log: {link.log}")
     # A death is said per shard (`run.shards[].stopped`); the run's own `stopped` stays a signal's.
     header = {"endpoint": {**alive[0].saved["run"]["endpoint"], "bundled_simulator": bundled},
               "stopped": next((s.saved["run"]["stopped"] for s in alive if s.saved["run"].get("stopped")), None)}

@@ -88,6 +88,7 @@ def test_an_actor_lost_mid_run_is_reported_and_the_other_shard_kept(ray_head: st
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 3, out + err
     assert "worker 1 died (Ray actor lost" in err and "finished records kept" in err and "never sent" in err
+    assert "/worker.log" in err  # where the lost worker's log stays: on the actor's node
     summary = json.loads((only_run_dir(tmp_path) / "summary.json").read_text())
     assert not summary["run"]["complete"]
     shards = {s["index"]: s for s in summary["run"]["shards"]}
