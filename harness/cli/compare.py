@@ -2,18 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import click
 
 from harness.cli.errors import fail, guarded
 from harness.config.units import as_fraction
-from harness.errors import EXIT_REGRESSION, EXIT_USAGE
-from harness.report.comparison import render_junit, render_markdown, render_text, verdict_line
-from harness.stats.compare import REPEATS_FOR_RUN_LEVEL
-from harness.tools.compare import compare_sides, load_runs, load_side, refusal, tolerances
-from harness.tools.history import DEFAULT_DB
-from harness.tools.history import baseline as history_baseline
+from harness.errors import EXIT_NO_VERDICT, EXIT_REGRESSION, EXIT_USAGE
+from harness.report.comparison import (
+    Threshold,
+    render_first,
+    render_junit,
+    render_markdown,
+    render_text,
+    untrusted_lines,
+    verdict_line,
+)
+from harness.stats.compare import JUDGED
+from harness.tools import history
+from harness.tools.compare import Run, compare_sides, how_much, load_side, refusal, tolerances
 
 
 def _tolerances(texts: tuple[str, ...]) -> dict[str, float]:
@@ -32,13 +40,39 @@ def _tolerances(texts: tuple[str, ...]) -> dict[str, float]:
         raise click.BadParameter(str(exc), param_hint="--tolerance") from None
 
 
+def _named(runs: Sequence[Run], where: str) -> str:
+    return f"`{where}` ({len(runs)} run{'s' * (len(runs) > 1)}: {', '.join(r.run_id for r in runs)})"
+
+
+def _thresholds(runs: Sequence[Run]) -> list[Threshold]:
+    return [Threshold(r.run_id, name, t) for r in runs for name, phase in r.phases.items() for t in phase.thresholds]
+
+
+def _no_baseline_yet(db: Path, scenario: str) -> bool:
+    """Nothing to compare with and nothing ever judged bad: the first night of a history. A history whose runs
+    were all flagged is not that — starting afresh there would let the regression become the baseline."""
+    runs = history.entries(db, scenario) if db.is_file() else []
+    return not any(e.good or e.judged_bad for e in runs)
+
+
+def _write(markdown: Path | None, junit: Path | None, text: str, xml: str) -> None:
+    if markdown is not None:
+        markdown.write_text(text, encoding="utf-8")
+    if junit is not None:
+        junit.write_text(xml, encoding="utf-8")
+
+
 @click.command(short_help="Compare two runs (or two sets of repeats): regressions beyond noise and tolerance.")
 @click.argument("sides", nargs=-1, type=click.Path(exists=True, file_okay=False, path_type=Path),
                 metavar="[BASELINE] CURRENT")
 @click.option("--baseline-from-history", "from_history", type=click.IntRange(min=1), metavar="N",
-              help="Baseline: the last N good runs of CURRENT's scenario in the history (harness history).")
-@click.option("--db", type=click.Path(dir_okay=False, path_type=Path), default=DEFAULT_DB, show_default=True,
-              help="The history file, with --baseline-from-history.")
+              help="Baseline: the last N runs of CURRENT's scenario in the history that may be one (good, or "
+                   "accepted; never a flagged regression, a broken threshold or a client-limited run).")
+@click.option("--db", type=click.Path(dir_okay=False, path_type=Path), default=history.DEFAULT_DB,
+              show_default=True, help="The history file, with --baseline-from-history.")
+@click.option("--start-baseline", is_flag=True,
+              help="With --baseline-from-history: when the history has no run of the scenario that is good and "
+                   "none ever judged bad (a first night), say this run starts the baseline and exit 0.")
 @click.option("--tolerance", multiple=True, metavar="METRIC=LIMIT",
               help="Override a metric's tolerance, e.g. ttft_p99=10% (error_rate: absolute, 1% = one point).")
 @click.option("--markdown", type=click.Path(dir_okay=False, path_type=Path), help="Also write Markdown here.")
@@ -46,35 +80,50 @@ def _tolerances(texts: tuple[str, ...]) -> dict[str, float]:
 @click.option("--force", is_flag=True, help="Compare even when scenario, workload or phases differ.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap.")
 @guarded
-def compare(sides: tuple[Path, ...], from_history: int | None, db: Path, tolerance: tuple[str, ...],
-            markdown: Path | None, junit: Path | None, force: bool, seed: int) -> None:
-    """Compare CURRENT with BASELINE, phase by phase: exit 0 when nothing regressed, 99 when something did.
+def compare(sides: tuple[Path, ...], from_history: int | None, db: Path, start_baseline: bool,
+            tolerance: tuple[str, ...], markdown: Path | None, junit: Path | None, force: bool, seed: int) -> None:
+    """Compare CURRENT with BASELINE, phase by phase: exit 0 when nothing regressed, 99 when something did, 5
+    when nothing regressed but nothing could be judged either: the client limited a run on either side (its
+    phase's verdicts are untrusted), or every metric was inconclusive or without data.
 
     Each is a run directory or a directory of repeated runs (`harness run --repeat`). With three or more runs
     a side the interval comes from the runs; otherwise from a block bootstrap over each run's requests
-    (docs/compare.md says why). A regression is worse than its tolerance with the whole interval beyond it."""
+    (docs/compare.md says why). A regression is worse than its tolerance with the whole interval beyond it.
+    The current runs' thresholds are listed too (JUnit: a test case each)."""
     limits = _tolerances(tolerance)
     if len(sides) != (1 if from_history else 2):
         raise click.UsageError("give BASELINE and CURRENT, or --baseline-from-history N and CURRENT")
+    if start_baseline and not from_history:
+        raise click.BadParameter("goes with --baseline-from-history", param_hint="--start-baseline")
     current = sides[-1]
     cur = load_side(current)
+    thresholds = _thresholds(cur)
     if from_history:
-        scenario = cur[0].summary["run"]["scenario"]
-        base, baseline = load_runs(history_baseline(db, scenario, from_history)), f"{db} (last good runs)"
+        scenario = cur[0].shape["scenario"]
+        if start_baseline and _no_baseline_yet(db, scenario):
+            click.echo(f"no baseline yet: no run of {scenario} in {db}: this run starts the baseline")
+            _write(markdown, junit, render_first(_named(cur, str(current)), thresholds),
+                   render_junit([], thresholds=thresholds))
+            return
+        base = history.baseline(db, scenario, from_history)
+        baseline = _named(base, f"{db} (last good runs)")
     else:
-        base, baseline = load_side(sides[0]), str(sides[0])
+        base = load_side(sides[0])
+        baseline = _named(base, str(sides[0]))
     why = refusal(base, cur)
     if why is not None and not force:
         raise fail(f"not comparable: {why} (--force to compare anyway)", EXIT_USAGE)
     results = compare_sides(base, cur, limits, seed)
-    run_level = min(len(base), len(cur)) >= REPEATS_FOR_RUN_LEVEL
-    method = (f"Welch t over runs ({len(base)} vs {len(cur)})" if run_level else
-              "block bootstrap over time windows of each run (1,000 resamples)")
+    method = how_much(base, cur)
     click.echo(render_text(results))
-    click.echo(f"\n{verdict_line(results)} (intervals: {method})")
-    if markdown is not None:
-        markdown.write_text(render_markdown(results, baseline, str(current), method), encoding="utf-8")
-    if junit is not None:
-        junit.write_text(render_junit(results), encoding="utf-8")
+    for line in untrusted_lines(results):
+        click.echo(line)
+    click.echo(f"\nbaseline: {baseline}\n{verdict_line(results)} (intervals: {method})")
+    _write(markdown, junit, render_markdown(results, baseline, _named(cur, str(current)), method, thresholds),
+           render_junit(results, thresholds=thresholds))
     if any(p.result.verdict == "regression" for p in results):
         raise SystemExit(EXIT_REGRESSION)
+    if any(p.result.verdict == "untrusted" for p in results) or not any(p.result.verdict in JUDGED
+                                                                           for p in results):
+        click.echo("no verdict: nothing here says whether CURRENT is better or worse", err=True)
+        raise SystemExit(EXIT_NO_VERDICT)

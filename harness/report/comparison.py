@@ -1,15 +1,36 @@
-"""`harness compare`'s outputs: a terminal table, Markdown for a pull-request comment, JUnit XML for CI
-(one test case per phase × metric; a regression is a failure with its reason as the message)."""
+"""`harness compare`'s outputs: a terminal table, Markdown for a pull-request comment or a CI job summary,
+JUnit XML for CI: one test case per phase × metric (a regression is a failure with its reason as the message;
+an untrusted, inconclusive or empty one skipped) and one per threshold of each current run (a broken one a
+failure), so a broken threshold never hides behind a green comparison."""
 
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
+from harness.report.table import observed_text
 from harness.stats.compare import ABSOLUTE, HIGHER_IS_BETTER, PhaseComparison
 
 _MARK = {"regression": "✗ regression", "improvement": "✓ improvement", "within tolerance": "✓ within tolerance",
-         "inconclusive": "? inconclusive (too few blocks: --repeat 3)", "no data": "– no data"}
+         "inconclusive": "? inconclusive (too few blocks: --repeat 3)", "no data": "– no data",
+         "untrusted": "? untrusted (client limited)"}
+_SKIPPED = ("no data", "inconclusive", "untrusted")
+
+
+@dataclass(frozen=True, slots=True)
+class Threshold:
+    """One threshold of one phase of one current run, as summary.json keeps it."""
+
+    run_id: str
+    phase: str
+    result: dict[str, Any]  # metric, limit, observed, unit, passed
+
+    @property
+    def text(self) -> str:
+        r = self.result
+        return f"{self.phase} {r['metric']} {r['limit']}: {observed_text(r)} (run {self.run_id})"
 
 
 def _figure(metric: str, v: float | None) -> str:
@@ -47,41 +68,77 @@ def render_text(results: Sequence[PhaseComparison]) -> str:
                      for row in table)
 
 
+def untrusted_lines(results: Sequence[PhaseComparison]) -> list[str]:
+    """One line per phase whose verdicts are untrusted, naming the run the client limited."""
+    seen = dict.fromkeys((p.phase, p.result.note) for p in results if p.result.verdict == "untrusted")
+    return [f"untrusted: {phase}: {note}; its changes are shown but judge nothing (rerun on a quieter machine, "
+            "or with --workers)" for phase, note in seen]
+
+
 def verdict_line(results: Sequence[PhaseComparison]) -> str:
     bad = [p for p in results if p.result.verdict == "regression"]
+    untrusted = sorted({p.phase for p in results if p.result.verdict == "untrusted"})
+    tail = f"; untrusted: {', '.join(untrusted)} (client limited)" if untrusted else ""
     if not bad:
-        return f"no regression in {len(results)} comparisons"
+        return f"no regression in {len(results) - sum(p.result.verdict == 'untrusted' for p in results)} " \
+               f"trusted comparisons{tail}"
     return f"{len(bad)} regression{'s' * (len(bad) > 1)}: " + "; ".join(
-        f"{p.phase} {p.result.metric} {_change(p.result.metric, p.result.change)}" for p in bad)
+        f"{p.phase} {p.result.metric} {_change(p.result.metric, p.result.change)}" for p in bad) + tail
 
 
-def render_markdown(results: Sequence[PhaseComparison], baseline: str, current: str, method: str) -> str:
+def _threshold_markdown(thresholds: Sequence[Threshold]) -> list[str]:
+    if not thresholds:
+        return []
+    broken = sum(not t.result["passed"] for t in thresholds)
+    return ["", f"**Thresholds** ({broken} broken of {len(thresholds)}):", "",
+            *(f"- {'✓' if t.result['passed'] else '✗'} {t.text}" for t in thresholds)]
+
+
+def render_markdown(results: Sequence[PhaseComparison], baseline: str, current: str, method: str,
+                    thresholds: Sequence[Threshold] = ()) -> str:
     table = rows(results)
     lines = [f"### harness compare: {verdict_line(results)}", "",
-             f"Baseline `{baseline}`, current `{current}`; intervals: {method}.", "",
+             f"Baseline {baseline}; current {current}; intervals: {method}.", "",
+             *(f"- {line}" for line in untrusted_lines(results)), *([""] if untrusted_lines(results) else []),
              "| " + " | ".join(table[0]) + " |", "|" + "---|" * len(table[0])]
     lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in table[1:]]
-    return "\n".join(lines) + "\n"
+    return "\n".join([*lines, *_threshold_markdown(thresholds)]) + "\n"
 
 
-def render_junit(results: Sequence[PhaseComparison], name: str = "harness compare") -> str:
+def render_first(current: str, thresholds: Sequence[Threshold]) -> str:
+    """Markdown for a run compared with nothing: no baseline yet, so this one starts it."""
+    return "\n".join(["### harness compare: no baseline yet: this run starts the baseline", "",
+                      f"Current {current}: nothing in the history to compare with.",
+                      *_threshold_markdown(thresholds)]) + "\n"
+
+
+def render_junit(results: Sequence[PhaseComparison], name: str = "harness compare",
+                 thresholds: Sequence[Threshold] = ()) -> str:
     """JUnit XML as CI systems read it: testsuite > testcase (classname, name, time) > failure/skipped."""
-    failures = sum(p.result.verdict == "regression" for p in results)
-    skipped = sum(p.result.verdict in ("no data", "inconclusive") for p in results)
-    suite = ET.Element("testsuite", name=name, tests=str(len(results)), failures=str(failures), errors="0",
-                       skipped=str(skipped), time="0")
+    failures = sum(p.result.verdict == "regression" for p in results) + sum(not t.result["passed"]
+                                                                             for t in thresholds)
+    skipped = sum(p.result.verdict in _SKIPPED for p in results)
+    suite = ET.Element("testsuite", name=name, tests=str(len(results) + len(thresholds)), failures=str(failures),
+                       errors="0", skipped=str(skipped), time="0")
     for p in results:
         r = p.result
         case = ET.SubElement(suite, "testcase", classname=f"harness.compare.{p.phase}", name=r.metric, time="0")
         text = (f"{r.metric}: {_figure(r.metric, r.baseline)} → {_figure(r.metric, r.current)} "
                 f"({_change(r.metric, r.change)}, 95% interval "
                 f"[{_change(r.metric, r.low)}, {_change(r.metric, r.high)}], "
-                f"tolerance {_tolerance(r.metric, r.tolerance)}; {r.method})")
+                f"tolerance {_tolerance(r.metric, r.tolerance)}; {r.method})" + (f"; {r.note}" if r.note else ""))
         if r.verdict == "regression":
             ET.SubElement(case, "failure", message=f"regression: {text}", type="regression").text = text
-        elif r.verdict in ("no data", "inconclusive"):
+        elif r.verdict in _SKIPPED:
             ET.SubElement(case, "skipped", message=f"{r.verdict}: {text}")
         else:
             ET.SubElement(case, "system-out").text = text
+    for t in thresholds:
+        case = ET.SubElement(suite, "testcase", classname=f"harness.thresholds.{t.phase}",
+                             name=f"{t.result['metric']} {t.result['limit']} ({t.run_id})", time="0")
+        if t.result["passed"]:
+            ET.SubElement(case, "system-out").text = t.text
+        else:
+            ET.SubElement(case, "failure", message=f"threshold broken: {t.text}", type="threshold").text = t.text
     ET.indent(suite)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suite, encoding="unicode") + "\n"

@@ -249,7 +249,7 @@ def _conclusion(summary: dict[str, Any]) -> list[str]:
     return list(summary.get("comparison", {}).get("conclusion") or [])
 
 
-def _observed(result: dict[str, Any]) -> str:
+def observed_text(result: dict[str, Any]) -> str:
     value, unit = result["observed"], result["unit"]
     if value is None:
         return "no data"
@@ -262,7 +262,7 @@ def threshold_lines(summary: dict[str, Any], failed_only: bool = False) -> list[
             if not (failed_only and r["passed"])]
     width = 0 if failed_only else max((len(name) for name, _ in rows), default=0)
     return [f"{'✓' if r['passed'] else '✗'} {name:<{width}}{'  ' if width else ' '}{r['metric']} {r['limit']}: "
-            f"{_observed(r)}"
+            f"{observed_text(r)}"
             for name, r in rows]
 
 

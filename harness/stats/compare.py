@@ -18,7 +18,6 @@ the tolerance: noise alone, or a real change smaller than the tolerance, never f
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -30,7 +29,8 @@ from harness.clock import NS_PER_MS, NS_PER_S
 from harness.records import RequestRecord
 from harness.stats.metrics import e2e_ns, itl_array_ns, tpot_ns, ttft_ns
 
-Verdict = Literal["regression", "improvement", "within tolerance", "inconclusive", "no data"]
+Verdict = Literal["regression", "improvement", "within tolerance", "inconclusive", "no data", "untrusted"]
+JUDGED = ("regression", "improvement", "within tolerance")  # verdicts that say something about the change
 LATENCY_NAMES = ("ttft", "itl", "tpot", "e2e")
 STATS = ("p50", "p90", "p99", "mean")
 # The defaults: relative, except error_rate (an absolute share). Tails are noisier than medians.
@@ -48,10 +48,6 @@ _T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 
          2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
 
 
-# The bootstrap pools blocks as histograms: log-spaced bins 0.5% wide from 0.01 ms to 1,000 s, so a drawn
-# percentile is within 0.25% of the exact one (the point estimate itself is exact).
-_EDGES_MS = np.exp(np.arange(np.log(0.01), np.log(1e6) + 0.005, np.log(1.005)))
-_CENTRES_MS = np.sqrt(_EDGES_MS[:-1] * _EDGES_MS[1:])
 MIN_BLOCKS = 4  # fewer a side and the spread between blocks says nothing: the verdict is "inconclusive"
 
 
@@ -64,7 +60,6 @@ class Block:
     seconds: float
     total: int
     failed: int
-    histograms: dict[str, np.ndarray]  # latencies in the bootstrap's bins, counted once per block
 
 
 def _block(records: Sequence[RequestRecord], seconds: float) -> Block:
@@ -75,8 +70,7 @@ def _block(records: Sequence[RequestRecord], seconds: float) -> Block:
                  for k, vs in per_request.items()}
     latencies["itl"] = np.concatenate([itl_array_ns(r) for r in ok] or [np.zeros(0)]) / NS_PER_MS
     failed = sum(r.status not in ("ok", "cancelled") for r in records)
-    histograms = {k: np.histogram(np.clip(v, _EDGES_MS[0], _EDGES_MS[-1]), _EDGES_MS)[0] for k, v in latencies.items()}
-    return Block(latencies, float(sum(r.delivered_tokens for r in ok)), seconds, len(records), failed, histograms)
+    return Block(latencies, float(sum(r.delivered_tokens for r in ok)), seconds, len(records), failed)
 
 
 def blocks(records: Sequence[RequestRecord], start_ns: int, end_ns: int) -> list[Block]:
@@ -95,9 +89,14 @@ def blocks(records: Sequence[RequestRecord], start_ns: int, end_ns: int) -> list
     n = int(np.clip(len(measured) // 25, 4, 20))
     span = max(end_ns - start_ns, 1)
     # Slice k holds the requests intended in [start + k·span/n, start + (k+1)·span/n); the last takes the end.
+    # An empty slice's time goes to the slice before it (the first's to the next), so the blocks' seconds always
+    # add up to the window and throughput from blocks equals the window's.
     at = np.minimum((np.array([r.intended_ns - start_ns for r in measured]) * n) // span, n - 1)
-    cuts = np.searchsorted(at, np.arange(n + 1))
-    return [_block(measured[lo:hi], span / n / NS_PER_S) for lo, hi in itertools.pairwise(cuts.tolist()) if hi > lo]
+    cuts = np.searchsorted(at, np.arange(n + 1)).tolist()
+    held = [k for k in range(n) if cuts[k + 1] > cuts[k]]
+    starts = [0, *held[1:], n]
+    return [_block(measured[cuts[k]:cuts[k + 1]], (starts[i + 1] - starts[i]) * span / n / NS_PER_S)
+            for i, k in enumerate(held)]
 
 
 def value(metric: str, drawn: Sequence[Block]) -> float | None:
@@ -136,6 +135,7 @@ class Comparison:
     tolerance: float
     verdict: Verdict
     method: str  # "block bootstrap (n blocks)" or "runs (n vs m)"
+    note: str = ""  # why the verdict is what it is, where the figures do not say it (untrusted: who was late)
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,15 +171,35 @@ def resampled(metric: str, side: Sequence[Block], weights: np.ndarray) -> np.nda
         if stat == "mean":
             return np.asarray(weights @ [float(b.latencies[name].sum()) for b in side]
                               / (weights @ [len(b.latencies[name]) for b in side]))
-        per_block = np.array([b.histograms[name] for b in side], dtype=np.float64)
-        used = np.flatnonzero(per_block.any(axis=0))  # only the bins the data reaches: tens, not thousands
-        if not len(used):
-            return np.full(len(weights), np.nan)
-        lo, hi = int(used[0]), int(used[-1]) + 1
-        cumulative = np.cumsum(weights @ per_block[:, lo:hi], axis=1)
-        total = cumulative[:, -1]
-        at = (cumulative < (float(stat[1:]) / 100 * total)[:, None]).sum(axis=1)
-        return np.where(total > 0, _CENTRES_MS[lo + np.minimum(at, hi - lo - 1)], np.nan)
+        return weighted_percentile([b.latencies[name] for b in side], weights, float(stat[1:]))
+
+
+def _kth(parts: Sequence[np.ndarray], pooled: np.ndarray, weights: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """Per row of `weights`, the k-th smallest (0-based) of the multiset holding each value of part j
+    weights[row, j] times: a bisection over the pooled sorted values, counting with each part's own sort."""
+    lo, hi = np.zeros(len(k), dtype=np.int64), np.full(len(k), len(pooled) - 1, dtype=np.int64)
+    while np.any(lo < hi):
+        mid = (lo + hi) // 2
+        at = pooled[mid]
+        below = sum(weights[:, j] * np.searchsorted(part, at, side="right") for j, part in enumerate(parts))
+        enough = below >= k + 1
+        hi, lo = np.where(enough, mid, hi), np.where(enough, lo, mid + 1)
+    return pooled[lo]
+
+
+def weighted_percentile(parts: Sequence[np.ndarray], weights: np.ndarray, q: float) -> np.ndarray:
+    """The q-th percentile, for every row of `weights`, of the parts each repeated that row's (whole) number
+    of times: exactly what np.percentile (linear) gives on the repeated values, without building them."""
+    parts = [np.sort(p) for p in parts]
+    pooled = np.sort(np.concatenate([*parts, np.zeros(0)]))
+    size = weights @ np.array([len(p) for p in parts], dtype=np.float64)
+    if not len(pooled):
+        return np.full(len(weights), np.nan)
+    h = np.maximum(size - 1, 0) * q / 100
+    first = np.floor(h)
+    below = _kth(parts, pooled, weights, first.astype(np.int64))
+    above = _kth(parts, pooled, weights, np.minimum(first + 1, np.maximum(size - 1, 0)).astype(np.int64))
+    return np.where(size > 0, below + (h - first) * (above - below), np.nan)
 
 
 def bootstrap(metric: str, base: Sequence[Block], current: Sequence[Block], tolerance: float,
@@ -192,15 +212,11 @@ def bootstrap(metric: str, base: Sequence[Block], current: Sequence[Block], tole
     if min(len(base), len(current)) < MIN_BLOCKS:
         return Comparison(metric, b0, c0, point, None, None, tolerance, "inconclusive", method)
     rng = np.random.default_rng(seed)
-    ones_b, ones_c = np.ones((1, len(base))), np.ones((1, len(current)))
     weights_b, weights_c = _multiplicities(rng, len(base)), _multiplicities(rng, len(current))
     with np.errstate(divide="ignore", invalid="ignore"):
-        b, c = resampled(metric, base, np.vstack([ones_b, weights_b])), resampled(metric, current,
-                                                                                  np.vstack([ones_c, weights_c]))
+        b, c = resampled(metric, base, weights_b), resampled(metric, current, weights_c)
         every = c - b if metric in ABSOLUTE else c / b - 1
-    # Row 0 is the whole sample through the same histograms: its offset from the exact point is the binning's,
-    # taken off every draw so the interval sits around the exact change.
-    draws = every[1:][np.isfinite(every[1:])] + (point - every[0] if np.isfinite(every[0]) else 0.0)
+    draws = every[np.isfinite(every)]
     low, high = (float(np.percentile(draws, 2.5)), float(np.percentile(draws, 97.5))) if len(draws) else (point, point)
     return Comparison(metric, b0, c0, point, low, high, tolerance, judge(metric, point, low, high, tolerance), method)
 

@@ -1,15 +1,18 @@
-"""`harness compare`: two sides (a run directory, or a directory of repeated runs each), phase by phase.
+"""`harness compare`: two sides (run directories, directories of repeated runs, or runs kept in the history),
+phase by phase.
 
-Reads each run's summary.json, scenario.yaml and requests.jsonl; refuses sides whose scenario, workload or
-phases differ (the comparison would mean nothing), unless forced; then compares every metric with
-`harness.stats.compare`.
+A side is a list of `Run`s: what a comparison needs of each run and nothing else — its id, the shape of its
+scenario (to refuse comparing unlike things), and per phase its measured requests in blocks, whether the client
+limited it, and its thresholds. A `Run` comes from a run directory (summary.json, scenario.yaml,
+requests.jsonl) or from the history, which keeps the same (harness.tools.history), so old folders are optional.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,11 +35,24 @@ from harness.stats.compare import (
 
 
 @dataclass(frozen=True, slots=True)
+class PhaseRun:
+    blocks: list[Block]  # the measured requests, in blocks of consecutive time (or one a batch)
+    client_limited: str | None  # why the harness could not keep up (None: it could)
+    thresholds: list[dict[str, Any]] = field(default_factory=list)  # as in summary.json
+
+
+@dataclass(frozen=True, slots=True)
 class Run:
-    path: Path
-    summary: dict[str, Any]
-    scenario: dict[str, Any]
-    blocks: dict[str, list[Block]]  # phase → its measured requests in blocks
+    run_id: str
+    where: str  # the run directory, or the history file it was read from
+    shape: dict[str, Any]  # what must match for a comparison to mean something
+    phases: dict[str, PhaseRun]  # in the order the run ran them
+
+
+def shape_of(scenario: Mapping[str, Any]) -> dict[str, Any]:
+    """Scenario name, workload, phases and their loads (thresholds may change without making runs unlike)."""
+    return {"scenario": scenario.get("name"), "workload": scenario.get("workload"),
+            "phases": [{k: v for k, v in p.items() if k != "thresholds"} for p in scenario.get("phases", [])]}
 
 
 def _load_run(path: Path) -> Run:
@@ -48,9 +64,11 @@ def _load_run(path: Path) -> Run:
     by_phase: dict[str, list[RequestRecord]] = {}
     for rec in read_records(path / "requests.jsonl"):
         by_phase.setdefault(rec.phase, []).append(rec)
-    cut = {p["name"]: blocks(by_phase.get(p["name"], []), p["window"]["start_ns"], p["window"]["end_ns"])
-           for p in summary["phases"]}
-    return Run(path, summary, scenario, cut)
+    phases = {p["name"]: PhaseRun(blocks(by_phase.get(p["name"], []), p["window"]["start_ns"], p["window"]["end_ns"]),
+                                  (p.get("client_limited_reason") or "late") if p.get("client_limited") else None,
+                                  p.get("thresholds", []))
+              for p in summary["phases"]}
+    return Run(summary["run"]["run_id"], str(path), shape_of(scenario), phases)
 
 
 def load_runs(paths: Sequence[Path]) -> list[Run]:
@@ -62,21 +80,13 @@ def load_side(path: Path) -> list[Run]:
     return load_runs(run_dirs(path))
 
 
-def _shape(run: Run) -> dict[str, Any]:
-    """What must match for a comparison to mean something: scenario name, workload, phases and their loads."""
-    s = run.scenario
-    return {"scenario": s.get("name"), "workload": s.get("workload"),
-            "phases": [{k: v for k, v in p.items() if k != "thresholds"} for p in s.get("phases", [])]}
-
-
 def refusal(base: Sequence[Run], current: Sequence[Run]) -> str | None:
     """Why the two sides are not comparable (None: they are)."""
-    shapes = [(run.path, _shape(run)) for run in [*base, *current]]
-    first_path, first = shapes[0]
-    for path, shape in shapes[1:]:
+    first, *rest = [*base, *current]
+    for run in rest:
         for key in ("scenario", "workload", "phases"):
-            if shape[key] != first[key]:
-                return f"{key} differs between {first_path} and {path}"
+            if run.shape[key] != first.shape[key]:
+                return f"{key} differs between {first.where} and {run.where}"
     return None
 
 
@@ -87,23 +97,47 @@ def tolerances(overrides: Mapping[str, float]) -> dict[str, float]:
     return {**DEFAULT_TOLERANCES, **overrides}
 
 
+def untrusted(phase: str, runs: Sequence[Run]) -> str | None:
+    """Why a phase's figures cannot be trusted on these runs: the client limited one of them."""
+    late = [(r.run_id, r.phases[phase].client_limited) for r in runs if r.phases[phase].client_limited]
+    if not late:
+        return None
+    (run_id, why), others = late[0], len(late) - 1
+    return f"the client limited run {run_id} ({why})" + (f" and {others} more" if others else "")
+
+
 def compare_sides(base: Sequence[Run], current: Sequence[Run], limits: Mapping[str, float],
                   seed: int = 0) -> list[PhaseComparison]:
     """Every phase both sides ran, every metric in `limits`: run-level with enough repeats on both sides,
-    else a block bootstrap over the blocks of all runs of each side."""
-    phases = [p["name"] for p in base[0].summary["phases"]
-              if all(p["name"] in r.blocks for r in [*base, *current])]
+    else a block bootstrap over the blocks of all runs of each side. A phase the client limited on either side
+    is compared all the same, for information, and its verdicts are "untrusted"."""
+    phases = [p for p in base[0].phases if all(p in r.phases for r in [*base, *current])]
     out = []
     run_level = min(len(base), len(current)) >= REPEATS_FOR_RUN_LEVEL
     for phase in phases:
+        why = untrusted(phase, [*base, *current])
         for k, (metric, tolerance) in enumerate(limits.items()):
+            result = None
             if run_level:
-                b = [value(metric, r.blocks[phase]) for r in base]
-                c = [value(metric, r.blocks[phase]) for r in current]
+                b = [value(metric, r.phases[phase].blocks) for r in base]
+                c = [value(metric, r.phases[phase].blocks) for r in current]
                 if None not in b and None not in c:
-                    out.append(PhaseComparison(phase, across_runs(metric, b, c, tolerance)))  # type: ignore[arg-type]
-                    continue
-            pooled_b = [blk for r in base for blk in r.blocks[phase]]
-            pooled_c = [blk for r in current for blk in r.blocks[phase]]
-            out.append(PhaseComparison(phase, bootstrap(metric, pooled_b, pooled_c, tolerance, seed + k)))
+                    result = across_runs(metric, b, c, tolerance)  # type: ignore[arg-type]
+            if result is None:
+                pooled_b = [blk for r in base for blk in r.phases[phase].blocks]
+                pooled_c = [blk for r in current for blk in r.phases[phase].blocks]
+                result = bootstrap(metric, pooled_b, pooled_c, tolerance, seed + k)
+            if why is not None and result.verdict != "no data":
+                result = dataclasses.replace(result, verdict="untrusted", note=why)
+            out.append(PhaseComparison(phase, result))
     return out
+
+
+def how_much(base: Sequence[Run], current: Sequence[Run]) -> str:
+    """How the intervals were made, and what they cannot see with this few runs."""
+    if min(len(base), len(current)) >= REPEATS_FOR_RUN_LEVEL:
+        return f"Welch t over runs ({len(base)} vs {len(current)})"
+    return (f"block bootstrap over time windows of each run (1,000 resamples; {len(base)} vs {len(current)} "
+            f"run{'s' * (len(current) > 1)}). With fewer than {REPEATS_FOR_RUN_LEVEL} runs a side the interval "
+            "holds only the noise within runs, not between them (another start, another placement): a real "
+            f"verdict on a restartable server wants --repeat {REPEATS_FOR_RUN_LEVEL} on both sides")

@@ -1,4 +1,11 @@
-"""Run history in a local SQLite file: each run's headline figures per phase, for trends and baselines.
+"""Run history in a local SQLite file: each run's headline figures per phase for trends, and everything
+`harness compare` needs of it (its scenario's shape, per phase its measured requests in blocks, exact per-request
+values), so a runner that keeps only this file compares correctly; old run folders are optional.
+
+A run's standing decides whether it may be a baseline: complete, something succeeded, every threshold held,
+the client kept up, and not flagged (a regression `harness compare` found) — or accepted by someone
+(`harness history accept`), which overrides a flag or a broken threshold. A regression therefore never joins
+the baseline by itself, and the alarm stays red until a person says the new level is the new normal.
 
 Safe with concurrent writers (nightly jobs that finish together): WAL journal, a busy timeout, and each
 run added in one immediate transaction; adding a run twice replaces it.
@@ -9,16 +16,21 @@ from __future__ import annotations
 import contextlib
 import json
 import sqlite3
-from collections.abc import Iterator
+import zlib
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from harness.errors import ScenarioError
 from harness.report.files import run_dirs
+from harness.stats.compare import Block
 from harness.stats.repeats import METRICS
 from harness.stats.schema import PhaseSummary
 from harness.stats.thresholds import observed
+from harness.tools.compare import PhaseRun, Run, load_runs
 
 DEFAULT_DB = Path("reports") / "history.sqlite"
 _SCHEMA = """
@@ -28,8 +40,21 @@ CREATE TABLE IF NOT EXISTS runs (
 CREATE TABLE IF NOT EXISTS figures (
     run_id TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE, phase TEXT NOT NULL, metric TEXT NOT NULL,
     value REAL NOT NULL, PRIMARY KEY (run_id, phase, metric));
+CREATE TABLE IF NOT EXISTS phases (
+    run_id TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE, phase TEXT NOT NULL, ord INTEGER NOT NULL,
+    client_limited TEXT, thresholds TEXT NOT NULL, PRIMARY KEY (run_id, phase));
+CREATE TABLE IF NOT EXISTS blocks (
+    run_id TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE, phase TEXT NOT NULL, idx INTEGER NOT NULL,
+    seconds REAL NOT NULL, tokens REAL NOT NULL, total INTEGER NOT NULL, failed INTEGER NOT NULL,
+    ttft BLOB NOT NULL, tpot BLOB NOT NULL, e2e BLOB NOT NULL, itl BLOB NOT NULL,
+    PRIMARY KEY (run_id, phase, idx));
 CREATE INDEX IF NOT EXISTS runs_by_scenario ON runs (scenario, started_at);
 """
+# Columns added after the first version: an older file gains them when opened (its runs keep no blocks, so
+# they compare only while their folders exist).
+_ADDED = {"client_limited": "INTEGER NOT NULL DEFAULT 0", "shape": "TEXT", "flagged": "TEXT",
+          "accepted": "INTEGER NOT NULL DEFAULT 0"}
+_LATENCIES = ("ttft", "tpot", "e2e", "itl")
 
 
 @contextlib.contextmanager
@@ -40,42 +65,77 @@ def connect(path: Path) -> Iterator[sqlite3.Connection]:
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA foreign_keys=ON")
         db.executescript(_SCHEMA)
+        have = {row[1] for row in db.execute("PRAGMA table_info(runs)")}
+        for column, kind in _ADDED.items():
+            if column not in have:
+                with contextlib.suppress(sqlite3.OperationalError):  # another process added it just now
+                    db.execute(f"ALTER TABLE runs ADD COLUMN {column} {kind}")
         yield db
     finally:
         db.close()
 
 
-def _row(run_dir: Path) -> tuple[tuple[Any, ...], list[tuple[str, str, float]]]:
+def _pack(values: np.ndarray) -> bytes:
+    return zlib.compress(np.asarray(values, dtype="<f8").tobytes())
+
+
+def _unpack(blob: bytes) -> np.ndarray:
+    return np.frombuffer(zlib.decompress(blob), dtype="<f8").astype(np.float64)
+
+
+@dataclass(frozen=True, slots=True)
+class _Rows:
+    head: dict[str, Any]
+    figures: list[tuple[str, str, float]]
+    phases: list[tuple[str, int, str | None, str]]
+    blocks: list[tuple[Any, ...]]
+
+
+def _rows(run_dir: Path, flag: str | None) -> _Rows:
     summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
-    run = summary["run"]
-    phases = summary["phases"]
-    passed = all(t["passed"] for p in phases for t in p.get("thresholds", []))
-    ok = sum(p["requests"]["ok"] for p in phases)
+    run, phases = summary["run"], summary["phases"]
     figures = []
     for phase in phases:
         stats = PhaseSummary.model_validate(phase)
         figures += [(phase["name"], m, v) for m in METRICS if (v := observed(m, stats)) is not None]
-    head = (run["run_id"], run["scenario"], run.get("started_at") or "", str(run_dir.resolve()),
-            int(run.get("complete", True)), int(passed), ok)
-    return head, figures
+    comparable = (run_dir / "requests.jsonl").is_file() and (run_dir / "scenario.yaml").is_file()
+    loaded = load_runs([run_dir])[0] if comparable else None
+    head = {"run_id": run["run_id"], "scenario": run["scenario"], "started_at": run.get("started_at") or "",
+            "path": str(run_dir.resolve()), "complete": int(run.get("complete", True)),
+            "thresholds_passed": int(all(t["passed"] for p in phases for t in p.get("thresholds", []))),
+            "requests_ok": sum(p["requests"]["ok"] for p in phases),
+            "client_limited": int(any(p.get("client_limited") for p in phases)),
+            "shape": json.dumps(loaded.shape) if loaded else None, "flagged": flag, "accepted": 0}
+    rows = [(p["name"], k, (p.get("client_limited_reason") or "late") if p.get("client_limited") else None,
+             json.dumps(p.get("thresholds", []))) for k, p in enumerate(phases)]
+    packed = [(name, i, b.seconds, b.tokens, b.total, b.failed, *(_pack(b.latencies[k]) for k in _LATENCIES))
+              for name, phase in (loaded.phases.items() if loaded else []) for i, b in enumerate(phase.blocks)]
+    return _Rows(head, figures, rows, packed)
 
 
-def add(db_path: Path, path: Path) -> list[str]:
-    """Add the run (or each run of a repeated run's folder); returns their run ids."""
+def add(db_path: Path, path: Path, flag: str | None = None) -> list[str]:
+    """Add the run (or each run of a repeated run's folder), flagged with a reason when `flag` is given (it may
+    then be a baseline only once accepted); returns their run ids."""
     added = []
     with connect(db_path) as db:
         for run_dir in run_dirs(path):
-            head, figures = _row(run_dir)
+            rows = _rows(run_dir, flag)
+            run_id = rows.head["run_id"]
             db.execute("BEGIN IMMEDIATE")
             try:
-                db.execute("DELETE FROM figures WHERE run_id = ?", (head[0],))
-                db.execute("INSERT OR REPLACE INTO runs VALUES (?, ?, ?, ?, ?, ?, ?)", head)
-                db.executemany("INSERT INTO figures VALUES (?, ?, ?, ?)", [(head[0], *f) for f in figures])
+                db.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))  # cascades to its figures and blocks
+                columns = ", ".join(rows.head)
+                db.execute(f"INSERT INTO runs ({columns}) VALUES ({', '.join('?' * len(rows.head))})",
+                           tuple(rows.head.values()))
+                db.executemany("INSERT INTO figures VALUES (?, ?, ?, ?)", [(run_id, *f) for f in rows.figures])
+                db.executemany("INSERT INTO phases VALUES (?, ?, ?, ?, ?)", [(run_id, *p) for p in rows.phases])
+                db.executemany("INSERT INTO blocks VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                               [(run_id, *b) for b in rows.blocks])
                 db.execute("COMMIT")
             except BaseException:
                 db.execute("ROLLBACK")
                 raise
-            added.append(head[0])
+            added.append(run_id)
     return added
 
 
@@ -85,30 +145,111 @@ class Entry:
     scenario: str
     started_at: str
     path: str
-    good: bool  # complete, every threshold held, some request succeeded
+    complete: bool
+    thresholds_passed: bool
+    requests_ok: int
+    client_limited: bool
+    flagged: str | None
+    accepted: bool
+    comparable: bool  # the history holds its blocks: it compares without its folder
     figures: dict[tuple[str, str], float]  # (phase, metric) → value
+
+    @property
+    def standing(self) -> str:
+        """good, accepted, or why it may not be a baseline."""
+        if not self.complete:
+            return "incomplete"
+        if not self.requests_ok:
+            return "nothing ok"
+        if self.accepted:
+            return "accepted"
+        if self.flagged:
+            return f"flagged: {self.flagged}"
+        if not self.thresholds_passed:
+            return "thresholds broken"
+        return "client limited" if self.client_limited else "good"
+
+    @property
+    def good(self) -> bool:
+        """May be a baseline."""
+        return self.standing in ("good", "accepted")
+
+    @property
+    def judged_bad(self) -> bool:
+        """Someone or something said this run was worse: a flag or a broken threshold, not accepted since."""
+        return not self.accepted and (self.flagged is not None or not self.thresholds_passed)
 
 
 def entries(db_path: Path, scenario: str | None = None) -> list[Entry]:
     """Every run, oldest first (optionally of one scenario)."""
     with connect(db_path) as db:
         where, args = ("WHERE scenario = ?", (scenario,)) if scenario else ("", ())
-        runs = db.execute(f"SELECT run_id, scenario, started_at, path, complete, thresholds_passed, requests_ok "
-                          f"FROM runs {where} ORDER BY started_at, run_id", args).fetchall()
+        runs = db.execute(
+            "SELECT run_id, scenario, started_at, path, complete, thresholds_passed, requests_ok, client_limited, "
+            f"flagged, accepted, EXISTS (SELECT 1 FROM blocks b WHERE b.run_id = runs.run_id) FROM runs {where} "
+            "ORDER BY started_at, run_id", args).fetchall()
         figures: dict[str, dict[tuple[str, str], float]] = {}
         for run_id, phase, metric, value in db.execute(
                 f"SELECT f.run_id, phase, metric, value FROM figures f JOIN runs USING (run_id) {where}", args):
             figures.setdefault(run_id, {})[(phase, metric)] = value
-    return [Entry(r[0], r[1], r[2], r[3], bool(r[4] and r[5] and r[6]), figures.get(r[0], {})) for r in runs]
+    return [Entry(r[0], r[1], r[2], r[3], bool(r[4]), bool(r[5]), r[6], bool(r[7]), r[8], bool(r[9]), bool(r[10]),
+                  figures.get(r[0], {})) for r in runs]
 
 
-def baseline(db_path: Path, scenario: str, n: int) -> list[Path]:
-    """The run directories of the last `n` good runs of `scenario` (for `harness compare`)."""
-    good = [e for e in entries(db_path, scenario) if e.good]
-    if not good:
-        raise ScenarioError(f"{db_path}: no good run of scenario {scenario!r} in the history")
-    paths = [Path(e.path) for e in good[-n:]]
-    missing = [p for p in paths if not (p / "summary.json").is_file()]
-    if missing:
-        raise ScenarioError(f"{missing[0]}: a baseline run in the history is no longer on disk")
-    return paths
+def _ids(db: sqlite3.Connection, run: str) -> list[str]:
+    """A run id, or a run directory / repeat folder on disk, as the run ids the history holds."""
+    if db.execute("SELECT 1 FROM runs WHERE run_id = ?", (run,)).fetchone():
+        return [run]
+    path = Path(run)
+    if path.is_dir():
+        ids = [json.loads((d / "summary.json").read_text(encoding="utf-8"))["run"]["run_id"] for d in run_dirs(path)]
+        known = [i for i in ids if db.execute("SELECT 1 FROM runs WHERE run_id = ?", (i,)).fetchone()]
+        if known:
+            return known
+    raise ScenarioError(f"{run}: no such run in the history (a run id from `harness history show`, or its folder)")
+
+
+def accept(db_path: Path, runs: Sequence[str]) -> list[str]:
+    """Accept runs as baselines despite a flag or a broken threshold; returns their run ids."""
+    with connect(db_path) as db:
+        ids = [i for run in runs for i in _ids(db, run)]
+        db.executemany("UPDATE runs SET accepted = 1 WHERE run_id = ?", [(i,) for i in ids])
+    return ids
+
+
+def baseline_entries(db_path: Path, scenario: str, n: int) -> list[Entry]:
+    """The last `n` runs of `scenario` that may be a baseline (empty: none)."""
+    return [e for e in entries(db_path, scenario) if e.good][-n:]
+
+
+def _run_from_db(db: sqlite3.Connection, entry: Entry, where: str) -> Run:
+    (shape,) = db.execute("SELECT shape FROM runs WHERE run_id = ?", (entry.run_id,)).fetchone()
+    phases: dict[str, PhaseRun] = {}
+    for name, limited, thresholds in db.execute(
+            "SELECT phase, client_limited, thresholds FROM phases WHERE run_id = ? ORDER BY ord", (entry.run_id,)):
+        cut = [Block(dict(zip(_LATENCIES, (_unpack(b) for b in blobs), strict=True)), tokens, seconds, total, failed)
+               for seconds, tokens, total, failed, *blobs in db.execute(
+                   "SELECT seconds, tokens, total, failed, ttft, tpot, e2e, itl FROM blocks "
+                   "WHERE run_id = ? AND phase = ? ORDER BY idx", (entry.run_id, name))]
+        phases[name] = PhaseRun(cut, limited, json.loads(thresholds))
+    return Run(entry.run_id, where, json.loads(shape), phases)
+
+
+def baseline(db_path: Path, scenario: str, n: int) -> list[Run]:
+    """The last `n` runs of `scenario` that may be a baseline, as `harness compare` reads them: from the
+    history's own blocks, or (runs added by an older version) from their folders while those exist."""
+    chosen = baseline_entries(db_path, scenario, n)
+    if not chosen:
+        raise ScenarioError(f"{db_path}: no run of scenario {scenario!r} in the history may be a baseline "
+                            "(none good; `harness history accept RUN` makes a flagged one a baseline)")
+    runs = []
+    with connect(db_path) as db:
+        for entry in chosen:
+            if entry.comparable:
+                runs.append(_run_from_db(db, entry, f"{db_path}:{entry.run_id}"))
+            elif (Path(entry.path) / "requests.jsonl").is_file():
+                runs += load_runs([Path(entry.path)])
+            else:
+                raise ScenarioError(f"{entry.path}: a baseline run added without its requests is no longer on disk "
+                                    "(add runs with this version to keep them in the history)")
+    return runs
