@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.report.table import observed_text
-from harness.stats.compare import ABSOLUTE, HIGHER_IS_BETTER, PhaseComparison
+from harness.stats.compare import ABSOLUTE, HIGHER_IS_BETTER, JUDGED, PhaseComparison
 
 _MARK = {"regression": "✗ regression", "improvement": "✓ improvement", "within tolerance": "✓ within tolerance",
          "inconclusive": "? inconclusive (too few blocks: --repeat 3)", "no data": "– no data",
@@ -80,8 +80,8 @@ def verdict_line(results: Sequence[PhaseComparison]) -> str:
     untrusted = sorted({p.phase for p in results if p.result.verdict == "untrusted"})
     tail = f"; untrusted: {', '.join(untrusted)} (client limited)" if untrusted else ""
     if not bad:
-        return f"no regression in {len(results) - sum(p.result.verdict == 'untrusted' for p in results)} " \
-               f"trusted comparisons{tail}"
+        judged = sum(p.result.verdict in JUDGED for p in results)
+        return f"no regression in {judged} judged comparison{'s' * (judged != 1)} of {len(results)}{tail}"
     return f"{len(bad)} regression{'s' * (len(bad) > 1)}: " + "; ".join(
         f"{p.phase} {p.result.metric} {_change(p.result.metric, p.result.change)}" for p in bad) + tail
 

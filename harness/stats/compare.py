@@ -87,16 +87,16 @@ def blocks(records: Sequence[RequestRecord], start_ns: int, end_ns: int) -> list
         return [_block(b, (max(r.end_ns for r in b) - min(r.intended_ns for r in b)) / NS_PER_S)
                 for b in batches.values()]
     n = int(np.clip(len(measured) // 25, 4, 20))
-    span = max(end_ns - start_ns, 1)
-    # Slice k holds the requests intended in [start + k·span/n, start + (k+1)·span/n); the last takes the end.
-    # An empty slice's time goes to the slice before it (the first's to the next), so the blocks' seconds always
-    # add up to the window and throughput from blocks equals the window's.
-    at = np.minimum((np.array([r.intended_ns - start_ns for r in measured]) * n) // span, n - 1)
+    # Slice k holds the requests intended in the k-th n-th of the sending span (start to the last intended send),
+    # so no slice is empty for want of sends while the last answers drain; the last slice's time runs to the
+    # window's end, and an empty slice's time goes to the slice before it (the first's to the next), so the
+    # blocks' seconds add up to the window and throughput from blocks equals the window's.
+    sending = max(measured[-1].intended_ns - start_ns + 1, 1)
+    at = np.minimum((np.array([r.intended_ns - start_ns for r in measured]) * n) // sending, n - 1)
     cuts = np.searchsorted(at, np.arange(n + 1)).tolist()
     held = [k for k in range(n) if cuts[k + 1] > cuts[k]]
-    starts = [0, *held[1:], n]
-    return [_block(measured[cuts[k]:cuts[k + 1]], (starts[i + 1] - starts[i]) * span / n / NS_PER_S)
-            for i, k in enumerate(held)]
+    edges = [start_ns + k * sending // n for k in [0, *held[1:]]] + [max(end_ns, start_ns + sending)]
+    return [_block(measured[cuts[k]:cuts[k + 1]], (edges[i + 1] - edges[i]) / NS_PER_S) for i, k in enumerate(held)]
 
 
 def value(metric: str, drawn: Sequence[Block]) -> float | None:

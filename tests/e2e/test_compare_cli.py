@@ -56,7 +56,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:
 def test_the_same_setup_passes(runs: dict[str, Path], tmp_path: Path) -> None:
     proc = harness("compare", str(runs["base"]), str(runs["again"]), "--junit", str(tmp_path / "j.xml"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "no regression in 9 comparisons" in proc.stdout
+    assert "no regression in 9 judged comparisons of 9" in proc.stdout
     assert ET.parse(tmp_path / "j.xml").getroot().get("failures") == "0"
 
 
@@ -126,6 +126,20 @@ def test_the_baseline_can_come_from_the_history(runs: dict[str, Path], tmp_path:
     proc = harness("compare", "--baseline-from-history", "2", "--db", str(db), str(runs["slower"]))
     assert proc.returncode == 99, proc.stdout + proc.stderr
     assert "block bootstrap" in proc.stdout and "itl_p50" in proc.stdout
+    # The history alone is enough: the same comparison with the baseline folders gone, figure for figure.
+    from_folders = harness("compare", str(runs["again"]), str(runs["slower"]))  # the last good run added
+    moved = tmp_path / "moved"
+    moved.mkdir()
+    for name in ("base", "again"):
+        runs[name].rename(moved / name)
+    try:
+        alone = harness("compare", "--baseline-from-history", "1", "--db", str(db), str(runs["slower"]))
+    finally:
+        for name in ("base", "again"):
+            (moved / name).rename(runs[name])
+    assert alone.returncode == 99, alone.stdout + alone.stderr
+    table = [line for line in alone.stdout.splitlines() if line.startswith("open ")]
+    assert table and table == [line for line in from_folders.stdout.splitlines() if line.startswith("open ")]
     wrong = harness("compare", "--baseline-from-history", "2", str(runs["base"]), str(runs["slower"]))
     assert wrong.returncode == 2
     assert "give BASELINE and CURRENT, or --baseline-from-history N and CURRENT" in wrong.stderr

@@ -59,9 +59,51 @@ def test_the_baseline_is_the_last_good_runs(tmp_path: Path, summary: dict) -> No
     db = tmp_path / "h.sqlite"
     for d in dirs:
         history.add(db, d)
-    assert [p.name for p in history.baseline(db, "hist", 3)] == ["r004", "r005", "r007"]  # r006 was stopped
-    with pytest.raises(Exception, match="no good run of scenario 'other'"):
+    assert [e.run_id for e in history.baseline_entries(db, "hist", 3)] == ["r004", "r005", "r007"]  # r006 stopped
+    with pytest.raises(Exception, match="no run of scenario 'other' in the history may be a baseline"):
         history.baseline(db, "other", 3)
+    with pytest.raises(Exception, match="r007: a baseline run added without its requests is no longer on disk"):
+        history.baseline(db, "hist", 1)  # summaries only (no requests.jsonl): nothing to compare from
+
+
+def test_a_flagged_run_is_no_baseline_until_accepted(tmp_path: Path, summary: dict) -> None:
+    """The alarm stays red: a regression never joins the baseline by itself; a person accepts it."""
+    dirs = _runs(tmp_path, summary, 4)
+    db = tmp_path / "h.sqlite"
+    for d in dirs[:3]:
+        history.add(db, d)
+    history.add(db, dirs[3], flag="regression found by harness compare")
+    assert [e.run_id for e in history.baseline_entries(db, "hist", 2)] == ["r001", "r002"]
+    (last,) = [e for e in history.entries(db) if e.run_id == "r003"]
+    assert last.standing == "flagged: regression found by harness compare" and not last.good and last.judged_bad
+    assert history.accept(db, [str(dirs[3])]) == ["r003"]  # by folder, or by id
+    assert [e.run_id for e in history.baseline_entries(db, "hist", 2)] == ["r002", "r003"]
+    with pytest.raises(Exception, match="nope: no such run in the history"):
+        history.accept(db, ["nope"])
+
+
+def test_a_client_limited_run_is_no_baseline(tmp_path: Path, summary: dict) -> None:
+    limited = {**summary, "phases": [{**p, "client_limited": True, "client_limited_reason": "late"}
+                                     for p in summary["phases"]]}
+    db = tmp_path / "h.sqlite"
+    history.add(db, _runs(tmp_path, summary, 1)[0])
+    history.add(db, _runs(tmp_path, limited, 1, prefix="late")[0])
+    assert sorted((e.run_id, e.standing) for e in history.entries(db)) == [("late000", "client limited"),
+                                                                            ("r000", "good")]
+    assert [e.run_id for e in history.baseline_entries(db, "hist", 3)] == ["r000"]
+
+
+def test_an_older_history_file_gains_the_new_columns(tmp_path: Path, summary: dict) -> None:
+    import sqlite3
+
+    db = tmp_path / "old.sqlite"
+    with sqlite3.connect(db) as old:
+        old.executescript("CREATE TABLE runs (run_id TEXT PRIMARY KEY, scenario TEXT NOT NULL, started_at TEXT NOT "
+                          "NULL, path TEXT NOT NULL, complete INTEGER NOT NULL, thresholds_passed INTEGER NOT NULL, "
+                          "requests_ok INTEGER NOT NULL);"
+                          "INSERT INTO runs VALUES ('old1', 'hist', '2026-01-01', '/gone', 1, 1, 5);")
+    history.add(db, _runs(tmp_path, summary, 1)[0])
+    assert [(e.run_id, e.standing) for e in history.entries(db)] == [("old1", "good"), ("r000", "good")]
 
 
 def test_history_show_prints_runs_and_draws_trends(tmp_path: Path, summary: dict) -> None:

@@ -3,7 +3,7 @@ import xml.etree.ElementTree as ET
 import numpy as np
 import pytest
 
-from harness.report.comparison import render_junit, render_markdown, render_text
+from harness.report.comparison import render_junit, render_markdown, render_text, verdict_line
 from harness.stats.compare import (
     MIN_BLOCKS,
     Comparison,
@@ -124,3 +124,68 @@ def test_repeat_seeds_are_fresh_and_reproducible() -> None:
     assert seeds[0] == 7 and len(set(seeds)) == 5 and seeds == [derived_seed(7, k) for k in range(5)]
     m = mean_interval([10.0, 12.0, 14.0])  # sd 2, n 3: half-width 4.303 · 2 / √3
     assert m["mean"] == 12.0 and m["high"] - 12.0 == pytest.approx(4.303 * 2 / 3 ** 0.5)
+
+
+def test_resampled_percentiles_are_exact() -> None:
+    """Each resample's percentile equals np.percentile over the drawn blocks' values repeated: no binning."""
+    from harness.stats.compare import _multiplicities, weighted_percentile
+
+    rng = np.random.default_rng(3)
+    parts = [rng.lognormal(3, 1.5, int(rng.integers(0, 40))) for _ in range(9)]  # sparse, heavy tails
+    weights = _multiplicities(rng, len(parts))
+    for q in (50.0, 99.0, 99.9):
+        got = weighted_percentile(parts, weights, q)
+        for row in range(0, len(weights), 37):
+            drawn = np.concatenate([np.tile(p, int(w)) for p, w in zip(parts, weights[row], strict=True)])
+            assert got[row] == pytest.approx(np.percentile(drawn, q), rel=1e-12)
+
+
+def test_a_sparse_tail_gets_a_sane_interval() -> None:
+    """One run a side, a p99 decided by one or two requests: the interval stays around the exact change
+    (the histogram approximation once gave [−222%, +1881%])."""
+    base = blocks(_run(120, 50, 10, 1), 0, 119 * 100 * MS)
+    current = blocks(_run(120, 50, 10, 2), 0, 119 * 100 * MS)
+    r = bootstrap("ttft_p99", base, current, 0.2)
+    assert r.low is not None and r.high is not None and r.low <= r.change <= r.high
+    assert -0.5 < r.low and r.high < 0.5 and r.verdict == "within tolerance"
+
+
+def test_blocks_cover_the_window_even_when_sends_end_early() -> None:
+    """Sends over the first 60% of the window (the rest drains): no slice is empty for want of sends, and the
+    blocks' seconds add up to the window, so throughput from blocks is the window's."""
+    records = _run(100, 50, 10, 1)  # intended every 100 ms: 0 … 9.9 s
+    cut = blocks(records, 0, 16_500 * MS)
+    assert len(cut) == 4 and [b.total for b in cut] == [25, 25, 25, 25]
+    assert sum(b.seconds for b in cut) == pytest.approx(16.5)
+    assert value("requests_per_s", cut) == pytest.approx(100 / 16.5)
+
+
+def test_untrusted_when_the_client_limited_a_run() -> None:
+    from harness.tools.compare import PhaseRun, Run, compare_sides
+
+    def run(run_id: str, seed: int, itl: float, late: str | None = None) -> Run:
+        cut = blocks(_run(200, 50, itl, seed), 0, 199 * 100 * MS)
+        return Run(run_id, run_id, {}, {"open": PhaseRun(cut, late)})
+
+    clean = compare_sides([run("a", 1, 10)], [run("b", 2, 13)], {"itl_p50": 0.05})
+    assert clean[0].result.verdict == "regression"
+    late = compare_sides([run("a", 1, 10)], [run("b", 2, 13, "schedule lag p99 9.0 ms > 5.0 ms")], {"itl_p50": 0.05})
+    assert late[0].result.verdict == "untrusted" and late[0].result.change == clean[0].result.change
+    assert "the client limited run b (schedule lag p99 9.0 ms" in late[0].result.note
+    assert render_text(late).count("untrusted") == 1 and "untrusted: open" in verdict_line(late)
+
+
+def test_thresholds_are_test_cases_too() -> None:
+    from harness.report.comparison import Threshold
+
+    held = Threshold("r1", "open", {"metric": "error_rate", "limit": "<1%", "observed": 0.0, "unit": "",
+                                    "passed": True})
+    broken = Threshold("r1", "batch", {"metric": "ttft_p99", "limit": "<500ms", "observed": 812.4, "unit": "ms",
+                                       "passed": False})
+    suite = ET.fromstring(render_junit(RESULTS, thresholds=[held, broken]))
+    assert suite.get("tests") == "5" and suite.get("failures") == "2"
+    (case,) = [c for c in suite if c.get("classname") == "harness.thresholds.batch"]
+    assert case.get("name") == "ttft_p99 <500ms (r1)"
+    assert case.find("failure").get("message") == "threshold broken: batch ttft_p99 <500ms: 812.4 ms (run r1)"
+    md = render_markdown(RESULTS, "a", "b", "m", [held, broken])
+    assert "**Thresholds** (1 broken of 2):" in md and "- ✗ batch ttft_p99 <500ms: 812.4 ms (run r1)" in md
