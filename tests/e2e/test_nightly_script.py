@@ -7,12 +7,15 @@ night and with three:
 - a night with the harness starved of CPU (a busy loop pinned to its core) is not called a regression;
 - every run folder is deleted, and night 7 still compares (the history alone is enough) and exits 0.
 
-With one run a night, every night runs on a fresh "runner" (its own working folder) where only the history
-file carries over, as the GitHub workflow's cache does; with three, one folder keeps the runs until night 7.
+With one run a night, every night runs the shell steps of docker/ci/github-nightly.yml on a fresh "runner" (a
+new checkout folder) where only the history file carries over, as the workflow's cache does; with three, the
+script runs in one folder that keeps the runs until night 7.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import re
@@ -24,6 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 # Tolerant client bounds: a shared CI machine's stalls must not make every night "untrusted"; the starved night
@@ -61,10 +65,45 @@ def sims() -> Iterator[dict[str, str]]:
         proc.communicate(timeout=15)
 
 
+WORKFLOW = yaml.safe_load((ROOT / "docker" / "ci" / "github-nightly.yml").read_text())
+
+
+def _workflow_night(work: Path, cache: Path, values: dict[str, str], prefix: list[str]) -> int:
+    """The workflow's steps as a runner takes them: the checkout is `work` (docker/ and scenarios/ linked),
+    the cache steps copy the cached paths, every `run:` step runs in bash (GitHub's `bash -e`), a failed step
+    skips the steps after it that are not `if: always()`. Returns the exit of the step that runs the script."""
+    for name in ("docker", "scenarios"):
+        (work / name).symlink_to(ROOT / name)
+    failed, status = False, -1
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+           "GITHUB_STEP_SUMMARY": str(work / "summary.md")}
+    for step in WORKFLOW["jobs"]["nightly"]["steps"]:
+        if failed and step.get("if") != "always()":
+            continue
+        uses, run = step.get("uses", ""), step.get("run")
+        if uses.startswith("actions/cache/"):
+            path = step["with"]["path"]
+            source, target = (cache / path, work / path) if "restore" in uses else (work / path, cache / path)
+            if source.is_file():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(source, target)
+        elif run is not None and run != "pip install .":  # installed already: the venv running this test
+            step_env = {k: re.sub(r"\$\{\{\s*(.+?)\s*\}\}", lambda m: values[m.group(1)], str(v))
+                        for k, v in step.get("env", {}).items()}
+            done = subprocess.run([*prefix, "bash", "-e", "-c", run], cwd=work, env={**env, **step_env},
+                                  capture_output=True, text=True, timeout=300)
+            print(done.stdout[-4000:], done.stderr[-4000:])
+            if "nightly.sh" in run:
+                status = done.returncode
+            failed = failed or done.returncode != 0
+    return status
+
+
 class Nights:
     def __init__(self, tmp: Path, repeat: int, fresh_runner: bool) -> None:
         self.tmp, self.repeat, self.fresh = tmp, repeat, fresh_runner
-        self.history = tmp / "cache" / "history.sqlite"  # what survives between runners
+        # What survives between runners: the workflow's cache, or the script's history file.
+        self.history = tmp / "cache" / "reports" / "history.sqlite" if fresh_runner else tmp / "history.sqlite"
         self.count = 0
         (tmp / "tiny.yaml").write_text(SCENARIO)
 
@@ -76,17 +115,33 @@ class Nights:
         self.count += 1
         work = self.runner()
         work.mkdir(exist_ok=True)
+        if self.fresh:
+            return self._workflow(work, endpoint, prefix or [])
         env = {**os.environ, "HARNESS": f"{sys.executable} -m harness", "HARNESS_SCENARIO": str(self.tmp / "tiny.yaml"),
                "HARNESS_OUT": str(work / "nightly"), "HARNESS_HISTORY": str(self.history),
                "HARNESS_ENDPOINT": endpoint, "HARNESS_REPEAT": str(self.repeat)}
         return subprocess.run([*(prefix or []), "bash", str(ROOT / "docker" / "ci" / "nightly.sh")], cwd=work,
                               env=env, capture_output=True, text=True, timeout=300)
 
+    def _workflow(self, work: Path, endpoint: str, prefix: list[str]) -> subprocess.CompletedProcess[str]:
+        values = {"vars.STAGING_ENDPOINT": endpoint, "secrets.STAGING_API_KEY": "", "vars.PUSHGATEWAY_URL": "",
+                  "github.ref_name": "main", "vars.NIGHTLY_SCENARIO": str(self.tmp / "tiny.yaml"),
+                  "vars.NIGHTLY_REPEAT": str(self.repeat), "github.run_id": str(self.count)}
+        capture = io.StringIO()
+        with contextlib.redirect_stdout(capture):
+            status = _workflow_night(work, self.tmp / "cache", values, prefix)
+        summary = (work / "summary.md").read_text()
+        assert summary == self.markdown(), "the job summary is the comparison's Markdown"
+        return subprocess.CompletedProcess([], status, capture.getvalue(), "")
+
+    def out(self) -> Path:
+        return self.runner() / ("reports" if self.fresh else "") / "nightly"
+
     def markdown(self) -> str:
-        return (self.runner() / "nightly" / "compare.md").read_text()
+        return (self.out() / "compare.md").read_text()
 
     def junit(self) -> ET.Element:
-        return ET.parse(self.runner() / "nightly" / "compare.junit.xml").getroot()
+        return ET.parse(self.out() / "compare.junit.xml").getroot()
 
 def _said(proc: subprocess.CompletedProcess[str]) -> str:
     return proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -145,10 +200,11 @@ def test_seven_nights(tmp_path: Path, sims: dict[str, str], repeat: int) -> None
         finally:
             hog.kill()
             hog.wait()
+        print("starved night:", starved.returncode, _said(starved)[-1500:])
         assert starved.returncode in (0, 5), _said(starved)  # clean, or untrusted: never a regression
 
     for folder in tmp_path.glob("runner*"):
-        shutil.rmtree(folder / "nightly")
+        shutil.rmtree(folder)
     seventh = nights.run(sims["usual"])
     assert seventh.returncode == 0, _said(seventh)
     md = nights.markdown()

@@ -92,6 +92,11 @@ def test_the_ci_example_runs_the_nightly_script_and_publishes_its_outputs() -> N
         assert out in script and any(out in str(s.get("with", "")) + s.get("run", "") for s in steps)
     assert "scenarios/nightly.yaml" in script and (DOCKER.parent / "scenarios" / "nightly.yaml").is_file()
     assert workflow["jobs"]["nightly"]["timeout-minutes"] <= 60
+    # The JUnit step creates a check run: it needs checks: write where the default token is read-only.
+    assert workflow["permissions"]["checks"] == "write"
+    # The cache holds exactly the history file the script keeps (its default path), and nothing else.
+    cached = {s["with"]["path"] for s in steps if s.get("uses", "").startswith("actions/cache/")}
+    assert cached == {"reports/history.sqlite"} and 'HARNESS_HISTORY:-reports/history.sqlite' in script
 
 
 def test_the_indexed_job_runs_shards_with_flags_harness_accepts() -> None:
