@@ -83,6 +83,7 @@ def live_metrics(scenario: Scenario) -> Iterator[LiveMetrics | None]:
         metrics.close()
 
 
-def push(scenario: Scenario, summary: dict[str, Any], key: str | None, warn: Callable[[str], None]) -> None:
+def push(scenario: Scenario, summaries: list[dict[str, Any]], key: str | None, warn: Callable[[str], None]) -> None:
+    """The runs of this command (one, or every repeat), in one push."""
     if scenario.pushgateway is not None:
-        push_summary(scenario.pushgateway, summary, lambda message: warn(redactor(key)(message)))
+        push_summary(scenario.pushgateway, summaries, lambda message: warn(redactor(key)(message)))

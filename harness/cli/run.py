@@ -142,13 +142,14 @@ def run(scenario_path: Path | None, endpoint: str | None, model: str | None, api
             for line in died:
                 display.warn(line)
             click.echo(f"\nreport: {result.run_dir}")
-            push(each, summary, key, display.warn)  # completed, failed or stopped alike
             if died:
+                push(scenario, [r.summary.to_json() for r in results], key, display.warn)
                 raise fail(f"{len(died)} of {workers} workers died: the run is incomplete", EXIT_HARNESS)
             if result.summary.run.stopped:
                 break
         if parent is not None:
             _write_repeats(parent, [r.summary.to_json() for r in results])
+        push(scenario, [r.summary.to_json() for r in results], key, display.warn)  # completed, failed or stopped
     _exit(results)
 
 

@@ -1,15 +1,17 @@
 """A run's summary pushed to a Prometheus Pushgateway when it ends, for nightly jobs that leave no process
-to scrape: gauges per phase, grouped by job, scenario and instance (and any labels a CI system adds).
+to scrape: gauges per phase, grouped by job and scenario (and any labels a CI system adds, e.g. branch) — not
+by host, so ephemeral CI runners do not leave a new group behind every night.
 
-A push replaces the group's previous metrics (HTTP PUT), so the gateway always holds the latest run of each
-scenario and instance; `harness_run_timestamp_seconds` says when that was.
+A `--repeat N` run pushes once, at the end, every figure for each run (label `repeat="1"` … `"N"`) and their
+mean (`repeat="mean"`, what a dashboard or alert should read); a single run pushes `repeat="1"` and `"mean"`
+alike. A push replaces the group's previous metrics (HTTP PUT), so the gateway holds the latest night of each
+scenario and branch; `harness_run_info{run_id}` says which runs those were, `harness_run_timestamp_seconds` when.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import socket
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Gauge, push_to_gateway
@@ -20,54 +22,84 @@ QUANTILES = {"p50": "0.5", "p90": "0.9", "p99": "0.99"}
 _LATENCIES = {"ttft": "time to first token", "itl": "inter-token latency", "tpot": "time per output token",
               "e2e": "end-to-end latency"}
 _TIMEOUT_S = 10.0
+Figures = dict[tuple[str, str, tuple[str, ...]], dict[tuple[str, ...], float]]  # (name, doc, labels) → values
 
 
-def summary_registry(summary: dict[str, Any]) -> CollectorRegistry:
-    """The summary's headline figures as gauges (seconds, fractions, per-second rates; base units)."""
-    registry = CollectorRegistry()
-    run = summary.get("run", {})
-    for name, doc in _LATENCIES.items():
-        gauge = Gauge(f"harness_summary_{name}_seconds", f"{doc} of ok requests, by phase and quantile",
-                      ["phase", "quantile"], registry=registry)
-        for phase in summary.get("phases", []):
-            for q, label in QUANTILES.items():
-                value = phase["latency_ms"][name][q]
-                if value is not None:
-                    gauge.labels(phase["name"], label).set(value / 1000)
-    per_phase: dict[str, tuple[str, Callable[[dict[str, Any]], float]]] = {
-        "output_tokens_per_second": ("output tokens per second of the phase", lambda p: p["throughput"][
-            "output_tokens_per_s"]),
-        "requests_per_second": ("ok requests per second of the phase", lambda p: p["throughput"]["requests_per_s"]),
-        "goodput_fraction": ("share of the phase's requests within every SLO", lambda p: p["goodput"]["fraction"]),
+def _phase_figures(phase: dict[str, Any], out: Figures) -> None:
+    name = phase["name"]
+    for latency, doc in _LATENCIES.items():
+        for q, label in QUANTILES.items():
+            value = phase["latency_ms"][latency][q]
+            if value is not None:
+                out.setdefault((f"harness_summary_{latency}_seconds", f"{doc} of ok requests, by phase and quantile",
+                                ("phase", "quantile")), {})[(name, label)] = value / 1000
+    per_phase: dict[str, tuple[str, float]] = {
+        "output_tokens_per_second": ("output tokens per second of the phase",
+                                     phase["throughput"]["output_tokens_per_s"]),
+        "requests_per_second": ("ok requests per second of the phase", phase["throughput"]["requests_per_s"]),
+        "goodput_fraction": ("share of the phase's requests within every SLO", phase["goodput"]["fraction"]),
         "schedule_lag_p99_seconds": ("the client's own lateness, p99",
-                                     lambda p: (p["latency_ms"]["schedule_lag"]["p99"] or 0) / 1000),
+                                     (phase["latency_ms"]["schedule_lag"]["p99"] or 0) / 1000),
+        "client_limited": ("1: the harness could not keep up in this phase (its latencies are untrusted)",
+                           float(bool(phase.get("client_limited")))),
     }
-    for name, (doc, value_of) in per_phase.items():
-        gauge = Gauge(f"harness_summary_{name}", doc, ["phase"], registry=registry)
-        for phase in summary.get("phases", []):
-            gauge.labels(phase["name"]).set(value_of(phase))
-    requests = Gauge("harness_summary_requests", "requests of the phase by status", ["phase", "status"],
-                     registry=registry)
+    for metric, (doc, value) in per_phase.items():
+        out.setdefault((f"harness_summary_{metric}", doc, ("phase",)), {})[(name,)] = value
+    for status, n in phase["requests"]["by_status"].items():
+        out.setdefault(("harness_summary_requests", "requests of the phase by status", ("phase", "status")),
+                       {})[(name, status)] = n
+    for t in phase.get("thresholds", []):
+        out.setdefault(("harness_threshold_passed", "1: the threshold held; 0: it broke (or had no data)",
+                        ("phase", "metric", "limit")), {})[(name, t["metric"], t["limit"])] = float(t["passed"])
+
+
+def figures(summary: dict[str, Any]) -> Figures:
+    """Every figure pushed for one run, keyed by metric and labels."""
+    out: Figures = {}
     for phase in summary.get("phases", []):
-        for status, n in phase["requests"]["by_status"].items():
-            requests.labels(phase["name"], status).set(n)
-    Gauge("harness_run_complete", "1: every phase ran to its end; 0: stopped, or a phase never ran",
-          registry=registry).set(1 if run.get("complete", True) else 0)
+        _phase_figures(phase, out)
+    run = summary.get("run", {})
+    out[("harness_run_complete", "1: every phase ran to its end; 0: stopped, or a phase never ran", ())] = {
+        (): 1.0 if run.get("complete", True) else 0.0}
     started = run.get("started_at")
     when = dt.datetime.fromisoformat(started).timestamp() if started else dt.datetime.now(dt.UTC).timestamp()
-    Gauge("harness_run_timestamp_seconds", "when the run started (Unix time)", registry=registry).set(when)
+    out[("harness_run_timestamp_seconds", "when the run started (Unix time)", ())] = {(): when}
+    return out
+
+
+def summary_registry(summaries: Sequence[dict[str, Any]]) -> CollectorRegistry:
+    """Each run's figures (label repeat = its number) and their mean over the runs that have them
+    (repeat="mean"); base units."""
+    registry = CollectorRegistry()
+    each = [figures(s) for s in summaries]
+    for key in dict.fromkeys(k for f in each for k in f):
+        name, doc, labels = key
+        gauge = Gauge(name, doc, [*labels, "repeat"], registry=registry)
+        for values in dict.fromkeys(v for f in each for v in f.get(key, {})):
+            got = [(k, f[key][values]) for k, f in enumerate(each, 1) if values in f.get(key, {})]
+            for k, value in got:
+                gauge.labels(*values, str(k)).set(value)
+            gauge.labels(*values, "mean").set(sum(v for _, v in got) / len(got))
+    info = Gauge("harness_run_info", "1 for each run of this push, by its run id", ["run_id", "repeat"],
+                 registry=registry)
+    for k, summary in enumerate(summaries, 1):
+        info.labels(summary.get("run", {}).get("run_id", ""), str(k)).set(1)
     return registry
 
 
 def grouping(cfg: Pushgateway, scenario: str) -> dict[str, str]:
-    return {"scenario": scenario, "instance": socket.gethostname(), **cfg.labels}
+    """job (given apart) + scenario + the configured labels: no host name, which would make every ephemeral
+    runner a new group (add `instance` as a label where a per-host group is wanted)."""
+    return {"scenario": scenario, **cfg.labels}
 
 
-def push_summary(cfg: Pushgateway, summary: dict[str, Any], warn: Callable[[str], None]) -> bool:
+def push_summary(cfg: Pushgateway, summaries: Sequence[dict[str, Any]], warn: Callable[[str], None]) -> bool:
     """Push; a gateway that is down or refuses is a warning (the run and its reports stand), never an error."""
-    group = grouping(cfg, summary.get("run", {}).get("scenario", ""))
+    if not summaries:
+        return False
+    group = grouping(cfg, summaries[0].get("run", {}).get("scenario", ""))
     try:
-        push_to_gateway(cfg.url, job=cfg.job, registry=summary_registry(summary), grouping_key=group,
+        push_to_gateway(cfg.url, job=cfg.job, registry=summary_registry(summaries), grouping_key=group,
                         timeout=_TIMEOUT_S)
     except Exception as exc:  # urllib's errors, a bad URL, a refused connection: all only worth a warning
         warn(f"pushgateway {cfg.url}: not pushed ({type(exc).__name__}: {exc})")

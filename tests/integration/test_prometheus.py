@@ -242,16 +242,19 @@ def test_a_completed_and_a_stopped_run_both_reach_the_pushgateway(tmp_path: Path
     _, err = stopped.communicate(timeout=90)
     assert stopped.returncode == 130, err
     pushed = _pushed(pushgateway)
-    host = socket.gethostname()
-    group = f"instance={host},job=nightly,run={{}},scenario=push"
+    # Grouped by job, scenario and the given labels: no host name (the pushgateway adds an empty instance).
+    group = "instance=,job=nightly,repeat=mean,run={},scenario=push"
     assert pushed[("harness_run_complete", group.format("a"))] == 1
     assert pushed[("harness_run_complete", group.format("b"))] == 0
     summary = json.loads(next((tmp_path / "a").glob("*/summary.json")).read_text())
     open_phase = summary["phases"][0]
-    key = ("harness_summary_ttft_seconds", f"instance={host},job=nightly,phase=open,quantile=0.99,run=a,scenario=push")
+    key = ("harness_summary_ttft_seconds",
+           "instance=,job=nightly,phase=open,quantile=0.99,repeat=1,run=a,scenario=push")
     assert pushed[key] == pytest.approx(open_phase["latency_ms"]["ttft"]["p99"] / 1000)
-    ok_key = ("harness_summary_requests", f"instance={host},job=nightly,phase=open,run=a,scenario=push,status=ok")
+    ok_key = ("harness_summary_requests", "instance=,job=nightly,phase=open,repeat=mean,run=a,scenario=push,status=ok")
     assert pushed[ok_key] == open_phase["requests"]["by_status"]["ok"]
+    info = ("harness_run_info", f"instance=,job=nightly,repeat=1,run=a,run_id={summary['run']['run_id']},scenario=push")
+    assert pushed[info] == 1
 
 
 def test_a_pushgateway_that_is_down_is_a_warning_not_a_lost_run(tmp_path: Path, sim_url: str) -> None:

@@ -79,18 +79,48 @@ def test_buckets_span_llm_latencies() -> None:
 
 def test_the_pushed_summary_holds_the_phase_figures() -> None:
     records = [rec(0, 0, [100 + i, 110 + i, 130 + i], completion=3, idx=i) for i in range(10)]
-    phase = {"name": "open", **phase_json(records, SLO(ttft_ms=105))}
-    summary = {"run": {"scenario": "s", "complete": False, "started_at": "2026-11-30T00:00:00+00:00"},
-               "phases": [phase]}
-    text = generate_latest(summary_registry(summary)).decode()
+    phase = {"name": "open", **phase_json(records, SLO(ttft_ms=105)),
+             "thresholds": [{"metric": "ttft_p99", "limit": "<100ms", "observed": 109.0, "unit": "ms",
+                             "passed": False}]}
+    summary = {"run": {"run_id": "abc", "scenario": "s", "complete": False,
+                       "started_at": "2026-11-30T00:00:00+00:00"}, "phases": [phase]}
+    text = generate_latest(summary_registry([summary])).decode()
     values = {(s.name, tuple(sorted(s.labels.items()))): s.value
               for family in text_string_to_metric_families(text) for s in family.samples}
-    assert values[("harness_summary_ttft_seconds", (("phase", "open"), ("quantile", "0.5")))] == pytest.approx(
-        phase["latency_ms"]["ttft"]["p50"] / 1000)
-    assert values[("harness_summary_goodput_fraction", (("phase", "open"),))] == phase["goodput"]["fraction"] == 0.6
-    assert values[("harness_summary_requests", (("phase", "open"), ("status", "ok")))] == 10
-    assert values[("harness_run_complete", ())] == 0
-    assert values[("harness_run_timestamp_seconds", ())] == 1795996800
+    for repeat in ("1", "mean"):  # one run: its own figures and the mean are the same
+        assert values[("harness_summary_ttft_seconds", (("phase", "open"), ("quantile", "0.5"),
+                                                        ("repeat", repeat)))] == pytest.approx(
+            phase["latency_ms"]["ttft"]["p50"] / 1000)
+    assert values[("harness_summary_goodput_fraction", (("phase", "open"), ("repeat", "1")))] == 0.6
+    assert values[("harness_summary_requests", (("phase", "open"), ("repeat", "1"), ("status", "ok")))] == 10
+    assert values[("harness_summary_client_limited", (("phase", "open"), ("repeat", "mean")))] == 0
+    assert values[("harness_threshold_passed", (("limit", "<100ms"), ("metric", "ttft_p99"), ("phase", "open"),
+                                                ("repeat", "1")))] == 0
+    assert values[("harness_run_complete", (("repeat", "1"),))] == 0
+    assert values[("harness_run_timestamp_seconds", (("repeat", "1"),))] == 1795996800
+    assert values[("harness_run_info", (("repeat", "1"), ("run_id", "abc")))] == 1
+
+
+def test_repeats_push_each_run_and_their_mean() -> None:
+    records = [rec(0, 0, [100 + i, 110 + i, 130 + i], completion=3, idx=i) for i in range(10)]
+    runs = []
+    for k, rate in enumerate((100.0, 200.0, 600.0)):
+        phase = {"name": "open", **phase_json(records, SLO())}
+        phase["throughput"] = {**phase["throughput"], "output_tokens_per_s": rate}
+        runs.append({"run": {"run_id": f"r{k}", "scenario": "s"}, "phases": [phase]})
+    text = generate_latest(summary_registry(runs)).decode()
+    tokens = {s.labels["repeat"]: s.value for family in text_string_to_metric_families(text) for s in family.samples
+              if s.name == "harness_summary_output_tokens_per_second"}
+    assert tokens == {"1": 100, "2": 200, "3": 600, "mean": 300}
+    assert text.count("harness_run_info{") == 3
+
+
+def test_the_group_is_job_scenario_and_labels_not_the_host() -> None:
+    from harness.config.scenario import Pushgateway
+    from harness.report.pushgateway import grouping
+
+    assert grouping(Pushgateway(url="http://gw", labels={"branch": "main"}), "nightly") == {
+        "scenario": "nightly", "branch": "main"}
 
 
 def _scenario(extra: str = "") -> object:
