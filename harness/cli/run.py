@@ -135,6 +135,8 @@ def run(scenario_path: Path | None, endpoint: str | None, model: str | None, api
                                                            metrics, workers, ray_address))
             results.append(result)
             summary = result.summary.to_json()
+            if metrics is not None:
+                metrics.verdicts({p["name"]: bool(p["client_limited"]) for p in summary["phases"]})
             write_run(result)
             print_table(summary)
             for line in notes(summary):

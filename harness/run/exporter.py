@@ -28,9 +28,12 @@ from harness.clock import NS_PER_S
 from harness.records import RequestRecord
 from harness.stats.metrics import cause, e2e_ns, itl_array_ns, schedule_lag_ns, tpot_ns, ttft_ns
 
-# LLM latencies span 0.5 ms (an ITL on a fast engine) to 10 min (a long answer under load): 1-2-5 steps.
-LATENCY_BUCKETS_S = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0,
-                     30.0, 60.0, 120.0, 300.0, 600.0)
+# LLM latencies span 0.5 ms (an ITL on a fast engine) to 10 min (a long answer under load). From 1 ms to 60 s
+# the bounds grow by 2^(1/16) (4.4%) a bucket, so histogram_quantile's interpolation inside one bucket is off
+# by at most ~4.4% there (half that for spread data; docs/observability.md has the measured error); coarser
+# outside. 260 buckets: scraping them costs the harness ~1 ms of CPU per histogram and phase (bench/exporter.py).
+LATENCY_BUCKETS_S = (0.00025, 0.0005, *(round(0.001 * 2 ** (k / 16), 9) for k in range(254)), 60.0, 120.0,
+                     300.0, 600.0)
 MAX_REASONS = 20  # distinct failure causes a run may add as label values; the rest count as "other"
 _BOUNDS = np.asarray(LATENCY_BUCKETS_S)
 _HISTOGRAMS = {
@@ -122,6 +125,9 @@ class LiveMetrics:
                               "intended send times (open loop only)", base, registry=self.registry)
         self._info = Gauge("harness_phase_info", "1 for the phase running now, 0 for phases done", [*base, "load"],
                            registry=self.registry)
+        self._limited = Gauge("harness_client_limited", "1: the harness could not keep up in this phase (live: a "
+                              "second of its self-check; at the end: the phase's verdict), so its latencies are "
+                              "inflated and untrusted; 0: it kept up", base, registry=self.registry)
         self._reasons: set[str] = set()
         self._phase: tuple[str, str] = (scenario, "")
         self._load = ""
@@ -135,6 +141,7 @@ class LiveMetrics:
         self.end_phase()
         self._phase, self._load, self._done = (self.scenario, phase), load, 0
         self._info.labels(*self._phase, load).set(1)
+        self._limited.labels(*self._phase).set(0)
         if offered_rps is not None:
             self._offered.labels(*self._phase).set(offered_rps)
         # Read at scrape time: sent so far (the dispatcher's count) − ended so far; nothing on the hot path.
@@ -143,6 +150,16 @@ class LiveMetrics:
         self._output_child = self._output.labels(*self._phase)
         self._input_child = self._input.labels(*self._phase)
         self._counters = {}
+
+    def client_late(self) -> None:
+        """The self-check found a second in which the harness could not keep up."""
+        if self._phase[1]:
+            self._limited.labels(*self._phase).set(1)
+
+    def verdicts(self, phases: dict[str, bool]) -> None:
+        """Each phase's final client-limited verdict, from its summary."""
+        for phase, limited in phases.items():
+            self._limited.labels(self.scenario, phase).set(int(limited))
 
     def end_phase(self) -> None:
         if self._phase[1]:

@@ -302,7 +302,8 @@ async def run_scenario(
     cfg = scenario.client
     relay = sharding.relay if sharding else None
     run = _Run(scenario, endpoint, run_dir, clock, display or Display(), plans, metrics, relay)
-    check = SelfCheck(clock, cfg.loop_lag_bound_ms, cfg.cpu_bound, run.display.warn)
+    check = SelfCheck(clock, cfg.loop_lag_bound_ms, cfg.cpu_bound, run.display.warn,
+                      late=metrics.client_late if metrics is not None else None)
     backend = make_backend(endpoint, cfg, max(peak_connections(p) for p in plans))
     scraper = _scraper(scenario, endpoint, clock, run_dir)
     scraped: dict[str, Any] | None = None

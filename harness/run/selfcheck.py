@@ -53,7 +53,8 @@ class SelfCheck:
                  cpu_time: Callable[[], float] = time.process_time,
                  loop_cpu_time: Callable[[], float] | None = None,
                  sched: Callable[[], tuple[int, int] | None] = schedstat,
-                 load: Callable[[], float | None] = load_per_core) -> None:
+                 load: Callable[[], float | None] = load_per_core,
+                 late: Callable[[], None] | None = None) -> None:
         self.clock = clock
         self.loop_lag_bound_ms = loop_lag_bound_ms
         self.cpu_bound = cpu_bound
@@ -63,6 +64,7 @@ class SelfCheck:
         self._loop_cpu_time = loop_cpu_time or (time.thread_time if cpu_time is time.process_time else cpu_time)
         self._sched = sched
         self._load = load
+        self._late = late  # told of every second that was not ok (the live exporter's gauge)
         self.lags_ns: list[int] = []
         self.windows: list[tuple[int, Verdict, str]] = []  # live verdicts: (samples at the window's end, …)
         self._task: asyncio.Task[None] | None = None
@@ -116,6 +118,8 @@ class SelfCheck:
         if name == "ok":
             return
         self.windows.append((len(self.lags_ns), name, reason))
+        if self._late is not None:
+            self._late()
         if not self.warned and self._warn is not None:
             self.warned = True
             self._warn(f"{reason}; latencies it reports may be inflated (see client_limited in summary.json)")

@@ -1,4 +1,7 @@
+import bisect
+
 import click
+import numpy as np
 import pytest
 from prometheus_client.openmetrics.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
@@ -37,11 +40,12 @@ def test_the_exporter_counts_what_the_records_say() -> None:
     assert s[("harness_input_tokens_total", base)] == 300
     assert s[("harness_requests_in_flight", base)] == 2  # six sent, four ended
     assert s[("harness_offered_requests_per_second", base)] == 4.0
-    # Every ITL sample of every ok request is counted; TTFT 19 ms falls in the 20 ms bucket.
+    # Every ITL sample of every ok request is counted; TTFT 19 ms falls in the first bucket bound above it.
     itl = sum(len(itl_samples_ns(r)) for r in ok)
     assert s[("harness_itl_seconds_count", base)] == itl == 6
-    assert s[("harness_ttft_seconds_bucket", (("le", "0.01"), *base))] == 0
-    assert s[("harness_ttft_seconds_bucket", (("le", "0.02"), *base))] == 3
+    above = bisect.bisect_left(LATENCY_BUCKETS_S, 0.019)
+    assert s[("harness_ttft_seconds_bucket", (("le", _le(above - 1)), *base))] == 0
+    assert s[("harness_ttft_seconds_bucket", (("le", _le(above)), *base))] == 3
     assert s[("harness_ttft_seconds_sum", base)] == pytest.approx(3 * 0.019)
     assert s[("harness_schedule_lag_seconds_count", base)] == 4
     metrics.end_phase()
@@ -50,14 +54,20 @@ def test_the_exporter_counts_what_the_records_say() -> None:
     assert s[("harness_requests_in_flight", base)] == 0
 
 
+def _le(k: int) -> str:
+    return f"{LATENCY_BUCKETS_S[k]:g}"
+
+
 def test_latency_buckets_carry_request_ids_as_exemplars() -> None:
     metrics = LiveMetrics("sc")
     metrics.begin_phase("p", "batch 2 × 1", None, lambda: 2)
     metrics.record(rec(0, 0, [5, 6], idx=1))
     metrics.record(rec(0, 0, [900, 905], idx=2))
     text = generate_latest(metrics.registry).decode()
-    assert 'harness_ttft_seconds_bucket{le="0.005",phase="p",scenario="sc"} 1.0 # {request_id="r1"} 0.005 ' in text
-    assert 'harness_ttft_seconds_bucket{le="1",phase="p",scenario="sc"} 2.0 # {request_id="r2"} 0.9 ' in text
+    first, slow = bisect.bisect_left(LATENCY_BUCKETS_S, 0.005), bisect.bisect_left(LATENCY_BUCKETS_S, 0.9)
+    bucket = 'harness_ttft_seconds_bucket{{le="{}",phase="p",scenario="sc"}} {} # {{request_id="{}"}} {} '
+    assert bucket.format(_le(first), "1.0", "r1", "0.005") in text
+    assert bucket.format(_le(slow), "2.0", "r2", "0.9") in text
     assert "harness_offered_requests_per_second{" not in text  # closed loop and batches have no schedule
 
 
@@ -73,8 +83,11 @@ def test_failure_causes_are_a_bounded_label() -> None:
 
 
 def test_buckets_span_llm_latencies() -> None:
-    assert LATENCY_BUCKETS_S[0] == 0.0005 and LATENCY_BUCKETS_S[-1] == 600
-    assert list(LATENCY_BUCKETS_S) == sorted(LATENCY_BUCKETS_S)
+    assert LATENCY_BUCKETS_S[0] == 0.00025 and LATENCY_BUCKETS_S[-1] == 600
+    assert list(LATENCY_BUCKETS_S) == sorted(LATENCY_BUCKETS_S) and len(set(LATENCY_BUCKETS_S)) == 260
+    # From 1 ms to 60 s no bucket is more than 4.5% wider than the one before: histogram_quantile's error bound.
+    fine = np.array([b for b in LATENCY_BUCKETS_S if 0.001 <= b <= 60])
+    assert fine[0] == 0.001 and fine[-1] == 60 and (fine[1:] / fine[:-1]).max() < 1.045
 
 
 def test_the_pushed_summary_holds_the_phase_figures() -> None:
