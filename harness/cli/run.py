@@ -59,6 +59,9 @@ from harness.workload.shards import Shard
 @reports_dir_option
 @click.option("--pin/--no-pin", default=True, show_default=True,
               help="With the bundled simulator on a machine of 2+ cores: harness on the first, simulator on the last.")
+@click.option("--wait-for-endpoint", "wait", type=Duration(), metavar="DURATION",
+              help="Keep asking the endpoint for its models this long while it does not answer (a server still "
+                   "starting), before giving up (exit 3).")
 @click.option("--accelerator", metavar="TEXT",
               help="What the endpoint runs on (e.g. '8xH100, TP 8'), for the report's header.")
 @click.option("--hardware", metavar="PRESET[,model=M][,tp=N][,dtype=fp8]",
@@ -103,14 +106,15 @@ from harness.workload.shards import Shard
 @export_options
 @guarded
 def run(scenario_path: Path | None, endpoint: str | None, model: str | None, api: Api | None,
-        api_key_env: str | None, reports_dir: Path, pin: bool, accelerator: str | None, hardware: str | None,
+        api_key_env: str | None, reports_dir: Path, pin: bool, wait: float | None, accelerator: str | None,
+        hardware: str | None,
         shard_text: str | None, workers: int | None, ray_address: str | None, relay: bool, start_at: float | None,
         tokenizer: str | None, skip_bad_rows: bool, progress: str, repeat: int, **quick: Any) -> None:
     """Run SCENARIO (default scenarios/quickstart.yaml), or a quick run from flags (--rate, --concurrency,
     --batch), and report each phase side by side."""
     export = {k: quick.pop(k) for k in ("metrics_port", "metrics_hold_s", "pushgateway", "pushgateway_job",
                                         "pushgateway_label")}
-    scenario = _with_flags(_scenario(scenario_path, quick, api), tokenizer, skip_bad_rows, accelerator)
+    scenario = _with_flags(_scenario(scenario_path, quick, api), tokenizer, skip_bad_rows, accelerator, wait)
     scenario = _with_hardware(scenario, hardware)
     sharding = _sharding(shard_text, start_at, repeat, relay)
     _check_workers(workers, ray_address, sharding, repeat)
@@ -285,10 +289,11 @@ def _with_hardware(scenario: Scenario, hardware: str | None) -> Scenario:
     return scenario.model_copy(update={"endpoint": scenario.endpoint.model_copy(update={"hardware": declared})})
 
 
-def _with_flags(scenario: Scenario, tokenizer: str | None, skip_bad_rows: bool, accelerator: str | None) -> Scenario:
-    if accelerator is not None:
-        declared = scenario.endpoint.model_copy(update={"accelerator": accelerator})
-        scenario = scenario.model_copy(update={"endpoint": declared})
+def _with_flags(scenario: Scenario, tokenizer: str | None, skip_bad_rows: bool, accelerator: str | None,
+                wait: float | None = None) -> Scenario:
+    given = {k: v for k, v in (("accelerator", accelerator), ("wait_s", wait)) if v is not None}
+    if given:
+        scenario = scenario.model_copy(update={"endpoint": scenario.endpoint.model_copy(update=given)})
     if tokenizer is not None:
         if tokenizer != "server" and not Path(tokenizer).exists():
             raise click.BadParameter(f"no such file or directory {tokenizer} (or give 'server')",

@@ -78,6 +78,8 @@ class EndpointConfig(Strict):
     url: str | None = Field(None, description="OpenAI base URL, e.g. http://host:8000/v1; none: the simulator")
     model: str | None = None
     api: Literal["chat", "completions"] = "chat"
+    wait_s: Seconds = Field(0.0, description="keep asking the endpoint for its models this long while it does not "
+                            "answer (a server still starting, as in a compose stack) before giving up")
     accelerator: str | None = Field(None, description="what the endpoint runs on, as you declare it "
                                     "(e.g. '8×H100 SXM, TP 8'): shown in the report's header")
     api_key_env: str | None = Field(None, description="name of the environment variable holding the key")

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import re
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -11,6 +14,27 @@ from harness.config.scenario import Scenario
 from harness.errors import EndpointError, UsageError
 from harness.redact import redactor
 from harness.run.simulator import Log, bundled_simulator
+
+_RETRY_S = 0.5
+_STARTING = re.compile(r"^cannot reach|answered HTTP 5\d\d")
+
+
+async def _models(scenario: Scenario, url: str, api_key: str | None, log: Log | None) -> list[str]:
+    """The served models; while the endpoint does not answer, asked again until `endpoint.wait_s` has passed."""
+    deadline = time.monotonic() + scenario.endpoint.wait_s
+    said = False
+    async with open_session(1, scenario.client.connect_timeout_s, 30) as session:
+        while True:
+            try:
+                return await list_models(session, url, api_key)
+            except EndpointError as exc:
+                # Only "not up yet" is waited for: no answer, or a 5xx (503 while loading); a 401 or 404 is final.
+                if time.monotonic() + _RETRY_S > deadline or not _STARTING.search(str(exc)):
+                    raise
+                if not said and log is not None:
+                    log(f"waiting up to {scenario.endpoint.wait_s:g} s for {url}: {exc}")
+                    said = True
+            await asyncio.sleep(_RETRY_S)
 
 
 @asynccontextmanager
@@ -26,8 +50,7 @@ async def target(scenario: Scenario, *, url: str | None, model: str | None, api:
         async with bundled_simulator(scenario.simulator, pin=pin, log=log) as (sim_url, sim_model):
             yield Endpoint(sim_url, model or sim_model, api, None), True
         return
-    async with open_session(1, scenario.client.connect_timeout_s, 30) as session:
-        served = await list_models(session, url, api_key)
+    served = await _models(scenario, url, api_key, log)
     if model is None:
         if not served:
             raise EndpointError(f"{url} serves no models; pass --model")

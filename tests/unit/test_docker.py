@@ -37,6 +37,11 @@ def test_compose_has_the_stack_and_every_mount_exists() -> None:
     assert command[command.index("--metrics-port") + 1] == "9400"
     assert command[command.index("--pushgateway") + 1] == "http://pushgateway:9091"
     assert "--enable-feature=exemplar-storage" in services["prometheus"]["command"]
+    # The harness starts once the simulator answers /health, and waits for its endpoint besides (a real server
+    # given by HARNESS_ENDPOINT may still be loading): no failed first start.
+    assert services["harness"]["depends_on"]["simulator"] == {"condition": "service_healthy"}
+    assert "/health" in " ".join(services["simulator"]["healthcheck"]["test"])
+    assert command[command.index("--wait-for-endpoint") + 1] == "5m"
     if shutil.which("docker-compose"):  # Debian's docker-compose validates without a daemon
         done = subprocess.run(["docker-compose", "-f", str(DOCKER / "docker-compose.yml"), "config", "-q"],
                               capture_output=True, text=True, timeout=60)
