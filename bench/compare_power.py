@@ -4,10 +4,12 @@ Each run: Poisson 8 req/s, 100 requests of 256 → 64 tokens, against `harness s
 Llama-3.1-8B, engine timing), a fresh simulator per run. False alarms: TRIALS pairs of runs that differ only
 in their seeds (scenario and simulator); power: TRIALS pairs where the current side runs on an accelerator
 whose compute and bandwidth are scaled down 1.27× (decode steps, and so ITL, about 20% slower). A pair is
-flagged when any metric's verdict is "regression"; a slow pair is caught when ITL p50 or TPOT p50 is.
-Bounded: 3 × TRIALS runs of about 15 s each; traffic to 127.0.0.1 only.
+flagged when any metric's verdict is "regression"; a slow pair is caught when ITL p50 or TPOT p50 is. As in
+`harness compare`, a pair where the client limited either run is "untrusted" (never flagged) and counted apart.
+With --hog, a busy loop shares the harness's core (harness on the first core, simulators on the last): a loaded
+CI runner. Bounded: 3 × TRIALS runs of about 15 s each; traffic to 127.0.0.1 only.
 
-    .venv/bin/python bench/compare_power.py [--trials 20]
+    .venv/bin/python bench/compare_power.py [--trials 20] [--hog]
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import argparse
 import asyncio
 import json
 import math
+import os
 import subprocess
 import sys
 import tempfile
@@ -40,9 +43,13 @@ def _presets(tmp: Path) -> Path:
     return path
 
 
-def one_run(tmp: Path, name: str, seed: int, accelerator: str, presets: Path) -> list[Block]:
-    sim = subprocess.Popen([sys.executable, "-m", "harness", "sim", "serve", "--port", "0", "--seed", str(seed),
-                            "--accelerator", accelerator, "--presets", str(presets)],
+Side = tuple[list[Block], bool]  # a run's blocks, and whether the client limited it
+PIN_SIM: list[str] = []
+
+
+def one_run(tmp: Path, name: str, seed: int, accelerator: str, presets: Path) -> Side:
+    sim = subprocess.Popen([*PIN_SIM, sys.executable, "-m", "harness", "sim", "serve", "--port", "0", "--seed",
+                            str(seed), "--accelerator", accelerator, "--presets", str(presets)],
                            stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
     try:
         assert sim.stdout is not None
@@ -55,12 +62,25 @@ def one_run(tmp: Path, name: str, seed: int, accelerator: str, presets: Path) ->
     finally:
         sim.terminate()
         sim.communicate(timeout=15)
-    window = result.summary.phases[0].window
-    return blocks(list(read_records(tmp / name / "requests.jsonl")), window.start_ns, window.end_ns)
+    phase = result.summary.phases[0]
+    cut = blocks(list(read_records(tmp / name / "requests.jsonl")), phase.window.start_ns, phase.window.end_ns)
+    return cut, phase.client_limited
 
 
-def flags(base: list[Block], current: list[Block]) -> list[str]:
-    return [m for m, tol in DEFAULT_TOLERANCES.items() if bootstrap(m, base, current, tol).verdict == "regression"]
+def flags(base: Side, current: Side) -> list[str] | None:
+    """The metrics flagged as regressions; None: untrusted (the client limited a run), as compare says."""
+    if base[1] or current[1]:
+        return None
+    return [m for m, tol in DEFAULT_TOLERANCES.items()
+            if bootstrap(m, base[0], current[0], tol).verdict == "regression"]
+
+
+def hog() -> subprocess.Popen[bytes]:
+    """A busy loop on this process's core (the first), the simulators pinned to the last: a loaded runner."""
+    cores = sorted(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, cores[:1])
+    PIN_SIM[:] = ["taskset", "-c", str(cores[-1])]
+    return subprocess.Popen(["taskset", "-c", str(cores[0]), sys.executable, "-c", "while True: pass"])
 
 
 def wilson(k: int, n: int) -> tuple[float, float]:
@@ -74,24 +94,39 @@ def wilson(k: int, n: int) -> tuple[float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--trials", type=int, default=20)
+    parser.add_argument("--hog", action="store_true", help="a busy loop on the harness's core")
     args = parser.parse_args()
+    busy = hog() if args.hog else None
+    try:
+        measure(args.trials)
+    finally:
+        if busy is not None:
+            busy.kill()
+
+
+def measure(trials: int) -> None:
+    args = argparse.Namespace(trials=trials)
     with tempfile.TemporaryDirectory() as workdir:
         tmp = Path(workdir)
         presets = _presets(tmp)
         bases = [one_run(tmp, f"base{k}", 100 + k, "h100-sxm", presets) for k in range(args.trials + 1)]
         alarms = [flags(bases[k], bases[k + 1]) for k in range(args.trials)]
-        print(f"false alarms: {sum(bool(a) for a in alarms)} of {args.trials} seed-only pairs "
-              f"(95% interval {wilson(sum(bool(a) for a in alarms), args.trials)[0]:.0%}–"
-              f"{wilson(sum(bool(a) for a in alarms), args.trials)[1]:.0%}); flagged: {[a for a in alarms if a]}",
-              flush=True)
-        caught, changes = 0, []
+        judged = [a for a in alarms if a is not None]
+        n, k = max(len(judged), 1), sum(bool(a) for a in judged)
+        print(f"false alarms: {k} of {len(judged)} trusted seed-only pairs (95% interval {wilson(k, n)[0]:.0%}–"
+              f"{wilson(k, n)[1]:.0%}); untrusted (client limited): {len(alarms) - len(judged)}; "
+              f"flagged: {[a for a in judged if a]}; runs client-limited: {sum(b[1] for b in bases)}", flush=True)
+        caught, untrusted, changes = 0, 0, []
         for k in range(args.trials):
             slow = one_run(tmp, f"slow{k}", 300 + k, "h100-slower", presets)
             flagged = flags(bases[k], slow)
-            caught += "itl_p50" in flagged or "tpot_p50" in flagged
-            changes.append(bootstrap("itl_p50", bases[k], slow, 0.05).change or 0.0)
-        low, high = wilson(caught, args.trials)
-        print(f"power: {caught} of {args.trials} slower decodes flagged (95% interval {low:.0%}–{high:.0%}); "
+            untrusted += flagged is None
+            caught += flagged is not None and ("itl_p50" in flagged or "tpot_p50" in flagged)
+            changes.append(bootstrap("itl_p50", bases[k][0], slow[0], 0.05).change or 0.0)
+        n = max(args.trials - untrusted, 1)
+        low, high = wilson(caught, n)
+        print(f"power: {caught} of {args.trials - untrusted} trusted slower decodes flagged (95% interval "
+              f"{low:.0%}–{high:.0%}; untrusted {untrusted}); "
               f"ITL p50 change, mean {sum(changes) / len(changes):+.1%}, range {min(changes):+.1%} to "
               f"{max(changes):+.1%}", flush=True)
 

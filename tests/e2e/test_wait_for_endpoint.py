@@ -29,7 +29,7 @@ def test_a_run_waits_for_a_server_that_starts_late(tmp_path: Path) -> None:
     sim = subprocess.Popen([sys.executable, "-m", "harness", "sim", "serve", "--port", str(port), "--timing",
                             "fixed"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
     try:
-        out, err = run.communicate(timeout=120)
+        _, err = run.communicate(timeout=120)
     finally:
         sim.terminate()
         sim.wait(timeout=15)
