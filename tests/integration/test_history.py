@@ -111,15 +111,27 @@ def test_history_show_prints_runs_and_draws_trends(tmp_path: Path, summary: dict
 
     from harness.cli import main
 
-    dirs = _runs(tmp_path, summary, 5, bad=frozenset({2}))
+    dirs = _runs(tmp_path, summary, 6, bad=frozenset({2}))
     db = tmp_path / "h.sqlite"
-    for d in dirs:
+    for d in dirs[:5]:
         assert CliRunner().invoke(main, ["history", "add", str(d), "--db", str(db)]).exit_code == 0
+    flagged = CliRunner().invoke(main, ["history", "add", str(dirs[5]), "--db", str(db), "--flag", "regression"])
+    assert flagged.exit_code == 0 and "(flagged: regression)" in flagged.output
     page = tmp_path / "trends.html"
     result = CliRunner().invoke(main, ["history", "show", "--db", str(db), "--metric", "ttft_p50", "--metric",
-                                       "error_rate", "--html", str(page)])
+                                       "error_rate", "--baseline", "2", "--html", str(page)])
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
-    assert [line[0] for line in lines[:5]] == ["✓", "✓", "✗", "✓", "✓"] and "open: ttft_p50" in lines[0]
+    assert [line[:2] for line in lines[:6]] == ["✓ ", "✓ ", "✗ ", "✓★", "✓★", "✗ "] and "open: ttft_p50" in lines[0]
+    assert "[incomplete]" in lines[2] and "[flagged: regression]" in lines[5] and "[good]" in lines[4]
+    table = page.read_text()
+    assert "<td>r005</td><td>flagged: regression</td><td></td>" in table
+    assert "<td>r004</td><td>good</td><td>baseline</td>" in table
+    accepted = CliRunner().invoke(main, ["history", "accept", "r005", "--db", str(db)])
+    assert accepted.exit_code == 0 and "accepted 1 run as baseline: r005" in accepted.output
+    again = CliRunner().invoke(main, ["history", "show", "--db", str(db), "--baseline", "2"]).output.splitlines()
+    assert again[5].startswith("✓★") and "[accepted]" in again[5] and again[3].startswith("✓ ")
+    missing = CliRunner().invoke(main, ["history", "accept", "nope", "--db", str(db)])
+    assert missing.exit_code == 2 and "nope: no such run in the history" in missing.output
     images = re.findall(r"src='data:image/png;base64,([^']+)'", page.read_text())
     assert len(images) == 2 and all(base64.b64decode(b)[:4] == b"\x89PNG" for b in images)
