@@ -138,16 +138,7 @@ def run(scenario_path: Path | None, endpoint: str | None, model: str | None, api
                 result, died = event_loop.run(_run_workers(each, run_dir, endpoint, model, api, key, display,
                                                            metrics, workers, ray_address))
             results.append(result)
-            summary = result.summary.to_json()
-            if metrics is not None:
-                metrics.verdicts({p["name"]: bool(p["client_limited"]) for p in summary["phases"]})
-            write_run(result)
-            print_table(summary)
-            for line in notes(summary):
-                display.warn(line)
-            for line in died:
-                display.warn(line)
-            click.echo(f"\nreport: {result.run_dir}")
+            _report(result, died, display, metrics)
             if died:
                 push(scenario, [r.summary.to_json() for r in results], key, display.warn)
                 raise fail(f"{len(died)} of {workers} workers died: the run is incomplete", EXIT_HARNESS)
@@ -157,6 +148,18 @@ def run(scenario_path: Path | None, endpoint: str | None, model: str | None, api
             _write_repeats(parent, [r.summary.to_json() for r in results])
         push(scenario, [r.summary.to_json() for r in results], key, display.warn)  # completed, failed or stopped
     _exit(results)
+
+
+def _report(result: RunResult, died: list[str], display: Display, metrics: LiveMetrics | None) -> None:
+    """A finished run's files, table and warnings; its phases' final client-limited verdicts to the exporter."""
+    summary = result.summary.to_json()
+    if metrics is not None:
+        metrics.verdicts({p["name"]: bool(p["client_limited"]) for p in summary["phases"]})
+    write_run(result)
+    print_table(summary)
+    for line in [*notes(summary), *died]:
+        display.warn(line)
+    click.echo(f"\nreport: {result.run_dir}")
 
 
 def _repeat(scenario: Scenario, k: int) -> Scenario:

@@ -25,7 +25,7 @@ from harness.client.backend import Endpoint, PooledBackend
 from harness.client.backends import make_backend
 from harness.clock import NS_PER_S, Clock, MonotonicClock
 from harness.config.load import Phase, describe
-from harness.config.scenario import Scenario
+from harness.config.scenario import ClientConfig, Scenario
 from harness.gctune import yield_cpu
 from harness.records import RecordWriter, RequestRecord, write_parquet
 from harness.redact import MESSAGE_LIMIT, redactor, short_reason
@@ -276,6 +276,13 @@ class _Run:
                     write_parquet(self.run_dir / "requests.parquet", sink.run)
 
 
+def _self_check(cfg: ClientConfig, clock: Clock, warn: Callable[[str], None],
+                metrics: LiveMetrics | None) -> SelfCheck:
+    """The harness watching itself; each late second also sets the live exporter's client-limited gauge."""
+    return SelfCheck(clock, cfg.loop_lag_bound_ms, cfg.cpu_bound, warn,
+                     late=None if metrics is None else metrics.client_late)
+
+
 async def run_scenario(
     scenario: Scenario, endpoint: Endpoint, run_dir: Path, *, bundled: bool = False, clock: Clock | None = None,
     display: Display | None = None, ceiling_tokens_per_s: float | None = None, metrics: LiveMetrics | None = None,
@@ -300,10 +307,9 @@ async def run_scenario(
     header = _header(scenario, endpoint, run_id, clock, bundled)
     header |= {"tokenizer": counted.info() if counted else None, "shard": sharding.info() if sharding else None}
     cfg = scenario.client
-    relay = sharding.relay if sharding else None
-    run = _Run(scenario, endpoint, run_dir, clock, display or Display(), plans, metrics, relay)
-    check = SelfCheck(clock, cfg.loop_lag_bound_ms, cfg.cpu_bound, run.display.warn,
-                      late=metrics.client_late if metrics is not None else None)
+    run = _Run(scenario, endpoint, run_dir, clock, display or Display(), plans, metrics,
+               sharding.relay if sharding else None)
+    check = _self_check(cfg, clock, run.display.warn, metrics)
     backend = make_backend(endpoint, cfg, max(peak_connections(p) for p in plans))
     scraper = _scraper(scenario, endpoint, clock, run_dir)
     scraped: dict[str, Any] | None = None
