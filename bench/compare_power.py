@@ -9,7 +9,7 @@ flagged when any metric's verdict is "regression"; a slow pair is caught when IT
 With --hog, a busy loop shares the harness's core (harness on the first core, simulators on the last): a loaded
 CI runner. Bounded: 3 × TRIALS runs of about 15 s each; traffic to 127.0.0.1 only.
 
-    .venv/bin/python bench/compare_power.py [--trials 20] [--hog]
+    .venv/bin/python bench/compare_power.py [--trials 20] [--hog [--hog-nice 10]]
 """
 
 from __future__ import annotations
@@ -78,12 +78,14 @@ def flags(base: Side, current: Side) -> list[str] | None:
     return None if base[1] or current[1] else raw_flags(base, current)
 
 
-def hog() -> subprocess.Popen[bytes]:
-    """A busy loop on this process's core (the first), the simulators pinned to the last: a loaded runner."""
+def hog(nice: int) -> subprocess.Popen[bytes]:
+    """A busy loop on this process's core (the first), the simulators pinned to the last: a loaded runner. At
+    nice 0 it takes half the core; niced, it yields most of it but still delays the harness's wake-ups."""
     cores = sorted(os.sched_getaffinity(0))
     os.sched_setaffinity(0, cores[:1])
     PIN_SIM[:] = ["taskset", "-c", str(cores[-1])]
-    return subprocess.Popen(["taskset", "-c", str(cores[0]), sys.executable, "-c", "while True: pass"])
+    return subprocess.Popen(["taskset", "-c", str(cores[0]), "nice", "-n", str(nice), sys.executable, "-c",
+                             "while True: pass"])
 
 
 def wilson(k: int, n: int) -> tuple[float, float]:
@@ -105,8 +107,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--trials", type=int, default=20)
     parser.add_argument("--hog", action="store_true", help="a busy loop on the harness's core")
+    parser.add_argument("--hog-nice", type=int, default=0, help="the busy loop's nice value (default 0)")
     args = parser.parse_args()
-    busy = hog() if args.hog else None
+    busy = hog(args.hog_nice) if args.hog else None
     try:
         measure(args.trials)
     finally:
