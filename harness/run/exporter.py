@@ -34,6 +34,7 @@ from harness.stats.metrics import cause, e2e_ns, itl_array_ns, schedule_lag_ns, 
 # outside. 260 buckets: scraping them costs the harness ~1 ms of CPU per histogram and phase (bench/exporter.py).
 LATENCY_BUCKETS_S = (0.00025, 0.0005, *(round(0.001 * 2 ** (k / 16), 9) for k in range(254)), 60.0, 120.0,
                      300.0, 600.0)
+_LES = (*(f"{b:g}" for b in LATENCY_BUCKETS_S), "+Inf")  # the `le` labels, formatted once
 MAX_REASONS = 20  # distinct failure causes a run may add as label values; the rest count as "other"
 _BOUNDS = np.asarray(LATENCY_BUCKETS_S)
 _HISTOGRAMS = {
@@ -98,9 +99,8 @@ class _Histograms(Collector):
             for (metric, labels), cumulative, total, exemplars in snapshot:
                 if metric != name:
                     continue
-                les = [*(f"{b:g}" for b in LATENCY_BUCKETS_S), "+Inf"]
                 family.add_metric(list(labels), [(le, n, ex) if ex else (le, n) for le, n, ex in
-                                                 zip(les, cumulative, exemplars, strict=True)], total)
+                                                 zip(_LES, cumulative, exemplars, strict=True)], total)
             yield family
 
 
