@@ -7,9 +7,11 @@ does it, one JSON object a line behind an ASCII record separator (the worker's o
                                                     anchor with it, so a shard that dies can still be merged)
     {"k": "rec", "rec": {...record...}, "sent": n}  a request ended (the record, as requests.jsonl has it)
     {"k": "at", "name": P, "batch": b, "sent": n}   the shard's share of batches 0…b−1 of P has ended
+    {"k": "at", "name": P, "batch": -1, "sent": n}  the shard has ended every phase before P and is ready for it
 
 and, after an "at", waits on stdin for {"k": "go", "name": P, "batch": b}: the parent sends it when every live
-shard has got there, so batch b starts across all shards together — one fixed-batch barrier for the whole run.
+shard has got there, so phase P (with its batch 0), and each later batch b, starts across all shards together:
+one timeline for the whole run, phases never overlapping across shards.
 `sent` is the shard's count of requests sent so far (the parent's live view adds them up). The records are on
 the worker's own disk too; the stream is what lets the parent show, export and keep them as they end.
 """
@@ -27,6 +29,7 @@ import orjson
 from harness.records import RequestRecord, record_fields
 
 MARK = b"\x1e"  # ASCII record separator: a relay line, not the worker's own output
+PHASE_START = -1  # the barrier before a phase's first send (batches count from 0)
 
 
 def relay_line(message: dict[str, Any]) -> bytes:

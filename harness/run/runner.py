@@ -33,7 +33,7 @@ from harness.run.dispatch import Dispatcher
 from harness.run.display import Display
 from harness.run.exporter import LiveMetrics
 from harness.run.progress import Progress, goal
-from harness.run.relay import Relay
+from harness.run.relay import PHASE_START, Relay
 from harness.run.scrape import ServerScraper
 from harness.run.selfcheck import SelfCheck
 from harness.run.server_tokens import server_words
@@ -211,6 +211,8 @@ async def _run_phases(scenario: Scenario, plans: list[PhasePlan], dispatcher: Di
         if dispatcher.stopping:
             break
         await backend.warm(min(peak_connections(plan), _WARM_MAX))
+        if sink.relay is not None:  # one timeline: no shard begins this phase before every shard ended the last
+            await sink.relay.barrier(phase.name, PHASE_START)
         sink.begin_phase(phase, plan, lambda: dispatcher.launched)
         if sink.relay is not None:
             dispatcher.between_batches = functools.partial(sink.relay.barrier, phase.name)

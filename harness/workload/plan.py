@@ -51,12 +51,21 @@ class ClosedLoopPlan:
     duration_ns: int | None
     think_ns: int = 0
     stagger_ns: int = 0
-    first: int = 0  # a shard sends requests first, first + step, … of the phase
-    step: int = 1
+    # A shard runs some of the phase's users and sends the requests whose index modulo the phase's concurrency is
+    # one of its users' (the single process's indices, split in proportion to the users: users, not requests,
+    # are the unit, so the in-flight total stays the phase's concurrency while every shard sends).
+    users: tuple[int, ...] | None = None
+    period: int = 1
+
+    def index(self, k: int) -> int:
+        """The phase's request index of the k-th request this plan sends."""
+        if self.users is None:
+            return k
+        return (k // len(self.users)) * self.period + self.users[k % len(self.users)]
 
     def build(self, k: int) -> RequestSpec:
         """The k-th request this plan sends."""
-        return self.source.spec(self.first + k * self.step)
+        return self.source.spec(self.index(k))
 
 
 @dataclass(frozen=True, slots=True)

@@ -56,12 +56,15 @@ def shard_plan(plan: PhasePlan, shard: Shard) -> PhasePlan:
     if isinstance(plan, BatchPlan):
         return BatchPlan([b[i::n] for b in plan.batches])  # empty shares kept: every shard keeps each barrier
     if isinstance(plan, ClosedLoopPlan):
-        # Fewer users than shards: the first `concurrency` shards take one user each, and all the requests.
-        n = min(n, plan.concurrency)
-        if i >= n:
+        # Users are the unit: shard i runs users i, i+N, … and the requests whose index modulo the concurrency is
+        # one of them, so each shard's requests last as long as its users need (3 users over 2 shards: 2 + 1
+        # users, 2/3 + 1/3 of the requests). Fewer users than shards: the shards past them run nothing.
+        users = tuple(range(i, plan.concurrency, n))
+        if not users:
             return replace(plan, concurrency=0, requests=0)
-        requests = None if plan.requests is None else len(range(i, plan.requests, n))
-        return replace(plan, concurrency=len(range(i, plan.concurrency, n)), requests=requests, first=i, step=n)
+        c = plan.concurrency
+        requests = None if plan.requests is None else sum(len(range(u, plan.requests, c)) for u in users)
+        return replace(plan, concurrency=len(users), requests=requests, users=users, period=c)
     if isinstance(plan, SessionPlan):
         return replace(plan, offsets_ns=plan.offsets_ns[i::n], conversations=range(i, len(plan.offsets_ns), n))
     raise TypeError(f"no sharding for {type(plan).__name__}")

@@ -82,6 +82,39 @@ def test_two_workers_send_the_whole_schedule_once(sim_url: str, tmp_path: Path) 
     first_end = max(r["end_ns"] for r in batch if r["batch"] == 0)
     assert {r["batch"] for r in batch} == {0, 1}
     assert min(r["intended_ns"] for r in batch if r["batch"] == 1) >= first_end - 1_000_000  # clocks: 1 ms
+    # One timeline: no shard sent a request of the batch phase before every shard's last interactive answer
+    # ended (without the phase barrier the phases overlapped by 70–372 ms), and batch 0 is released together
+    # too (it left in halves 73–1,155 ms apart). 50 ms: generous for a busy machine (measured: docs/load-engine.md).
+    interactive_end = max(r["end_ns"] for r in records if r["phase"] == "interactive")
+    assert min(r["sent_ns"] for r in batch) >= interactive_end - 1_000_000
+    for b in (0, 1):
+        sends = [r["sent_ns"] for r in batch if r["batch"] == b]
+        assert max(sends) - min(sends) < 50_000_000, (b, (max(sends) - min(sends)) / 1e6)
+
+
+def in_flight(records: list[dict]) -> float:
+    """Time-weighted requests in flight between the phase's first send and its last end."""
+    events = sorted([(r["sent_ns"], 1) for r in records] + [(r["end_ns"], -1) for r in records])
+    area, level, last = 0.0, 0, events[0][0]
+    for t, step in events:
+        area += level * (t - last)
+        level, last = level + step, t
+    return area / (events[-1][0] - events[0][0])
+
+
+def test_closed_loop_users_split_so_the_concurrency_holds(sim_url: str, tmp_path: Path) -> None:
+    """3 users over 2 workers: 2 + 1 users with their share of requests each, so 3 stay in flight throughout
+    (a 12 + 12 split of requests left one worker with a single user for most of the phase)."""
+    proc = subprocess.run([sys.executable, "-m", "harness", "run", "--endpoint", sim_url, "--concurrency", "3",
+                           "--requests", "24", "--output-tokens", "32", "--progress", "off", "--workers", "2",
+                           "--reports-dir", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    run_dir = only_run_dir(tmp_path)
+    records = [json.loads(line) for line in (run_dir / "requests.jsonl").read_text().splitlines()]
+    assert len(records) == 24
+    assert in_flight(records) >= 2.7
+    shards = {s["index"]: s["records"] for s in json.loads((run_dir / "summary.json").read_text())["run"]["shards"]}
+    assert shards == {0: 16, 1: 8}
 
 
 def test_a_worker_killed_mid_run_is_named_and_the_rest_kept(sim_url: str, tmp_path: Path) -> None:

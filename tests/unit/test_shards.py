@@ -61,6 +61,18 @@ def test_the_shards_together_are_the_single_process_schedule(load: dict, seed: i
         assert all(len(p.batches) == len(whole.batches) for p in parts if isinstance(p, BatchPlan) and n <= 7)
 
 
+def test_closed_loop_requests_follow_the_users() -> None:
+    """3 users over 2 shards: 2 + 1 users and 2/3 + 1/3 of the requests, so both shards send for the whole phase
+    (12 + 12 left one shard a single user for 59% of the phase, and tokens/s fell 34%)."""
+    whole = plan({"type": "concurrency", "concurrency": 3, "requests": 24}, 1)
+    a, b = (shard_plan(whole, Shard(i, 2)) for i in range(2))
+    assert isinstance(a, ClosedLoopPlan) and isinstance(b, ClosedLoopPlan)
+    assert (a.concurrency, a.requests, b.concurrency, b.requests) == (2, 16, 1, 8)
+    assert [a.index(k) for k in range(6)] == [0, 2, 3, 5, 6, 8] and [b.index(k) for k in range(3)] == [1, 4, 7]
+    # Per user the same number of requests on either shard: they end together.
+    assert a.requests / a.concurrency == b.requests / b.concurrency
+
+
 def test_a_shard_is_i_of_n_and_every_shard_derives_the_same_run_id() -> None:
     assert Shard.parse("2/4") == Shard(2, 4) and str(Shard(2, 4)) == "2/4"
     for bad in ("4/4", "1", "a/b", "-1/2"):
