@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -46,7 +47,7 @@ from harness.tools.hub import Hub
 from harness.tools.ray_workers import start_ray_workers
 from harness.tools.search import parse_slo
 from harness.tools.workers import follow, merge_workers, start_workers
-from harness.workload.shards import Shard
+from harness.workload.shards import LATE_MS, Shard
 
 
 @click.command(short_help="Run a scenario, or a quick run from --rate/--concurrency flags.")
@@ -80,6 +81,8 @@ from harness.workload.shards import Shard
               help="A worker of --workers or --ray: tell the parent on stdout, keep its batch barrier on stdin.")
 @click.option("--start-at", type=float, metavar="UNIX_S",
               help="Start the first phase at this Unix time (seconds), so shards on several hosts start together.")
+@click.option("--late-ok", is_flag=True,
+              help="With --start-at: start even when that time has passed (the shard says how late it began).")
 @click.option("--tokenizer", metavar="PATH|server",
               help="Prompts of exact length on a real model: a local Hugging Face tokenizer (directory or "
                    "tokenizer.json, never downloaded), or 'server' to count with the endpoint's own /tokenize.")
@@ -109,14 +112,14 @@ def run(scenario_path: Path | None, endpoint: str | None, model: str | None, api
         api_key_env: str | None, reports_dir: Path, pin: bool, wait: float | None, accelerator: str | None,
         hardware: str | None,
         shard_text: str | None, workers: int | None, ray_address: str | None, relay: bool, start_at: float | None,
-        tokenizer: str | None, skip_bad_rows: bool, progress: str, repeat: int, **quick: Any) -> None:
+        late_ok: bool, tokenizer: str | None, skip_bad_rows: bool, progress: str, repeat: int, **quick: Any) -> None:
     """Run SCENARIO (default scenarios/quickstart.yaml), or a quick run from flags (--rate, --concurrency,
     --batch), and report each phase side by side."""
     export = {k: quick.pop(k) for k in ("metrics_port", "metrics_hold_s", "pushgateway", "pushgateway_job",
                                         "pushgateway_label")}
     scenario = _with_flags(_scenario(scenario_path, quick, api), tokenizer, skip_bad_rows, accelerator, wait)
     scenario = _with_hardware(scenario, hardware)
-    sharding = _sharding(shard_text, start_at, repeat, relay)
+    sharding = _sharding(shard_text, _start(start_at, late_ok), repeat, relay)
     _check_workers(workers, ray_address, sharding, repeat)
     scenario = with_export_flags(scenario, export)
     endpoint = endpoint_url(endpoint)
@@ -234,6 +237,15 @@ def _check_workers(workers: int | None, ray_address: str | None, sharding: Shard
                                  param_hint="--workers")
     if ray_address is not None and workers is None:
         raise click.BadParameter("needs --workers N: how many shards, one a Ray actor", param_hint="--ray")
+
+
+def _start(start_at: float | None, late_ok: bool) -> float | None:
+    """A common start already past would start this shard late against the others: refused unless asked for."""
+    past_s = None if start_at is None else time.time() - start_at
+    if past_s is not None and past_s * 1000 > LATE_MS and not late_ok:
+        raise click.BadParameter(f"{start_at!r} is {past_s:,.1f} s in the past: this shard would begin that late "
+                                 "against the others (--late-ok to start now anyway)", param_hint="--start-at")
+    return start_at
 
 
 def _sharding(shard_text: str | None, start_at: float | None, repeat: int, relay: bool) -> Sharding | None:

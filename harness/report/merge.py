@@ -118,7 +118,7 @@ def merge_runs(shards: Sequence[ShardRun], out: Path, header_update: dict[str, A
     phases = _phase_runs(scenario, shards, records)
     header = {**shards[0].saved["run"], "shard": None,
               "shards": [{"index": s.shard["index"], "count": s.shard["count"], "run_dir": str(s.run_dir),
-                          "records": len(s.records),
+                          "records": len(s.records), "late_ms": (s.saved["run"].get("shard") or {}).get("late_ms"),
                           "complete": s.saved["run"].get("complete"), "stopped": s.saved["run"].get("stopped")}
                          for s in shards],
               "complete": all(s.saved["run"].get("complete") for s in shards),

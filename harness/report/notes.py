@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from harness.workload.shards import LATE_MS
+
 
 def notes(summary: dict[str, Any]) -> list[str]:
     out = []
@@ -16,6 +18,11 @@ def notes(summary: dict[str, Any]) -> list[str]:
         skipped = f"; not run: {', '.join(not_run)}" if not_run else ""
         out.append(f"STOPPED{when} by {_signal(run['stopped'])}{skipped}; the results are partial: every "
                    "record taken is kept")
+    for shard in run.get("shards") or [run.get("shard") or {}]:
+        late = shard.get("late_ms")
+        if late is not None and late > LATE_MS:
+            out.append(f"shard {shard['index']}/{shard['count']} started {late:,.0f} ms after the common start: "
+                       "its share of the load was late by as much")
     scraped = summary.get("server_metrics")
     if scraped is not None and scraped.get("unavailable") is not None:
         out.append(f"no server-side series: {scraped['url']} gave {scraped['unavailable']} (set "

@@ -53,7 +53,7 @@ from harness.workload.plan import (
     plan_trace,
     text_maker,
 )
-from harness.workload.shards import Shard, shard_plan
+from harness.workload.shards import LATE_MS, Shard, shard_plan
 
 _WARM_MAX = 256  # connections opened ahead of a phase; an open-loop phase may need more later
 FLUSH_S = 0.05
@@ -71,13 +71,19 @@ class Sharding:
     def info(self) -> dict[str, Any]:
         return {"index": self.shard.index, "count": self.shard.count, "start_at": self.start_at}
 
-    async def wait(self, run_dir: Path, header: dict[str, Any]) -> None:
-        """Until the common start (hosts are assumed NTP-synchronised); at once if it has passed. The run's
-        header goes to `shard.json` first: a shard killed before its summary can still be merged."""
+    async def wait(self, run_dir: Path, header: dict[str, Any], warn: Callable[[str], None]) -> None:
+        """Until the common start (hosts are assumed NTP-synchronised); at once if it has passed, saying by how
+        much (`shard.late_ms` in the summary; `harness merge` names it). The run's header goes to `shard.json`
+        first: a shard killed before its summary can still be merged."""
         (run_dir / SHARD_HEADER).write_text(json.dumps({"run": header}), encoding="utf-8")
         delay = self.start_at - time.time()
         if delay > 0:
             await asyncio.sleep(delay)
+        late_ms = max(0.0, (time.time() - self.start_at) * 1000)
+        header["shard"] = {**header["shard"], "late_ms": round(late_ms, 1)}
+        if late_ms > LATE_MS:
+            warn(f"shard {self.shard} started {late_ms:,.0f} ms after the common start (--start-at): its share "
+                 "of the load is late by as much")
 
 
 @dataclass(frozen=True, slots=True)
@@ -320,7 +326,7 @@ async def run_scenario(
     check.start()
     try:
         if sharding is not None:
-            await sharding.wait(run_dir, header)
+            await sharding.wait(run_dir, header, run.display.warn)
         await run.execute(backend, check)
     finally:
         await check.stop()

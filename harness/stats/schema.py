@@ -141,9 +141,8 @@ class ClientHealth(_Model):
     runq_share: float | None = Field(None, description="of the time the harness's main thread was runnable, the "
                                      "share it waited for a CPU (Linux /proc/self/schedstat)")
     load_per_core: float | None = Field(None, description="the machine's 1-minute load average over its cores")
-    verdict: Literal["ok", "stalled", "not_scheduled", "saturated"] = Field(
-        "ok", description="ok, or why the harness was late: saturated (its core full), not_scheduled (waiting "
-        "for a CPU held by something else), stalled (neither)")
+    verdict: Literal["ok", "stalled", "not_scheduled", "saturated"] = Field("ok", description="ok, or why the "
+        "harness was late: saturated (its core full), not_scheduled (waiting for a CPU held by another), stalled")
     ceiling_tokens_per_s: float | None = Field(None, description="this machine's `harness calibrate` ceiling")
     ceiling_share: float | None = None
 
@@ -272,6 +271,7 @@ class ShardInfo(_Model):
     index: int
     count: int
     start_at: float | None = None  # the common start, Unix seconds
+    late_ms: float | None = Field(None, description="how long after the common start the shard began (0: on time)")
 
 
 class MergedShard(ShardInfo):

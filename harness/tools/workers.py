@@ -73,7 +73,7 @@ def shard_dir(reports: Path) -> Path | None:
 def worker_args(endpoint: Endpoint, shard: Shard, start_at: float) -> list[str]:
     """`harness run SCENARIO` takes these, and `--reports-dir`, to be one worker."""
     args = ["--endpoint", endpoint.base_url, "--model", endpoint.model, "--api", endpoint.api, "--shard", str(shard),
-            "--start-at", repr(start_at), "--progress", "off", "--no-pin", "--relay"]
+            "--start-at", repr(start_at), "--late-ok", "--progress", "off", "--no-pin", "--relay"]
     return args + (["--api-key-env", KEY_VARIABLE] if endpoint.api_key else [])
 
 

@@ -15,6 +15,8 @@ from dataclasses import dataclass, replace
 from harness.workload.plan import BatchPlan, ClosedLoopPlan, OpenLoopPlan, PhasePlan, SessionPlan
 from harness.workload.requests import LazySpecs
 
+LATE_MS = 50.0  # a shard that begins later than this after the common start is named, in its run and the merge
+
 
 @dataclass(frozen=True, slots=True)
 class Shard:

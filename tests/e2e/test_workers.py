@@ -141,3 +141,30 @@ def test_a_worker_killed_mid_run_is_named_and_the_rest_kept(sim_url: str, tmp_pa
     assert shards[1]["stopped"] == "worker died (exit -9)" and not shards[1]["complete"]
     assert shards[0]["records"] == 20 and 0 < shards[1]["records"] < 20  # shard 0's share whole, 1's cut short
     assert summary["phases"][0]["requests"]["ok"] == shards[0]["records"] + shards[1]["records"]
+
+
+def test_a_shard_that_starts_late_is_named_in_its_run_and_the_merge(sim_url: str, tmp_path: Path) -> None:
+    """Two shards by hand on one --start-at; the second launched a second after it (--late-ok): it says so, and
+    `harness merge` names it with its lateness in the merged summary and table."""
+    start_at = round(time.time() + 2.5, 3)
+    common = [sys.executable, "-m", "harness", "run", "--endpoint", sim_url, "--rate", "10", "--requests", "8",
+              "--output-tokens", "8", "--progress", "off", "--start-at", repr(start_at)]
+    first = subprocess.Popen([*common, "--shard", "0/2", "--reports-dir", str(tmp_path / "s0")], cwd=ROOT,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(max(0.0, start_at + 1.0 - time.time()))
+    refused = subprocess.run([*common, "--shard", "1/2", "--reports-dir", str(tmp_path / "no")], cwd=ROOT,
+                             capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and "s in the past" in refused.stderr and "--late-ok" in refused.stderr
+    late = subprocess.run([*common, "--shard", "1/2", "--late-ok", "--reports-dir", str(tmp_path / "s1")], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    _, err = first.communicate(timeout=60)
+    assert first.returncode == 0 and "after the common start" not in err, err
+    assert late.returncode == 0 and "shard 1/2 started" in late.stderr and "after the common start" in late.stderr
+    merged = subprocess.run([sys.executable, "-m", "harness", "merge", str(only_run_dir(tmp_path / "s0")),
+                             str(only_run_dir(tmp_path / "s1")), "--out", str(tmp_path / "merged")], cwd=ROOT,
+                            capture_output=True, text=True, timeout=60)
+    assert merged.returncode == 0, merged.stderr
+    shards = json.loads((tmp_path / "merged" / "summary.json").read_text())["run"]["shards"]
+    assert shards[0]["late_ms"] < 50 and shards[1]["late_ms"] > 900
+    said = merged.stdout + merged.stderr + (tmp_path / "merged" / "table.txt").read_text()
+    assert "shard 1/2 started" in said and "after the common start" in said

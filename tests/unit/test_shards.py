@@ -83,9 +83,10 @@ def test_a_shard_is_i_of_n_and_every_shard_derives_the_same_run_id() -> None:
 
 
 def test_shard_and_worker_flags_are_checked(tmp_path: Path) -> None:
-    for args, problem in ((["--shard", "2/2", "--start-at", "1"], "index must be 0 to 1"),
+    for args, problem in ((["--shard", "2/2", "--start-at", "1", "--late-ok"], "index must be 0 to 1"),
                           (["--shard", "0/2"], "needs --start-at"),
-                          (["--workers", "2", "--shard", "0/2", "--start-at", "1"], "drop --shard"),
+                          (["--shard", "0/2", "--start-at", "1"], "s in the past"),  # refused unless asked for
+                          (["--workers", "2", "--shard", "0/2", "--start-at", "1", "--late-ok"], "drop --shard"),
                           (["--workers", "1"], "--workers")):
         result = CliRunner().invoke(main, ["run", "--rate", "1", "--requests", "1", *args, "--reports-dir",
                                            str(tmp_path)])
