@@ -94,7 +94,7 @@ def test_functions_and_modules_stay_small() -> None:
 
 
 def test_summary_reference_is_generated_from_the_types() -> None:
-    from harness.stats.schema import reference
+    from harness.stats.reference import reference
 
     docs = PACKAGE.parent / "docs" / "summary.md"
-    assert docs.read_text(encoding="utf-8") == reference(), "run: python -m harness.stats.schema > docs/summary.md"
+    assert docs.read_text(encoding="utf-8") == reference(), "run: python -m harness.stats.reference > docs/summary.md"
