@@ -19,6 +19,11 @@ def notes(summary: dict[str, Any]) -> list[str]:
         out.append(f"STOPPED{when} by {_signal(run['stopped'])}{skipped}; the results are partial: every "
                    "record taken is kept")
     for shard in run.get("shards") or [run.get("shard") or {}]:
+        if loss := shard.get("loss"):
+            never = "" if loss["never_sent"] is None else f", {loss['never_sent']} never sent"
+            out.append(f"shard {shard['index']}/{shard['count']} {shard.get('stopped') or 'died'} in phase "
+                       f"{loss['phase']}: of {loss['sent']} sent, {loss['ended']} ended and {loss['in_flight']} were "
+                       f"in flight (lost){never}; that phase and the ones after it are incomplete")
         late = shard.get("late_ms")
         if late is not None and late > LATE_MS:
             out.append(f"shard {shard['index']}/{shard['count']} started {late:,.0f} ms after the common start: "

@@ -273,11 +273,22 @@ class ShardInfo(_Model):
     late_ms: float | None = Field(None, description="how long after the common start the shard began (0: on time)")
 
 
+class ShardLoss(_Model):
+    """What a worker that died had done, counted by its parent from what it streamed back."""
+
+    phase: str | None = Field(description="the phase it died in: that phase and the ones after are incomplete")
+    sent: int = Field(description="requests it had sent")
+    ended: int = Field(description="of those, ended with a record (ok or not), kept")
+    in_flight: int = Field(description="sent and not ended when it died: lost, their answers never seen")
+    never_sent: int | None = Field(description="its share it never sent (null: a phase bound by time)")
+
+
 class MergedShard(ShardInfo):
     run_dir: str
     records: int
     complete: bool | None
     stopped: str | None
+    loss: ShardLoss | None = Field(None, description="a worker of --workers/--ray that died: what was lost")
 
 
 class RunHeader(_Model):

@@ -34,6 +34,8 @@ class Hub:
         self.progress, self.metrics = progress, metrics
         self._send = send
         self._sent = [0] * n  # each worker's requests sent in its current phase
+        self._sent_before = [0] * n  # … and in the phases before it
+        self.phase_of: list[str | None] = [None] * n  # the phase each worker said it began last
         self._begun: dict[str, set[int]] = {}
         self._current = -1  # the phase the parent's view is in
         self._early: list[RequestRecord] = []  # records of phases the parent's view has not begun
@@ -42,12 +44,19 @@ class Hub:
     def sent(self) -> int:
         return sum(self._sent)
 
+    def sent_by(self, worker: int) -> int:
+        """Requests worker `worker` said it had sent, over every phase so far."""
+        return self._sent_before[worker] + self._sent[worker]
+
     def feed(self, worker: int, line: bytes) -> bool:
         """Take one line of worker `worker`'s output; False if it was not a relay message (plain output)."""
         message = parse_line(line)
         if message is None:
             return False
         kind = message["k"]
+        if kind == "phase":
+            self._sent_before[worker] += self._sent[worker]
+            self.phase_of[worker] = str(message["name"])
         self._sent[worker] = 0 if kind == "phase" else int(message.get("sent", self._sent[worker]))
         if kind == "rec":
             rec = RequestRecord(**message["rec"])

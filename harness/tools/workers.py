@@ -211,11 +211,15 @@ def _finished(link: Link, hub: Hub, text: str) -> ShardRun | None:
     return ShardRun(run_dir, text, saved, hub.records[link.index])
 
 
-def _dead(link: Link, like: ShardRun, hub: Hub, text: str) -> ShardRun:
-    """A worker that died: the records it streamed back, on its own clock's anchor (as it said when it began)."""
+def _dead(link: Link, like: ShardRun, hub: Hub, text: str, share: int | None) -> ShardRun:
+    """A worker that died: the records it streamed back, on its own clock's anchor (as it said when it began),
+    and what it lost: the requests it had sent that never ended, and its share it never sent."""
     anchor = hub.anchors.get(link.index, like.saved["run"]["anchor"])
+    sent, ended = hub.sent_by(link.index), len(hub.records[link.index])
+    loss = {"phase": hub.phase_of[link.index], "sent": sent, "ended": ended, "in_flight": max(sent - ended, 0),
+            "never_sent": None if share is None else max(share - sent, 0)}
     run = {**like.saved["run"], "shard": {**like.shard, "index": link.index}, "complete": False,
-           "stopped": f"worker died ({link.death()})", "anchor": anchor}
+           "stopped": f"worker died ({link.death()})", "anchor": anchor, "loss": loss}
     return ShardRun(shard_dir(link.reports) or link.reports, text, {"run": run, "phases": []},
                     hub.records[link.index])
 
@@ -231,12 +235,12 @@ def merge_workers(scenario: Scenario, links: Sequence[Link], hub: Hub, run_dir: 
     died, lines = [], []
     for link in links:
         if link.index not in done:
-            shard = _dead(link, alive[0], hub, text)
+            shard = _dead(link, alive[0], hub, text, planned(scenario, Shard(link.index, len(links))))
             died.append(shard)
-            share = planned(scenario, Shard(link.index, len(links)))
-            lost = "" if share is None else f", {share - len(shard.records)} of its {share} requests never sent"
-            lines.append(f"worker {link.index} died ({link.death()}): its {len(shard.records)} finished records kept"
-                         f"{lost}; log: {link.log}")
+            loss = shard.saved["run"]["loss"]
+            never = "" if loss["never_sent"] is None else f", {loss['never_sent']} never sent"
+            lines.append(f"worker {link.index} died ({link.death()}) in phase {loss['phase']}: its {loss['ended']} "
+                         f"finished records kept, {loss['in_flight']} in flight lost{never}; log: {link.log}")
     # A death is said per shard (`run.shards[].stopped`); the run's own `stopped` stays a signal's.
     header = {"endpoint": {**alive[0].saved["run"]["endpoint"], "bundled_simulator": bundled},
               "stopped": next((s.saved["run"]["stopped"] for s in alive if s.saved["run"].get("stopped")), None)}

@@ -134,13 +134,21 @@ def test_a_worker_killed_mid_run_is_named_and_the_rest_kept(sim_url: str, tmp_pa
     os.kill(int(pids["1"]), signal.SIGKILL)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 3, out + err
-    assert "worker 1 died (exit -9)" in err and "finished records kept" in err and "never sent" in err
+    assert "worker 1 died (exit -9) in phase interactive" in err and "in flight lost" in err and "never sent" in err
     summary = json.loads((only_run_dir(tmp_path) / "summary.json").read_text())
     assert not summary["run"]["complete"] and summary["run"]["stopped"] is None
     shards = {s["index"]: s for s in summary["run"]["shards"]}
     assert shards[1]["stopped"] == "worker died (exit -9)" and not shards[1]["complete"]
     assert shards[0]["records"] == 20 and 0 < shards[1]["records"] < 20  # shard 0's share whole, 1's cut short
     assert summary["phases"][0]["requests"]["ok"] == shards[0]["records"] + shards[1]["records"]
+    # Loss accounting in the results: sent = ended + in flight; a request in flight is not "never sent".
+    loss = shards[1]["loss"]
+    assert loss["phase"] == "interactive" and loss["ended"] == shards[1]["records"]
+    assert loss["sent"] == loss["ended"] + loss["in_flight"] and loss["sent"] + loss["never_sent"] == 20
+    assert shards[0]["loss"] is None
+    table = (only_run_dir(tmp_path) / "table.txt").read_text()
+    assert f"shard 1/2 worker died (exit -9) in phase interactive: of {loss['sent']} sent" in table
+    assert "in flight (lost)" in (only_run_dir(tmp_path) / "report.html").read_text()
 
 
 def test_a_shard_that_starts_late_is_named_in_its_run_and_the_merge(sim_url: str, tmp_path: Path) -> None:
