@@ -23,6 +23,7 @@ from harness.stats.server import read_server_metrics
 from harness.stats.summary import PhaseRun, build_summary
 from harness.stats.verdict import RANK, ClientCheck
 
+_PER_SHARD = ("loss", "silent_max_s")  # what a parent of workers says of each, kept on its line of `run.shards`
 _TIMES = ("intended_ns", "sent_ns", "first_token_ns", "first_content_ns", "last_token_ns", "end_ns")
 
 
@@ -116,11 +117,11 @@ def merge_runs(shards: Sequence[ShardRun], out: Path, header_update: dict[str, A
     records = sorted((_shifted(r, s.clock_offset_ns - reference) for s in shards for r in s.records),
                      key=lambda r: (r.intended_ns, r.request_id))
     phases = _phase_runs(scenario, shards, records)
-    header = {**{k: v for k, v in shards[0].saved["run"].items() if k != "loss"}, "shard": None,
+    header = {**{k: v for k, v in shards[0].saved["run"].items() if k not in _PER_SHARD}, "shard": None,
               "shards": [{"index": s.shard["index"], "count": s.shard["count"], "run_dir": str(s.run_dir),
                           "records": len(s.records), "late_ms": (s.saved["run"].get("shard") or {}).get("late_ms"),
                           "complete": s.saved["run"].get("complete"), "stopped": s.saved["run"].get("stopped"),
-                          "loss": s.saved["run"].get("loss")}
+                          **{k: s.saved["run"].get(k) for k in _PER_SHARD}}
                          for s in shards],
               "complete": all(s.saved["run"].get("complete") for s in shards),
               "stopped": next((s.saved["run"]["stopped"] for s in shards if s.saved["run"].get("stopped")), None),

@@ -24,6 +24,9 @@ def notes(summary: dict[str, Any]) -> list[str]:
             out.append(f"shard {shard['index']}/{shard['count']} {shard.get('stopped') or 'died'} in phase "
                        f"{loss['phase']}: of {loss['sent']} sent, {loss['ended']} ended and {loss['in_flight']} were "
                        f"in flight (lost){never}; that phase and the ones after it are incomplete")
+        if silent := shard.get("silent_max_s"):
+            out.append(f"shard {shard['index']}/{shard['count']} said nothing for {silent:.0f} s (frozen or stuck): "
+                       "its requests in that time were late or held, and so were any barriers")
         late = shard.get("late_ms")
         if late is not None and late > LATE_MS:
             out.append(f"shard {shard['index']}/{shard['count']} started {late:,.0f} ms after the common start: "

@@ -8,6 +8,7 @@ does it, one JSON object a line behind an ASCII record separator (the worker's o
     {"k": "rec", "rec": {...record...}, "sent": n}  a request ended (the record, as requests.jsonl has it)
     {"k": "at", "name": P, "batch": b, "sent": n}   the shard's share of batches 0…b−1 of P has ended
     {"k": "at", "name": P, "batch": -1, "sent": n}  the shard has ended every phase before P and is ready for it
+    {"k": "beat", "sent": n}                        every second: alive (a silent worker is frozen or stuck)
 
 and, after an "at", waits on stdin for {"k": "go", "name": P, "batch": b}: the parent sends it when every live
 shard has got there, so phase P (with its batch 0), and each later batch b, starts across all shards together:
@@ -30,6 +31,7 @@ from harness.records import RequestRecord, record_fields
 
 MARK = b"\x1e"  # ASCII record separator: a relay line, not the worker's own output
 PHASE_START = -1  # the barrier before a phase's first send (batches count from 0)
+BEAT_S = 1.0  # a worker says it is alive this often
 
 
 def relay_line(message: dict[str, Any]) -> bytes:
@@ -53,6 +55,7 @@ class Relay:
         self.sent: Callable[[], int] = lambda: 0
         self.warn: Callable[[str], None] = lambda _: None
         self.lost = False  # the parent stopped reading: the records stay on this shard's disk only
+        self._beats: asyncio.Task[None] | None = None
 
     def _say(self, message: dict[str, Any]) -> None:
         if not self.lost:
@@ -70,6 +73,17 @@ class Relay:
         anchor = {"monotonic_ns": time.monotonic_ns(), "wall_ns": time.time_ns()}  # MonotonicClock's time
         self._say({"k": "phase", "name": name, "anchor": anchor})
         self.flush()
+
+    def start_beats(self) -> None:
+        """Say every second that this worker is alive, until its event loop ends."""
+        if self._beats is None:
+            self._beats = asyncio.ensure_future(self._beat())
+
+    async def _beat(self) -> None:
+        while not self.lost:
+            await asyncio.sleep(BEAT_S)
+            self._say({"k": "beat"})
+            self.flush()
 
     def record(self, rec: RequestRecord) -> None:
         self._say({"k": "rec", "rec": record_fields(rec)})  # flushed with the records file, a batch at a time
@@ -102,5 +116,7 @@ class Relay:
         return self._reader
 
     def close(self) -> None:
+        if self._beats is not None:
+            self._beats.cancel()
         if self._transport is not None:
             self._transport.close()

@@ -76,6 +76,8 @@ class Sharding:
         much (`shard.late_ms` in the summary; `harness merge` names it). The run's header goes to `shard.json`
         first: a shard killed before its summary can still be merged."""
         (run_dir / SHARD_HEADER).write_text(json.dumps({"run": header}), encoding="utf-8")
+        if self.relay is not None:
+            self.relay.start_beats()
         delay = self.start_at - time.time()
         if delay > 0:
             await asyncio.sleep(delay)

@@ -289,6 +289,8 @@ class MergedShard(ShardInfo):
     complete: bool | None
     stopped: str | None
     loss: ShardLoss | None = Field(None, description="a worker of --workers/--ray that died: what was lost")
+    silent_max_s: float | None = Field(None, description="a worker that said nothing for over 5 s (frozen, "
+                                       "stuck): its longest silence")
 
 
 class RunHeader(_Model):

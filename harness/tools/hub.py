@@ -10,6 +10,7 @@ batches before it. A worker that has ended (finished or died) never holds the ot
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 from harness.config.scenario import Scenario
@@ -36,6 +37,9 @@ class Hub:
         self._sent = [0] * n  # each worker's requests sent in its current phase
         self._sent_before = [0] * n  # … and in the phases before it
         self.phase_of: list[str | None] = [None] * n  # the phase each worker said it began last
+        # When each worker last said anything (it beats every second from its start; None: not started yet).
+        self.seen: list[float | None] = [None] * n
+        self.silent_max: dict[int, float] = {}  # the longest silence past SILENT_S of each worker, seconds
         self._begun: dict[str, set[int]] = {}
         self._current = -1  # the phase the parent's view is in
         self._early: list[RequestRecord] = []  # records of phases the parent's view has not begun
@@ -53,6 +57,7 @@ class Hub:
         message = parse_line(line)
         if message is None:
             return False
+        self.seen[worker] = time.monotonic()
         kind = message["k"]
         if kind == "phase":
             self._sent_before[worker] += self._sent[worker]
@@ -74,6 +79,13 @@ class Hub:
             self._at.setdefault((str(message["name"]), int(message["batch"])), set()).add(worker)
             self._release()
         return True
+
+    def silent(self, now: float, limit_s: float) -> dict[int, float]:
+        """Live workers that have said nothing for more than `limit_s`, with how long (kept as their maximum)."""
+        quiet = {w: now - seen for w in self.alive if (seen := self.seen[w]) is not None and now - seen > limit_s}
+        for w, seconds in quiet.items():
+            self.silent_max[w] = max(self.silent_max.get(w, 0.0), seconds)
+        return quiet
 
     def ended(self, worker: int) -> None:
         self.alive.discard(worker)

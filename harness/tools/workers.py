@@ -39,6 +39,7 @@ from harness.workload.shards import Shard, shard_plan
 STARTUP_S = 3.0  # for the workers to start, build their first requests and open connections
 KEY_VARIABLE = "HARNESS_WORKER_API_KEY"  # the key reaches the workers through their environment only
 SAY_EVERY_S = 10.0
+SILENT_S = 5.0  # a worker that says nothing this long (it beats every second) is named: frozen, or stuck
 LINE_LIMIT = 64 * 2**20  # one record a line: a long answer's chunk times run to hundreds of kB
 
 
@@ -172,11 +173,24 @@ async def follow(links: Sequence[Link], hub: Hub, display: Display, logs: Path) 
             counts = [len(r) for r in hub.records]
             display.say(f"workers: {sum(counts)} requests done ({' + '.join(map(str, counts))})")
 
-    talker = asyncio.ensure_future(say())
+    async def watch() -> None:
+        named: set[int] = set()
+        while True:
+            await asyncio.sleep(1.0)
+            quiet = hub.silent(time.monotonic(), SILENT_S)
+            for w in sorted(set(quiet) - named):
+                display.warn(f"worker {w} has said nothing for {quiet[w]:.0f} s (frozen, e.g. SIGSTOP, or stuck): "
+                             "the live view and any barrier wait for it; log: " + links[w].log)
+            for w in sorted(named - set(quiet)):
+                display.warn(f"worker {w} speaks again after {hub.silent_max.get(w, 0):.0f} s of silence")
+            named = set(quiet)
+
+    helpers = [asyncio.ensure_future(say()), asyncio.ensure_future(watch())]
     try:
         await asyncio.gather(*(pump(link) for link in links))
     finally:
-        talker.cancel()
+        for helper in helpers:
+            helper.cancel()
 
 
 def _keep_streamed(link: Link, records: list[RequestRecord]) -> None:
@@ -232,6 +246,9 @@ def merge_workers(scenario: Scenario, links: Sequence[Link], hub: Hub, run_dir: 
     if not done:
         raise RuntimeError("every worker died: " + "; ".join(f"{w.index}: exit {w.returncode}" for w in links))
     alive = list(done.values())
+    for index, seconds in hub.silent_max.items():  # each shard's longest silence, into its line of the merge
+        if index in done:
+            done[index].saved["run"]["silent_max_s"] = round(seconds, 1)
     died, lines = [], []
     for link in links:
         if link.index not in done:

@@ -176,3 +176,41 @@ def test_a_shard_that_starts_late_is_named_in_its_run_and_the_merge(sim_url: str
     assert shards[0]["late_ms"] < 50 and shards[1]["late_ms"] > 900
     said = merged.stdout + merged.stderr + (tmp_path / "merged" / "table.txt").read_text()
     assert "shard 1/2 started" in said and "after the common start" in said
+
+
+def test_a_frozen_worker_is_named_within_ten_seconds(sim_url: str, tmp_path: Path) -> None:
+    """SIGSTOP on a worker: the parent names it (its heartbeat stopped) within 10 s, and the merged summary keeps
+    its longest silence; after SIGCONT the run completes."""
+    import threading
+
+    proc = subprocess.Popen([sys.executable, "-m", "harness", "run", "--endpoint", sim_url, "--rate", "8",
+                             "--requests", "40", "--output-tokens", "8", "--progress", "lines", "--workers", "2",
+                             "--reports-dir", str(tmp_path)], cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    said: list[tuple[float, str]] = []
+    reader = threading.Thread(target=lambda: said.extend((time.monotonic(), line) for line in proc.stderr or []))
+    reader.start()
+    pids = None
+    for _ in range(300):
+        found = list(tmp_path.glob("*/workers/pids"))
+        if found and (records := list(tmp_path.glob("*/workers/1/*/requests.jsonl"))) and \
+                records[0].stat().st_size > 0:
+            pids = dict(line.split() for line in found[0].read_text().splitlines())
+            break
+        time.sleep(0.1)
+    assert pids is not None, "worker 1 never wrote a record"
+    os.kill(int(pids["1"]), signal.SIGSTOP)
+    stopped_at = time.monotonic()
+    time.sleep(8)
+    os.kill(int(pids["1"]), signal.SIGCONT)
+    proc.wait(timeout=120)
+    reader.join(timeout=10)
+    assert proc.stderr is not None
+    proc.stderr.close()
+    named = [t for t, line in said if "worker 1 has said nothing" in line]
+    assert named and named[0] - stopped_at < 10, said
+    assert any("worker 1 speaks again" in line for _, line in said)
+    summary = json.loads((only_run_dir(tmp_path) / "summary.json").read_text())
+    shards = {s["index"]: s for s in summary["run"]["shards"]}
+    assert shards[1]["silent_max_s"] >= 5 and shards[0]["silent_max_s"] is None
+    assert "shard 1/2 said nothing for" in (only_run_dir(tmp_path) / "table.txt").read_text()

@@ -142,3 +142,19 @@ async def test_a_worker_whose_parent_is_gone_goes_on_alone() -> None:
             relay.flush()
         assert relay.lost and len(warned) == 1 and "stay in its run directory" in warned[0]
         await asyncio.wait_for(relay.barrier("batch", 1), 1)
+
+
+def test_a_silent_worker_is_named_and_its_longest_silence_kept() -> None:
+    import time
+
+    hub = Hub(SCENARIO, 3, FakeWorkers().send)
+    for worker in (0, 1):
+        assert hub.feed(worker, relay_line({"k": "beat", "sent": 0}))
+    now = time.monotonic()
+    assert hub.silent(now, 5.0) == {}  # both just spoke; worker 2 has not started: not judged
+    quiet = hub.silent(now + 6.0, 5.0)
+    assert set(quiet) == {0, 1} and all(5.9 < s < 6.5 for s in quiet.values())
+    hub.feed(1, relay_line({"k": "beat", "sent": 3}))
+    hub.ended(0)  # an ended worker is never silent
+    assert hub.silent(now + 9.0, 5.0) == {} and hub.silent_max[0] == pytest.approx(6.0, abs=0.5)
+    assert hub.sent_by(1) == 3
