@@ -23,6 +23,7 @@ from harness.stats.server import read_server_metrics
 from harness.stats.summary import PhaseRun, build_summary
 from harness.stats.verdict import RANK, ClientCheck
 
+_MEASURED = ("late_ms", "clock_offset_ms", "clock_uncertainty_ms")  # what each shard measured of its own start
 _PER_SHARD = ("loss", "silent_max_s")  # what a parent of workers says of each, kept on its line of `run.shards`
 _TIMES = ("intended_ns", "sent_ns", "first_token_ns", "first_content_ns", "last_token_ns", "end_ns")
 
@@ -35,13 +36,15 @@ class ShardRun:
     records: list[RequestRecord]
 
     @property
-    def shard(self) -> dict[str, int]:
+    def shard(self) -> dict[str, Any]:
         return dict(self.saved["run"].get("shard") or {})
 
     @property
     def clock_offset_ns(self) -> int:
+        """Monotonic to the coordinator's wall time: the anchor, and the measured skew to the coordinator."""
         anchor = self.saved["run"]["anchor"]
-        return int(anchor["wall_ns"]) - int(anchor["monotonic_ns"])
+        skew_ms = self.shard.get("clock_offset_ms") or 0.0
+        return int(anchor["wall_ns"]) - int(anchor["monotonic_ns"]) + int(skew_ms * 1e6)
 
 
 def read_shard(run_dir: Path, warn: Callable[[str], None] | None = None) -> ShardRun:
@@ -119,7 +122,7 @@ def merge_runs(shards: Sequence[ShardRun], out: Path, header_update: dict[str, A
     phases = _phase_runs(scenario, shards, records)
     header = {**{k: v for k, v in shards[0].saved["run"].items() if k not in _PER_SHARD}, "shard": None,
               "shards": [{"index": s.shard["index"], "count": s.shard["count"], "run_dir": str(s.run_dir),
-                          "records": len(s.records), "late_ms": (s.saved["run"].get("shard") or {}).get("late_ms"),
+                          "records": len(s.records), **{k: s.shard.get(k) for k in _MEASURED},
                           "complete": s.saved["run"].get("complete"), "stopped": s.saved["run"].get("stopped"),
                           **{k: s.saved["run"].get(k) for k in _PER_SHARD}}
                          for s in shards],

@@ -9,6 +9,8 @@ does it, one JSON object a line behind an ASCII record separator (the worker's o
     {"k": "at", "name": P, "batch": b, "sent": n}   the shard's share of batches 0…b−1 of P has ended
     {"k": "at", "name": P, "batch": -1, "sent": n}  the shard has ended every phase before P and is ready for it
     {"k": "beat", "sent": n}                        every second: alive (a silent worker is frozen or stuck)
+    {"k": "clock", "n": k, "sent": n}               round k of measuring its clock against the parent's, which
+                                                    answers {"k": "clock", "n": k, "t1": its wall clock, ns}
 
 and, after an "at", waits on stdin for {"k": "go", "name": P, "batch": b}: the parent sends it when every live
 shard has got there, so phase P (with its batch 0), and each later batch b, starts across all shards together:
@@ -32,6 +34,8 @@ from harness.records import RequestRecord, record_fields
 MARK = b"\x1e"  # ASCII record separator: a relay line, not the worker's own output
 PHASE_START = -1  # the barrier before a phase's first send (batches count from 0)
 BEAT_S = 1.0  # a worker says it is alive this often
+CLOCK_ROUNDS = 5  # round trips to the parent; the one with the shortest round trip measures the offset
+CLOCK_TIMEOUT_S = 5.0
 
 
 def relay_line(message: dict[str, Any]) -> bytes:
@@ -44,6 +48,10 @@ def parse_line(line: bytes) -> dict[str, Any] | None:
         return None
     message: dict[str, Any] = orjson.loads(line[len(MARK):])
     return message
+
+
+def _is_clock(message: dict[str, Any] | None, k: int) -> bool:
+    return message is not None and message.get("k") == "clock" and message.get("n") == k and "t1" in message
 
 
 class Relay:
@@ -84,6 +92,34 @@ class Relay:
             await asyncio.sleep(BEAT_S)
             self._say({"k": "beat"})
             self.flush()
+
+    async def clock_offset(self) -> tuple[float, float] | None:
+        """(the parent's wall clock − this one's, ± its uncertainty), ms, NTP-style: the round trip of
+        CLOCK_ROUNDS with the shortest time, its offset against the midpoint, half that time the uncertainty.
+        None: the parent did not answer (it is gone, or older)."""
+        try:
+            return await asyncio.wait_for(self._rounds(), CLOCK_TIMEOUT_S)
+        except TimeoutError:
+            return None
+
+    async def _rounds(self) -> tuple[float, float] | None:
+        best: tuple[int, int] | None = None  # (round trip, offset), ns
+        reader = await self._stdin()
+        for k in range(CLOCK_ROUNDS):
+            t0 = time.time_ns()
+            self._say({"k": "clock", "n": k})
+            self.flush()
+            while (line := await reader.readline()) and not _is_clock(parse_line(line), k):
+                pass
+            t2 = time.time_ns()
+            if self.lost or not line:
+                return None
+            answer = parse_line(line)
+            assert answer is not None
+            rtt, offset = t2 - t0, int(answer["t1"]) - (t0 + t2) // 2
+            best = min(best or (rtt, offset), (rtt, offset))
+        assert best is not None
+        return best[1] / 1e6, best[0] / 2e6
 
     def record(self, rec: RequestRecord) -> None:
         self._say({"k": "rec", "rec": record_fields(rec)})  # flushed with the records file, a batch at a time

@@ -53,7 +53,7 @@ from harness.workload.plan import (
     plan_trace,
     text_maker,
 )
-from harness.workload.shards import LATE_MS, Shard, shard_plan
+from harness.workload.shards import LATE_MS, SKEW_MS, Shard, shard_plan
 
 _WARM_MAX = 256  # connections opened ahead of a phase; an open-loop phase may need more later
 FLUSH_S = 0.05
@@ -78,6 +78,7 @@ class Sharding:
         (run_dir / SHARD_HEADER).write_text(json.dumps({"run": header}), encoding="utf-8")
         if self.relay is not None:
             self.relay.start_beats()
+            await self._clock(header, warn)
         delay = self.start_at - time.time()
         if delay > 0:
             await asyncio.sleep(delay)
@@ -86,6 +87,20 @@ class Sharding:
         if late_ms > LATE_MS:
             warn(f"shard {self.shard} started {late_ms:,.0f} ms after the common start (--start-at): its share "
                  "of the load is late by as much")
+
+
+    async def _clock(self, header: dict[str, Any], warn: Callable[[str], None]) -> None:
+        """This host's clock against the coordinator's (the parent of --workers/--ray), into the header."""
+        assert self.relay is not None
+        measured = await self.relay.clock_offset()
+        if measured is None:
+            return
+        offset, uncertainty = measured
+        header["shard"] = {**header["shard"], "clock_offset_ms": round(offset, 3),
+                           "clock_uncertainty_ms": round(uncertainty, 3)}
+        if abs(offset) - uncertainty > SKEW_MS:
+            warn(f"shard {self.shard}: this host's clock is {offset:+,.1f} ms (±{uncertainty:.1f}) off the "
+                 "coordinator's: the merge moves its records onto the coordinator's clock; latencies are unaffected")
 
 
 @dataclass(frozen=True, slots=True)

@@ -75,6 +75,8 @@ class Hub:
                 self.anchors.setdefault(worker, message["anchor"])
             self._begun.setdefault(str(message["name"]), set()).add(worker)
             self._advance()
+        elif kind == "clock":  # answered at once: the worker measures its clock against this one's
+            self._send(worker, relay_line({"k": "clock", "n": message["n"], "t1": time.time_ns()}))
         elif kind == "at":
             self._at.setdefault((str(message["name"]), int(message["batch"])), set()).add(worker)
             self._release()

@@ -16,6 +16,7 @@ from harness.workload.plan import BatchPlan, ClosedLoopPlan, OpenLoopPlan, Phase
 from harness.workload.requests import LazySpecs
 
 LATE_MS = 50.0  # a shard that begins later than this after the common start is named, in its run and the merge
+SKEW_MS = 10.0  # a shard whose clock is off the coordinator's by more than this (beyond the uncertainty) is named
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 
 import pytest
 
@@ -158,3 +159,39 @@ def test_a_silent_worker_is_named_and_its_longest_silence_kept() -> None:
     hub.ended(0)  # an ended worker is never silent
     assert hub.silent(now + 3.0, 5.0) == {} and hub.silent_max[0] == pytest.approx(6.0, abs=0.5)
     assert hub.sent_by(1) == 3
+
+
+async def test_a_worker_measures_its_clock_against_the_parents() -> None:
+    """The parent's clock 250 ms ahead, answers after a 20 ms (then 2 ms) delay: the offset is found within the
+    shortest round trip, and the uncertainty is half of it."""
+    import threading
+
+    down_r, down_w = os.pipe()
+    up_r, up_w = os.pipe()
+    with open(up_w, "wb") as out, open(down_r, "rb", buffering=0) as inp, open(up_r, "rb") as parent_in:
+        def parent() -> None:
+            for k in range(5):
+                message = parse_line(parent_in.readline())
+                assert message is not None and message["k"] == "clock" and message["n"] == k
+                time.sleep(0.02 if k < 3 else 0.002)
+                os.write(down_w, relay_line({"k": "clock", "n": k, "t1": time.time_ns() + 250_000_000}))
+
+        answering = threading.Thread(target=parent)
+        answering.start()
+        relay = Relay(out, inp)
+        measured = await relay.clock_offset()
+        answering.join(timeout=5)
+        relay.close()
+        os.close(down_w)
+    assert measured is not None
+    offset, uncertainty = measured
+    assert uncertainty < 15 and abs(offset - 250) <= uncertainty + 1
+
+
+def test_the_hub_answers_a_clock_round_at_once() -> None:
+    fake = FakeWorkers()
+    hub = Hub(SCENARIO, 2, fake.send)
+    say(hub, 1, {"k": "clock", "n": 3, "sent": 0})
+    ((worker, answer),) = fake.got
+    assert worker == 1 and answer is not None and answer["k"] == "clock" and answer["n"] == 3
+    assert abs(int(answer["t1"]) - time.time_ns()) < 1e9
