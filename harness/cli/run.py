@@ -280,6 +280,8 @@ async def _run_workers(scenario: Scenario, run_dir: Path, url: str | None, model
         else:
             display.say(f"  {n} Ray actors (cluster {ray_address}), one shard each: {work}")
             links = await start_ray_workers(scenario, endpoint, work, n, ray_address)
+            for link in links:  # kept on the node whatever happens to this driver
+                display.say(f"  worker {link.index} writes its records at {link.where}")
         progress = Progress(MonotonicClock(), lambda: hub.sent(), len(scenario.phases))
         hub = Hub(scenario, n, lambda i, line: links[i].send(line), progress, metrics)
         display.follow(progress)

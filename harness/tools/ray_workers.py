@@ -111,6 +111,8 @@ class RayWorker:
 
     def __init__(self, index: int, reports: Path, actor: Any, log: str) -> None:
         self.index, self.reports, self.actor, self.log = index, reports, actor, log
+        host, _, path = log.partition(":")
+        self.where = f"{host}:{Path(path).parent / 'reports'}"  # its node's copy: kept there whatever happens here
         self.lost: str | None = None
         self._code: int | None = None
         self._done = False

@@ -49,6 +49,7 @@ class Link(Protocol):
     index: int
     reports: Path  # on this host: where the shard's run directory is (or is copied to when it ends)
     log: str  # where its stderr is kept (a path here, or host:path on a Ray node)
+    where: str  # where the worker itself writes its records (the same path here, or host:path on a Ray node)
 
     @property
     def returncode(self) -> int | None: ...
@@ -106,6 +107,7 @@ class LocalWorker:
     def __init__(self, index: int, reports: Path, proc: asyncio.subprocess.Process) -> None:
         self.index, self.reports, self.proc = index, reports, proc
         self.log = str(reports.parent / f"{index}.log")
+        self.where = str(reports)
 
     @property
     def returncode(self) -> int | None:
@@ -233,7 +235,7 @@ def _dead(link: Link, like: ShardRun, hub: Hub, text: str, share: int | None) ->
     loss = {"phase": hub.phase_of[link.index], "sent": sent, "ended": ended, "in_flight": max(sent - ended, 0),
             "never_sent": None if share is None else max(share - sent, 0)}
     run = {**like.saved["run"], "shard": {**like.shard, "index": link.index}, "complete": False,
-           "stopped": f"worker died ({link.death()})", "anchor": anchor, "loss": loss}
+           "stopped": f"worker died ({link.death()})", "anchor": anchor, "loss": loss, "records_at": link.where}
     return ShardRun(shard_dir(link.reports) or link.reports, text, {"run": run, "phases": []},
                     hub.records[link.index])
 
@@ -249,6 +251,9 @@ def merge_workers(scenario: Scenario, links: Sequence[Link], hub: Hub, run_dir: 
     for index, seconds in hub.silent_max.items():  # each shard's longest silence, into its line of the merge
         if index in done:
             done[index].saved["run"]["silent_max_s"] = round(seconds, 1)
+    for link in links:
+        if link.index in done:
+            done[link.index].saved["run"]["records_at"] = link.where
     died, lines = [], []
     for link in links:
         if link.index not in done:

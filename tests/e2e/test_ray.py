@@ -67,6 +67,14 @@ def test_two_ray_actors_send_the_whole_schedule_once(ray_head: str, sim_url: str
     batch = [r for r in records if r["batch"] is not None]
     first_end = max(r["end_ns"] for r in batch if r["batch"] == 0)
     assert min(r["intended_ns"] for r in batch if r["batch"] == 1) >= first_end - 1_000_000  # one barrier
+    # One timeline over Ray too: the batch phase began after every interactive answer, batch 0 released together.
+    interactive_end = max(r["end_ns"] for r in records if r["phase"] == "interactive")
+    assert min(r["sent_ns"] for r in batch) >= interactive_end - 1_000_000
+    # Where each actor keeps its records on its node is said at the start and kept in the summary; clocks measured.
+    for shard in shards:
+        host, _, path = shard["records_at"].partition(":")
+        assert host and "/harness-shard-" in path and f"writes its records at {shard['records_at']}" in proc.stderr
+        assert shard["clock_uncertainty_ms"] is not None and abs(shard["clock_offset_ms"]) < 200
 
 
 def test_an_actor_lost_mid_run_is_reported_and_the_other_shard_kept(ray_head: str, sim_url: str,
