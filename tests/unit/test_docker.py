@@ -107,13 +107,37 @@ def test_the_ci_example_runs_the_nightly_script_and_publishes_its_outputs() -> N
 def test_the_indexed_job_runs_shards_with_flags_harness_accepts() -> None:
     from harness.cli.run import run
 
-    job = yaml.safe_load((DOCKER / "k8s" / "harness-shards.yaml").read_text())
+    # The shard count is one placeholder, substituted as the file's comment says.
+    text = (DOCKER / "k8s" / "harness-shards.yaml").read_text()
+    job = yaml.safe_load(text.replace("__SHARDS__", "4"))
     spec = job["spec"]
     assert spec["completionMode"] == "Indexed" and spec["completions"] == spec["parallelism"] == 4
+    assert 0 < spec["activeDeadlineSeconds"] <= 4 * 3600  # a bounded wait
+    assert spec["template"]["spec"]["securityContext"]["fsGroup"] == 10001  # the image's user writes the volume
     (container,) = spec["template"]["spec"]["containers"]
     args = [a.replace("$(JOB_COMPLETION_INDEX)", "3").replace("__START_AT__", "1764560000") for a in container["args"]]
     assert args[args.index("--shard") + 1] == "3/4"
     ctx = run.make_context("run", args[1:])  # parses and checks every flag, runs nothing
-    assert ctx.params["shard_text"] == "3/4" and ctx.params["start_at"] == 1764560000.0
-    merge = yaml.safe_load((DOCKER / "k8s" / "harness-merge.yaml").read_text())
-    assert "harness merge /reports/shard-*/*" in merge["spec"]["template"]["spec"]["containers"][0]["command"][-1]
+    assert ctx.params["shard_text"] == "3/4" and ctx.params["start_at"] == 1764560000.0 and ctx.params["late_ok"]
+    merge = yaml.safe_load((DOCKER / "k8s" / "harness-merge.yaml").read_text().replace("__SHARDS__", "4"))
+    command = merge["spec"]["template"]["spec"]["containers"][0]["command"][-1]
+    assert "harness merge /reports/shard-*/*" in command and '-eq 4 ]' in command
+    assert merge["spec"]["activeDeadlineSeconds"] > 0
+    assert "--uid 10001" in (DOCKER / "Dockerfile").read_text()
+
+
+def test_the_merge_job_refuses_a_missing_shard(tmp_path: Path) -> None:
+    """The merge Job's shell command, run here on folders laid out as the shards leave them (harness stubbed)."""
+    merge = yaml.safe_load((DOCKER / "k8s" / "harness-merge.yaml").read_text().replace("__SHARDS__", "3"))
+    command = merge["spec"]["template"]["spec"]["containers"][0]["command"][-1].replace("/reports", str(tmp_path))
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "harness").write_text("#!/bin/sh\necho merged \"$@\"\n")
+    (tmp_path / "bin" / "harness").chmod(0o755)
+    env = {"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin"}
+    for i in range(2):
+        (tmp_path / f"shard-{i}" / f"20261201T000000Z-s{i}").mkdir(parents=True)
+    short = subprocess.run(["sh", "-c", command], capture_output=True, text=True, env=env, timeout=30)
+    assert short.returncode == 2 and "expected 3 shard run directories, found 2" in short.stderr
+    (tmp_path / "shard-2" / "20261201T000000Z-s2").mkdir(parents=True)
+    whole = subprocess.run(["sh", "-c", command], capture_output=True, text=True, env=env, timeout=30)
+    assert whole.returncode == 0 and whole.stdout.startswith("merged merge ") and "--out" in whole.stdout
