@@ -31,6 +31,12 @@ def notes(summary: dict[str, Any]) -> list[str]:
         if late is not None and late > LATE_MS:
             out.append(f"shard {shard['index']}/{shard['count']} started {late:,.0f} ms after the common start: "
                        "its share of the load was late by as much")
+    coordinator = run.get("coordinator") or {}
+    if coordinator.get("verdict", "ok") != "ok":
+        lag = coordinator.get("loop_lag_p99_ms")
+        out.append(f"the parent of the workers was late ({coordinator['verdict']}"
+                   f"{f', event-loop lag p99 {lag:.1f} ms' if lag is not None else ''}): barriers and phase starts "
+                   "across workers may have waited for it; latencies are the workers' own")
     scraped = summary.get("server_metrics")
     if scraped is not None and scraped.get("unavailable") is not None:
         out.append(f"no server-side series: {scraped['url']} gave {scraped['unavailable']} (set "

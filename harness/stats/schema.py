@@ -318,6 +318,8 @@ class RunHeader(_Model):
     tokenizer: ServerTokenizer | None = Field(None, description="with --tokenizer server: what the endpoint said")
     shard: ShardInfo | None = Field(None, description="with --shard i/N: this process's share of the run")
     shards: list[MergedShard] | None = Field(None, description="after `harness merge`: the shards it joined")
+    coordinator: ClientHealth | None = Field(None, description="--workers/--ray: the parent's own self-check (a "
+                                             "late parent delays barriers and the live view, not latencies)")
 
 
 class ScrapeInfo(_Model):

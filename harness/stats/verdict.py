@@ -11,7 +11,7 @@ A server whose queue fills is not the client's fault; `harness.stats.summary` sa
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 Verdict = Literal["ok", "stalled", "not_scheduled", "saturated"]
 RANK: dict[Verdict, int] = {"ok": 0, "stalled": 1, "not_scheduled": 2, "saturated": 3}
@@ -65,3 +65,10 @@ def verdict(late: str | None, client: ClientCheck) -> tuple[Verdict, str]:
 
 def worst(*verdicts: tuple[Verdict, str]) -> tuple[Verdict, str]:
     return max(verdicts, key=lambda v: RANK[v[0]])
+
+
+def health(check: ClientCheck) -> dict[str, Any]:
+    """A process's self-check over a stretch, as summary.json keeps it (`ClientHealth`)."""
+    name, _ = verdict(lateness(check), check)
+    return {"loop_lag_p99_ms": check.loop_lag_p99_ms, "cpu_share": check.cpu_share, "cpu_seconds": check.cpu_seconds,
+            "runq_share": check.runq_share, "load_per_core": check.load_per_core, "verdict": name}

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 from harness.config.scenario import Scenario
 from harness.records import RequestRecord
@@ -40,6 +41,7 @@ class Hub:
         # When each worker last said anything (it beats every second from its start; None: not started yet).
         self.seen: list[float | None] = [None] * n
         self.silent_max: dict[int, float] = {}  # the longest silence past SILENT_S of each worker, seconds
+        self.coordinator: dict[str, Any] | None = None  # the parent's own self-check over the run
         self._begun: dict[str, set[int]] = {}
         self._current = -1  # the phase the parent's view is in
         self._early: list[RequestRecord] = []  # records of phases the parent's view has not begun

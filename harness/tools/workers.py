@@ -25,13 +25,16 @@ from pathlib import Path
 from typing import Protocol
 
 from harness.client.backend import Endpoint
+from harness.clock import MonotonicClock
 from harness.config.presets import loaded_files
 from harness.config.scenario import Scenario
 from harness.records import RecordWriter, RequestRecord
 from harness.report.merge import ShardRun, merge_runs
 from harness.run.display import Display
 from harness.run.runner import RunResult
+from harness.run.selfcheck import SelfCheck
 from harness.run.simulator import given_cores
+from harness.stats.verdict import health
 from harness.tools.hub import Hub
 from harness.workload.plan import BatchPlan, ClosedLoopPlan, OpenLoopPlan, PhasePlan, plan_phase
 from harness.workload.shards import Shard, shard_plan
@@ -188,11 +191,18 @@ async def follow(links: Sequence[Link], hub: Hub, display: Display, logs: Path) 
             named = set(quiet)
 
     helpers = [asyncio.ensure_future(say()), asyncio.ensure_future(watch())]
+    # The parent watches itself too: a late coordinator delays barriers and the live view (not the latencies).
+    check = SelfCheck(MonotonicClock(), warn=lambda m: display.warn(f"the parent of the workers: {m.split(';')[0]}: "
+                                                                     "its barriers and live view may lag"))
+    check.start()
+    mark = check.mark()
     try:
         await asyncio.gather(*(pump(link) for link in links))
     finally:
         for helper in helpers:
             helper.cancel()
+        await check.stop()
+        hub.coordinator = health(check.since(mark))
 
 
 def _keep_streamed(link: Link, records: list[RequestRecord]) -> None:
@@ -265,5 +275,6 @@ def merge_workers(scenario: Scenario, links: Sequence[Link], hub: Hub, run_dir: 
                          f"finished records kept, {loss['in_flight']} in flight lost{never}; log: {link.log}")
     # A death is said per shard (`run.shards[].stopped`); the run's own `stopped` stays a signal's.
     header = {"endpoint": {**alive[0].saved["run"]["endpoint"], "bundled_simulator": bundled},
+              "coordinator": hub.coordinator,
               "stopped": next((s.saved["run"]["stopped"] for s in alive if s.saved["run"].get("stopped")), None)}
     return merge_runs([*alive, *died], run_dir, header), lines

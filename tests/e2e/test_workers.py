@@ -66,6 +66,9 @@ def test_two_workers_send_the_whole_schedule_once(sim_url: str, tmp_path: Path) 
     assert [p["requests"]["ok"] for p in summary["phases"]] == [20, 8] and summary["run"]["complete"]
     shards = summary["run"]["shards"]
     assert [s["index"] for s in shards] == [0, 1] and sum(s["records"] for s in shards) == 28
+    # The parent checked itself, as a worker does.
+    assert summary["run"]["coordinator"]["verdict"] in ("ok", "stalled", "not_scheduled", "saturated")
+    assert summary["run"]["coordinator"]["cpu_seconds"] > 0
     # Each worker measured its clock against the parent's (one host: no skew beyond the round trip).
     assert all(abs(s["clock_offset_ms"]) <= s["clock_uncertainty_ms"] + 1 < 100 for s in shards), shards
     start_at = json.loads((Path(shards[0]["run_dir"]) / "summary.json").read_text())["run"]["shard"]["start_at"]
