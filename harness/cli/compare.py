@@ -105,7 +105,7 @@ def compare(sides: tuple[Path, ...], from_history: int | None, db: Path, start_b
             _write(markdown, junit, render_first(_named(cur, str(current)), thresholds),
                    render_junit([], thresholds=thresholds))
             return
-        base = history.baseline(db, scenario, from_history)
+        base = history.baseline(db, scenario, from_history, exclude=[r.run_id for r in cur])
         baseline = _named(base, f"{db} (last good runs)")
     else:
         base = load_side(sides[0])

@@ -217,9 +217,10 @@ def accept(db_path: Path, runs: Sequence[str]) -> list[str]:
     return ids
 
 
-def baseline_entries(db_path: Path, scenario: str, n: int) -> list[Entry]:
-    """The last `n` runs of `scenario` that may be a baseline (empty: none)."""
-    return [e for e in entries(db_path, scenario) if e.good][-n:]
+def baseline_entries(db_path: Path, scenario: str, n: int, exclude: Sequence[str] = ()) -> list[Entry]:
+    """The last `n` runs of `scenario` that may be a baseline (empty: none), never those in `exclude` (the runs
+    being compared, when they were added before)."""
+    return [e for e in entries(db_path, scenario) if e.good and e.run_id not in exclude][-n:]
 
 
 def _run_from_db(db: sqlite3.Connection, entry: Entry, where: str) -> Run:
@@ -235,10 +236,10 @@ def _run_from_db(db: sqlite3.Connection, entry: Entry, where: str) -> Run:
     return Run(entry.run_id, where, json.loads(shape), phases)
 
 
-def baseline(db_path: Path, scenario: str, n: int) -> list[Run]:
+def baseline(db_path: Path, scenario: str, n: int, exclude: Sequence[str] = ()) -> list[Run]:
     """The last `n` runs of `scenario` that may be a baseline, as `harness compare` reads them: from the
     history's own blocks, or (runs added by an older version) from their folders while those exist."""
-    chosen = baseline_entries(db_path, scenario, n)
+    chosen = baseline_entries(db_path, scenario, n, exclude)
     if not chosen:
         raise ScenarioError(f"{db_path}: no run of scenario {scenario!r} in the history may be a baseline "
                             "(none good; `harness history accept RUN` makes a flagged one a baseline)")

@@ -27,6 +27,17 @@ def only_run_dir(reports: Path) -> Path:
     return run_dir
 
 
+def worker_pid(reports: Path, index: int, tries: int) -> int:
+    """The process id of worker `index` of the `--workers` run writing under `reports`, once it wrote a record."""
+    for _ in range(tries):
+        found = list(reports.glob("*/workers/pids"))
+        if found and (records := list(reports.glob(f"*/workers/{index}/*/requests.jsonl"))) and \
+                records[0].stat().st_size > 0:
+            return int(dict(line.split() for line in found[0].read_text().splitlines())[str(index)])
+        time.sleep(0.1)
+    raise AssertionError(f"worker {index} never wrote a record")
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -127,16 +138,7 @@ def test_a_worker_killed_mid_run_is_named_and_the_rest_kept(sim_url: str, tmp_pa
                              "--requests", "40", "--output-tokens", "8", "--progress", "lines", "--workers", "2",
                              "--reports-dir", str(tmp_path)], cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
-    pids = None
-    for _ in range(200):
-        found = list(tmp_path.glob("*/workers/pids"))
-        if found and (records := list(tmp_path.glob("*/workers/1/*/requests.jsonl"))) and \
-                records[0].stat().st_size > 0:
-            pids = dict(line.split() for line in found[0].read_text().splitlines())
-            break
-        time.sleep(0.1)
-    assert pids is not None, "worker 1 never wrote a record"
-    os.kill(int(pids["1"]), signal.SIGKILL)
+    os.kill(worker_pid(tmp_path, 1, 200), signal.SIGKILL)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 3, out + err
     assert "worker 1 died (exit -9) in phase interactive" in err and "in flight lost" in err and "never sent" in err
@@ -195,19 +197,11 @@ def test_a_frozen_worker_is_named_within_ten_seconds(sim_url: str, tmp_path: Pat
     said: list[tuple[float, str]] = []
     reader = threading.Thread(target=lambda: said.extend((time.monotonic(), line) for line in proc.stderr or []))
     reader.start()
-    pids = None
-    for _ in range(300):
-        found = list(tmp_path.glob("*/workers/pids"))
-        if found and (records := list(tmp_path.glob("*/workers/1/*/requests.jsonl"))) and \
-                records[0].stat().st_size > 0:
-            pids = dict(line.split() for line in found[0].read_text().splitlines())
-            break
-        time.sleep(0.1)
-    assert pids is not None, "worker 1 never wrote a record"
-    os.kill(int(pids["1"]), signal.SIGSTOP)
+    pid = worker_pid(tmp_path, 1, 300)
+    os.kill(pid, signal.SIGSTOP)
     stopped_at = time.monotonic()
     time.sleep(8)
-    os.kill(int(pids["1"]), signal.SIGCONT)
+    os.kill(pid, signal.SIGCONT)
     proc.wait(timeout=120)
     reader.join(timeout=10)
     assert proc.stderr is not None

@@ -78,6 +78,8 @@ def test_a_flagged_run_is_no_baseline_until_accepted(tmp_path: Path, summary: di
     assert last.standing == "flagged: regression found by harness compare" and not last.good and last.judged_bad
     assert history.accept(db, [str(dirs[3])]) == ["r003"]  # by folder, or by id
     assert [e.run_id for e in history.baseline_entries(db, "hist", 2)] == ["r002", "r003"]
+    # The run being compared, added already, is never its own baseline.
+    assert [e.run_id for e in history.baseline_entries(db, "hist", 2, exclude=["r003"])] == ["r001", "r002"]
     with pytest.raises(Exception, match="nope: no such run in the history"):
         history.accept(db, ["nope"])
 
