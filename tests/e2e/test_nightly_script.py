@@ -209,3 +209,23 @@ def test_seven_nights(tmp_path: Path, sims: dict[str, str], repeat: int) -> None
     assert seventh.returncode == 0, _said(seventh)
     md = nights.markdown()
     assert "no regression" in md and _baseline_ids(md) and not _baseline_ids(md) & bad
+
+
+def test_a_night_that_wrote_nothing_is_never_green(tmp_path: Path) -> None:
+    """Bad input: harness run writes no run, and the night exits with its code (2), never 0."""
+    env = {**os.environ, "HARNESS": f"{sys.executable} -m harness", "HARNESS_SCENARIO": str(tmp_path / "none.yaml"),
+           "HARNESS_OUT": str(tmp_path / "out"), "HARNESS_HISTORY": str(tmp_path / "h.sqlite"), "HARNESS_REPEAT": "1"}
+    night = subprocess.run(["bash", str(ROOT / "docker" / "ci" / "nightly.sh")], cwd=tmp_path, env=env,
+                           capture_output=True, text=True, timeout=120)
+    assert night.returncode == 2, night.stdout + night.stderr
+    assert "wrote 0 run folders" in night.stderr and "nothing compared" in night.stderr
+
+
+def test_the_script_pipes_into_nothing_that_stops_reading_early() -> None:
+    """Under `set -o pipefail`, `cmd | grep -q` fails whenever grep stops reading first (SIGPIPE): the old script
+    skipped the comparison that way in 16 of 20 nights. No pipeline at all in the script's commands."""
+    script = (ROOT / "docker" / "ci" / "nightly.sh").read_text()
+    assert "set -euo pipefail" in script
+    commands = [line.split("#", 1)[0] for line in script.splitlines() if not line.lstrip().startswith("#")]
+    arms = re.compile(r"\s*[\w*|]+\)\s")  # `0|5)`: a case pattern's alternatives, not a pipe
+    assert not [c for c in commands if re.search(r"[^|]\|[^|]", c) and not arms.match(c)], "a pipeline in nightly.sh"
