@@ -22,6 +22,7 @@ from harness.run.runner import SHARD_HEADER, RunResult
 from harness.stats.server import read_server_metrics
 from harness.stats.summary import PhaseRun, build_summary
 from harness.stats.verdict import RANK, ClientCheck
+from harness.workload.shards import SKEW_MS
 
 _MEASURED = ("late_ms", "clock_offset_ms", "clock_uncertainty_ms")  # what each shard measured of its own start
 _PER_SHARD = ("loss", "silent_max_s", "records_at")  # what the parent of workers says of each one
@@ -41,9 +42,12 @@ class ShardRun:
 
     @property
     def clock_offset_ns(self) -> int:
-        """Monotonic to the coordinator's wall time: the anchor, and the measured skew to the coordinator."""
+        """Monotonic to the coordinator's wall time: the anchor, and the measured skew to the coordinator where
+        it is known to exceed both its uncertainty and the tolerance (a parent slow to answer makes a long round
+        trip and an offset that means nothing: then the wall clocks, NTP-synchronised, are trusted)."""
         anchor = self.saved["run"]["anchor"]
-        skew_ms = self.shard.get("clock_offset_ms") or 0.0
+        offset, uncertainty = self.shard.get("clock_offset_ms") or 0.0, self.shard.get("clock_uncertainty_ms") or 0.0
+        skew_ms = offset if abs(offset) > uncertainty + SKEW_MS else 0.0
         return int(anchor["wall_ns"]) - int(anchor["monotonic_ns"]) + int(skew_ms * 1e6)
 
 

@@ -119,7 +119,9 @@ def test_repeats_run_with_fresh_seeds_into_one_folder_and_compare_run_level(tmp_
     assert ttft["low"] < ttft["mean"] == sum(ttft["values"]) / 3 < ttft["high"]
     assert "across 3 runs: mean [95% interval]" in proc.stdout
     same = harness("compare", str(parent), str(parent))
-    assert same.returncode == 0 and "Welch t over runs (3 vs 3)" in same.stdout
+    # A run whose client was late (a busy machine) makes every verdict untrusted: exit 5, by design.
+    limited = any(r["client_limited"] for r in runs)
+    assert same.returncode == (5 if limited else 0) and "Welch t over runs (3 vs 3)" in same.stdout
 
 
 def test_the_baseline_can_come_from_the_history(runs: dict[str, Path], tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from harness.config.scenario import load_scenario
@@ -25,6 +26,13 @@ QUICK = ["--rate", "10", "--requests", "20", "--batch", "4", "--output-tokens", 
 def only_run_dir(reports: Path) -> Path:
     (run_dir,) = (d for d in reports.iterdir() if d.is_dir())
     return run_dir
+
+
+def quiet_enough(summary: dict) -> None:
+    """Skip the rest of a test (its timing checks) where the harness said it could not keep up: a busy machine."""
+    late = [p["name"] for p in summary["phases"] if p["client_limited"]]
+    if late:
+        pytest.skip(f"client-limited in {', '.join(late)} (a busy machine): the timing checks need it to keep up")
 
 
 def worker_pid(reports: Path, index: int, tries: int) -> int:
@@ -81,7 +89,8 @@ def test_two_workers_send_the_whole_schedule_once(sim_url: str, tmp_path: Path) 
     assert summary["run"]["coordinator"]["verdict"] in ("ok", "stalled", "not_scheduled", "saturated")
     assert summary["run"]["coordinator"]["cpu_seconds"] > 0
     # Each worker measured its clock against the parent's (one host: no skew beyond the round trip).
-    assert all(abs(s["clock_offset_ms"]) <= s["clock_uncertainty_ms"] + 1 < 100 for s in shards), shards
+    # (On one host the true offset is 0, and an NTP-style estimate is within its uncertainty of the truth.)
+    assert all(abs(s["clock_offset_ms"]) <= s["clock_uncertainty_ms"] + 1 for s in shards), shards
     start_at = json.loads((Path(shards[0]["run_dir"]) / "summary.json").read_text())["run"]["shard"]["start_at"]
     scenario = load_scenario(run_dir / "scenario.yaml")
     run_id = Shard(0, 2).run_id(scenario.name, start_at)
@@ -91,7 +100,7 @@ def test_two_workers_send_the_whole_schedule_once(sim_url: str, tmp_path: Path) 
     # Both workers began on the common start, within the harness's own start-up jitter.
     starts = [min(r["intended_ns"] for r in records if int(r["request_id"].rsplit("-", 1)[1]) % 2 == i)
               for i in range(2)]
-    assert abs(starts[0] - starts[1]) < 100_000_000
+    assert abs(starts[0] - starts[1]) < 100_000_000, shards
     # One barrier across the workers: the second batch left (from both) after the last answer of the first
     # (answers of 4–64 tokens: without it the worker with the shorter answers would start early).
     batch = [r for r in records if r["batch"] is not None]
@@ -103,6 +112,7 @@ def test_two_workers_send_the_whole_schedule_once(sim_url: str, tmp_path: Path) 
     # too (it left in halves 73–1,155 ms apart). 50 ms: generous for a busy machine (measured: docs/load-engine.md).
     interactive_end = max(r["end_ns"] for r in records if r["phase"] == "interactive")
     assert min(r["sent_ns"] for r in batch) >= interactive_end - 1_000_000
+    quiet_enough(summary)  # the spread of a batch's sends is timing: only where the workers kept up
     for b in (0, 1):
         sends = [r["sent_ns"] for r in batch if r["batch"] == b]
         assert max(sends) - min(sends) < 50_000_000, (b, (max(sends) - min(sends)) / 1e6)
@@ -128,9 +138,10 @@ def test_closed_loop_users_split_so_the_concurrency_holds(sim_url: str, tmp_path
     run_dir = only_run_dir(tmp_path)
     records = [json.loads(line) for line in (run_dir / "requests.jsonl").read_text().splitlines()]
     assert len(records) == 24
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert {s["index"]: s["records"] for s in summary["run"]["shards"]} == {0: 16, 1: 8}
+    quiet_enough(summary)  # in flight over time is timing: only where the workers kept up
     assert in_flight(records) >= 2.7
-    shards = {s["index"]: s["records"] for s in json.loads((run_dir / "summary.json").read_text())["run"]["shards"]}
-    assert shards == {0: 16, 1: 8}
 
 
 def test_a_worker_killed_mid_run_is_named_and_the_rest_kept(sim_url: str, tmp_path: Path) -> None:
