@@ -74,7 +74,7 @@ def test_two_ray_actors_send_the_whole_schedule_once(ray_head: str, sim_url: str
     for shard in shards:
         host, _, path = shard["records_at"].partition(":")
         assert host and "/harness-shard-" in path and f"writes its records at {shard['records_at']}" in proc.stderr
-        assert shard["clock_uncertainty_ms"] is not None and abs(shard["clock_offset_ms"]) < 200
+        assert abs(shard["clock_offset_ms"]) <= shard["clock_uncertainty_ms"] + 1  # one host: the truth is 0
 
 
 def test_an_actor_lost_mid_run_is_reported_and_the_other_shard_kept(ray_head: str, sim_url: str,
