@@ -61,9 +61,11 @@ def test_default_run_is_the_quickstart_and_shows_the_thesis(tmp_path: Path) -> N
     for real, virtual in zip(summary["phases"], predicted, strict=True):
         for metric in ("output_tokens_per_s", "requests_per_s"):
             assert real["throughput"][metric] == pytest.approx(virtual["throughput"][metric], rel=0.1)
-        # The mean, not the median: a batch's TTFTs fall on four prefill-chunk levels, and which level
-        # holds the median flips with microseconds of send jitter.
-        assert real["latency_ms"]["ttft"]["mean"] == pytest.approx(virtual["latency_ms"]["ttft"]["mean"], rel=0.15)
+        # Batches: the mean, not the median: a batch's TTFTs fall on four prefill-chunk levels, and which level
+        # holds the median flips with microseconds of send jitter. Interactive: the median, which one stalled
+        # second of a shared machine cannot move (a clean-clone CI run once saw a 198 ms mean against 21).
+        stat = "mean" if real["batches"] else "p50"
+        assert real["latency_ms"]["ttft"][stat] == pytest.approx(virtual["latency_ms"]["ttft"][stat], rel=0.15)
         assert real["latency_ms"]["tpot"]["mean"] == pytest.approx(virtual["latency_ms"]["tpot"]["mean"], rel=0.1)
     rows = pd.read_csv(run_dir / "requests.csv")
     assert len(rows) == 60 + 128 and set(rows["status"]) == {"ok"}
