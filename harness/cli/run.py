@@ -129,11 +129,11 @@ def run(scenario_path: Path | None, endpoint: str | None, model: str | None, api
     display = make_display(progress)
     parent = new_run_dir(reports_dir, f"{scenario.name}-x{repeat}") if repeat > 1 else None
     results: list[RunResult] = []
+    died: list[str] = []
     with live_metrics(scenario) as metrics:
         for k in range(repeat):
             each = _repeat(scenario, k)
             run_dir = parent / f"run-{k + 1}" if parent else new_run_dir(reports_dir, scenario.name)
-            died: list[str] = []
             if workers is None:
                 result = event_loop.run(_run(each, run_dir, endpoint, model, api, key, pin, display, metrics,
                                              sharding))
@@ -142,14 +142,13 @@ def run(scenario_path: Path | None, endpoint: str | None, model: str | None, api
                                                            metrics, workers, ray_address))
             results.append(result)
             _report(result, died, display, metrics)
-            if died:
-                push(scenario, [r.summary.to_json() for r in results], key, display.warn)
-                raise fail(f"{len(died)} of {workers} workers died: the run is incomplete", EXIT_HARNESS)
-            if result.summary.run.stopped:
+            if died or result.summary.run.stopped:
                 break
-        if parent is not None:
+        if parent is not None and not died:
             _write_repeats(parent, [r.summary.to_json() for r in results])
         push(scenario, [r.summary.to_json() for r in results], key, display.warn)  # completed, failed or stopped
+    if died:
+        raise fail(f"{len(died)} of {workers} workers died: the run is incomplete", EXIT_HARNESS)
     _exit(results)
 
 

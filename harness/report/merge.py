@@ -120,8 +120,8 @@ def merge_runs(shards: Sequence[ShardRun], out: Path, header_update: dict[str, A
     out.mkdir(parents=True, exist_ok=True)
     (out / "scenario.yaml").write_text(shards[0].scenario_text, encoding="utf-8")
     scenario = load_scenario(out / "scenario.yaml")
-    reference = shards[0].clock_offset_ns
-    records = sorted((_shifted(r, s.clock_offset_ns - reference) for s in shards for r in s.records),
+    offsets = [s.clock_offset_ns - shards[0].clock_offset_ns for s in shards]  # once a shard, not a record
+    records = sorted((_shifted(r, by) for s, by in zip(shards, offsets, strict=True) for r in s.records),
                      key=lambda r: (r.intended_ns, r.request_id))
     phases = _phase_runs(scenario, shards, records)
     header = {**{k: v for k, v in shards[0].saved["run"].items() if k not in _PER_SHARD}, "shard": None,

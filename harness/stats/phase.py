@@ -48,7 +48,7 @@ from harness.stats.schema import (
     WholeRun,
 )
 from harness.stats.schema import Window as SchemaWindow
-from harness.stats.verdict import ClientCheck, lateness, verdict, worst
+from harness.stats.verdict import ClientCheck, health, lateness, verdict, worst
 
 Metric = Callable[[RequestRecord], float | int | None]
 
@@ -257,9 +257,7 @@ def _client_limited(lag_p99_ms: float | None, bound_ms: float, batches: Batches 
     return {
         "client_limited": name != "ok", "client_limited_reason": reason or None,
         "schedule_lag_bound_ms": bound_ms,
-        "client": ClientHealth(loop_lag_p99_ms=client.loop_lag_p99_ms, cpu_share=client.cpu_share,
-                               cpu_seconds=client.cpu_seconds, runq_share=client.runq_share,
-                               load_per_core=client.load_per_core, verdict=name),
+        "client": ClientHealth(**health(client, name)),
     }
 
 

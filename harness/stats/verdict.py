@@ -67,8 +67,9 @@ def worst(*verdicts: tuple[Verdict, str]) -> tuple[Verdict, str]:
     return max(verdicts, key=lambda v: RANK[v[0]])
 
 
-def health(check: ClientCheck) -> dict[str, Any]:
-    """A process's self-check over a stretch, as summary.json keeps it (`ClientHealth`)."""
-    name, _ = verdict(lateness(check), check)
+def health(check: ClientCheck, name: Verdict | None = None) -> dict[str, Any]:
+    """A process's self-check over a stretch, as summary.json keeps it (`ClientHealth`), with its verdict
+    (given, or judged from the readings alone)."""
+    name = name or verdict(lateness(check), check)[0]
     return {"loop_lag_p99_ms": check.loop_lag_p99_ms, "cpu_share": check.cpu_share, "cpu_seconds": check.cpu_seconds,
             "runq_share": check.runq_share, "load_per_core": check.load_per_core, "verdict": name}
