@@ -83,6 +83,10 @@ from harness.workload.shards import LATE_MS, Shard
               help="Start the first phase at this Unix time (seconds), so shards on several hosts start together.")
 @click.option("--late-ok", is_flag=True,
               help="With --start-at: start even when that time has passed (the shard says how late it began).")
+@click.option("--phase-slack", "phase_slack_s", type=Duration(), default="5s", show_default=True,
+              metavar="DURATION",
+              help="With --shard (by hand): each phase after the first starts on every shard at a planned time, "
+                   "the previous phase's schedule plus this, for its last answers to end.")
 @click.option("--tokenizer", metavar="PATH|server",
               help="Prompts of exact length on a real model: a local Hugging Face tokenizer (directory or "
                    "tokenizer.json, never downloaded), or 'server' to count with the endpoint's own /tokenize.")
@@ -117,9 +121,10 @@ def run(scenario_path: Path | None, endpoint: str | None, model: str | None, api
     --batch), and report each phase side by side."""
     export = {k: quick.pop(k) for k in ("metrics_port", "metrics_hold_s", "pushgateway", "pushgateway_job",
                                         "pushgateway_label")}
+    slack_s = quick.pop("phase_slack_s")
     scenario = _with_flags(_scenario(scenario_path, quick, api), tokenizer, skip_bad_rows, accelerator, wait)
     scenario = _with_hardware(scenario, hardware)
-    sharding = _sharding(shard_text, _start(start_at, late_ok), repeat, relay)
+    sharding = _sharding(shard_text, _start(start_at, late_ok), repeat, relay, slack_s)
     _check_workers(workers, ray_address, sharding, repeat)
     scenario = with_export_flags(scenario, export)
     endpoint = endpoint_url(endpoint)
@@ -247,7 +252,8 @@ def _start(start_at: float | None, late_ok: bool) -> float | None:
     return start_at
 
 
-def _sharding(shard_text: str | None, start_at: float | None, repeat: int, relay: bool) -> Sharding | None:
+def _sharding(shard_text: str | None, start_at: float | None, repeat: int, relay: bool,
+              slack_s: float) -> Sharding | None:
     if relay and shard_text is None:
         raise click.BadParameter("is for the workers of --workers and --ray, which run with --shard",
                                  param_hint="--relay")
@@ -262,7 +268,7 @@ def _sharding(shard_text: str | None, start_at: float | None, repeat: int, relay
                                  "request ids from)", param_hint="--shard")
     if repeat > 1:
         raise click.BadParameter("a shard runs once; repeat the whole sharded run instead", param_hint="--repeat")
-    return Sharding(shard, start_at, Relay() if relay else None)
+    return Sharding(shard, start_at, Relay() if relay else None, slack_s)
 
 
 async def _run_workers(scenario: Scenario, run_dir: Path, url: str | None, model: str | None, api: Api | None,

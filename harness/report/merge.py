@@ -24,7 +24,8 @@ from harness.stats.summary import PhaseRun, build_summary
 from harness.stats.verdict import RANK, ClientCheck
 from harness.workload.shards import SKEW_MS
 
-_MEASURED = ("late_ms", "clock_offset_ms", "clock_uncertainty_ms")  # what each shard measured of its own start
+# What each shard measured of its own start, and of its phases' starts (by hand)
+_MEASURED = ("late_ms", "clock_offset_ms", "clock_uncertainty_ms", "phase_slack_s", "phase_late_ms")
 _PER_SHARD = ("loss", "silent_max_s", "records_at")  # what the parent of workers says of each one
 _TIMES = ("intended_ns", "sent_ns", "first_token_ns", "first_content_ns", "last_token_ns", "end_ns")
 

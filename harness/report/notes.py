@@ -44,6 +44,8 @@ def notes(summary: dict[str, Any]) -> list[str]:
     for phase in summary.get("phases", []):
         if phase.get("client_limited"):
             out.append(f"phase {phase['name']} was client-limited: {phase.get('client_limited_reason')}")
+        if phase.get("incomplete"):
+            out.append(f"phase {phase['name']} is incomplete: {phase['incomplete']}")
         out += [f"phase {phase['name']}: {message}" for message in phase.get("warnings", [])]
     return out
 

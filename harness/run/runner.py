@@ -33,11 +33,12 @@ from harness.run.dispatch import Dispatcher
 from harness.run.display import Display
 from harness.run.exporter import LiveMetrics
 from harness.run.progress import Progress, goal
-from harness.run.relay import PHASE_START, Relay
+from harness.run.relay import Relay
 from harness.run.scrape import ServerScraper
 from harness.run.selfcheck import SelfCheck
 from harness.run.server_tokens import server_words
 from harness.run.signals import Stopper
+from harness.run.timeline import PhaseGate, manual_gate
 from harness.stats.phase import span_rate
 from harness.stats.schema import Summary
 from harness.stats.server import Row, metrics_url, same_origin, series_names
@@ -53,7 +54,7 @@ from harness.workload.plan import (
     plan_trace,
     text_maker,
 )
-from harness.workload.shards import LATE_MS, SKEW_MS, Shard, shard_plan
+from harness.workload.shards import LATE_MS, PHASE_SLACK_S, SKEW_MS, Shard, shard_plan
 
 _WARM_MAX = 256  # connections opened ahead of a phase; an open-loop phase may need more later
 FLUSH_S = 0.05
@@ -67,9 +68,19 @@ class Sharding:
     shard: Shard
     start_at: float  # Unix time, seconds
     relay: Relay | None = None  # the line to a parent that started this shard (`--workers`, `--ray`)
+    slack_s: float = PHASE_SLACK_S  # by hand (no relay): planned after each phase's schedule (run.timeline)
 
     def info(self) -> dict[str, Any]:
-        return {"index": self.shard.index, "count": self.shard.count, "start_at": self.start_at}
+        planned = {} if self.relay is not None else {"phase_slack_s": self.slack_s}
+        return {"index": self.shard.index, "count": self.shard.count, "start_at": self.start_at, **planned}
+
+    def gate(self, phases: list[Phase], whole: list[PhasePlan], warn: Callable[[str], None]) -> PhaseGate:
+        """When each phase begins: the parent's barrier, or (by hand) the planned timetable."""
+        if self.relay is not None:
+            return PhaseGate(relay=self.relay)
+        if self.shard.count == 1:
+            return PhaseGate()
+        return manual_gate(phases, whole, self.start_at, self.slack_s, warn)
 
     async def wait(self, run_dir: Path, header: dict[str, Any], warn: Callable[[str], None]) -> None:
         """Until the common start (hosts are assumed NTP-synchronised); at once if it has passed, saying by how
@@ -228,14 +239,13 @@ def announce_phase(phase: Phase, plan: PhasePlan, launched: Callable[[], int], p
 
 
 async def _run_phases(scenario: Scenario, plans: list[PhasePlan], dispatcher: Dispatcher, backend: PooledBackend,
-                      sink: _Sink, check: SelfCheck, done: list[PhaseRun]) -> None:
+                      sink: _Sink, check: SelfCheck, done: list[PhaseRun], gate: PhaseGate) -> None:
     """Phases in order until done or stopped; a phase cut short is kept with the records it has."""
-    for phase, plan in zip(scenario.phases, plans, strict=True):
+    for k, (phase, plan) in enumerate(zip(scenario.phases, plans, strict=True)):
         if dispatcher.stopping:
             break
         await backend.warm(min(peak_connections(plan), _WARM_MAX))
-        if sink.relay is not None:  # one timeline: no shard begins this phase before every shard ended the last
-            await sink.relay.barrier(phase.name, PHASE_START)
+        await gate.before(k, phase.name)  # one timeline: no shard begins this phase before every shard ended the last
         sink.begin_phase(phase, plan, lambda: dispatcher.launched)
         if sink.relay is not None:
             dispatcher.between_batches = functools.partial(sink.relay.barrier, phase.name)
@@ -261,6 +271,7 @@ class _Run:
     plans: list[PhasePlan]
     metrics: LiveMetrics | None = None
     relay: Relay | None = None
+    gate: PhaseGate = field(default_factory=PhaseGate)
     phases: list[PhaseRun] = field(default_factory=list)
     records: list[RequestRecord] = field(default_factory=list)
     stopped: str | None = None
@@ -282,7 +293,7 @@ class _Run:
             stopper = Stopper(dispatcher, self.display.warn)
             stopper.install()
             try:
-                await _run_phases(self.scenario, self.plans, dispatcher, backend, sink, check, self.phases)
+                await _run_phases(self.scenario, self.plans, dispatcher, backend, sink, check, self.phases, self.gate)
             except asyncio.CancelledError:
                 if not stopper.cancelled:
                     raise
@@ -299,6 +310,17 @@ class _Run:
                 self.records = sink.run
                 if sink.run:
                     write_parquet(self.run_dir / "requests.parquet", sink.run)
+
+
+    def ended(self, header: dict[str, Any]) -> None:
+        """How the run ended, into its header."""
+        header["stopped"] = self.stopped
+        if self.gate.late_ms:
+            header["shard"] = {**header["shard"], "phase_late_ms": self.gate.late_ms}
+        if self.stopped_ns is not None:
+            header["stopped_after_s"] = (self.stopped_ns - header["anchor"]["monotonic_ns"]) / 1e9
+        header["not_run"] = [p.name for p in self.scenario.phases[len(self.phases):]]
+        header["complete"] = len(self.phases) == len(self.plans) and self.stopped is None
 
 
 def _self_check(cfg: ClientConfig, clock: Clock, warn: Callable[[str], None],
@@ -325,8 +347,9 @@ async def run_scenario(
     run_id = shard.run_id(scenario.name, sharding.start_at) if sharding else secrets.token_hex(4)
     text = text_maker(scenario)  # a bad trace, dataset or tokenizer fails here, before any report exists
     counted = await server_words(endpoint) if scenario.workload.tokenizer == "server" else None
-    plans = [shard_plan(plan_phase(scenario, i, run_id, counted or text, counted.overhead if counted else 0), shard)
+    whole = [plan_phase(scenario, i, run_id, counted or text, counted.overhead if counted else 0)
              for i in range(len(scenario.phases))]
+    plans = [shard_plan(plan, shard) for plan in whole]
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "scenario.yaml").write_text(scenario.to_yaml(), encoding="utf-8")
     header = _header(scenario, endpoint, run_id, clock, bundled)
@@ -335,6 +358,8 @@ async def run_scenario(
     run = _Run(scenario, endpoint, run_dir, clock, display or Display(), plans, metrics,
                sharding.relay if sharding else None)
     check = _self_check(cfg, clock, run.display.warn, metrics)
+    if sharding is not None:
+        run.gate = sharding.gate(list(scenario.phases), whole, run.display.warn)
     backend = make_backend(endpoint, cfg, max(peak_connections(p) for p in plans))
     scraper = _scraper(scenario, endpoint, clock, run_dir)
     scraped: dict[str, Any] | None = None
@@ -351,10 +376,6 @@ async def run_scenario(
         if scraper is not None:
             scraped = await scraper.stop()
     rows = scraper.rows if scraper is not None else []
-    header["stopped"] = run.stopped
-    if run.stopped_ns is not None:
-        header["stopped_after_s"] = (run.stopped_ns - header["anchor"]["monotonic_ns"]) / 1e9
-    header["not_run"] = [p.name for p in scenario.phases[len(run.phases):]]
-    header["complete"] = len(run.phases) == len(plans) and run.stopped is None
+    run.ended(header)
     summary = build_summary(scenario, header, run.phases, rows, scraped, ceiling_tokens_per_s)
     return RunResult(run_dir, summary, run.records, rows)

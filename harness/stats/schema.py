@@ -245,6 +245,8 @@ class PhaseSummary(PhaseStats, _PhaseHead):
                                               "thresholds, each with its observed value; one failed: exit 99")
     warnings: list[str] = Field(default_factory=list, description="what may make the phase's figures "
                                 "misleading (a prompt cache carried over, prompts not of the asked length)")
+    incomplete: str | None = Field(None, description="why part of the phase's load was never sent or never "
+                                   "answered (the run was stopped in it, a shard died in it or before); null: whole")
 
 
 class Anchor(_Model):
@@ -274,6 +276,10 @@ class ShardInfo(_Model):
     clock_offset_ms: float | None = Field(None, description="the coordinator's wall clock − this shard's, measured "
                                           "NTP-style at its start (--workers/--ray; null by hand)")
     clock_uncertainty_ms: float | None = Field(None, description="± of that: half the shortest round trip")
+    phase_slack_s: float | None = Field(None, description="by hand (--shard without a parent): the pause planned "
+                                        "after each phase's schedule before the next phase starts on every shard")
+    phase_late_ms: dict[str, float] | None = Field(None, description="by hand: phase -> how long after its planned "
+                                                   "start it began on this shard (late: the phase before ran over)")
 
 
 class ShardLoss(_Model):

@@ -29,6 +29,7 @@ from harness.stats.sessions import session_stats
 from harness.stats.stress import estimate, from_simulator
 from harness.stats.thresholds import evaluate
 from harness.stats.verdict import ClientCheck
+from harness.workload.shards import LATE_MS
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +114,39 @@ def build_summary(scenario: Scenario, header: Mapping[str, Any], phases: Sequenc
     """The whole summary: header, phases, server series when scraped, and the comparison of the phases."""
     served = (header.get("endpoint") or {}).get("model") or scenario.endpoint.model
     entries = [phase_summary(scenario, p, rows, ceiling_tokens_per_s, served) for p in phases]
+    names = [p.name for p in scenario.phases]
+    cut = incomplete(header, names, [p.phase.name for p in phases])
+    late = late_phases(header)
+    entries = [e.model_copy(update={"incomplete": cut.get(e.name), "warnings": e.warnings + late.get(e.name, [])})
+               for e in entries]
     return Summary(run=RunHeader.model_validate(header), phases=entries,
                    server_metrics=None if scraped is None else ScrapeInfo.model_validate(scraped),
                    comparison=compare(entries))
+
+
+def incomplete(header: Mapping[str, Any], names: Sequence[str], ran: Sequence[str]) -> dict[str, str]:
+    """Why each phase that ran lacks part of its load: the run was stopped in it (the last that ran), or a shard
+    died in it or in a phase before it (its share of every later phase was never sent)."""
+    out = {}
+    if header.get("stopped") and ran:
+        out[ran[-1]] = f"stopped ({header['stopped']})"
+    for shard in header.get("shards") or []:
+        died_in = (shard.get("loss") or {}).get("phase")
+        if died_in in names:
+            who = f"shard {shard['index']}/{shard['count']}"
+            for name in names[names.index(died_in):]:
+                out[name] = f"{who} died in it" if name == died_in else f"{who} died in phase {died_in}, before it"
+    return out
+
+
+def late_phases(header: Mapping[str, Any]) -> dict[str, list[str]]:
+    """Shards by hand: phase -> a line for each shard that began it later than planned (it may overlap the
+    previous phase on the other shards)."""
+    out: dict[str, list[str]] = {}
+    for shard in header.get("shards") or [header.get("shard") or {}]:
+        for name, late in (shard.get("phase_late_ms") or {}).items():
+            if late > LATE_MS:
+                out.setdefault(name, []).append(
+                    f"shard {shard['index']}/{shard['count']} began it {late:,.0f} ms after its planned start: it "
+                    "may overlap the previous phase on other shards (a longer --phase-slack keeps the timeline)")
+    return out

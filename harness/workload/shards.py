@@ -17,6 +17,7 @@ from harness.workload.requests import LazySpecs
 
 LATE_MS = 50.0  # a shard that begins later than this after the common start is named, in its run and the merge
 SKEW_MS = 10.0  # a shard whose clock is off the coordinator's by more than this (beyond the uncertainty) is named
+PHASE_SLACK_S = 5.0  # shards by hand: the pause planned after each phase's schedule for its last answers to end
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,3 +72,25 @@ def shard_plan(plan: PhasePlan, shard: Shard) -> PhasePlan:
     if isinstance(plan, SessionPlan):
         return replace(plan, offsets_ns=plan.offsets_ns[i::n], conversations=range(i, len(plan.offsets_ns), n))
     raise TypeError(f"no sharding for {type(plan).__name__}")
+
+
+def planned_span_s(plan: PhasePlan) -> float | None:
+    """How long a phase's schedule lasts whatever the server does (its last arrival, or its duration); None where
+    only the answers end it (fixed batches, a closed loop of a count of requests). Of the whole plan, not a
+    shard's: every shard must derive the same timetable."""
+    if isinstance(plan, OpenLoopPlan | SessionPlan):
+        return float(plan.offsets_ns[-1]) / 1e9 if len(plan.offsets_ns) else 0.0
+    if isinstance(plan, ClosedLoopPlan) and plan.requests is None and plan.duration_ns is not None:
+        return plan.duration_ns / 1e9
+    return None
+
+
+def timetable(start_at: float, spans: list[float | None], slack_s: float) -> list[float | None]:
+    """Shards by hand (no coordinator to hold a barrier): when each phase starts, Unix seconds — the common start,
+    then each phase's schedule and `slack_s` for its last answers later (k6's scenario startTime). None from the
+    phase after one whose end nobody can plan: from there each shard starts a phase when its own share ended."""
+    starts: list[float | None] = [start_at]
+    for span in spans[:-1]:
+        last = starts[-1]
+        starts.append(None if last is None or span is None else last + span + slack_s)
+    return starts

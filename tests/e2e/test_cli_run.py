@@ -221,6 +221,7 @@ def test_ctrl_c_stops_sending_and_waits_for_requests_in_flight(tmp_path: Path, s
     assert proc.returncode == 130, proc.stderr
     assert "SIGINT: stopped sending" in proc.stderr
     assert summary["run"]["stopped"] == "SIGINT" and summary["run"]["complete"] is False
+    assert summary["phases"][-1]["incomplete"] == "stopped (SIGINT)"
     assert [p["name"] for p in summary["phases"]] == ["open"]  # the next phase never started
     assert 20 <= len(rows) < 200  # about a second of a 20 req/s schedule, not the planned 1,200
     assert set(rows["status"]) == {"ok"}  # in flight at the stop: all finished within the grace

@@ -164,6 +164,7 @@ def test_a_worker_killed_mid_run_is_named_and_the_rest_kept(sim_url: str, tmp_pa
     assert loss["phase"] == "interactive" and loss["ended"] == shards[1]["records"]
     assert loss["sent"] == loss["ended"] + loss["in_flight"] and loss["sent"] + loss["never_sent"] == 20
     assert shards[0]["loss"] is None
+    assert summary["phases"][0]["incomplete"] == "shard 1/2 died in it"  # the phase itself says it is not whole
     table = (only_run_dir(tmp_path) / "table.txt").read_text()
     assert f"shard 1/2 worker died (exit -9) in phase interactive: of {loss['sent']} sent" in table
     assert "in flight (lost)" in (only_run_dir(tmp_path) / "report.html").read_text()
@@ -224,3 +225,44 @@ def test_a_frozen_worker_is_named_within_ten_seconds(sim_url: str, tmp_path: Pat
     shards = {s["index"]: s for s in summary["run"]["shards"]}
     assert shards[1]["silent_max_s"] >= 5 and shards[0]["silent_max_s"] is None
     assert "shard 1/2 said nothing for" in (only_run_dir(tmp_path) / "table.txt").read_text()
+
+
+TIMELINE = {"name": "timeline", "seed": 3, "workload": {"prompt_tokens": 32, "output_tokens": {"dist": "uniform", "min": 4, "max": 48}},
+            "phases": [{"name": "open", "load": {"type": "poisson", "rate": 20, "requests": 16}},
+                       {"name": "users", "load": {"type": "concurrency", "concurrency": 3, "duration_s": 1.5}},
+                       {"name": "again", "load": {"type": "constant", "rate": 10, "requests": 8}},
+                       {"name": "batches", "load": {"type": "batch", "size": 6, "batches": 2}}]}
+
+
+def test_shards_by_hand_keep_one_timeline(sim_url: str, tmp_path: Path) -> None:
+    """Two shards started by hand, nobody to hold a barrier: each phase starts on both at its planned time (the
+    previous schedule plus --phase-slack), so no phase's first send precedes any shard's last answer of the phase
+    before, and a fixed-batch phase's first batch leaves from both together. A shard that could not keep the plan
+    would have said so in that phase's warnings."""
+    scenario = tmp_path / "timeline.yaml"
+    scenario.write_text(json.dumps(TIMELINE))
+    start_at = round(time.time() + 3.0, 3)
+    procs = [subprocess.Popen([sys.executable, "-m", "harness", "run", str(scenario), "--endpoint", sim_url,
+                               "--progress", "off", "--start-at", repr(start_at), "--shard", f"{i}/2",
+                               "--phase-slack", "1s", "--reports-dir", str(tmp_path / f"s{i}")], cwd=ROOT,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(2)]
+    errs = [p.communicate(timeout=120)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], errs
+    assert all("phase batches: shards by hand release each phase's first batch together" in e for e in errs)
+    merged = subprocess.run([sys.executable, "-m", "harness", "merge", *(str(only_run_dir(tmp_path / f"s{i}"))
+                             for i in range(2)), "--out", str(tmp_path / "merged")], cwd=ROOT, capture_output=True,
+                            text=True, timeout=60)
+    assert merged.returncode == 0, merged.stderr
+    summary = json.loads((tmp_path / "merged" / "summary.json").read_text())
+    records = [json.loads(line) for line in (tmp_path / "merged" / "requests.jsonl").read_text().splitlines()]
+    assert [s["phase_slack_s"] for s in summary["run"]["shards"]] == [1.0, 1.0]
+    assert all(set(s["phase_late_ms"]) == {"users", "again", "batches"} for s in summary["run"]["shards"])
+    names = [p["name"] for p in TIMELINE["phases"]]
+    for before, phase in zip(names, names[1:]):
+        ended = max(r["end_ns"] for r in records if r["phase"] == before)
+        first = min(r["sent_ns"] for r in records if r["phase"] == phase)
+        named = [w for p in summary["phases"] if p["name"] == phase for w in p["warnings"]]
+        assert first >= ended or any("after its planned start" in w for w in named), (phase, (ended - first) / 1e6)
+    quiet_enough(summary)  # how close together two processes send is timing: only where both kept up
+    sends = [r["sent_ns"] for r in records if r["phase"] == "batches" and r["batch"] == 0]
+    assert len(sends) == 6 and max(sends) - min(sends) < 20_000_000, (max(sends) - min(sends)) / 1e6

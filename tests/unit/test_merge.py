@@ -15,6 +15,7 @@ from harness.config.scenario import parse_scenario
 from harness.errors import ScenarioError
 from harness.records import RecordWriter, RequestRecord
 from harness.report.merge import merge_shards
+from harness.report.notes import notes
 from harness.stats.summary import PhaseRun, build_summary
 from harness.stats.verdict import ClientCheck
 from harness.tools.predict import predict_runs
@@ -103,5 +104,25 @@ def test_a_shard_killed_before_its_summary_is_merged_as_incomplete(
     merged = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert not merged["run"]["complete"]
     assert merged["run"]["shards"][1]["stopped"] == "the shard ended before writing its summary"
+    assert merged["phases"][-1]["incomplete"] == "stopped (the shard ended before writing its summary)"
     out = [json.loads(line) for line in (tmp_path / "out" / "requests.jsonl").read_text().splitlines()]
     assert {r["request_id"]: r["chunk_ns"] for r in out} == {r.request_id: r.chunk_ns for r in records}
+
+
+def test_a_late_phase_and_a_dead_shard_mark_the_phases_they_touch(
+        shards: tuple[list[Path], list[RequestRecord]], tmp_path: Path) -> None:
+    """A shard by hand that began `bulk` 400 ms after its planned start is named in that phase's warnings (and
+    not for 20 ms); a worker that died in `live` marks `live` and every phase after it incomplete."""
+    dirs, _ = shards
+    saved = json.loads((dirs[1] / "summary.json").read_text())
+    saved["run"]["shard"] |= {"phase_slack_s": 5.0, "phase_late_ms": {"live": 20.0, "bulk": 400.0}}
+    saved["run"] |= {"loss": {"phase": "live", "sent": 9, "ended": 7, "in_flight": 2, "never_sent": 11},
+                     "complete": False, "stopped": "worker died (SIGKILL)"}
+    (dirs[1] / "summary.json").write_text(json.dumps(saved))
+    merged = merge_shards(dirs, tmp_path / "out").summary
+    live, bulk = merged.phases
+    assert live.warnings == [] and len(bulk.warnings) == 1 and "shard 1/2 began it 400 ms after" in bulk.warnings[0]
+    assert live.incomplete == "shard 1/2 died in it" and bulk.incomplete == "shard 1/2 died in phase live, before it"
+    lines = notes(merged.to_json())
+    assert "phase bulk is incomplete: shard 1/2 died in phase live, before it" in lines
+    assert merged.run.shards is not None and merged.run.shards[1].phase_late_ms == {"live": 20.0, "bulk": 400.0}

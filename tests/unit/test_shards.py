@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 from pathlib import Path
 
 import pytest
@@ -12,7 +14,8 @@ from hypothesis import strategies as st
 from harness.cli import main
 from harness.config.scenario import parse_scenario
 from harness.workload.plan import BatchPlan, ClosedLoopPlan, OpenLoopPlan, PhasePlan, SessionPlan, plan_phase
-from harness.workload.shards import Shard, shard_plan
+from harness.run.timeline import PhaseGate, manual_gate
+from harness.workload.shards import Shard, planned_span_s, shard_plan, timetable
 
 LOADS = [
     {"type": "poisson", "rate": 20, "requests": 37},
@@ -91,3 +94,47 @@ def test_shard_and_worker_flags_are_checked(tmp_path: Path) -> None:
         result = CliRunner().invoke(main, ["run", "--rate", "1", "--requests", "1", *args, "--reports-dir",
                                            str(tmp_path)])
         assert result.exit_code == 2 and problem in result.output, result.output
+
+
+def test_shards_by_hand_plan_each_phase_start_from_the_schedules_of_the_whole_run() -> None:
+    """Every shard derives the same timetable (from the whole plan, not its share), and nothing is planned after a
+    phase that only its answers end."""
+    poisson = plan({"type": "poisson", "rate": 20, "requests": 37}, 3)
+    closed = plan({"type": "concurrency", "concurrency": 3, "duration_s": 2.5}, 3)
+    batch = plan({"type": "batch", "size": 4, "batches": 2}, 3)
+    assert isinstance(poisson, OpenLoopPlan)
+    last = float(poisson.offsets_ns[-1]) / 1e9
+    assert planned_span_s(poisson) == last and planned_span_s(closed) == 2.5 and planned_span_s(batch) is None
+    # A shard's share ends earlier than the whole schedule: the plan must not come from it.
+    assert planned_span_s(shard_plan(poisson, Shard(1, 2))) < last  # 37 arrivals: its last is the 36th
+    spans = [planned_span_s(p) for p in (poisson, closed, batch, poisson)]
+    assert timetable(100.0, spans, 5.0) == [100.0, 100.0 + last + 5.0, 100.0 + last + 5.0 + 2.5 + 5.0, None]
+    assert timetable(100.0, [None, 1.0], 5.0) == [100.0, None]
+
+
+def test_a_phase_that_begins_after_its_planned_start_is_counted_and_named() -> None:
+    said: list[str] = []
+    now = time.time()
+    gate = PhaseGate(starts=[now - 10, now - 0.3, now + 0.05, None], warn=said.append)
+
+    async def go() -> None:
+        for k, name in enumerate(("a", "b", "c", "d")):
+            await gate.before(k, name)
+
+    asyncio.run(go())
+    assert time.time() >= now + 0.05  # it waited for c's planned start
+    assert set(gate.late_ms) == {"b", "c"} and gate.late_ms["b"] >= 300  # a: the common start's; d: no plan
+    assert len(said) == 1 and "phase b began" in said[0] and "--phase-slack" in said[0]
+
+
+def test_a_gate_by_hand_says_up_front_what_no_plan_can_hold() -> None:
+    scenario = parse_scenario({"name": "s", "workload": {"prompt_tokens": 16, "output_tokens": 4}, "phases": [
+        {"name": "open", "load": {"type": "poisson", "rate": 20, "requests": 10}},
+        {"name": "batches", "load": {"type": "batch", "size": 4, "batches": 3}},
+        {"name": "after", "load": {"type": "poisson", "rate": 20, "requests": 10}}]}, "test")
+    whole = [plan_phase(scenario, i, "run-1") for i in range(3)]
+    said: list[str] = []
+    gate = manual_gate(scenario.phases, whole, 100.0, 5.0, said.append)
+    assert gate.starts[:2] == [100.0, 100.0 + planned_span_s(whole[0]) + 5.0] and gate.starts[2] is None  # type: ignore[operator]
+    assert len(said) == 2 and "phase batches" in said[0] and "first batch together" in said[0]
+    assert "phase after has no planned start" in said[1]
