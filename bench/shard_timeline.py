@@ -1,10 +1,11 @@
 """Is a run sharded over `--workers 2` the same workload, on the same timeline, as one process? (issue 28)
 
-Runs one scenario — Poisson arrivals, a closed loop of 3 users, fixed batches of 8 — against `harness sim serve`
-on loopback (H100, Llama-3.1-8B), once in one process and once with `--workers 2`, and prints for each: the gap
-between a phase's last answer and the next phase's first send (negative: phases overlapped), each batch's send
-spread, the closed loop's time-weighted requests in flight, and each phase's TTFT p50, ITL p50 and output
-tokens/s. Bounded: two runs of ~25 s; traffic to 127.0.0.1 only.
+Runs each phase type against `harness sim serve` on loopback (H100, Llama-3.1-8B) — one scenario of Poisson
+arrivals, a closed loop of 3 users and fixed batches of 8; one replaying the Azure conversation trace rescaled to
+4 req/s; one of multi-turn sessions (ShareGPT conversations, Poisson starts) — once in one process and once with
+`--workers 2`, and prints for each: the gap between a phase's last answer and the next phase's first send
+(negative: phases overlapped), each batch's send spread, the closed loop's time-weighted requests in flight, and
+each phase's TTFT p50, ITL p50 and output tokens/s. Bounded: six runs of ~15–25 s; traffic to 127.0.0.1 only.
 
     .venv/bin/python bench/shard_timeline.py [--workers 2]
 """
@@ -20,6 +21,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+ROOT = Path(__file__).resolve().parent.parent
 SCENARIO = """
 name: timeline
 seed: 4
@@ -32,6 +34,25 @@ phases:
   - name: batch
     load: {type: batch, size: 8, batches: 4}
 """
+TRACE = f"""
+name: trace
+seed: 4
+phases:
+  - name: trace
+    load: {{type: trace, file: {ROOT}/scenarios/traces/AzureLLMInferenceTrace_conv.csv.gz, end_s: 1800,
+           target_rate: 4, duration_s: 15}}
+"""
+SESSIONS = f"""
+name: sessions
+seed: 4
+workload:
+  dataset: {{type: sharegpt, file: {ROOT}/scenarios/data/sharegpt-sample.json, output_tokens: workload}}
+  output_tokens: 48
+  sessions: {{think_s: {{dist: exponential, mean_s: 0.3}}}}
+phases:
+  - name: sessions
+    load: {{type: poisson, rate: 3, requests: 24}}
+"""
 
 
 def in_flight(records: list[dict[str, Any]]) -> float:
@@ -43,8 +64,8 @@ def in_flight(records: list[dict[str, Any]]) -> float:
     return float(area / (events[-1][0] - events[0][0]))
 
 
-def one(url: str, tmp: Path, name: str, extra: list[str]) -> None:
-    (tmp / "timeline.yaml").write_text(SCENARIO)
+def one(url: str, tmp: Path, name: str, extra: list[str], scenario: str = SCENARIO) -> None:
+    (tmp / "timeline.yaml").write_text(scenario)
     done = subprocess.run([sys.executable, "-m", "harness", "run", str(tmp / "timeline.yaml"), "--endpoint", url,
                            "--progress", "off", "--reports-dir", str(tmp / name), *extra],
                           capture_output=True, text=True, timeout=600)
@@ -58,11 +79,14 @@ def one(url: str, tmp: Path, name: str, extra: list[str]) -> None:
     gaps = [(min(r["sent_ns"] for r in by_phase[b]) - max(r["end_ns"] for r in by_phase[a])) / 1e6
             for a, b in itertools.pairwise(names)]
     spreads = []
-    for k in sorted({r["batch"] for r in by_phase["batch"]}):
+    for k in sorted({r["batch"] for r in by_phase.get("batch", [])}):
         sends = [r["sent_ns"] for r in by_phase["batch"] if r["batch"] == k]
         spreads.append((max(sends) - min(sends)) / 1e6)
-    print(f"{name}: phase gaps {', '.join(f'{g:+.1f}' for g in gaps)} ms; batch send spread "
-          f"{', '.join(f'{s:.1f}' for s in spreads)} ms; closed loop in flight {in_flight(by_phase['users']):.2f}")
+    if "users" in by_phase:
+        print(f"{name}: phase gaps {', '.join(f'{g:+.1f}' for g in gaps)} ms; batch send spread "
+              f"{', '.join(f'{s:.1f}' for s in spreads)} ms; closed loop in flight {in_flight(by_phase['users']):.2f}")
+    else:
+        print(f"{name}: {len(records)} requests")
     for p in summary["phases"]:
         lat = p["latency_ms"]
         print(f"  {p['name']:8} TTFT p50 {lat['ttft']['p50']:7.1f} ms  ITL p50 {lat['itl']['p50']:5.2f} ms  "
@@ -78,9 +102,10 @@ def main() -> None:
     try:
         assert sim.stdout is not None
         url = json.loads(sim.stdout.readline())["url"]
-        with tempfile.TemporaryDirectory() as workdir:
-            one(url, Path(workdir), "one process", [])
-            one(url, Path(workdir), f"--workers {args.workers}", ["--workers", str(args.workers)])
+        for scenario in (SCENARIO, TRACE, SESSIONS):
+            with tempfile.TemporaryDirectory() as workdir:
+                one(url, Path(workdir), "one process", [], scenario)
+                one(url, Path(workdir), f"--workers {args.workers}", ["--workers", str(args.workers)], scenario)
     finally:
         sim.terminate()
         sim.communicate(timeout=15)
