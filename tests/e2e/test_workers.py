@@ -33,6 +33,9 @@ def quiet_enough(summary: dict) -> None:
     late = [p["name"] for p in summary["phases"] if p["client_limited"]]
     if late:
         pytest.skip(f"client-limited in {', '.join(late)} (a busy machine): the timing checks need it to keep up")
+    parent = summary["run"].get("coordinator") or {}
+    if parent.get("verdict", "ok") != "ok":
+        pytest.skip(f"the parent of the workers was late ({parent['verdict']}): barriers waited for it")
 
 
 def worker_pid(reports: Path, index: int, tries: int) -> int:
@@ -109,13 +112,14 @@ def test_two_workers_send_the_whole_schedule_once(sim_url: str, tmp_path: Path) 
     assert min(r["intended_ns"] for r in batch if r["batch"] == 1) >= first_end - 1_000_000  # clocks: 1 ms
     # One timeline: no shard sent a request of the batch phase before every shard's last interactive answer
     # ended (without the phase barrier the phases overlapped by 70–372 ms), and batch 0 is released together
-    # too (it left in halves 73–1,155 ms apart). 50 ms: generous for a busy machine (measured: docs/load-engine.md).
+    # too (it left in halves 73–1,155 ms apart). Within 20 ms where every process kept up (measured 0.2–4.2 ms:
+    # docs/load-engine.md).
     interactive_end = max(r["end_ns"] for r in records if r["phase"] == "interactive")
     assert min(r["sent_ns"] for r in batch) >= interactive_end - 1_000_000
     quiet_enough(summary)  # the spread of a batch's sends is timing: only where the workers kept up
     for b in (0, 1):
         sends = [r["sent_ns"] for r in batch if r["batch"] == b]
-        assert max(sends) - min(sends) < 50_000_000, (b, (max(sends) - min(sends)) / 1e6)
+        assert max(sends) - min(sends) <= 20_000_000, (b, (max(sends) - min(sends)) / 1e6)
 
 
 def in_flight(records: list[dict]) -> float:
