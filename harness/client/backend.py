@@ -26,6 +26,9 @@ class RequestEvents(Protocol):
     done: bool  # the stream is over for the harness: [DONE], an error, its end or a failure
     keep_text: bool  # the answer's text is wanted (multi-turn sessions): chunks should carry it
 
+    def connecting(self) -> None:
+        """No pooled connection was free: a new one is being opened for this request."""
+
     def sent(self) -> None: ...
 
     def status(self, http_status: int) -> None: ...

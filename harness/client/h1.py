@@ -27,6 +27,7 @@ from harness.workload.requests import RequestSpec
 
 _ERROR_BODY_LIMIT = 8192
 HEADER_LIMIT = 64 << 10  # a real server's response headers are well under a kilobyte
+WARM_AT_ONCE = 64  # handshakes in flight while the pool is opened ahead of a phase
 
 
 class _Exchange:
@@ -175,16 +176,22 @@ class H1Backend:
         self._prepared[spec.request_id] = head.encode() + body
 
     async def warm(self, count: int) -> int:
-        """Open up to `count` idle connections ahead of a phase; returns how many opened."""
-        async def one() -> _Connection | None:
-            try:
-                return await self._connect()
-            except (OSError, TimeoutError):
-                return None
+        """Have `count` idle connections open ahead of a phase, opening at most `WARM_AT_ONCE` at a time (a burst
+        of a thousand handshakes overflows a server's listen queue: dropped SYNs come back a second later, inside
+        the phase); returns how many are open."""
+        gate = asyncio.Semaphore(WARM_AT_ONCE)
 
-        opened = [c for c in await asyncio.gather(*(one() for _ in range(count))) if c is not None]
+        async def one() -> _Connection | None:
+            async with gate:
+                try:
+                    return await self._connect()
+                except (OSError, TimeoutError):
+                    return None
+
+        alive = [c for c in self._idle if c.usable]
+        opened = [c for c in await asyncio.gather(*(one() for _ in range(count - len(alive)))) if c is not None]
         self._idle.extend(opened)
-        return len(opened)
+        return len(alive) + len(opened)
 
     async def close(self) -> None:
         """Close every connection this backend opened, idle or still draining a response."""
@@ -203,12 +210,13 @@ class H1Backend:
         self._opened.add(conn)
         return conn
 
-    async def _acquire(self) -> tuple[_Connection, bool]:
+    async def _acquire(self, events: RequestEvents) -> tuple[_Connection, bool]:
         """A pooled connection if one is still open (True: reused), else a new one."""
         while self._idle:
             conn = self._idle.pop()
             if conn.usable:
                 return conn, True
+        events.connecting()
         return await self._connect(), False
 
     async def execute(self, spec: RequestSpec, events: RequestEvents) -> None:
@@ -229,7 +237,9 @@ class H1Backend:
         conn: _Connection | None = None
         timers: list[asyncio.TimerHandle] = []
         try:
-            conn, reused = (await self._connect(), False) if fresh else await self._acquire()
+            if fresh:
+                events.connecting()
+            conn, reused = (await self._connect(), False) if fresh else await self._acquire(events)
             done: asyncio.Future[BaseException | None] = loop.create_future()
             timers.append(loop.call_later(self.request_timeout_s, _expire, done, "request timeout"))
             first = None

@@ -110,8 +110,14 @@ def interpret(payload: bytes) -> Chunk:
     # no usage or error. A few literal searches instead of a JSON parse; everything else is parsed.
     # A finish_reason on a fast-path chunk is read once, at [DONE] (`ChunkReader`): a third scan of every
     # chunk would cost as much as the two above.
-    if payload[:1] == b"{" and payload[-1:] == b"}" and b'"usage"' not in payload and b'"error"' not in payload:
-        if b'"reasoning' not in payload:
+    # `.find` rather than `in`: on bytes, CPython 3.11's `in` first tries the needle as an integer and pays for
+    # the TypeError on every call (0.23 against 0.13 µs here).
+    if (payload[:1] == b"{" and payload[-1:] == b"}" and payload.find(b'"usage"') < 0
+            and payload.find(b'"error"') < 0):
+        if payload.find(b'"reasoning') < 0:
+            at = payload.find(b'"content":"')  # the compact shape vLLM, SGLang and llama.cpp write: one scan
+            if at >= 0 and payload[at + 11:at + 12] != b'"':
+                return _CONTENT_ONLY
             if _has_text(payload, b'"content":') or _has_text(payload, b'"text":'):
                 return _CONTENT_ONLY
         else:

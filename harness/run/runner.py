@@ -53,10 +53,10 @@ from harness.workload.plan import (
     plan_phase,
     plan_trace,
     text_maker,
+    warm_connections,
 )
 from harness.workload.shards import LATE_MS, PHASE_SLACK_S, SKEW_MS, Shard, shard_plan
 
-_WARM_MAX = 256  # connections opened ahead of a phase; an open-loop phase may need more later
 FLUSH_S = 0.05
 SHARD_HEADER = "shard.json"
 
@@ -244,7 +244,7 @@ async def _run_phases(scenario: Scenario, plans: list[PhasePlan], dispatcher: Di
     for k, (phase, plan) in enumerate(zip(scenario.phases, plans, strict=True)):
         if dispatcher.stopping:
             break
-        await backend.warm(min(peak_connections(plan), _WARM_MAX))
+        await backend.warm(warm_connections(plan))
         await gate.before(k, phase.name)  # one timeline: no shard begins this phase before every shard ended the last
         sink.begin_phase(phase, plan, lambda: dispatcher.launched)
         if sink.relay is not None:

@@ -19,7 +19,7 @@ from harness.workload.requests import RequestSpec
 class RecordStamper:
     """The `RequestEvents` a backend reports to: each event stamped with `clock` into `rec`."""
 
-    __slots__ = ("_counted", "_now", "answer", "done", "got_token", "keep_text", "rec")
+    __slots__ = ("_connecting", "_counted", "_now", "answer", "done", "got_token", "keep_text", "rec")
 
     def __init__(self, rec: RequestRecord, clock: Clock, answer: list[str] | None = None) -> None:
         self.rec = rec
@@ -29,9 +29,16 @@ class RecordStamper:
         self.done = False  # the stream is over for the harness: [DONE], an error, or its end
         self.got_token = False
         self._counted = 0  # completion tokens reported so far (continuous usage)
+        self._connecting = 0
+
+    def connecting(self) -> None:
+        self._connecting = self._now()
 
     def sent(self) -> None:
-        self.rec.sent_ns = self._now()
+        self.rec.sent_ns = now = self._now()
+        if self._connecting:
+            self.rec.connect_ms = (now - self._connecting) / 1e6
+            self._connecting = 0
 
     def status(self, http_status: int) -> None:
         self.rec.http_status = http_status

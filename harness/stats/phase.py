@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.clock import NS_PER_S
+from harness.clock import NS_PER_MS, NS_PER_S
 from harness.config.scenario import SLO
 from harness.records import STATUSES, RequestRecord, Status
 from harness.stats.metrics import (
@@ -34,6 +34,7 @@ from harness.stats.metrics import (
 from harness.stats.schema import (
     Batches,
     ClientHealth,
+    Connections,
     Goodput,
     Latencies,
     LatencyByStatus,
@@ -164,8 +165,20 @@ def phase_stats(
         whole_run=WholeRun(window=SchemaWindow(**g.whole.to_json()), requests=len(records), ok=len(all_ok),
                            throughput=_throughput(all_ok, g.whole)),
         batches=batches,
+        connections=_connections(measured),
         **_client_limited(lag.p99, lag_bound_ms, batches, client or ClientCheck()),
     )
+
+
+SLOW_CONNECT_MS = 1000.0  # Linux's first SYN retransmission: a connect this slow lost a SYN
+
+
+def _connections(measured: Sequence[RequestRecord]) -> Connections | None:
+    times = [r.connect_ms for r in measured if r.connect_ms is not None]
+    if not times:
+        return None
+    return Connections(opened=len(times), connect_ms=distribution([t * NS_PER_MS for t in times]),
+                       slow=sum(1 for t in times if t >= SLOW_CONNECT_MS))
 
 
 def span_rate(times_ns: Sequence[int]) -> float | None:

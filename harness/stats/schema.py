@@ -189,6 +189,16 @@ class TraceUse(_Model):
     idle_capped: IdleCapped | None = None
 
 
+class Connections(_Model):
+    """Connections opened for requests of the phase, once its clock ran (the pool opened ahead is not here)."""
+
+    opened: int = Field(description="requests that found no pooled connection free and opened one")
+    connect_ms: Distribution = Field(description="how long opening took (TCP, and TLS for https); it is inside "
+                                     "their TTFT and E2E, which run from the intended send")
+    slow: int = Field(description="of those, over 1 s: the server's listen queue dropped a SYN and the kernel "
+                      "retried (a backlog too small for the burst), or the network lost one")
+
+
 class PhaseStats(_Model):
     """What the records of one phase say (harness.stats.phase)."""
 
@@ -206,6 +216,8 @@ class PhaseStats(_Model):
     client_limited_reason: str | None
     schedule_lag_bound_ms: float
     client: ClientHealth
+    connections: Connections | None = Field(None, description="null: every request found a pooled connection "
+                                            "(or the aiohttp client, which does not say)")
 
 
 class ThresholdResult(_Model):

@@ -15,6 +15,7 @@ from harness.stats.conclusion import compare
 from harness.stats.phase import phase_stats
 from harness.stats.schema import (
     ClientHealth,
+    Connections,
     PhaseSummary,
     RunHeader,
     ScrapeInfo,
@@ -65,7 +66,8 @@ def phase_summary(scenario: Scenario, run: PhaseRun, rows: Sequence[Row] = (),
                         config=phase.model_dump(mode="json"),
                         trace=None if run.trace is None else TraceUse.model_validate(run.trace), server=server,
                         stress=stress,
-                        sessions=session_stats(run.records), warnings=phase_warnings(scenario, stats.tokens),
+                        sessions=session_stats(run.records),
+                        warnings=phase_warnings(scenario, stats.tokens) + connect_warnings(stats.connections),
                         thresholds=evaluate(scenario.thresholds, phase.thresholds, stats),
                         bottleneck=bottleneck(stats.client_limited, server))
 
@@ -106,6 +108,16 @@ def phase_warnings(scenario: Scenario, tokens: Tokens) -> list[str]:
                    f"the server (mean {tokens.prompt_diff_mean:+.1f} tokens): give workload.tokenizer (a local "
                    "tokenizer.json, or 'server')")
     return out
+
+
+def connect_warnings(connections: Connections | None) -> list[str]:
+    """Connections that took a second or more to open: SYNs the server dropped, inside those requests' TTFT."""
+    if connections is None or not connections.slow:
+        return []
+    return [f"{connections.slow} of {connections.opened} connections opened during the phase took over 1 s "
+            f"(max {connections.connect_ms.max:,.0f} ms): the server dropped SYNs (its listen backlog overflowed "
+            "under the burst) and those requests' TTFT holds the retry; a larger backlog on the server, or "
+            "fewer new connections at once, removes it"]
 
 
 def build_summary(scenario: Scenario, header: Mapping[str, Any], phases: Sequence[PhaseRun],

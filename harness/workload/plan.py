@@ -191,3 +191,17 @@ def peak_connections(plan: PhasePlan) -> int:
     if isinstance(plan, SessionPlan):
         return max(1, len(plan.offsets_ns))
     return max(1, min(len(plan.specs), plan.max_in_flight or len(plan.specs)))
+
+
+WARM_OPEN_LOOP = 256  # an open loop's peak is every request it sends: its in-flight level is unknown ahead
+WARM_MAX = 4096
+
+
+def warm_connections(plan: PhasePlan) -> int:
+    """Connections to open before the phase's clock starts: every one a batch or a closed loop will hold at once
+    (opened mid-phase, a thousand handshakes at the start of a 1,024-stream batch cost its TTFT tail a second of
+    dropped SYNs); for open loops a pool that covers a typical in-flight level."""
+    peak = peak_connections(plan)
+    if isinstance(plan, BatchPlan | ClosedLoopPlan):
+        return min(peak, WARM_MAX)
+    return min(peak, WARM_OPEN_LOOP)

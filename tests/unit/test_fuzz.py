@@ -10,7 +10,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness.client.sse import ChunkReader
+from harness.client.sse import DONE, Chunk, ChunkReader, _parse
 from harness.clock import FakeClock
 from harness.config.scenario import load_scenario, parse_scenario
 from harness.errors import BadChunk, ScenarioError
@@ -93,3 +93,59 @@ def test_any_file_is_a_scenario_or_one_scenario_error(tmp_path: Path, content: b
         load_scenario(path)
     except ScenarioError as exc:
         assert str(exc).startswith(str(path))
+
+
+def _full_read(payload: bytes) -> Chunk:
+    """The reference: every payload through the full JSON parse, no fast path."""
+    return Chunk(done=True) if payload.strip() == DONE else _parse(payload)
+
+
+texts = st.one_of(st.just(""), st.text(max_size=8), st.sampled_from(['"', '\\"content\\":\\"x', "\u00e9\u4e2d", " "]))
+finish = {"finish_reason": st.one_of(st.none(), st.sampled_from(["stop", "length"]))}
+choices = st.one_of(
+    st.fixed_dictionaries({"index": st.just(0), "delta": st.fixed_dictionaries({"content": texts})}, optional=finish),
+    st.fixed_dictionaries({"index": st.just(0), "delta": st.dictionaries(
+        st.sampled_from(["content", "reasoning_content", "reasoning", "role"]), st.one_of(texts, st.none()),
+        max_size=3)}, optional=finish),
+    st.fixed_dictionaries({"index": st.just(0), "text": texts}))
+chunks_ = st.fixed_dictionaries({"id": st.just("c"), "choices": st.lists(choices, min_size=1, max_size=2)},
+                                optional={"usage": st.fixed_dictionaries({"prompt_tokens": st.integers(0, 99),
+                                                                          "completion_tokens": st.integers(0, 99)}),
+                                          "model": texts})
+errors = st.fixed_dictionaries({"error": st.one_of(st.text(max_size=6), st.fixed_dictionaries({"message": texts}))})
+payloads = st.one_of(chunks_, chunks_, chunks_, errors)  # errors end a stream: a quarter of the payloads
+token_streams = st.tuples(st.lists(st.tuples(payloads, st.booleans()), max_size=12), st.booleans(),
+                          st.lists(st.integers(0, 4000), max_size=10))
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(token_streams)
+def test_the_fast_path_says_what_the_full_parse_says(stream: tuple[list[tuple[dict, bool]], bool, list[int]]) -> None:
+    """Any stream of OpenAI-shaped chunks (compact or spaced JSON, empty and escaped texts, reasoning, usage,
+    errors), ended by [DONE] or not, split anywhere into reads: the reader with its fast path stamps the same
+    tokens at the same times, and ends with the same status, reason and usage, as a reader that fully parses
+    every payload."""
+    events, done, cuts = stream
+    data = b"".join(b"data: " + json.dumps(p, separators=(",", ":") if compact else None).encode() + b"\n\n"
+                    for p, compact in events) + (b"data: [DONE]\n\n" if done else b"")
+
+    def stamped(full: bool) -> tuple[object, ...] | str:
+        reader = ChunkReader()
+        if full:
+            reader._interpret = _full_read  # type: ignore[method-assign]
+        clock = FakeClock()
+        stamper = RecordStamper(RequestRecord("r", "p", 0, 8, 3, 0), clock)
+        try:
+            for piece in _splits(data, cuts):
+                clock.advance_to(clock.now_ns() + 1000)  # each read at its own time
+                if stamper.chunks(reader.read(piece)):
+                    break
+            else:
+                stamper.ended()
+        except BadChunk as exc:
+            return f"bad: {exc}"
+        r = stamper.rec
+        return (r.chunk_ns, r.first_token_ns, r.first_content_ns, r.status, r.reason, r.message,
+                r.completion_tokens, r.prompt_tokens, r.chunk_tokens)
+
+    assert stamped(full=False) == stamped(full=True)

@@ -1,0 +1,188 @@
+"""The harness against a minimal reference client, side by side in one run, on one token per socket write.
+
+A Node.js server (`bench/ref/sse_server.js`) writes one SSE event per token per socket write — the shape vLLM,
+SGLang and llama.cpp send at low load — and logs when it read each request and wrote its first token (the ground
+truth). A minimal Node.js client (`bench/ref/client.js`: built-in http, split on blank lines, JSON.parse per
+event) and the harness (`harness run`, the lean h1 client) take turns against it, each pinned to core 0 with the
+server on core 1, and this prints for each:
+
+- **ceiling**: CPU per 1,000 streamed tokens, 64 streams × 512 tokens at zero delay (closed loop, 640 requests);
+- **fidelity**: TTFT error p50/p99 at 1,024 and 256 streams × 128 tokens (TTFT 50 ms, ITL 10 ms, all sent at
+  once): the client's TTFT (first token read − when it meant to send) minus the server's (first token written −
+  request read), so connection set-up, send lag and read lag all count;
+- **arrivals**: Poisson 400/s × 2,000 requests, the KS distance of the inter-arrival gaps the server saw from the
+  exponential the schedule drew from.
+
+Machine load is printed before and after. Traffic stays on 127.0.0.1; every run is bounded in requests.
+
+    .venv/bin/python bench/per_core.py [--pairs 2] [--only ceiling,fidelity,arrivals]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+REF = Path(__file__).resolve().parent / "ref"
+CLIENT_CORE, SERVER_CORE = "0", str((os.cpu_count() or 2) - 1)
+
+
+def pinned(core: str) -> list[str]:
+    return ["taskset", "-c", core] if shutil.which("taskset") and (os.cpu_count() or 1) > 1 else []
+
+
+@contextmanager
+def node_server(ttft_ms: float, itl_ms: float, burst: int = 1) -> Iterator[str]:
+    proc = subprocess.Popen([*pinned(SERVER_CORE), "node", str(REF / "sse_server.js"), "--ttft-ms", str(ttft_ms),
+                             "--itl-ms", str(itl_ms), "--burst", str(burst)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        port = json.loads(proc.stdout.readline())["port"]
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def server_log(url: str) -> dict[str, dict[str, Any]]:
+    base = url.removesuffix("/v1")
+    with urllib.request.urlopen(f"{base}/log?clear=1", timeout=30) as answer:
+        return {e["id"]: e for e in json.loads(answer.read())}
+
+
+def ref_run(url: str, *flags: str) -> dict[str, Any]:
+    done = subprocess.run([*pinned(CLIENT_CORE), "node", str(REF / "client.js"), url, *flags],
+                          capture_output=True, text=True, timeout=600, check=True)
+    out: dict[str, Any] = json.loads(done.stdout)
+    out["records"] = [{"id": r["id"], "intended": int(r["intended"]), "sent": int(r["sent"] or 0),
+                       "first": int(r["first"] or 0)} for r in out["records"]]
+    return out
+
+
+def harness_run(url: str, load: dict[str, Any], max_tokens: int, tmp: Path) -> dict[str, Any]:
+    scenario = {"name": "per-core", "seed": 1, "endpoint": {"scrape_interval_s": 0},
+                "workload": {"prompt_tokens": 16, "output_tokens": max_tokens},
+                "phases": [{"name": "p", "load": load}]}
+    path = tmp / "per-core.yaml"
+    path.write_text(json.dumps(scenario))
+    reports = Path(tempfile.mkdtemp(dir=tmp))
+    subprocess.run([*pinned(CLIENT_CORE), sys.executable, "-m", "harness", "run", str(path), "--endpoint", url,
+                    "--model", "ref", "--progress", "off", "--no-pin", "--reports-dir", str(reports)],
+                   capture_output=True, text=True, timeout=600, check=False)
+    (run_dir,) = (d for d in reports.iterdir() if d.is_dir())
+    phase = json.loads((run_dir / "summary.json").read_text())["phases"][0]
+    records = [json.loads(line) for line in (run_dir / "requests.jsonl").read_text().splitlines()]
+    return {"cpu_s": phase["client"]["cpu_seconds"], "tokens": phase["tokens"]["output"],
+            "client_limited": phase["client_limited"],
+            "records": [{"id": r["request_id"], "intended": r["intended_ns"], "sent": r["sent_ns"] or 0,
+                         "first": r["first_token_ns"] or 0} for r in records]}
+
+
+def ttft_errors_ms(run: dict[str, Any], log: dict[str, dict[str, Any]]) -> tuple[list[float], list[float]]:
+    """Per request: (the client's own TTFT error: its send lag, intended → handed to the OS, plus its read lag,
+    the server's first-token write → the client's stamp; the server's intake: handed to the OS → read by the
+    server, its queueing, which a user would wait through too)."""
+    own, intake = [], []
+    for r in run["records"]:
+        truth = log.get(r["id"])
+        if truth is None or not r["first"] or not r["sent"] or truth["first"] is None:
+            continue
+        own.append((r["sent"] - r["intended"] + r["first"] - int(truth["first"])) / 1e6)
+        intake.append((int(truth["recv"]) - r["sent"]) / 1e6)
+    return own, intake
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q / 100 * len(ordered)))] if ordered else math.nan
+
+
+def ks_exponential(gaps_s: list[float], rate: float) -> float:
+    """Kolmogorov–Smirnov distance of `gaps_s` from Exp(rate)."""
+    gaps = sorted(gaps_s)
+    n = len(gaps)
+    return max(max((i + 1) / n - (1 - math.exp(-rate * g)), (1 - math.exp(-rate * g)) - i / n)
+               for i, g in enumerate(gaps))
+
+
+def machine_load() -> str:
+    one, five, _ = os.getloadavg()
+    return f"load average {one:.2f} (1 min) {five:.2f} (5 min) on {os.cpu_count()} cores"
+
+
+def ceiling(tmp: Path, pairs: int) -> None:
+    ratios = []
+    with node_server(0, 0) as url:
+        for k in range(pairs):
+            ref = ref_run(url, "--streams", "64", "--requests", "640", "--max-tokens", "512")
+            ours = harness_run(url, {"type": "concurrency", "concurrency": 64, "requests": 640}, 512, tmp)
+            server_log(url)
+            a, b = ref["cpu_s"] / ref["tokens"] * 1e6, ours["cpu_s"] / ours["tokens"] * 1e6
+            ratios.append(b / a)
+            print(f"ceiling pair {k + 1}: reference {a:.2f} ms / 1,000 tokens ({ref['tokens'] / ref['wall_s']:,.0f} "
+                  f"tokens/s), harness {b:.2f} ms / 1,000 tokens: {b / a:.2f}x")
+    print(f"ceiling: harness / reference CPU per token, median of {pairs}: {statistics.median(ratios):.2f}x")
+
+
+def fidelity(tmp: Path) -> None:
+    with node_server(50, 10) as url:
+        for streams in (1024, 256):
+            ref = ref_run(url, "--streams", str(streams), "--requests", str(streams), "--max-tokens", "128")
+            ref_err, ref_in = ttft_errors_ms(ref, server_log(url))
+            ours = harness_run(url, {"type": "batch", "size": streams, "batches": 1}, 128, tmp)
+            our_err, our_in = ttft_errors_ms(ours, server_log(url))
+            print(f"fidelity {streams} streams x 128 tokens: TTFT error p50/p99 reference "
+                  f"{pct(ref_err, 50):+,.1f} / {pct(ref_err, 99):+,.1f} ms ({len(ref_err)} requests), harness "
+                  f"{pct(our_err, 50):+,.1f} / {pct(our_err, 99):+,.1f} ms ({len(our_err)}; client limited: "
+                  f"{ours['client_limited']}); the server's intake p50/p99 of the reference's "
+                  f"{pct(ref_in, 50):,.1f} / {pct(ref_in, 99):,.1f} ms, of the harness's "
+                  f"{pct(our_in, 50):,.1f} / {pct(our_in, 99):,.1f} ms")
+
+
+def arrivals(tmp: Path) -> None:
+    with node_server(0, 0) as url:
+        for name, run in (("reference", lambda: ref_run(url, "--rate", "400", "--requests", "2000",
+                                                        "--max-tokens", "8")),
+                          ("harness", lambda: harness_run(url, {"type": "poisson", "rate": 400, "requests": 2000},
+                                                          8, tmp))):
+            run()
+            seen = sorted(int(e["recv"]) for e in server_log(url).values())
+            gaps = [(b - a) / 1e9 for a, b in zip(seen, seen[1:], strict=False)]
+            print(f"arrivals Poisson 400/s x 2,000, {name}: KS distance of the gaps the server saw "
+                  f"{ks_exponential(gaps, 400):.3f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--pairs", type=int, default=2)
+    parser.add_argument("--only", default="ceiling,fidelity,arrivals")
+    args = parser.parse_args()
+    if shutil.which("node") is None:
+        raise SystemExit("needs Node.js (node) for the reference client and server")
+    print(machine_load())
+    with tempfile.TemporaryDirectory() as workdir:
+        tmp = Path(workdir)
+        wanted = args.only.split(",")
+        if "ceiling" in wanted:
+            ceiling(tmp, args.pairs)
+        if "fidelity" in wanted:
+            fidelity(tmp)
+        if "arrivals" in wanted:
+            arrivals(tmp)
+    print(machine_load())
+
+
+if __name__ == "__main__":
+    main()
