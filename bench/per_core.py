@@ -21,6 +21,7 @@ Machine load is printed before and after. Traffic stays on 127.0.0.1; every run 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import os
@@ -159,7 +160,7 @@ def arrivals(tmp: Path) -> None:
                                                           8, tmp))):
             run()
             seen = sorted(int(e["recv"]) for e in server_log(url).values())
-            gaps = [(b - a) / 1e9 for a, b in zip(seen, seen[1:], strict=False)]
+            gaps = [(b - a) / 1e9 for a, b in itertools.pairwise(seen)]
             print(f"arrivals Poisson 400/s x 2,000, {name}: KS distance of the gaps the server saw "
                   f"{ks_exponential(gaps, 400):.3f}")
 

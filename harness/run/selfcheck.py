@@ -101,6 +101,7 @@ class SelfCheck:
             cpu_share=loop_s / wall_s if wall_s > 0 else None,
             loop_lag_bound_ms=self.loop_lag_bound_ms, cpu_bound=self.cpu_bound, cpu_seconds=cpu_s,
             runq_share=runq, load_per_core=self._load(), live_verdict=live_verdict, live_reason=live_reason,
+            cores=os.cpu_count(),
         )
 
     async def _tick(self) -> None:

@@ -31,6 +31,7 @@ class ClientCheck:
     load_per_core: float | None = None  # the machine's 1-minute load average over its cores
     live_verdict: Verdict = "ok"  # the worst verdict the live check gave inside the stretch
     live_reason: str = ""
+    cores: int | None = None  # the machine's, to say whether more worker processes would help
 
 
 def lateness(client: ClientCheck, schedule: str | None = None) -> str | None:
@@ -52,7 +53,7 @@ def verdict(late: str | None, client: ClientCheck) -> tuple[Verdict, str]:
         return "stalled", late  # no self-check readings (records alone): late, cause unknown
     cpu = client.cpu_share or 0.0
     if cpu >= client.cpu_bound:
-        return "saturated", f"harness saturated: {late} at {cpu:.0%} of a core"
+        return "saturated", f"harness saturated: {late} at {cpu:.0%} of a core{spare_cores(client)}"
     runq = client.runq_share
     load = client.load_per_core
     if (runq is not None and runq >= RUNQ_BOUND) or (load is not None and load > 1.0):
@@ -61,6 +62,18 @@ def verdict(late: str | None, client: ClientCheck) -> tuple[Verdict, str]:
         return "not_scheduled", (f"harness not scheduled: {late} at only {cpu:.0%} of a core{waited}{loaded}: "
                                  "something else holds its cores (the server on the same machine?)")
     return "stalled", f"harness stalled: {late} at {cpu:.0%} of a core without CPU contention"
+
+
+def spare_cores(client: ClientCheck) -> str:
+    """What to do about a saturated harness on this machine: split the load over the idle cores (the load average
+    counts this harness's own core), or over more hosts when none is idle."""
+    if client.cores is None or client.load_per_core is None:
+        return ""
+    idle = max(0, int(client.cores - client.load_per_core * client.cores + 0.5))
+    if idle == 0:
+        return "; no core of this machine was idle: more load needs more hosts (--ray, or --shard)"
+    return (f"; {idle} of this machine's {client.cores} cores were idle: `--workers {idle + 1}` sends it from "
+            f"{idle + 1} processes")
 
 
 def worst(*verdicts: tuple[Verdict, str]) -> tuple[Verdict, str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -231,7 +232,8 @@ def test_a_frozen_worker_is_named_within_ten_seconds(sim_url: str, tmp_path: Pat
     assert "shard 1/2 said nothing for" in (only_run_dir(tmp_path) / "table.txt").read_text()
 
 
-TIMELINE = {"name": "timeline", "seed": 3, "workload": {"prompt_tokens": 32, "output_tokens": {"dist": "uniform", "min": 4, "max": 48}},
+TIMELINE = {"name": "timeline", "seed": 3,
+            "workload": {"prompt_tokens": 32, "output_tokens": {"dist": "uniform", "min": 4, "max": 48}},
             "phases": [{"name": "open", "load": {"type": "poisson", "rate": 20, "requests": 16}},
                        {"name": "users", "load": {"type": "concurrency", "concurrency": 3, "duration_s": 1.5}},
                        {"name": "again", "load": {"type": "constant", "rate": 10, "requests": 8}},
@@ -262,7 +264,7 @@ def test_shards_by_hand_keep_one_timeline(sim_url: str, tmp_path: Path) -> None:
     assert [s["phase_slack_s"] for s in summary["run"]["shards"]] == [1.0, 1.0]
     assert all(set(s["phase_late_ms"]) == {"users", "again", "batches"} for s in summary["run"]["shards"])
     names = [p["name"] for p in TIMELINE["phases"]]
-    for before, phase in zip(names, names[1:]):
+    for before, phase in itertools.pairwise(names):
         ended = max(r["end_ns"] for r in records if r["phase"] == before)
         first = min(r["sent_ns"] for r in records if r["phase"] == phase)
         named = [w for p in summary["phases"] if p["name"] == phase for w in p["warnings"]]

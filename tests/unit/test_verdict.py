@@ -47,3 +47,19 @@ def test_the_bottleneck_is_the_late_client_first_then_a_queueing_server() -> Non
     assert bottleneck(False, queue) == "server"
     assert bottleneck(False, ServerPhase.model_construct(waiting_mean=0.1)) is None
     assert bottleneck(False, None) is None
+
+
+@pytest.mark.parametrize(("cores", "load", "says"), [
+    (8, 0.25, "6 of this machine's 8 cores were idle: `--workers 7`"),  # load 2: this harness and one more
+    (2, 1.0, "no core of this machine was idle: more load needs more hosts"),
+    (None, 0.5, None),  # a check read back from disk: the cores are unknown, nothing is suggested
+])
+def test_a_saturated_harness_is_told_how_many_workers_the_idle_cores_allow(cores: int | None, load: float,
+                                                                            says: str | None) -> None:
+    check = ClientCheck(loop_lag_p99_ms=40.0, cpu_share=0.98, load_per_core=load, cores=cores)
+    name, reason = verdict("schedule lag p99 80 ms > 5 ms", check)
+    assert name == "saturated"
+    if says is None:
+        assert "--workers" not in reason and "hosts" not in reason
+    else:
+        assert says in reason
