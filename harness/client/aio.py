@@ -14,7 +14,7 @@ from types import SimpleNamespace
 
 import aiohttp
 
-from harness.client.backend import Endpoint, RequestEvents, error_message, error_reason, request_body
+from harness.client.backend import Endpoint, RequestEvents, error_message, error_reason, request_body, take
 from harness.client.sse import ChunkReader
 from harness.errors import BadChunk, EndpointError
 from harness.redact import redactor
@@ -137,7 +137,7 @@ async def _read_stream(resp: aiohttp.ClientResponse, events: RequestEvents, firs
                        ) -> None:
     reader = ChunkReader(events.keep_text)
     async for piece in resp.content.iter_any():
-        over = events.chunks(reader.read(piece))
+        over = take(reader, events, piece)
         if events.got_token:
             first_token_deadline.reschedule(None)
         if over:

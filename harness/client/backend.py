@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from harness.client.sse import Chunk
+from harness.client.sse import Chunk, ChunkReader
 from harness.records import Status
 from harness.workload.requests import RequestSpec
 
@@ -25,6 +25,9 @@ class RequestEvents(Protocol):
     got_token: bool  # a token-bearing chunk has arrived (ends the first-token timeout)
     done: bool  # the stream is over for the harness: [DONE], an error, its end or a failure
     keep_text: bool  # the answer's text is wanted (multi-turn sessions): chunks should carry it
+
+    def token(self) -> None:
+        """One plain token arrived alone in its read (`ChunkReader.plain`): `chunks` of one content chunk."""
 
     def connecting(self) -> None:
         """No pooled connection was free: a new one is being opened for this request."""
@@ -73,6 +76,15 @@ class Endpoint:
     def url(self) -> str:
         path = "chat/completions" if self.api == "chat" else "completions"
         return f"{self.base_url.rstrip('/')}/{path}"
+
+
+def take(reader: ChunkReader, events: RequestEvents, body: bytes) -> bool:
+    """A piece of the response body to `events`; True once the stream is over for the harness. One plain token
+    alone in its read, the usual piece, goes the short way."""
+    if reader.plain(body):
+        events.token()
+        return False
+    return events.chunks(reader.read(body))
 
 
 def request_body(spec: RequestSpec, model: str, api: Api, continuous_usage: bool = False) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 import httptools
 import orjson
 
-from harness.client.backend import Endpoint, RequestEvents, error_message, error_reason, request_body
+from harness.client.backend import Endpoint, RequestEvents, error_message, error_reason, request_body, take
 from harness.client.sse import ChunkReader
 from harness.errors import BadChunk
 from harness.workload.requests import RequestSpec
@@ -108,7 +108,7 @@ class _Connection(asyncio.Protocol):
                 ex.body += body
         elif not ex.events.done:
             try:
-                over = ex.events.chunks(ex.reader.read(body))
+                over = take(ex.reader, ex.events, body)
             except BadChunk as exc:
                 self._fail(exc)
                 return

@@ -216,12 +216,29 @@ class ChunkReader:
     """Body bytes in, the chunks they complete out. Payloads after `[DONE]` or an error in the same read are
     not the stream's: they are dropped, never reported as a bad chunk."""
 
-    __slots__ = ("_decoder", "_interpret", "_last", "_prev")
+    __slots__ = ("_decoder", "_interpret", "_keep_text", "_last", "_prev")
 
     def __init__(self, keep_text: bool = False) -> None:
         self._decoder = SSEDecoder()
+        self._keep_text = keep_text
         self._interpret = interpret_text if keep_text else interpret
         self._prev = self._last = b""  # the last two payloads: where a finish_reason sits
+
+    def plain(self, data: bytes) -> bool:
+        """True: `data` is exactly one whole event carrying one plain token in the compact shape servers write
+        (`data: {…"content":"x"…}` and a blank line, nothing pending, no usage, error or reasoning) and has been
+        taken; False: nothing was taken, `read` it. The usual read of a busy stream, without the lists, the
+        chunk and the loop of `read`."""
+        decoder = self._decoder
+        if (self._keep_text or decoder._pending or decoder._data or data[:7] != b"data: {" or data[-3:] != b"}\n\n"
+                or data.find(b"\n") != len(data) - 2 or data.find(b'"usage"') >= 0 or data.find(b'"error"') >= 0
+                or data.find(b'"reasoning') >= 0):
+            return False
+        at = data.find(b'"content":"')
+        if at < 0 or data[at + 11:at + 12] == b'"':
+            return False
+        self._prev, self._last = self._last, data[6:-2]
+        return True
 
     def read(self, data: bytes) -> Sequence[Chunk]:
         payloads = self._decoder.feed(data)

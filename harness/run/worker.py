@@ -54,6 +54,16 @@ class RecordStamper:
         if not self.done:
             self.failed("bad_stream", "stream ended before [DONE]")
 
+    def token(self) -> None:
+        t_ns = self._now()
+        rec = self.rec
+        if not self.got_token:
+            self.got_token = True
+            rec.first_token_ns = t_ns
+        if rec.first_content_ns is None:
+            rec.first_content_ns = t_ns
+        rec.chunk_ns.append(t_ns)
+
     def chunks(self, chunks: Sequence[Chunk]) -> bool:
         if self.done or not chunks:
             return self.done  # nothing new, or what follows the end, which is not the stream's

@@ -10,6 +10,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from harness.client.backend import take
 from harness.client.sse import DONE, Chunk, ChunkReader, _parse
 from harness.clock import FakeClock
 from harness.config.scenario import load_scenario, parse_scenario
@@ -115,19 +116,23 @@ chunks_ = st.fixed_dictionaries({"id": st.just("c"), "choices": st.lists(choices
 errors = st.fixed_dictionaries({"error": st.one_of(st.text(max_size=6), st.fixed_dictionaries({"message": texts}))})
 payloads = st.one_of(chunks_, chunks_, chunks_, errors)  # errors end a stream: a quarter of the payloads
 token_streams = st.tuples(st.lists(st.tuples(payloads, st.booleans()), max_size=12), st.booleans(),
-                          st.lists(st.integers(0, 4000), max_size=10))
+                          st.one_of(st.none(), st.lists(st.integers(0, 4000), max_size=10)))  # None: an event a read
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(token_streams)
-def test_the_fast_path_says_what_the_full_parse_says(stream: tuple[list[tuple[dict, bool]], bool, list[int]]) -> None:
+def test_the_fast_path_says_what_the_full_parse_says(
+        stream: tuple[list[tuple[dict, bool]], bool, list[int] | None]) -> None:
     """Any stream of OpenAI-shaped chunks (compact or spaced JSON, empty and escaped texts, reasoning, usage,
-    errors), ended by [DONE] or not, split anywhere into reads: the reader with its fast path stamps the same
+    errors), ended by [DONE] or not, split anywhere into reads (an event a read among them): the client's path
+    (`take`: the one-token short way, the chunk fast path, the full parse for the rest) stamps the same
     tokens at the same times, and ends with the same status, reason and usage, as a reader that fully parses
     every payload."""
     events, done, cuts = stream
-    data = b"".join(b"data: " + json.dumps(p, separators=(",", ":") if compact else None).encode() + b"\n\n"
-                    for p, compact in events) + (b"data: [DONE]\n\n" if done else b"")
+    sent = [b"data: " + json.dumps(p, separators=(",", ":") if compact else None).encode() + b"\n\n"
+            for p, compact in events] + ([b"data: [DONE]\n\n"] if done else [])
+    data = b"".join(sent)
+    reads = sent if cuts is None else _splits(data, cuts)
 
     def stamped(full: bool) -> tuple[object, ...] | str:
         reader = ChunkReader()
@@ -136,9 +141,9 @@ def test_the_fast_path_says_what_the_full_parse_says(stream: tuple[list[tuple[di
         clock = FakeClock()
         stamper = RecordStamper(RequestRecord("r", "p", 0, 8, 3, 0), clock)
         try:
-            for piece in _splits(data, cuts):
+            for piece in reads:
                 clock.advance_to(clock.now_ns() + 1000)  # each read at its own time
-                if stamper.chunks(reader.read(piece)):
+                if stamper.chunks(reader.read(piece)) if full else take(reader, stamper, piece):
                     break
             else:
                 stamper.ended()
