@@ -222,3 +222,24 @@ async def test_h1_keeps_connections_alive_across_requests(server) -> None:
     await backend.close()
     peers = {peer for _, _, peer in server.runners[0].app[SEEN]}
     assert len(peers) <= 2  # eight requests over the two warmed connections
+
+
+async def test_h1_says_how_long_a_new_connection_took_and_warms_only_what_is_missing(server) -> None:
+    """A request that found no pooled connection carries its connect time; one on a warmed connection none.
+    Warming again tops the pool up rather than opening as many again."""
+    url = await server(good)
+    clock = MonotonicClock()
+    backend = H1Backend(Endpoint(url, "m"), 4, 5, 10)
+    cold = await run_request(backend, clock, SPEC, clock.now_ns(), _ignore)
+    assert cold.status == "ok" and cold.connect_ms is not None and 0 < cold.connect_ms < 5_000
+    assert cold.sent_ns is not None and cold.sent_ns - cold.intended_ns >= cold.connect_ms * 1e6 - 1  # inside TTFT
+    for _ in range(200):  # the body's last chunk returns the connection to the pool
+        if backend._idle:
+            break
+        await asyncio.sleep(0.01)
+    assert await backend.warm(3) == 3  # the one already pooled, and two more
+    assert len(backend._idle) == 3
+    warm = await run_request(backend, clock, SPEC, clock.now_ns(), _ignore)
+    assert warm.status == "ok" and warm.connect_ms is None
+    await backend.close()
+    assert len(server.runners[0].app[SEEN]) == 2  # the warm-ups sent no request

@@ -197,3 +197,20 @@ def test_throughput_counts_what_the_stream_carried_not_what_usage_claims() -> No
     exact.chunk_tokens = [1, 2, 3]  # continuous usage: the server said what each chunk carried
     s = phase_json([exact], SLO())
     assert s["tokens"]["output"] == 6 and s["throughput"]["output_tokens_per_s"] == pytest.approx(6 / 0.3)
+
+
+def test_connections_opened_in_the_phase_are_counted_and_a_dropped_syn_is_named() -> None:
+    from harness.stats.phase import phase_stats
+    from harness.stats.summary import connect_warnings
+
+    records = [rec(0, 2, [50], idx=i) for i in range(4)]
+    assert phase_stats(records, SLO()).connections is None  # every request on a pooled connection
+    for r, ms in zip(records, (1.5, 1003.0, None, 2.5), strict=True):
+        r.connect_ms = ms
+    connections = phase_stats(records, SLO()).connections
+    assert connections is not None and connections.opened == 3 and connections.slow == 1
+    assert connections.connect_ms.max == pytest.approx(1003.0) and connections.connect_ms.p50 == pytest.approx(2.5)
+    (warning,) = connect_warnings(connections)
+    assert "1 of 3 connections" in warning and "dropped SYNs" in warning
+    records[1].connect_ms = 999.0
+    assert connect_warnings(phase_stats(records, SLO()).connections) == []
