@@ -37,6 +37,19 @@ def schedstat() -> tuple[int, int] | None:
         return None
 
 
+_STAT = Path("/proc/stat")
+_TICKS_PER_S = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def machine_idle_s() -> float | None:
+    """CPU seconds every core of the machine has spent idle since boot (Linux /proc/stat); None elsewhere."""
+    try:
+        fields = _STAT.read_text().split("\n", 1)[0].split()
+        return (int(fields[4]) + int(fields[5])) / _TICKS_PER_S  # idle + iowait
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def load_per_core() -> float | None:
     try:
         return os.getloadavg()[0] / (os.cpu_count() or 1)
@@ -44,7 +57,7 @@ def load_per_core() -> float | None:
         return None
 
 
-Mark = tuple[int, float, float, int, tuple[int, int] | None]
+Mark = tuple[int, float, float, int, tuple[int, int] | None, float | None]
 
 
 class SelfCheck:
@@ -54,7 +67,8 @@ class SelfCheck:
                  loop_cpu_time: Callable[[], float] | None = None,
                  sched: Callable[[], tuple[int, int] | None] = schedstat,
                  load: Callable[[], float | None] = load_per_core,
-                 late: Callable[[], None] | None = None) -> None:
+                 late: Callable[[], None] | None = None,
+                 idle: Callable[[], float | None] = machine_idle_s) -> None:
         self.clock = clock
         self.loop_lag_bound_ms = loop_lag_bound_ms
         self.cpu_bound = cpu_bound
@@ -64,6 +78,7 @@ class SelfCheck:
         self._loop_cpu_time = loop_cpu_time or (time.thread_time if cpu_time is time.process_time else cpu_time)
         self._sched = sched
         self._load = load
+        self._idle = idle
         self._late = late  # told of every second that was not ok (the live exporter's gauge)
         self.lags_ns: list[int] = []
         self.windows: list[tuple[int, Verdict, str]] = []  # live verdicts: (samples at the window's end, …)
@@ -81,10 +96,12 @@ class SelfCheck:
 
     def mark(self) -> Mark:
         """A point to measure from: (samples so far, process and loop CPU seconds, now, scheduler times)."""
-        return len(self.lags_ns), self._cpu_time(), self._loop_cpu_time(), self.clock.now_ns(), self._sched()
+        return (len(self.lags_ns), self._cpu_time(), self._loop_cpu_time(), self.clock.now_ns(), self._sched(),
+                self._idle())
 
     def since(self, mark: Mark) -> ClientCheck:
-        index, cpu0, loop0, t0, sched0 = mark
+        index, cpu0, loop0, t0, sched0, idle0 = mark
+        idle1 = self._idle()
         lags = self.lags_ns[index:]
         wall_s = (self.clock.now_ns() - t0) / NS_PER_S
         cpu_s = self._cpu_time() - cpu0
@@ -101,7 +118,7 @@ class SelfCheck:
             cpu_share=loop_s / wall_s if wall_s > 0 else None,
             loop_lag_bound_ms=self.loop_lag_bound_ms, cpu_bound=self.cpu_bound, cpu_seconds=cpu_s,
             runq_share=runq, load_per_core=self._load(), live_verdict=live_verdict, live_reason=live_reason,
-            cores=os.cpu_count(),
+            idle_cores=None if idle0 is None or idle1 is None or wall_s <= 0 else (idle1 - idle0) / wall_s,
         )
 
     async def _tick(self) -> None:

@@ -31,7 +31,7 @@ class ClientCheck:
     load_per_core: float | None = None  # the machine's 1-minute load average over its cores
     live_verdict: Verdict = "ok"  # the worst verdict the live check gave inside the stretch
     live_reason: str = ""
-    cores: int | None = None  # the machine's, to say whether more worker processes would help
+    idle_cores: float | None = None  # the machine's idle CPU over the stretch, in cores: would more workers help
 
 
 def lateness(client: ClientCheck, schedule: str | None = None) -> str | None:
@@ -65,15 +65,15 @@ def verdict(late: str | None, client: ClientCheck) -> tuple[Verdict, str]:
 
 
 def spare_cores(client: ClientCheck) -> str:
-    """What to do about a saturated harness on this machine: split the load over the idle cores (the load average
-    counts this harness's own core), or over more hosts when none is idle."""
-    if client.cores is None or client.load_per_core is None:
+    """What to do about a saturated harness on this machine: split the load over the cores that were idle while
+    it ran (a bundled simulator's or another process's are not), or over more hosts when none was."""
+    if client.idle_cores is None:
         return ""
-    idle = max(0, int(client.cores - client.load_per_core * client.cores + 0.5))
+    idle = int(client.idle_cores + 0.5)
     if idle == 0:
-        return "; no core of this machine was idle: more load needs more hosts (--ray, or --shard)"
-    return (f"; {idle} of this machine's {client.cores} cores were idle: `--workers {idle + 1}` sends it from "
-            f"{idle + 1} processes")
+        return "; no core of this machine was idle meanwhile: more load needs more hosts (--ray, or --shard)"
+    return (f"; {client.idle_cores:.1f} cores of this machine were idle meanwhile: `--workers {idle + 1}` sends it "
+            f"from {idle + 1} processes")
 
 
 def worst(*verdicts: tuple[Verdict, str]) -> tuple[Verdict, str]:

@@ -21,15 +21,27 @@ class FakeCPU:
 
 def test_cpu_share_and_loop_lag_since_a_mark() -> None:
     """The share is the event loop's thread's; the seconds are the process's, the building thread's included."""
-    clock, cpu, loop_cpu = FakeClock(), FakeCPU(), FakeCPU()
-    check = SelfCheck(clock, cpu_time=cpu, loop_cpu_time=loop_cpu)
+    clock, cpu, loop_cpu, idle = FakeClock(), FakeCPU(), FakeCPU(), FakeCPU()
+    check = SelfCheck(clock, cpu_time=cpu, loop_cpu_time=loop_cpu, idle=idle)
     mark = check.mark()
     check.lags_ns.extend([0] * 98 + [20 * NS_PER_MS] * 2)
     clock.advance_to(2 * NS_PER_S)
-    cpu.seconds, loop_cpu.seconds = 1.9, 1.5
+    cpu.seconds, loop_cpu.seconds, idle.seconds = 1.9, 1.5, 5.0
     result = check.since(mark)
     assert result.cpu_share == pytest.approx(0.75) and result.cpu_seconds == pytest.approx(1.9)
     assert result.loop_lag_p99_ms == pytest.approx(20.0)
+    assert result.idle_cores == pytest.approx(2.5)  # 5 idle CPU seconds over 2 s: two and a half cores idle
+
+
+def test_the_machines_idle_time_is_read_where_linux_gives_it() -> None:
+    from harness.run.selfcheck import machine_idle_s
+
+    first = machine_idle_s()
+    if first is None:
+        pytest.skip("no /proc/stat: not Linux")
+    time.sleep(0.05)
+    second = machine_idle_s()
+    assert second is not None and second >= first > 0
 
 
 def test_warns_once_when_over_a_bound() -> None:

@@ -49,14 +49,14 @@ def test_the_bottleneck_is_the_late_client_first_then_a_queueing_server() -> Non
     assert bottleneck(False, None) is None
 
 
-@pytest.mark.parametrize(("cores", "load", "says"), [
-    (8, 0.25, "6 of this machine's 8 cores were idle: `--workers 7`"),  # load 2: this harness and one more
-    (2, 1.0, "no core of this machine was idle: more load needs more hosts"),
-    (None, 0.5, None),  # a check read back from disk: the cores are unknown, nothing is suggested
+@pytest.mark.parametrize(("idle", "says"), [
+    (5.8, "5.8 cores of this machine were idle meanwhile: `--workers 7`"),
+    (0.2, "no core of this machine was idle meanwhile: more load needs more hosts"),  # a simulator held the other
+    (None, None),  # a check read back from disk: nothing is known of the machine, nothing is suggested
 ])
-def test_a_saturated_harness_is_told_how_many_workers_the_idle_cores_allow(cores: int | None, load: float,
+def test_a_saturated_harness_is_told_how_many_workers_the_idle_cores_allow(idle: float | None,
                                                                             says: str | None) -> None:
-    check = ClientCheck(loop_lag_p99_ms=40.0, cpu_share=0.98, load_per_core=load, cores=cores)
+    check = ClientCheck(loop_lag_p99_ms=40.0, cpu_share=0.98, idle_cores=idle)
     name, reason = verdict("schedule lag p99 80 ms > 5 ms", check)
     assert name == "saturated"
     if says is None:
