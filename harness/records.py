@@ -6,7 +6,9 @@ the arrival time of each token-bearing chunk; `requests.csv` has the scalar colu
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -93,10 +95,17 @@ def _csv_row(rec: RequestRecord) -> list[object]:
 
 
 class RecordWriter:
-    """Appends finished records to `requests.jsonl` and `requests.csv`; `flush` hands them to the OS."""
+    """Appends finished records to `requests.jsonl` and `requests.csv`; `flush` hands them to the OS.
 
-    def __init__(self, run_dir: Path) -> None:
+    It never raises for a record. Text a file cannot hold (a lone surrogate a server's JSON escaped) is replaced
+    and counted (`replaced`). A write that fails — a full disk, the directory deleted under the run — is noted
+    once (`failure`, and `on_failure` is called), and from then on every record not known to be on disk is kept
+    in `unwritten` for the caller to save elsewhere.
+    """
+
+    def __init__(self, run_dir: Path, on_failure: Callable[[str], None] | None = None) -> None:
         run_dir.mkdir(parents=True, exist_ok=True)
+        self.run_dir = run_dir
         self.jsonl_path = run_dir / "requests.jsonl"
         self.csv_path = run_dir / "requests.csv"
         self._jsonl: IO[str] = self.jsonl_path.open("a", encoding="utf-8")
@@ -104,24 +113,70 @@ class RecordWriter:
         self._csv = csv.writer(self._csv_file)
         if self._csv_file.tell() == 0:
             self._csv.writerow(CSV_COLUMNS)
+        self.on_failure = on_failure
+        self.failure: str | None = None
+        self.unwritten: list[RequestRecord] = []
+        self.replaced = 0
+        self._since_flush: list[RequestRecord] = []
 
     def write(self, rec: RequestRecord) -> None:
-        self._jsonl.write(orjson.dumps(record_fields(rec)).decode() + "\n")
-        self._csv.writerow(_csv_row(rec))
+        if self.failure is not None:
+            self.unwritten.append(rec)
+            return
+        try:
+            line = orjson.dumps(record_fields(rec))
+        except (orjson.JSONEncodeError, TypeError):  # a lone surrogate, an integer past 64 bits
+            self.replaced += 1
+            line = json.dumps(record_fields(writable(rec))).encode()  # the stdlib's JSON takes any int
+        try:
+            self._jsonl.write(line.decode() + "\n")
+            self._csv.writerow(_csv_row(rec))
+        except (OSError, ValueError) as exc:  # ValueError: a file closed under us
+            self._fail(exc, rec)
+            return
+        self._since_flush.append(rec)
 
     def flush(self) -> None:
-        self._jsonl.flush()
-        self._csv_file.flush()
+        if self.failure is not None:
+            return
+        try:
+            self._jsonl.flush()
+            self._csv_file.flush()
+            if not self.run_dir.is_dir():  # deleted under the run: writes still "succeed" into an unlinked file
+                raise FileNotFoundError(2, "the run directory was deleted", str(self.run_dir))
+        except (OSError, ValueError) as exc:
+            self._fail(exc)
+            return
+        self._since_flush = []
+
+    def _fail(self, exc: Exception, rec: RequestRecord | None = None) -> None:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        self.failure = f"cannot write records to {self.run_dir}: {reason}"
+        self.unwritten = [*self._since_flush, *([rec] if rec is not None else [])]
+        self._since_flush = []
+        if self.on_failure is not None:
+            self.on_failure(self.failure)
 
     def close(self) -> None:
-        self._jsonl.close()
-        self._csv_file.close()
+        self.flush()
+        for f in (self._jsonl, self._csv_file):
+            with contextlib.suppress(OSError, ValueError):
+                f.close()
 
     def __enter__(self) -> RecordWriter:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def writable(rec: RequestRecord) -> RequestRecord:
+    """The record with text no file can hold (lone surrogates) replaced, in place; returned for chaining."""
+    for name in ("request_id", "phase", "reason", "message", "finish_reason", "session"):
+        value = getattr(rec, name)
+        if isinstance(value, str):
+            setattr(rec, name, value.encode("utf-8", "replace").decode("utf-8"))
+    return rec
 
 
 def read_records(path: Path, warn: Callable[[str], None] | None = None) -> Iterator[RequestRecord]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections import Counter
@@ -39,6 +40,7 @@ from harness.run.display import Display, make_display, plan_lines
 from harness.run.exporter import LiveMetrics
 from harness.run.progress import Progress
 from harness.run.relay import Relay
+from harness.run.rescue import rescue
 from harness.run.runner import RunResult, Sharding, new_run_dir, run_scenario
 from harness.run.target import target
 from harness.stats.repeats import across_runs, derived_seed
@@ -162,11 +164,31 @@ def _report(result: RunResult, died: list[str], display: Display, metrics: LiveM
     summary = result.summary.to_json()
     if metrics is not None:
         metrics.verdicts({p["name"]: bool(p["client_limited"]) for p in summary["phases"]})
-    write_run(result)
+    result = _write_somewhere(result, display)
     print_table(summary)
     for line in [*notes(summary), *died]:
         display.warn(line)
     click.echo(f"\nreport: {result.run_dir}")
+
+
+def _write_somewhere(result: RunResult, display: Display) -> RunResult:
+    """The run's reports in its folder or, when that fails (the disk filled or the folder vanished after the last
+    record), with every record in a rescue folder, named."""
+    try:
+        write_run(result)
+        return result
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+    scenario = result.run_dir / "scenario.yaml"
+    rescued = rescue(result.records, result.run_dir,
+                     scenario.read_text(encoding="utf-8") if scenario.is_file() else "")
+    display.warn(f"cannot write the reports to {result.run_dir}: {reason}; "
+                 + (f"records and reports written to {rescued}" if rescued else "no other folder took them"))
+    if rescued is None:
+        raise fail(f"the run's reports could not be written anywhere ({reason})", EXIT_HARNESS)
+    result = dataclasses.replace(result, run_dir=rescued)
+    write_run(result)
+    return result
 
 
 def _repeat(scenario: Scenario, k: int) -> Scenario:
@@ -188,7 +210,12 @@ def _write_repeats(parent: Path, summaries: list[dict[str, Any]]) -> None:
 
 
 def _exit(results: list[RunResult]) -> None:
-    """The exit code of the runs taken together: stopped, then nothing ok in some run, then a broken threshold."""
+    """The exit code of the runs taken together: records that missed their folder, stopped, then nothing ok in
+    some run, then a broken threshold."""
+    lost = next((r.summary.run.records_file for r in results if r.summary.run.records_file is not None
+                 and r.summary.run.records_file.failure), None)
+    if lost is not None:
+        raise fail(f"{lost.failure}; every record is in {lost.rescued_to or 'no folder'}", EXIT_HARNESS)
     if any(r.summary.run.stopped for r in results):
         raise SystemExit(EXIT_STOPPED)
     for result in results:

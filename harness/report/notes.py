@@ -18,6 +18,14 @@ def notes(summary: dict[str, Any]) -> list[str]:
         skipped = f"; not run: {', '.join(not_run)}" if not_run else ""
         out.append(f"STOPPED{when} by {_signal(run['stopped'])}{skipped}; the results are partial: every "
                    "record taken is kept")
+    written = run.get("records_file") or {}
+    if written.get("failure"):
+        where = written.get("rescued_to") or "no other folder either: they were lost with the process"
+        out.append(f"{written['failure']}: the run stopped sending; {written['unwritten']} records missed that folder "
+                   f"and every record went to {where}")
+    if written.get("replaced"):
+        out.append(f"{written['replaced']} records held text no file can hold (a lone surrogate the server sent): "
+                   "written with it replaced by '?'")
     for shard in run.get("shards") or [run.get("shard") or {}]:
         if loss := shard.get("loss"):
             never = "" if loss["never_sent"] is None else f", {loss['never_sent']} never sent"

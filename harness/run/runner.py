@@ -24,29 +24,29 @@ from harness import __version__
 from harness.client.backend import Endpoint, PooledBackend
 from harness.client.backends import make_backend
 from harness.clock import NS_PER_S, Clock, MonotonicClock
-from harness.config.load import Phase, describe
+from harness.config.load import Phase
 from harness.config.scenario import ClientConfig, Scenario
 from harness.gctune import yield_cpu
-from harness.records import RecordWriter, RequestRecord, write_parquet
-from harness.redact import MESSAGE_LIMIT, redactor, short_reason
+from harness.records import RecordWriter, RequestRecord
+from harness.redact import redactor
 from harness.run.dispatch import Dispatcher
 from harness.run.display import Display
 from harness.run.exporter import LiveMetrics
-from harness.run.progress import Progress, goal
+from harness.run.progress import Progress
 from harness.run.relay import Relay
+from harness.run.rescue import rescue, save_parquet
 from harness.run.scrape import ServerScraper
 from harness.run.selfcheck import SelfCheck
 from harness.run.server_tokens import server_words
 from harness.run.signals import Stopper
+from harness.run.sink import RecordSink
 from harness.run.timeline import PhaseGate, manual_gate
-from harness.stats.phase import span_rate
 from harness.stats.schema import Summary
 from harness.stats.server import Row, metrics_url, same_origin, series_names
 from harness.stats.summary import PhaseRun, build_summary
 from harness.workload.plan import (
     BatchPlan,
     ClosedLoopPlan,
-    OpenLoopPlan,
     PhasePlan,
     SessionPlan,
     peak_connections,
@@ -169,77 +169,8 @@ def _scraper(scenario: Scenario, endpoint: Endpoint, clock: Clock, run_dir: Path
     return ServerScraper(url, clock, cfg.scrape_interval_s, run_dir, key, series_names(cfg.server_metrics))
 
 
-@dataclass
-class _Sink:
-    """Where each finished record goes: to disk, to its phase, to the run, to the progress line and exporter.
-
-    Records are taken in batches, `FLUSH_S` after the first of a batch ended: the end of one request and
-    the next send of its closed-loop user stay free of file writes, and a wave of requests ending together
-    costs two writes to the OS, not two per record. A crash loses at most the last `FLUSH_S` of records.
-    """
-
-    writer: RecordWriter
-    redact: Callable[[str], str]
-    phase: list[RequestRecord] = field(default_factory=list)
-    run: list[RequestRecord] = field(default_factory=list)
-    progress: Progress | None = None
-    metrics: LiveMetrics | None = None
-    relay: Relay | None = None
-    _pending: list[RequestRecord] = field(default_factory=list)
-    _timer: asyncio.TimerHandle | None = None
-
-    def __call__(self, rec: RequestRecord) -> None:
-        self._pending.append(rec)
-        if self._timer is None:
-            self._timer = asyncio.get_running_loop().call_later(FLUSH_S, self.flush)
-
-    def flush(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        pending, self._pending = self._pending, []
-        for rec in pending:
-            self._take(rec)
-        if pending:
-            self.writer.flush()
-            if self.relay is not None:
-                self.relay.flush()
-
-    def _take(self, rec: RequestRecord) -> None:
-        if rec.reason:
-            rec.reason = short_reason(rec.reason, self.redact)  # before anyone reads it: servers echo keys
-        if rec.message:
-            rec.message = short_reason(rec.message, self.redact, MESSAGE_LIMIT)
-        self.writer.write(rec)
-        self.phase.append(rec)
-        self.run.append(rec)
-        if self.progress is not None:
-            self.progress.record(rec)
-        if self.metrics is not None:
-            self.metrics.record(rec)
-        if self.relay is not None:
-            self.relay.record(rec)
-
-    def begin_phase(self, phase: Phase, plan: PhasePlan, launched: Callable[[], int]) -> None:
-        self.phase = []
-        if self.relay is not None:
-            self.relay.phase(phase.name)
-        announce_phase(phase, plan, launched, self.progress, self.metrics)
-
-
-def announce_phase(phase: Phase, plan: PhasePlan, launched: Callable[[], int], progress: Progress | None,
-                   metrics: LiveMetrics | None) -> None:
-    """Tell the progress line and the live exporter that `phase` (planned as `plan`) begins."""
-    if progress is not None:
-        progress.begin_phase(phase.name, goal(plan))
-    if metrics is not None:
-        offsets = plan.offsets_ns if isinstance(plan, OpenLoopPlan | SessionPlan) else None
-        metrics.begin_phase(phase.name, describe(phase.load), None if offsets is None else span_rate(offsets.tolist()),
-                            launched)
-
-
 async def _run_phases(scenario: Scenario, plans: list[PhasePlan], dispatcher: Dispatcher, backend: PooledBackend,
-                      sink: _Sink, check: SelfCheck, done: list[PhaseRun], gate: PhaseGate) -> None:
+                      sink: RecordSink, check: SelfCheck, done: list[PhaseRun], gate: PhaseGate) -> None:
     """Phases in order until done or stopped; a phase cut short is kept with the records it has."""
     for k, (phase, plan) in enumerate(zip(scenario.phases, plans, strict=True)):
         if dispatcher.stopping:
@@ -276,6 +207,7 @@ class _Run:
     records: list[RequestRecord] = field(default_factory=list)
     stopped: str | None = None
     stopped_ns: int | None = None
+    records_file: dict[str, Any] = field(default_factory=dict)
 
     async def execute(self, backend: PooledBackend, check: SelfCheck) -> None:
         cfg = self.scenario.client
@@ -283,9 +215,11 @@ class _Run:
         builder = (ThreadPoolExecutor(1, "harness-build", initializer=yield_cpu)
                    if isinstance(self.clock, MonotonicClock) else None)
         with RecordWriter(self.run_dir) as writer, builder or contextlib.nullcontext():
-            sink = _Sink(writer, redactor(self.endpoint.api_key), metrics=self.metrics, relay=self.relay)
+            sink = RecordSink(writer, redactor(self.endpoint.api_key), metrics=self.metrics, relay=self.relay,
+                              warn=self.display.warn)
             dispatcher = Dispatcher(backend, self.clock, sink, builder, cfg.lookahead_requests,
                                     int(cfg.lookahead_s * NS_PER_S))
+            writer.on_failure = functools.partial(self._cannot_write, dispatcher)
             if self.relay is not None:
                 self.relay.sent, self.relay.warn = (lambda: dispatcher.launched), self.display.warn
             sink.progress = Progress(self.clock, lambda: dispatcher.launched, len(self.plans))
@@ -306,10 +240,23 @@ class _Run:
                 await self.display.stop()
                 if self.metrics is not None:
                     self.metrics.end_phase()
-                self.stopped, self.stopped_ns = stopper.signal, stopper.at_ns
+                self.stopped = stopper.signal or ("records could not be written" if writer.failure else None)
+                self.stopped_ns = stopper.at_ns
                 self.records = sink.run
-                if sink.run:
-                    write_parquet(self.run_dir / "requests.parquet", sink.run)
+        self.records_file = {"unwritten": len(writer.unwritten), "replaced": writer.replaced,
+                             "failure": writer.failure, "rescued_to": None}
+        if writer.failure is not None:
+            rescued = rescue(sink.run, self.run_dir, self.scenario.to_yaml())
+            self.records_file["rescued_to"] = None if rescued is None else str(rescued)
+            self.display.warn(f"the run's {len(sink.run)} records were written to {rescued}" if rescued else
+                              f"no folder took the run's {len(sink.run)} records: they are lost with this process")
+            self.run_dir = rescued or self.run_dir
+        save_parquet(self.run_dir / "requests.parquet", sink.run)
+
+    def _cannot_write(self, dispatcher: Dispatcher, failure: str) -> None:
+        self.display.warn(f"{failure}: stopping the run; every record is kept in memory and written elsewhere at "
+                          "its end")
+        dispatcher.stop()
 
 
     def ended(self, header: dict[str, Any]) -> None:
@@ -321,6 +268,7 @@ class _Run:
             header["stopped_after_s"] = (self.stopped_ns - header["anchor"]["monotonic_ns"]) / 1e9
         header["not_run"] = [p.name for p in self.scenario.phases[len(self.phases):]]
         header["complete"] = len(self.phases) == len(self.plans) and self.stopped is None
+        header["records_file"] = self.records_file or None
 
 
 def _self_check(cfg: ClientConfig, clock: Clock, warn: Callable[[str], None],
@@ -378,4 +326,4 @@ async def run_scenario(
     rows = scraper.rows if scraper is not None else []
     run.ended(header)
     summary = build_summary(scenario, header, run.phases, rows, scraped, ceiling_tokens_per_s)
-    return RunResult(run_dir, summary, run.records, rows)
+    return RunResult(run.run_dir, summary, run.records, rows)  # a rescue folder if its own would not take them

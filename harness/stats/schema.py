@@ -316,6 +316,17 @@ class MergedShard(ShardInfo):
                                    "actor: they stay on that node if the driver dies)")
 
 
+class RecordsFile(_Model):
+    """Whether every record reached requests.jsonl."""
+
+    unwritten: int = Field(description="records the run's folder did not take (a full disk, a deleted folder): "
+                           "counted in the phases all the same, and written to `rescued_to`")
+    replaced: int = Field(description="records with text no file can hold (a lone surrogate a server sent), "
+                          "written with it replaced")
+    failure: str | None = Field(description="the first failed write, in one line; the run stopped sending there")
+    rescued_to: str | None = Field(description="the folder that took every record and the reports instead")
+
+
 class RunHeader(_Model):
     """Who ran what, when, against which endpoint; how the run ended."""
 
@@ -336,6 +347,7 @@ class RunHeader(_Model):
     tokenizer: ServerTokenizer | None = Field(None, description="with --tokenizer server: what the endpoint said")
     shard: ShardInfo | None = Field(None, description="with --shard i/N: this process's share of the run")
     shards: list[MergedShard] | None = Field(None, description="after `harness merge`: the shards it joined")
+    records_file: RecordsFile | None = Field(None, description="null: a run written before this was kept")
     coordinator: ClientHealth | None = Field(None, description="--workers/--ray: the parent's own self-check (a "
                                              "late parent delays barriers and the live view, not latencies)")
 

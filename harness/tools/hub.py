@@ -19,7 +19,7 @@ from harness.records import RequestRecord
 from harness.run.exporter import LiveMetrics
 from harness.run.progress import Progress
 from harness.run.relay import parse_line, relay_line
-from harness.run.runner import announce_phase
+from harness.run.sink import announce_phase
 from harness.workload.plan import plan_phase
 
 Send = Callable[[int, bytes], None]  # a line to worker i's stdin

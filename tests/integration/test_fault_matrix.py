@@ -66,6 +66,9 @@ MODES: dict[str, tuple[tuple[str, object], str, str]] = {
     "a line that never ends": (("chunked", [b"data: " + b"x" * (9 << 20)]), "bad_stream",
                                "stream line longer than 8 MiB"),
     "headers that never end": (("endless-headers", None), "transport_error", "*"),
+    # Python's json gives a lone surrogate back as text no file can hold: the record is kept, the text replaced.
+    "500 with a lone surrogate": (("json", (500, b'{"error": {"message": "bad \\ud800 char", "type": "server_error"}}')),
+                                  "http_error", "HTTP 500 server_error"),
 }
 ORDER = list(MODES)
 
@@ -172,6 +175,9 @@ async def test_every_fault_ends_as_its_status_and_cause(fault_url: str, http: st
     echoed = [r for r, m in zip(records, ORDER, strict=True) if "key echoed" in m]
     assert all("[REDACTED]" in r.reason + r.message for r in echoed)
     assert echoed[0].message == "bad key [REDACTED]!"  # the server's own words, kept without the key
+    surrogate = next(r for r, m in zip(records, ORDER, strict=True) if "surrogate" in m)
+    assert surrogate.message == "bad ? char"
+    assert result.summary.run.records_file is not None and result.summary.run.records_file.replaced == 1
 
 
 class _ClosesIdle(asyncio.Protocol):

@@ -1,0 +1,42 @@
+"""Where a run's records and reports go when its own directory cannot take them — a full disk, the directory
+deleted under the run: the first of a few fallback folders that does, named on stderr and in the summary."""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from harness.records import RecordWriter, RequestRecord, write_parquet
+
+
+def rescue_dirs(run_dir: Path) -> list[Path]:
+    """Candidates, in order: the temporary directory (often another filesystem), then the user's cache."""
+    return [Path(tempfile.gettempdir()) / "harness-rescue" / run_dir.name,
+            Path.home() / ".cache" / "harness" / "rescue" / run_dir.name]
+
+
+def rescue(records: Sequence[RequestRecord], run_dir: Path, scenario_yaml: str) -> Path | None:
+    """Every record (and the scenario) written to the first fallback folder that takes them all; None if none
+    did (the records then exist only in this process's memory, and the caller says so)."""
+    for folder in rescue_dirs(run_dir):
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / "scenario.yaml").write_text(scenario_yaml, encoding="utf-8")
+            writer = RecordWriter(folder)
+        except OSError:
+            continue
+        for rec in records:
+            writer.write(rec)
+        writer.close()
+        if writer.failure is None:
+            return folder
+    return None
+
+
+def save_parquet(path: Path, records: Sequence[RequestRecord]) -> None:
+    """The Parquet copy of the records, where the disk takes it: it is a convenience beside requests.jsonl."""
+    if records:
+        with contextlib.suppress(OSError):
+            write_parquet(path, records)

@@ -1,0 +1,96 @@
+"""The record sink and writer: no record is lost to a watcher's bug, to text a file cannot hold, to a full disk
+or to a folder deleted under the run — each is kept, counted and said once."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from harness.records import RecordWriter, RequestRecord, read_records
+from harness.redact import redactor
+from harness.run.rescue import rescue
+from harness.run.sink import RecordSink
+
+
+def record(i: int, message: str = "") -> RequestRecord:
+    return RequestRecord(f"r-{i}", "p", i, 8, 4, i * 1000, sent_ns=i * 1000 + 1, end_ns=i * 1000 + 9,
+                         message=message, status="http_error" if message else "ok")
+
+
+class Raising:
+    def __init__(self) -> None:
+        self.seen = 0
+
+    def record(self, rec: RequestRecord) -> None:
+        self.seen += 1
+        if rec.index % 2:
+            raise RuntimeError("exporter bug")
+
+
+def test_a_raising_watcher_costs_no_record_and_is_said_once(tmp_path: Path) -> None:
+    said: list[str] = []
+    with RecordWriter(tmp_path) as writer:
+        sink = RecordSink(writer, redactor(None), warn=said.append)
+        sink.metrics = Raising()  # type: ignore[assignment]
+
+        async def go() -> None:
+            for i in range(50):
+                sink(record(i))
+            sink.flush()
+
+        asyncio.run(go())
+    assert len(sink.run) == 50 and sink.metrics.seen == 50  # type: ignore[attr-defined]
+    assert len(list(read_records(tmp_path / "requests.jsonl"))) == 50
+    assert len(said) == 1 and "the live exporter failed on a record (RuntimeError: exporter bug)" in said[0]
+
+
+def test_text_no_file_can_hold_is_replaced_and_counted(tmp_path: Path) -> None:
+    with RecordWriter(tmp_path) as writer:
+        writer.write(record(0, "bad \ud800 char"))
+        writer.write(record(1))
+    (first, second) = read_records(tmp_path / "requests.jsonl")
+    assert first.message == "bad ? char" and second.status == "ok" and writer.replaced == 1
+    assert (tmp_path / "requests.csv").read_text().count("\n") == 3  # the header and both records
+
+
+def test_a_folder_deleted_under_the_writer_is_noticed_at_the_next_flush(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    failures: list[str] = []
+    writer = RecordWriter(run_dir, on_failure=failures.append)
+    writer.write(record(0))
+    writer.flush()
+    shutil.rmtree(run_dir)
+    writer.write(record(1))
+    writer.flush()  # the write "succeeded" into an unlinked file: the folder's absence is what tells
+    writer.write(record(2))
+    writer.close()
+    assert failures == [f"cannot write records to {run_dir}: the run directory was deleted"]
+    assert [r.index for r in writer.unwritten] == [1, 2]  # record 0 reached the disk before the folder went
+    folder = rescue([record(i) for i in range(3)], run_dir, "name: x\n")
+    assert folder is not None and len(list(read_records(folder / "requests.jsonl"))) == 3
+    assert (folder / "scenario.yaml").read_text() == "name: x\n"
+    shutil.rmtree(folder)
+
+
+def test_a_full_disk_is_one_failure_and_every_record_after_it_is_kept(tmp_path: Path) -> None:
+    full = Path("/dev/full")
+    if not full.exists():
+        pytest.skip("no /dev/full (not Linux)")
+    failures: list[str] = []
+    writer = RecordWriter(tmp_path, on_failure=failures.append)
+    writer._jsonl.close()
+    writer._jsonl = full.open("w", encoding="utf-8")  # every flush of it fails with ENOSPC, as a full disk does
+    for i in range(5):
+        writer.write(record(i))
+    writer.flush()
+    for i in range(5, 8):
+        writer.write(record(i))
+    writer.close()
+    assert len(failures) == 1 and "No space left on device" in failures[0]
+    assert [r.index for r in writer.unwritten] == list(range(8))
+    assert json.loads(json.dumps(failures))  # one line, no record in it
+    assert "r-3" not in failures[0]
