@@ -123,13 +123,18 @@ class RunResult:
 
 
 def new_run_dir(reports_dir: Path, scenario_name: str) -> Path:
+    """A new, empty run directory, created here: `mkdir` is atomic, so runs started in the same second by several
+    processes each get their own (a check for existence and a later create let two runs share one)."""
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-    path = reports_dir / f"{stamp}-{scenario_name}"
-    suffix = 1
-    while path.exists():
-        suffix += 1
-        path = reports_dir / f"{stamp}-{scenario_name}-{suffix}"
-    return path
+    reports_dir.mkdir(parents=True, exist_ok=True)
+    for suffix in range(1, 10_000):
+        path = reports_dir / (f"{stamp}-{scenario_name}" + (f"-{suffix}" if suffix > 1 else ""))
+        try:
+            path.mkdir()
+        except FileExistsError:
+            continue
+        return path
+    raise FileExistsError(f"{reports_dir}: 10,000 runs of {scenario_name} in one second")
 
 
 async def run_plan(dispatcher: Dispatcher, plan: PhasePlan, grace_s: float) -> list[RequestRecord]:

@@ -67,8 +67,8 @@ MODES: dict[str, tuple[tuple[str, object], str, str]] = {
                                "stream line longer than 8 MiB"),
     "headers that never end": (("endless-headers", None), "transport_error", "*"),
     # Python's json gives a lone surrogate back as text no file can hold: the record is kept, the text replaced.
-    "500 with a lone surrogate": (("json", (500, b'{"error": {"message": "bad \\ud800 char", "type": "server_error"}}')),
-                                  "http_error", "HTTP 500 server_error"),
+    "500 with a lone surrogate": (("json", (500, b'{"error": {"message": "bad \\ud800 char", '
+                                                b'"type": "server_error"}}')), "http_error", "HTTP 500 server_error"),
 }
 ORDER = list(MODES)
 

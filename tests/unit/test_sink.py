@@ -94,3 +94,19 @@ def test_a_full_disk_is_one_failure_and_every_record_after_it_is_kept(tmp_path: 
     assert [r.index for r in writer.unwritten] == list(range(8))
     assert json.loads(json.dumps(failures))  # one line, no record in it
     assert "r-3" not in failures[0]
+
+
+def _claim(args: tuple[str, int]) -> list[str]:
+    from harness.run.runner import new_run_dir
+
+    reports, n = args
+    return [str(new_run_dir(Path(reports), "same")) for _ in range(n)]
+
+
+def test_runs_started_in_the_same_second_by_several_processes_get_a_folder_each(tmp_path: Path) -> None:
+    import multiprocessing
+
+    with multiprocessing.get_context("fork").Pool(4) as pool:
+        claimed = [d for part in pool.map(_claim, [(str(tmp_path), 6)] * 4) for d in part]
+    assert len(claimed) == 24 and len(set(claimed)) == 24  # each its own, none shared
+    assert all(Path(d).is_dir() and not any(Path(d).iterdir()) for d in claimed)
