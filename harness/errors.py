@@ -23,6 +23,7 @@ EXIT_NOTHING_OK = 4  # the run went through, but not one request succeeded
 EXIT_NO_VERDICT = 5  # `harness compare` could not judge: the client limited a run, or no metric had a verdict
 EXIT_REGRESSION = 99  # a threshold broken, or `harness compare` found a regression
 EXIT_STOPPED = 130  # Ctrl-C or SIGTERM, as shells report a SIGINT
+EXIT_HANGUP = 129  # SIGHUP (the terminal went away), as shells report it; the run ended as on SIGTERM
 
 
 class HarnessError(RuntimeError):

@@ -12,10 +12,14 @@ calibration tools (~0.4 s a process).
 from __future__ import annotations
 
 import importlib
+import sys
+from collections.abc import Sequence
+from typing import Any
 
 import click
 
 from harness import __version__
+from harness.errors import EXIT_STOPPED
 
 # name → "module:attribute" of the click command
 COMMANDS = {
@@ -28,6 +32,22 @@ COMMANDS = {
 
 
 class _Lazy(click.Group):
+    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,
+             complete_var: str | None = None, standalone_mode: bool = True, **extra: Any) -> Any:
+        """click's, but a Ctrl-C before a command's own handling (while it starts up) exits 130 with one line,
+        like a Ctrl-C during a run, instead of click's "Aborted!" and 1."""
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        try:
+            code = super().main(args, prog_name, complete_var, False, **extra)
+        except click.exceptions.Abort:
+            click.echo("stopped before the run began: nothing was sent", err=True)
+            sys.exit(EXIT_STOPPED)
+        except click.ClickException as exc:
+            exc.show()
+            sys.exit(exc.exit_code)
+        sys.exit(code if isinstance(code, int) else 0)
+
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)
 

@@ -30,7 +30,7 @@ from harness.clock import MonotonicClock
 from harness.config.load import TraceLoad
 from harness.config.quick import QuickRun, length_spec, quick_scenario
 from harness.config.scenario import Scenario, parse_hardware
-from harness.errors import EXIT_HARNESS, EXIT_NOTHING_OK, EXIT_REGRESSION, EXIT_STOPPED
+from harness.errors import EXIT_HANGUP, EXIT_HARNESS, EXIT_NOTHING_OK, EXIT_REGRESSION, EXIT_STOPPED
 from harness.gctune import tune_for_timing
 from harness.report.files import write_run
 from harness.report.notes import notes
@@ -216,6 +216,8 @@ def _exit(results: list[RunResult]) -> None:
                  and r.summary.run.records_file.failure), None)
     if lost is not None:
         raise fail(f"{lost.failure}; every record is in {lost.rescued_to or 'no folder'}", EXIT_HARNESS)
+    if any(r.summary.run.stopped == "SIGHUP" for r in results):
+        raise SystemExit(EXIT_HANGUP)
     if any(r.summary.run.stopped for r in results):
         raise SystemExit(EXIT_STOPPED)
     for result in results:

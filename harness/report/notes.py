@@ -59,5 +59,6 @@ def notes(summary: dict[str, Any]) -> list[str]:
 
 
 def _signal(name: str) -> str:
-    return {"SIGINT": "Ctrl-C (SIGINT)", "SIGTERM": "SIGTERM"}.get(name, name)
+    return {"SIGINT": "Ctrl-C (SIGINT)", "SIGTERM": "SIGTERM", "SIGHUP": "SIGHUP (the terminal went away)"}.get(name,
+                                                                                                           name)
 

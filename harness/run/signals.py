@@ -1,9 +1,14 @@
-"""Ctrl-C and SIGTERM during a run: the first stops sending and lets requests in flight finish within
-the grace period; the second cancels them at once. Either way every record taken is kept."""
+"""Ctrl-C, SIGTERM and SIGHUP during a run: the first stops sending and lets requests in flight finish within
+the grace period; the second cancels them at once. Either way every record taken is kept.
+
+SIGHUP is the terminal going away (an ssh session dropped): the run ends as on SIGTERM, but first its output is
+sent to /dev/null — a write to a hung-up terminal fails, and must not cost the summary."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import signal
 import time
 from collections.abc import Callable
@@ -25,7 +30,7 @@ class Stopper:
         self._installed: list[signal.Signals] = []
 
     def install(self) -> None:
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             try:
                 self._loop.add_signal_handler(sig, self._on_signal, sig)
                 self._installed.append(sig)
@@ -38,6 +43,8 @@ class Stopper:
         self._installed = []
 
     def _on_signal(self, sig: signal.Signals) -> None:
+        if sig == signal.SIGHUP:
+            detach_terminal()
         if self.signal is None:
             self.signal = sig.name
             self.at_ns = time.monotonic_ns()
@@ -46,3 +53,12 @@ class Stopper:
         elif self._main is not None and not self.cancelled:
             self.cancelled = True
             self._main.cancel()
+
+
+def detach_terminal() -> None:
+    """stdout and stderr to /dev/null, as `nohup` would have set them: the terminal is gone."""
+    null = os.open(os.devnull, os.O_WRONLY)
+    for fd in (1, 2):
+        with contextlib.suppress(OSError):
+            os.dup2(null, fd)
+    os.close(null)

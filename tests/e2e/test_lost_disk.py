@@ -75,3 +75,30 @@ def test_a_run_folder_deleted_mid_run_is_rescued(sim_url: str, tmp_path: Path) -
     out, err = proc.communicate(timeout=120)
     _check_rescue(subprocess.CompletedProcess(proc.args, proc.returncode, out, err), "the run directory was deleted")
     assert not os.listdir(tmp_path)
+
+
+def test_a_lost_terminal_ends_the_run_as_sigterm_does_with_its_summary(sim_url: str, tmp_path: Path) -> None:
+    """SIGHUP (an ssh session dropped) and the terminal gone with it (its pipes closed): the run stops sending,
+    lets the requests in flight finish, writes its summary and exits 129 — no write to the dead terminal kills it."""
+    import signal
+
+    proc = subprocess.Popen([sys.executable, "-m", "harness", "run", "--endpoint", sim_url, "--rate", "20",
+                             "--requests", "400", "--output-tokens", "32", "--progress", "lines",
+                             "--reports-dir", str(tmp_path)], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    for _ in range(300):
+        found = list(tmp_path.glob("*/requests.jsonl"))
+        if found and found[0].stat().st_size > 0:
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGHUP)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # the terminal is gone: nobody reads what the run prints from now on
+    proc.stderr.close()
+    assert proc.wait(timeout=120) == 129
+    (run_dir,) = (d for d in tmp_path.iterdir() if d.is_dir())
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["run"]["stopped"] == "SIGHUP" and not summary["run"]["complete"]
+    records = [json.loads(line) for line in (run_dir / "requests.jsonl").read_text().splitlines()]
+    assert summary["phases"][0]["requests"]["total"] == len(records) < 400
+    assert sum(r["status"] == "ok" for r in records) == len(records)  # in flight at the signal: finished, kept
