@@ -18,9 +18,9 @@ import orjson
 
 from harness.errors import UsageError
 
-Status = Literal["ok", "truncated", "http_error", "timeout", "transport_error", "bad_stream", "cancelled"]
+Status = Literal["ok", "truncated", "overrun", "http_error", "timeout", "transport_error", "bad_stream", "cancelled"]
 STATUSES: tuple[Status, ...] = (
-    "ok", "truncated", "http_error", "timeout", "transport_error", "bad_stream", "cancelled",
+    "ok", "truncated", "overrun", "http_error", "timeout", "transport_error", "bad_stream", "cancelled",
 )
 
 

@@ -26,8 +26,9 @@ class RequestEvents(Protocol):
     done: bool  # the stream is over for the harness: [DONE], an error, its end or a failure
     keep_text: bool  # the answer's text is wanted (multi-turn sessions): chunks should carry it
 
-    def token(self) -> None:
-        """One plain token arrived alone in its read (`ChunkReader.plain`): `chunks` of one content chunk."""
+    def token(self) -> bool:
+        """One plain token arrived alone in its read (`ChunkReader.plain`): `chunks` of one content chunk; True
+        once the stream is over for the harness (too many tokens)."""
 
     def connecting(self) -> None:
         """No pooled connection was free: a new one is being opened for this request."""
@@ -82,8 +83,7 @@ def take(reader: ChunkReader, events: RequestEvents, body: bytes) -> bool:
     """A piece of the response body to `events`; True once the stream is over for the harness. One plain token
     alone in its read, the usual piece, goes the short way."""
     if reader.plain(body):
-        events.token()
-        return False
+        return events.token()
     return events.chunks(reader.read(body))
 
 

@@ -19,7 +19,7 @@ from harness.workload.requests import RequestSpec
 class RecordStamper:
     """The `RequestEvents` a backend reports to: each event stamped with `clock` into `rec`."""
 
-    __slots__ = ("_connecting", "_counted", "_now", "answer", "done", "got_token", "keep_text", "rec")
+    __slots__ = ("_cap", "_connecting", "_counted", "_now", "answer", "done", "got_token", "keep_text", "rec")
 
     def __init__(self, rec: RequestRecord, clock: Clock, answer: list[str] | None = None) -> None:
         self.rec = rec
@@ -30,6 +30,7 @@ class RecordStamper:
         self.got_token = False
         self._counted = 0  # completion tokens reported so far (continuous usage)
         self._connecting = 0
+        self._cap = overrun_cap(rec.max_tokens)
 
     def connecting(self) -> None:
         self._connecting = self._now()
@@ -54,7 +55,7 @@ class RecordStamper:
         if not self.done:
             self.failed("bad_stream", "stream ended before [DONE]")
 
-    def token(self) -> None:
+    def token(self) -> bool:
         t_ns = self._now()
         rec = self.rec
         if not self.got_token:
@@ -63,6 +64,12 @@ class RecordStamper:
         if rec.first_content_ns is None:
             rec.first_content_ns = t_ns
         rec.chunk_ns.append(t_ns)
+        return len(rec.chunk_ns) > self._cap and self._overrun()
+
+    def _overrun(self) -> bool:
+        """A server that ignores max_tokens: the stream is cut here, not at the request timeout."""
+        self.failed("overrun", f"over {self._cap} tokens for max_tokens {self.rec.max_tokens}: the stream was cut")
+        return True
 
     def chunks(self, chunks: Sequence[Chunk]) -> bool:
         if self.done or not chunks:
@@ -82,7 +89,7 @@ class RecordStamper:
                 rec.chunk_ns.append(t_ns)
             if not plain:
                 self._details(chunk)
-        return False
+        return len(rec.chunk_ns) > self._cap and self._overrun()
 
 
     def _end(self, chunk: Chunk) -> bool:
@@ -142,12 +149,25 @@ def _check_length(rec: RequestRecord, exact: bool) -> None:
     min_tokens), nor when the server stopped for length before it (the context was full)."""
     # Per chunk when the server said; else its usage total (a server may put several tokens in one chunk).
     delivered = rec.delivered_tokens if rec.exact_chunk_tokens else rec.output_tokens
+    if rec.status == "ok" and max(delivered, len(rec.chunk_ns)) > rec.max_tokens:
+        rec.status, rec.reason = "overrun", f"{max(delivered, len(rec.chunk_ns))} of {rec.max_tokens} tokens: " \
+                                            "the server ignored max_tokens"
+        return
     if rec.status != "ok" or delivered >= rec.max_tokens:
         return
     if exact:
         rec.status, rec.reason = "truncated", f"{delivered} of {rec.max_tokens} tokens"
     elif rec.finish_reason == "length":
         rec.status, rec.reason = "truncated", f"context full: {delivered} of {rec.max_tokens} tokens"
+
+
+OVERRUN_SLACK = 16
+
+
+def overrun_cap(max_tokens: int) -> int:
+    """Token-bearing chunks read before a stream that ignores max_tokens is cut: 4 × max_tokens + 16 (room for a
+    server that splits a token over chunks now and then, and no more)."""
+    return 4 * max_tokens + OVERRUN_SLACK
 
 
 def close(rec: RequestRecord, end_ns: int) -> None:

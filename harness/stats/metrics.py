@@ -143,4 +143,6 @@ def cause(rec: RequestRecord) -> str:
         return f"HTTP {code} {kind}".rstrip()
     if rec.status == "truncated":
         return "context full" if rec.reason.startswith("context full") else "fewer tokens than asked"
+    if rec.status == "overrun":
+        return "more tokens than max_tokens"
     return rec.reason.split(":")[0] or rec.status

@@ -57,7 +57,7 @@ Metric = Callable[[RequestRecord], float | int | None]
 # duration say how long a user waited for the failure; a cancelled one was cut off by the run's stop.
 STATUS_GROUPS: dict[str, tuple[Status, ...]] = {
     "ok": ("ok",),
-    "errored": ("truncated", "http_error", "timeout", "transport_error", "bad_stream"),
+    "errored": ("truncated", "overrun", "http_error", "timeout", "transport_error", "bad_stream"),
     "cancelled": ("cancelled",),
 }
 

@@ -66,6 +66,8 @@ MODES: dict[str, tuple[tuple[str, object], str, str]] = {
     "a line that never ends": (("chunked", [b"data: " + b"x" * (9 << 20)]), "bad_stream",
                                "stream line longer than 8 MiB"),
     "headers that never end": (("endless-headers", None), "transport_error", "*"),
+    "ignores max_tokens": (("chunked", sse(*[TOKEN] * 8, _usage(8), DONE)), "overrun", "more tokens than max_tokens"),
+    "a stream that never ends": (("endless", None), "overrun", "more tokens than max_tokens"),
     # Python's json gives a lone surrogate back as text no file can hold: the record is kept, the text replaced.
     "500 with a lone surrogate": (("json", (500, b'{"error": {"message": "bad \\ud800 char", '
                                                 b'"type": "server_error"}}')), "http_error", "HTTP 500 server_error"),
@@ -121,6 +123,16 @@ class _FaultServer(asyncio.Protocol):
         elif kind in ("json", "json-eof"):
             status, body = payload  # type: ignore[misc]
             self._send(status, b"application/json", body, "eof" if kind == "json-eof" else "length")
+        elif kind == "endless":  # tokens until the client hangs up (bounded: 100,000, well past any cap)
+            self.transport.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                                 b"Transfer-Encoding: chunked\r\n\r\n")
+            event = sse(TOKEN)[0]
+            for _ in range(100_000):
+                if self.transport.is_closing():
+                    return
+                self.transport.write(b"%x\r\n%s\r\n" % (len(event), event))
+                await asyncio.sleep(0)
+            self.transport.close()
         elif kind == "html":
             self._send(200, b"text/html", payload, "length")  # type: ignore[arg-type]
         else:
@@ -169,7 +181,9 @@ async def test_every_fault_ends_as_its_status_and_cause(fault_url: str, http: st
     failed_modes = [m for m in ORDER if MODES[m][1] != "ok"]
     assert phase.requests.ok == len(ORDER) - len(failed_modes)
     assert sum(phase.requests.failure_reasons.values()) == len(failed_modes)
-    assert phase.requests.by_status["truncated"] == 1
+    assert phase.requests.by_status["truncated"] == 1 and phase.requests.by_status["overrun"] == 2
+    endless = next(r for r, m in zip(records, ORDER, strict=True) if m == "a stream that never ends")
+    assert 4 * 3 + 16 < len(endless.chunk_ns) <= 64 and "the stream was cut" in endless.reason  # cut at the cap
     for path in (tmp_path / "run").iterdir():
         assert SECRET.encode() not in path.read_bytes(), path.name  # the key, echoed every way, is nowhere
     echoed = [r for r, m in zip(records, ORDER, strict=True) if "key echoed" in m]
