@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from urllib.parse import urlsplit, urlunsplit
 
 MARK = "[REDACTED]"
 _REASON_LIMIT = 200  # a record's reason is a short cause, not a server's whole error page
@@ -18,6 +19,15 @@ def redactor(secret: str | None) -> Callable[[str], str]:
         return text.replace(secret, MARK) if secret in text else text
 
     return redact
+
+
+def without_userinfo(url: str) -> str:
+    """`url` without the `user:password@` of its authority: credentials there are never sent (the key goes as a
+    bearer token), printed or saved."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
 
 
 def _same(text: str) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -12,6 +13,7 @@ from harness.config.presets import load_presets
 from harness.config.scenario import Scenario, load_scenario
 from harness.config.units import duration_seconds
 from harness.errors import PresetError, UsageError
+from harness.redact import without_userinfo
 
 _REPO_SCENARIOS = Path(__file__).resolve().parent.parent.parent / "scenarios"
 
@@ -48,6 +50,10 @@ def api_key(flag_env: str | None, scenario_env: str | None) -> str | None:
     name = flag_env or scenario_env
     if name is None:
         return os.environ.get("OPENAI_API_KEY") or None
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):  # a key given where its variable's name belongs
+        raise click.BadParameter("takes the NAME of the environment variable that holds the key (e.g. "
+                                 "OPENAI_API_KEY); what was given is not a variable name and is not shown",
+                                 param_hint="--api-key-env" if flag_env else "endpoint.api_key_env")
     value = os.environ.get(name)
     if not value:
         raise click.BadParameter(f"environment variable {name} is not set", param_hint="--api-key-env")
@@ -90,6 +96,10 @@ def endpoint_url(url: str | None) -> str | None:
         return None
     if not url.startswith(("http://", "https://")):
         raise click.BadParameter("must start with http:// or https://", param_hint="--endpoint")
+    if (clean := without_userinfo(url)) != url:
+        click.echo("--endpoint: the user:password@ in the URL is dropped (never sent, printed or saved): give the "
+                   "key with --api-key-env", err=True)
+        url = clean
     if urlsplit(url).path in ("", "/"):
         url = url.rstrip("/") + "/v1"
         click.echo(f"endpoint: {url} (the OpenAI API lives under /v1)", err=True)

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from harness.config.base import PositiveMillis, PositiveSeconds, Seconds, Strict
 from harness.config.load import LOAD_TAGS, Phase
@@ -19,6 +19,7 @@ from harness.config.simulator import SimulatorConfig
 from harness.config.thresholds import Thresholds
 from harness.config.workload import Workload
 from harness.errors import ScenarioError
+from harness.redact import without_userinfo
 
 
 class SLO(Strict):
@@ -90,6 +91,12 @@ class EndpointConfig(Strict):
     server_metrics: dict[ServerSeries, str] | None = Field(
         None, description="our series -> the endpoint's metric name, for an engine nobody mapped "
         "(e.g. {running: myengine_active_requests}); counters with their _total suffix")
+
+    @field_validator("url", "metrics_url")
+    @classmethod
+    def _no_credentials(cls, url: str | None) -> str | None:
+        # user:password@ in a URL is never sent, printed or saved (scenario.yaml is saved with every run).
+        return None if url is None else without_userinfo(url)
 
 
 class ClientConfig(Strict):

@@ -51,6 +51,8 @@ async def target(scenario: Scenario, *, url: str | None, model: str | None, api:
             yield Endpoint(sim_url, model or sim_model, api, None), True
         return
     served = await _models(scenario, url, api_key, log)
+    if api_key and any(api_key in m for m in served):  # a server echoing the Authorization header as a model id
+        raise EndpointError(f"{url} lists the API key among its model ids: refusing to take or save it; pass --model")
     if model is None:
         if not served:
             raise EndpointError(f"{url} serves no models; pass --model")
