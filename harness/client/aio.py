@@ -166,12 +166,22 @@ async def list_models(session: aiohttp.ClientSession, base_url: str, api_key: st
             body = await resp.json(content_type=None)
     except (aiohttp.ClientError, TimeoutError) as exc:
         raise EndpointError(f"cannot reach endpoint {base_url}: {type(exc).__name__} {exc}".strip()) from None
-    except ValueError:
-        raise EndpointError(f"GET {url} did not return JSON") from None
+    except (ValueError, RecursionError):  # RecursionError: JSON nested thousands deep
+        raise EndpointError(f"GET {url} did not return JSON (or JSON nested too deep to read)") from None
     try:
-        return [str(m["id"]) for m in body["data"]]
+        ids = [str(m["id"]) for m in body["data"]]
     except (KeyError, TypeError):
         raise EndpointError(f"GET {url} did not return an OpenAI model list") from None
+    return [i for i in ids if _text(i)]
+
+
+def _text(model_id: str) -> bool:
+    """A model id a request can carry: text (a lone surrogate the JSON escaped cannot be sent or saved)."""
+    try:
+        model_id.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 async def warm_connections(session: aiohttp.ClientSession, base_url: str, count: int, api_key: str | None) -> int:

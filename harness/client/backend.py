@@ -108,7 +108,7 @@ def error_reason(status: int, body: bytes) -> str:
     """A short, low-cardinality cause: the status and the OpenAI error type when there is one."""
     try:
         err_type = json.loads(body)["error"]["type"]
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, RecursionError):  # RecursionError: JSON nested thousands deep
         return f"HTTP {status}"
     return f"HTTP {status} {err_type}"
 
@@ -120,6 +120,6 @@ def error_message(body: bytes) -> str:
         message = err.get("message") if isinstance(err, dict) else err
         if isinstance(message, str):
             return message
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, RecursionError):
         pass
     return body.decode("utf-8", "replace").strip()

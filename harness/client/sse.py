@@ -18,6 +18,7 @@ from harness.errors import BadChunk
 DONE = b"[DONE]"
 
 
+COUNT_LIMIT = 100_000_000  # tokens in a usage count: 100x the longest context served today
 LINE_LIMIT = 8 << 20  # an SSE line longer than this is not a stream chunk: the stream is bad, not our memory
 
 
@@ -208,7 +209,9 @@ def _count(usage: dict[str, object], name: str, payload: bytes, where: str = "us
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise BadChunk(f"{where}.{name} is not a count: {value!r}")
+        raise BadChunk(f"{where}.{name} is not a count: {str(value)[:40]}")
+    if value > COUNT_LIMIT:  # past any context: a count nothing real sends, and one the statistics must not size by
+        raise BadChunk(f"{where}.{name} is not a count: {value:.3g} is past {COUNT_LIMIT:,}")
     return value
 
 

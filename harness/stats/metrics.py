@@ -83,10 +83,11 @@ def itl_array_ns(rec: RequestRecord) -> np.ndarray:
     if len(chunks) < 2:
         return np.zeros(0)
     gaps = np.diff(np.asarray(chunks, dtype=np.float64))
+    most = max(1, rec.max_tokens)  # a count past what was asked is a server's error, not a size to allocate
     if len(rec.chunk_tokens) == len(chunks):
-        k = np.maximum(np.asarray(rec.chunk_tokens[1:]), 1)
+        k = np.clip(np.asarray(rec.chunk_tokens[1:]), 1, most)
         return np.repeat(gaps / k, k)
-    per_chunk = max(1.0, (rec.output_tokens - 1) / (len(chunks) - 1)) if rec.completion_tokens else 1.0
+    per_chunk = min(most, max(1.0, (rec.output_tokens - 1) / (len(chunks) - 1))) if rec.completion_tokens else 1.0
     reps = round(per_chunk)
     return gaps if reps == 1 else np.repeat(gaps / reps, reps)
 

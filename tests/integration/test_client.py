@@ -190,9 +190,12 @@ async def multi_token_with_usage(request: web.Request) -> web.StreamResponse:
 async def test_continuous_usage_gives_tokens_per_chunk(server, kind: str) -> None:
     from harness.stats.phase import itl_samples_ns
 
-    rec = await execute(await server(multi_token_with_usage), kind=kind)
+    five = build_requests(Workload(prompt_tokens=8, output_tokens=5), "p", 0, 1, seed=0, run_id="t")[0]
+    rec = await execute(await server(multi_token_with_usage), five, kind=kind)
     assert rec.status == "ok"
     assert rec.chunk_tokens == [1, 3, 1] and rec.completion_tokens == 5
+    over = await execute(await server(multi_token_with_usage), kind=kind)  # 5 tokens for the 3 asked
+    assert over.status == "overrun" and over.reason == "5 of 3 tokens: the server ignored max_tokens"
     samples = itl_samples_ns(rec)
     gap1, gap2 = rec.chunk_ns[1] - rec.chunk_ns[0], rec.chunk_ns[2] - rec.chunk_ns[1]
     assert samples == pytest.approx([gap1 / 3] * 3 + [gap2])
@@ -243,3 +246,29 @@ async def test_h1_says_how_long_a_new_connection_took_and_warms_only_what_is_mis
     assert warm.status == "ok" and warm.connect_ms is None
     await backend.close()
     assert len(server.runners[0].app[SEEN]) == 2  # the warm-ups sent no request
+
+
+@pytest.mark.parametrize(("body", "expected"), [
+    (b'{"data": ' + b"[" * 10_000 + b"]" * 10_000 + b"}", "did not return JSON"),  # nested past any parser
+    (b'{"object": "list", "data": [{"id": "bad\\ud800"}, {"id": "m"}]}', ["m"]),  # an id no request can carry
+])
+async def test_a_hostile_model_list_is_an_endpoint_error_or_skipped_never_a_crash(body: bytes,
+                                                                                 expected: object) -> None:
+    async def models(request: web.Request) -> web.Response:
+        return web.Response(body=body, content_type="application/json")
+
+    app = web.Application()
+    app.router.add_get("/v1/models", models)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    url = f"http://127.0.0.1:{runner.addresses[0][1]}/v1"
+    try:
+        async with open_session(1, 5, 10) as session:
+            if isinstance(expected, list):
+                assert await list_models(session, url, None) == expected
+            else:
+                with pytest.raises(HarnessError, match=str(expected)):
+                    await list_models(session, url, None)
+    finally:
+        await runner.cleanup()

@@ -66,6 +66,10 @@ MODES: dict[str, tuple[tuple[str, object], str, str]] = {
     "a line that never ends": (("chunked", [b"data: " + b"x" * (9 << 20)]), "bad_stream",
                                "stream line longer than 8 MiB"),
     "headers that never end": (("endless-headers", None), "transport_error", "*"),
+    "usage count past any context": (("chunked", sse(TOKEN, TOKEN, TOKEN, _usage(10**12), DONE)), "bad_stream",
+                                     "usage.completion_tokens is not a count"),
+    "500 nested 10,000 deep": (("json", (500, b'{"error": ' + b"[" * 10_000 + b"]" * 10_000 + b"}")), "http_error",
+                               "HTTP 500"),
     "ignores max_tokens": (("chunked", sse(*[TOKEN] * 8, _usage(8), DONE)), "overrun", "more tokens than max_tokens"),
     "a stream that never ends": (("endless", None), "overrun", "more tokens than max_tokens"),
     # Python's json gives a lone surrogate back as text no file can hold: the record is kept, the text replaced.
