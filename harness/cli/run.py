@@ -41,7 +41,7 @@ from harness.run.exporter import LiveMetrics
 from harness.run.progress import Progress
 from harness.run.relay import Relay
 from harness.run.rescue import rescue
-from harness.run.runner import RunResult, Sharding, new_run_dir, run_scenario
+from harness.run.runner import RunResult, Sharding, claimed, new_run_dir, run_scenario
 from harness.run.target import target
 from harness.stats.repeats import across_runs, derived_seed
 from harness.tools.calibration_store import ceiling_tokens_per_s
@@ -141,12 +141,13 @@ def run(scenario_path: Path | None, endpoint: str | None, model: str | None, api
         for k in range(repeat):
             each = _repeat(scenario, k)
             run_dir = parent / f"run-{k + 1}" if parent else new_run_dir(reports_dir, scenario.name)
-            if workers is None:
-                result = event_loop.run(_run(each, run_dir, endpoint, model, api, key, pin, display, metrics,
-                                             sharding))
-            else:
-                result, died = event_loop.run(_run_workers(each, run_dir, endpoint, model, api, key, display,
-                                                           metrics, workers, ray_address))
+            with claimed(run_dir):
+                if workers is None:
+                    result = event_loop.run(_run(each, run_dir, endpoint, model, api, key, pin, display, metrics,
+                                                 sharding))
+                else:
+                    result, died = event_loop.run(_run_workers(each, run_dir, endpoint, model, api, key, display,
+                                                               metrics, workers, ray_address))
             results.append(result)
             _report(result, died, display, metrics)
             if died or result.summary.run.stopped:

@@ -23,7 +23,7 @@ from harness.cli.common import (
 from harness.cli.errors import guarded
 from harness.config.scenario import SLO, Scenario
 from harness.report.files import write_run
-from harness.run.runner import new_run_dir, run_scenario
+from harness.run.runner import claimed, new_run_dir, run_scenario
 from harness.run.target import target
 from harness.tools.predict import predict_async
 from harness.tools.search import MIN_REQUESTS, parse_slo, search
@@ -86,7 +86,8 @@ def search_cmd(scenario_path: Path | None, slo: SLO | None, goodput: float, low:
                                 min_requests=min_requests)
         async with target(scenario, url=endpoint, model=model, api=None, api_key=key) as (ep, bundled):
             async def trial(s: Scenario) -> dict[str, Any]:
-                result = await run_scenario(s, ep, new_run_dir(reports_dir, f"{s.name}-search"), bundled=bundled)
+                with claimed(new_run_dir(reports_dir, f"{s.name}-search")) as run_dir:
+                    result = await run_scenario(s, ep, run_dir, bundled=bundled)
                 write_run(result)
                 return result.summary.to_json()
 

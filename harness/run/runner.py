@@ -14,7 +14,7 @@ import functools
 import json
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -135,6 +135,18 @@ def new_run_dir(reports_dir: Path, scenario_name: str) -> Path:
             continue
         return path
     raise FileExistsError(f"{reports_dir}: 10,000 runs of {scenario_name} in one second")
+
+
+@contextlib.contextmanager
+def claimed(run_dir: Path) -> Iterator[Path]:
+    """A new run directory that is removed again if what fills it fails before writing anything (bad input found
+    late: no empty folder is left behind looking like a run)."""
+    try:
+        yield run_dir
+    except BaseException:
+        with contextlib.suppress(OSError):
+            run_dir.rmdir()  # only an empty one
+        raise
 
 
 async def run_plan(dispatcher: Dispatcher, plan: PhasePlan, grace_s: float) -> list[RequestRecord]:
