@@ -14,7 +14,15 @@ from types import SimpleNamespace
 
 import aiohttp
 
-from harness.client.backend import Endpoint, RequestEvents, error_message, error_reason, request_body, take
+from harness.client.backend import (
+    Endpoint,
+    RequestEvents,
+    error_message,
+    error_reason,
+    redirect,
+    request_body,
+    take,
+)
 from harness.client.sse import ChunkReader
 from harness.errors import BadChunk, EndpointError
 from harness.redact import redactor
@@ -108,7 +116,7 @@ class OpenAIBackend:
         try:
             # Until the first token, the tighter first-token timeout applies; then only the total.
             async with asyncio.timeout(self.first_token_timeout_s) as first_token_deadline:
-                async with self.session.post(self.endpoint.url, data=body, headers=headers,
+                async with self.session.post(self.endpoint.url, data=body, headers=headers, allow_redirects=False,
                                              trace_request_ctx=attempt) as resp:
                     answered = True
                     events.status(resp.status)
@@ -147,6 +155,9 @@ async def _read_stream(resp: aiohttp.ClientResponse, events: RequestEvents, firs
 
 async def _error_reason(resp: aiohttp.ClientResponse) -> tuple[str, str]:
     """The short cause and the server's own message."""
+    moved = redirect(resp.status, resp.headers.get("Location", ""))
+    if moved is not None:
+        return moved
     try:
         body = await asyncio.wait_for(resp.content.read(8192), 5)
     except (TimeoutError, aiohttp.ClientError):

@@ -104,6 +104,15 @@ def request_body(spec: RequestSpec, model: str, api: Api, continuous_usage: bool
     return body
 
 
+def redirect(status: int, location: str) -> tuple[str, str] | None:
+    """A 3xx answer as (reason, message): never followed — a POST turned into a GET elsewhere is not the request
+    asked for, and its 404 would hide where the endpoint went."""
+    if not 300 <= status < 400:
+        return None
+    return (f"HTTP {status} redirect", f"redirect to {location[:200] or '(no Location)'}, not followed: point "
+            "--endpoint at the final URL")
+
+
 def error_reason(status: int, body: bytes) -> str:
     """A short, low-cardinality cause: the status and the OpenAI error type when there is one."""
     try:

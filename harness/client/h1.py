@@ -14,13 +14,22 @@ import asyncio
 import collections
 import ssl
 import weakref
+import zlib
 from typing import Any, cast
 from urllib.parse import urlsplit
 
 import httptools
 import orjson
 
-from harness.client.backend import Endpoint, RequestEvents, error_message, error_reason, request_body, take
+from harness.client.backend import (
+    Endpoint,
+    RequestEvents,
+    error_message,
+    error_reason,
+    redirect,
+    request_body,
+    take,
+)
 from harness.client.sse import ChunkReader
 from harness.errors import BadChunk
 from harness.workload.requests import RequestSpec
@@ -33,8 +42,8 @@ WARM_AT_ONCE = 64  # handshakes in flight while the pool is opened ahead of a ph
 class _Exchange:
     """One request's response, as the parser reports it."""
 
-    __slots__ = ("body", "complete", "done", "events", "first_timer", "framed", "head_bytes", "keep_alive", "reader",
-                 "status")
+    __slots__ = ("body", "complete", "done", "encoding", "events", "first_timer", "framed", "head_bytes", "inflate",
+                 "keep_alive", "location", "reader", "status")
 
     def __init__(self, events: RequestEvents, done: asyncio.Future[BaseException | None],
                  first_timer: asyncio.TimerHandle | None) -> None:
@@ -48,6 +57,9 @@ class _Exchange:
         self.complete = False  # the HTTP message ended (the body's last chunk came)
         self.framed = False  # chunked or sized; otherwise the body ends when the server closes
         self.head_bytes = 0  # read before the headers were complete
+        self.encoding = b""  # Content-Encoding, lower case
+        self.inflate: Any = None  # a zlib decompressor for a gzip or deflate body
+        self.location = b""  # a redirect's target, never followed
 
     def finish(self, error: BaseException | None = None) -> None:
         if not self.done.done():
@@ -92,17 +104,37 @@ class _Connection(asyncio.Protocol):
 
     # -- httptools callbacks --
     def on_header(self, name: bytes, value: bytes) -> None:
-        if self.exchange is not None and name.lower() in (b"content-length", b"transfer-encoding"):
-            self.exchange.framed = True
+        ex = self.exchange
+        if ex is None:
+            return
+        name = name.lower()
+        if name in (b"content-length", b"transfer-encoding"):
+            ex.framed = True
+        elif name == b"content-encoding":
+            ex.encoding = value.strip().lower()
+        elif name == b"location":
+            ex.location = value
 
     def on_headers_complete(self) -> None:
-        if self.exchange is not None:
-            self.exchange.status = self.parser.get_status_code()
+        ex = self.exchange
+        if ex is None:
+            return
+        ex.status = self.parser.get_status_code()
+        if ex.encoding in (b"gzip", b"x-gzip", b"deflate"):  # never asked for, but some servers compress anyway
+            ex.inflate = zlib.decompressobj(16 + zlib.MAX_WBITS if b"gzip" in ex.encoding else zlib.MAX_WBITS)
+        elif ex.encoding not in (b"", b"identity"):
+            self._fail(BadChunk(f"Content-Encoding {ex.encoding.decode('latin-1')[:20]} is not supported"))
 
     def on_body(self, body: bytes) -> None:
         ex = self.exchange
         if ex is None:
             return
+        if ex.inflate is not None:
+            try:
+                body = ex.inflate.decompress(body)
+            except zlib.error as exc:
+                self._fail(BadChunk(f"the {ex.encoding.decode()} body does not decode: {exc}"))
+                return
         if ex.status != 200:
             if len(ex.body) < _ERROR_BODY_LIMIT:
                 ex.body += body
@@ -296,6 +328,8 @@ def _settle(events: RequestEvents, exchange: _Exchange, error: BaseException | N
     elif error is not None:
         if not events.done:  # after [DONE] the connection may go: the request is complete
             events.failed("transport_error", type(error).__name__)
+    elif (moved := redirect(exchange.status, exchange.location.decode("latin-1"))) is not None:
+        events.failed("http_error", *moved)
     elif exchange.status != 200:
         events.failed("http_error", error_reason(exchange.status, exchange.body), error_message(exchange.body))
     else:

@@ -19,6 +19,7 @@ DONE = b"[DONE]"
 
 
 COUNT_LIMIT = 100_000_000  # tokens in a usage count: 100x the longest context served today
+BOM = b"\xef\xbb\xbf"
 LINE_LIMIT = 8 << 20  # an SSE line longer than this is not a stream chunk: the stream is bad, not our memory
 
 
@@ -29,14 +30,19 @@ class SSEDecoder:
     what it weighs, not its square; past `LINE_LIMIT` it is refused.
     """
 
-    __slots__ = ("_data", "_pending", "_pending_len")
+    __slots__ = ("_data", "_fresh", "_pending", "_pending_len")
 
     def __init__(self) -> None:
         self._pending: list[bytes] = []  # pieces of the line not yet ended
         self._pending_len = 0
         self._data: list[bytes] = []
+        self._fresh = True  # nothing read yet: a byte-order mark may lead (the SSE standard strips it)
 
     def feed(self, piece: bytes) -> list[bytes]:
+        if self._fresh and piece:
+            self._fresh = False
+            if piece.startswith(BOM):
+                piece = piece[len(BOM):]
         # The usual piece of a busy stream is exactly one event ("data: {...}\n\n", one HTTP chunk, as vLLM,
         # llama.cpp and TGI write them): taken whole, without splitting into lines.
         if (piece[-2:] == b"\n\n" and piece[:6] == b"data: " and not self._pending and not self._data
@@ -241,6 +247,7 @@ class ChunkReader:
         if at < 0 or data[at + 11:at + 12] == b'"':
             return False
         self._prev, self._last = self._last, data[6:-2]
+        decoder._fresh = False
         return True
 
     def read(self, data: bytes) -> Sequence[Chunk]:

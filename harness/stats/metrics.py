@@ -129,6 +129,7 @@ KNOWN_ERROR_TYPES = frozenset({
     "invalid_request_error", "authentication_error", "permission_error", "not_found_error", "rate_limit_error",
     "server_error", "api_error", "overloaded_error", "timeout_error", "BadRequestError", "NotFoundError",
     "InternalServerError", "ServiceUnavailableError",
+    "redirect",  # ours: a 3xx never followed (harness.client.backend.redirect)
 })
 
 

@@ -6,6 +6,7 @@ back in every way it can) nowhere in what the harness writes."""
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -70,6 +71,11 @@ MODES: dict[str, tuple[tuple[str, object], str, str]] = {
                                      "usage.completion_tokens is not a count"),
     "500 nested 10,000 deep": (("json", (500, b'{"error": ' + b"[" * 10_000 + b"]" * 10_000 + b"}")), "http_error",
                                "HTTP 500"),
+    "a byte-order mark before the first event": (("chunked", [b"\xef\xbb\xbf", *sse(TOKEN, TOKEN, TOKEN, USAGE, DONE)]),
+                                                 "ok", ""),
+    "a gzip stream": (("gzip", sse(TOKEN, TOKEN, TOKEN, USAGE, DONE)), "ok", ""),
+    "a redirect to another port": (("redirect", b"http://127.0.0.1:9/v1/chat/completions"), "http_error",
+                                   "HTTP 301 redirect"),
     "ignores max_tokens": (("chunked", sse(*[TOKEN] * 8, _usage(8), DONE)), "overrun", "more tokens than max_tokens"),
     "a stream that never ends": (("endless", None), "overrun", "more tokens than max_tokens"),
     # Python's json gives a lone surrogate back as text no file can hold: the record is kept, the text replaced.
@@ -137,6 +143,15 @@ class _FaultServer(asyncio.Protocol):
                 self.transport.write(b"%x\r\n%s\r\n" % (len(event), event))
                 await asyncio.sleep(0)
             self.transport.close()
+        elif kind == "gzip":  # compressed though never asked for: both clients decode it
+            body = gzip.compress(b"".join(payload))  # type: ignore[arg-type]
+            self.transport.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Encoding: gzip\r\n"
+                                 b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body))
+            self.transport.close()
+        elif kind == "redirect":
+            self.transport.write(b"HTTP/1.1 301 Moved\r\nLocation: %s\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                                 % payload)
+            self.transport.close()
         elif kind == "html":
             self._send(200, b"text/html", payload, "length")  # type: ignore[arg-type]
         else:
@@ -193,6 +208,10 @@ async def test_every_fault_ends_as_its_status_and_cause(fault_url: str, http: st
     echoed = [r for r, m in zip(records, ORDER, strict=True) if "key echoed" in m]
     assert all("[REDACTED]" in r.reason + r.message for r in echoed)
     assert echoed[0].message == "bad key [REDACTED]!"  # the server's own words, kept without the key
+    moved = next(r for r, m in zip(records, ORDER, strict=True) if "redirect" in m)
+    assert "redirect to http://127.0.0.1:9/v1/chat/completions, not followed" in moved.message
+    bom = next(r for r, m in zip(records, ORDER, strict=True) if "byte-order mark" in m)
+    assert len(bom.chunk_ns) == 3  # the first token counted, not dropped with the mark
     surrogate = next(r for r, m in zip(records, ORDER, strict=True) if "surrogate" in m)
     assert surrogate.message == "bad ? char"
     assert result.summary.run.records_file is not None and result.summary.run.records_file.replaced == 1
