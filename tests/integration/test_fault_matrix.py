@@ -13,10 +13,12 @@ from pathlib import Path
 from typing import ClassVar
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from harness.client.backend import Endpoint
 from harness.config.scenario import Scenario, parse_scenario
-from harness.records import read_records
+from harness.records import STATUSES, read_records
 from harness.report.files import write_run
 from harness.run.runner import run_scenario
 from harness.stats.metrics import cause
@@ -89,6 +91,7 @@ class _FaultServer(asyncio.Protocol):
     """One request per connection, answered by the next fault in ORDER (GET /v1/models answers normally)."""
 
     served: ClassVar[list[str]] = []
+    plan: ClassVar[list[str]] = ORDER  # the faults, in the order requests get them
     answers: ClassVar[set[asyncio.Task[None]]] = set()
 
     def __init__(self) -> None:
@@ -112,7 +115,7 @@ class _FaultServer(asyncio.Protocol):
         if head.startswith(b"GET"):
             self._send(200, b"application/json", b'{"object":"list","data":[{"id":"m"}]}', "length")
             return
-        mode = ORDER[len(self.served) % len(ORDER)]
+        mode = self.plan[len(self.served) % len(self.plan)]
         self.served.append(mode)
         task = asyncio.ensure_future(self._answer(*MODES[mode][0]))
         self.answers.add(task)
@@ -172,7 +175,7 @@ class _FaultServer(asyncio.Protocol):
 
 @pytest.fixture
 async def fault_url() -> AsyncIterator[str]:
-    _FaultServer.served = []
+    _FaultServer.served, _FaultServer.plan = [], ORDER
     server = await asyncio.get_running_loop().create_server(_FaultServer, "127.0.0.1", 0)
     yield f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1"
     server.close()
@@ -294,3 +297,29 @@ async def test_connections_closed_after_each_response_cost_no_request(tmp_path: 
     assert phase.requests.ok == 6, phase.requests.failure_reasons
     assert phase.requests.retried == 0  # with 5 ms between requests every close was seen before the next send
 
+
+
+QUICK_FAULTS = [m for m in ORDER if m not in ("headers that never end", "stall past the first-token timeout")]
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(plan=st.lists(st.sampled_from(QUICK_FAULTS), min_size=1, max_size=10), users=st.integers(1, 3),
+       http=st.sampled_from(["h1", "aiohttp"]))
+async def test_any_mix_of_faults_keeps_every_request_sent_and_every_line_whole(
+        fault_url: str, tmp_path_factory: pytest.TempPathFactory, plan: list[str], users: int, http: str) -> None:
+    """Whatever mix of misbehaviour a server serves, at any concurrency: the summary counts every request sent,
+    every record line parses, and each status is one the harness knows."""
+    _FaultServer.served, _FaultServer.plan = [], plan
+    run_dir = tmp_path_factory.mktemp("mix") / "run"
+    scenario = parse_scenario({
+        "name": "mix", "workload": {"prompt_tokens": 8, "output_tokens": 3}, "endpoint": {"scrape_interval_s": 0},
+        "client": {"http": http, "first_token_timeout_s": 2, "request_timeout_s": 5},
+        "phases": [{"name": "p", "load": {"type": "concurrency", "concurrency": users, "requests": len(plan) * 2}}],
+    }, "test")
+    result = await run_scenario(scenario, Endpoint(fault_url, "m", "chat", SECRET), run_dir)
+    write_run(result)
+    lines = (run_dir / "requests.jsonl").read_text().splitlines()
+    assert len(lines) == len(plan) * 2 == len(_FaultServer.served)
+    assert all(json.loads(line)["status"] in STATUSES for line in lines)
+    (phase,) = result.summary.phases
+    assert phase.requests.total == len(plan) * 2 == sum(phase.requests.by_status.values())
