@@ -19,13 +19,18 @@ def model_context(cfg: SimulatorConfig, engine: Engine) -> int:
 
 
 def context_problem(max_model_len: int, parsed: ParsedRequest) -> str | None:
-    """Why a request cannot fit the model's context (the 400's message), or None. A prompt that leaves room
-    gets its `max_tokens` shortened to the room left (`answer_cap`), as vLLM 0.33 does; one that leaves none
-    is refused."""
-    if max_model_len - parsed.prompt_tokens > 0:
-        return None
-    return (f"this model's maximum context length is {max_model_len} tokens; the request has "
-            f"{parsed.prompt_tokens} prompt tokens, which leaves no room for an answer")
+    """Why a request cannot fit the model's context (the 400's message), or None. As vLLM 0.33: a prompt that
+    leaves no room is refused, and so is a `max_tokens` past the room it leaves; without `max_tokens` the answer's
+    default cap is shortened to the room (`answer_cap`)."""
+    room = max_model_len - parsed.prompt_tokens
+    if room <= 0:
+        return (f"this model's maximum context length is {max_model_len} tokens; the request has "
+                f"{parsed.prompt_tokens} prompt tokens, which leaves no room for an answer")
+    if parsed.max_tokens is not None and parsed.max_tokens > room:
+        return (f"'max_tokens' or 'max_completion_tokens' is too large: {parsed.max_tokens}. This model's maximum "
+                f"context length is {max_model_len} tokens and your request has {parsed.prompt_tokens} input tokens "
+                f"({parsed.max_tokens} > {max_model_len} - {parsed.prompt_tokens})")
+    return None
 
 
 def fit_problem(cfg: SimulatorConfig) -> str | None:

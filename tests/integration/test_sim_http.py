@@ -150,28 +150,36 @@ async def test_client_disconnect_frees_the_slot(sim: str, session: aiohttp.Clien
     assert await metric(sim, session, "vllm:time_to_first_token_seconds_count") == 1
 
 
-async def test_max_tokens_past_the_context_is_shortened_as_vllm_does(sim: str, session: aiohttp.ClientSession) -> None:
-    """vLLM 0.33 shortens max_tokens to the context left after the prompt (it used to refuse with a 400)."""
+async def test_max_tokens_past_the_context_is_refused_as_vllm_does(sim: str, session: aiohttp.ClientSession) -> None:
+    """vLLM 0.33 answers 400 when max_tokens is past the context the prompt leaves; without max_tokens the
+    answer's default cap is shortened to that room."""
     body = {**chat(4000, max_tokens=200), "stream": False, "ignore_eos": True}
+    async with session.post(f"{sim}/chat/completions", json=body) as resp:
+        assert resp.status == 400
+        error = (await resp.json())["error"]
+    assert error["message"].startswith("'max_tokens' or 'max_completion_tokens' is too large: 200.")
+    assert "(200 > 4096 - 4000)" in error["message"] and error["type"] == "invalid_request_error"
+    body = {**chat(4000, max_tokens=200), "stream": False}
+    del body["max_tokens"]
     async with session.post(f"{sim}/chat/completions", json=body) as resp:
         assert resp.status == 200
         answer = await resp.json()
-    assert answer["usage"]["completion_tokens"] == 96  # 4,096 − 4,000
-    assert answer["choices"][0]["finish_reason"] == "length"
+    assert answer["usage"]["completion_tokens"] <= 96  # 4,096 − 4,000
 
 
-def test_predict_shortens_and_refuses_as_the_server_does() -> None:
-    """The same rule in virtual time: a prompt that leaves room is answered to the end of the context (and
-    counted truncated, as the harness counts a full context against the server), one that leaves none is a 400."""
+def test_predict_refuses_as_the_server_does() -> None:
+    """The same rule in virtual time: a max_tokens past the room the prompt leaves is a 400, as is a prompt that
+    leaves none; one that fits is answered."""
     scenario = parse_scenario({
         "name": "ctx", "simulator": {"max_model_len": 4096},
-        "workload": {"prompt_tokens": 4000, "output_tokens": 200},
+        "workload": {"prompt_tokens": 3800, "output_tokens": 200},
         "phases": [{"name": "fits", "load": {"type": "constant", "rate": 1, "requests": 2}}],
     }, "test")
-    over = scenario.model_copy(update={"workload": scenario.workload.model_copy(update={"prompt_tokens": 4100})})
-    fits, refused = (predict(s)["phases"][0]["requests"] for s in (scenario, over))
-    assert fits["by_status"]["truncated"] == 2 and fits["by_status"]["http_error"] == 0
-    assert refused["by_status"]["http_error"] == 2
+    over = scenario.model_copy(update={"workload": scenario.workload.model_copy(update={"prompt_tokens": 4000})})
+    full = scenario.model_copy(update={"workload": scenario.workload.model_copy(update={"prompt_tokens": 4100})})
+    fits, past, refused = (predict(s)["phases"][0]["requests"] for s in (scenario, over, full))
+    assert fits["by_status"]["ok"] == 2
+    assert past["by_status"]["http_error"] == 2 and refused["by_status"]["http_error"] == 2
 
 
 @pytest.mark.parametrize("faults", [{}, {"stall_rate": 1.0, "stall_ms": 1.0}])  # the direct path, the faulty one
