@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -162,10 +163,31 @@ def _build(cls: type[Any], name: str, entry: object, source: str) -> Any:
     if unknown:
         field = sorted(unknown)[0]
         raise PresetError(f"{source}: {name}.{field}: unknown field (allowed: {', '.join(sorted(allowed))})")
+    for field_name, value in entry.items():
+        if (problem := _number_problem(field_name, value)) is not None:
+            raise PresetError(f"{source}: {name}.{field_name}: {problem}")
     try:
         return cls(name=name, **entry)
     except TypeError as exc:
         raise PresetError(f"{source}: {name}: {exc}") from None
+
+
+# Fields that may be zero (no growth, no time outside the steps); every other number must be above it.
+_MAY_BE_ZERO = {"growth_per_seq", "request_ms", "per_seq_ms", "per_context_ktoken_ms", "weights_ms", "step_ms",
+                "per_ktoken_ms"}
+_ABSURD = 1e15  # past any device or model: a typo, or a unit mistaken
+
+
+def _number_problem(name: str, value: object) -> str | None:
+    """Why a preset's numeric field is not a usable number, or None (a string like `1e30`, which YAML does not
+    read as a number, a zero, a negative, an infinity)."""
+    if value is None or name in ("kind",):
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return f"{str(value)[:30]!r} is not a number (YAML reads 1e30 as text: write 1.0e+30)"
+    if not math.isfinite(value) or value < 0 or (value == 0 and name not in _MAY_BE_ZERO) or value > _ABSURD:
+        return f"{value:g} is not a usable value (it must be above 0 and below {_ABSURD:g})"
+    return None
 
 
 def resolve_accelerator(value: str | dict[str, Any]) -> Device:

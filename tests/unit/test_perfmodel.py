@@ -149,3 +149,20 @@ def test_presets_listing_covers_every_pair() -> None:
     assert len(rows) == len(ACCELERATORS) * len(MODELS)
     h100 = next(r for r in rows if r[:2] == ("h100-sxm", "llama-3.1-8b"))
     assert h100[2:5] == ("1", "8.1", "11.6")  # the brief's 8.3 and 12.5, less the host time async scheduling hides
+
+
+@pytest.mark.parametrize(("text", "says"), [
+    ("accelerators:\n  gpu-z: {tflops: 1e30, hbm_tbps: 2, memory_gb: 80}\n", r"gpu-z.tflops: '1e30' is not a number"),
+    ("accelerators:\n  gpu-z: {tflops: 0, hbm_tbps: 2, memory_gb: 80}\n", r"gpu-z.tflops: 0 is not a usable value"),
+    ("accelerators:\n  gpu-z: {tflops: 500, hbm_tbps: .inf, memory_gb: 80}\n", r"gpu-z.hbm_tbps: inf is not usable"),
+    ("models:\n  m-z: {layers: 0, hidden: 4096, q_heads: 32, kv_heads: 8, head_dim: 128, params_b: 8, vocab: 9}\n",
+     r"m-z.layers: 0 is not a usable value"),
+])
+def test_absurd_presets_are_refused_at_load_with_one_line(tmp_path, text: str, says: str) -> None:
+    """A zero, an infinity or a number YAML read as text (`1e30`) used to surface later as ZeroDivisionError or
+    TypeError tracebacks; now the file, entry and field are named at load."""
+    path = tmp_path / "p.yaml"
+    path.write_text(text)
+    with pytest.raises(PresetError, match=says.replace("is not usable", "is not a usable value")):
+        load_presets(path)
+    assert "gpu-z" not in ACCELERATORS and "m-z" not in MODELS
