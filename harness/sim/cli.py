@@ -47,14 +47,26 @@ def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
+class _LiteralChoice(click.Choice):  # type: ignore[type-arg]
+    """Choices shown as text, handed on as the literal's own values (`--fault-error-status 429` is the int 429
+    the configuration takes, not the text "429" it would refuse)."""
+
+    def __init__(self, values: tuple[Any, ...]) -> None:
+        self.values = {str(v): v for v in values}
+        super().__init__(list(self.values))
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        return self.values[str(super().convert(value, param, ctx))]
+
+
 def _click_type(annotation: Any) -> Any:
     """A click type for a config field: choices for literals, else the scalar type itself."""
     args = [a for a in get_args(annotation) if a is not type(None)]
     if get_origin(annotation) is Literal:
-        return click.Choice([str(a) for a in args])
+        return _LiteralChoice(tuple(args))
     for arg in args or [annotation]:
         if get_origin(arg) is Literal:
-            return click.Choice([str(a) for a in get_args(arg)])
+            return _LiteralChoice(get_args(arg))
         if arg in (int, float, str):
             return arg
         base = getattr(arg, "__origin__", None)

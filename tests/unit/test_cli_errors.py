@@ -52,3 +52,18 @@ def test_the_top_level_help_cuts_no_description() -> None:
     commands = out.split("Commands:")[1].splitlines()
     assert commands and not any(line.rstrip().endswith("...") for line in commands)
     assert "init" in out and "run" in out
+
+
+def test_sim_serve_takes_every_fault_status_it_lists() -> None:
+    """`--fault-error-status 429` was refused ("Input should be 400, 429, 500 or 503"): the choice was handed on
+    as text to a field of ints."""
+    from typing import get_args
+
+    from harness.config.simulator import FaultConfig
+    from harness.sim.cli import _click_type
+
+    annotation = FaultConfig.model_fields["error_status"].annotation
+    choice = _click_type(annotation)
+    for status in get_args(annotation):
+        value = choice.convert(str(status), None, None)
+        assert value == status and FaultConfig(error_status=value).error_status == status
