@@ -186,12 +186,15 @@ def read_records(path: Path, warn: Callable[[str], None] | None = None) -> Itera
     else means the file is not a records file.
     """
     with path.open(encoding="utf-8", errors="replace") as fh:
-        lines = [(n, line) for n, line in enumerate(fh, 1) if line.strip()]
+        text = fh.read()
+    lines = [(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
     for i, (n, line) in enumerate(lines):
         try:
             yield RequestRecord(**orjson.loads(line))
         except (orjson.JSONDecodeError, TypeError) as exc:
-            if i < len(lines) - 1:
+            # Torn: the last line, cut before its newline (every record is written whole, newline included); any
+            # other line that is not a record means the file is not a records file.
+            if i < len(lines) - 1 or text.endswith("\n"):
                 raise UsageError(f"{path}:{n}: not a request record ({exc})") from None
             if warn is not None:
                 warn(f"{path}:{n}: skipped a torn last line (the run was killed while writing it)")

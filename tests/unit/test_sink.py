@@ -110,3 +110,18 @@ def test_runs_started_in_the_same_second_by_several_processes_get_a_folder_each(
         claimed = [d for part in pool.map(_claim, [(str(tmp_path), 6)] * 4) for d in part]
     assert len(claimed) == 24 and len(set(claimed)) == 24  # each its own, none shared
     assert all(Path(d).is_dir() and not any(Path(d).iterdir()) for d in claimed)
+
+
+def test_a_file_that_is_not_ours_is_named_so_and_a_torn_last_line_is_only_skipped(tmp_path: Path) -> None:
+    from harness.errors import UsageError
+
+    foreign = tmp_path / "foreign.jsonl"
+    foreign.write_text('{"event": "login", "user": 7}\n')
+    with pytest.raises(UsageError, match=r"foreign.jsonl:1: not a request record"):
+        list(read_records(foreign))
+    torn = tmp_path / "torn.jsonl"
+    with RecordWriter(tmp_path) as writer:
+        writer.write(record(0))
+    torn.write_text((tmp_path / "requests.jsonl").read_text() + '{"request_id": "r-1", "pha')
+    said: list[str] = []
+    assert [r.index for r in read_records(torn, said.append)] == [0] and "torn last line" in said[0]
