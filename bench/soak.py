@@ -1,6 +1,7 @@
 """Soak: constant load against the bundled simulator for ten minutes, sampling the harness's own resident
-memory and open file descriptors every second. Both must stay flat: records go to disk as they end, and
-nothing per request is kept but the record itself (a few hundred bytes).
+memory and open file descriptors every second. Descriptors must stay flat; memory grows by the records kept
+for the final report (~2.2 KiB each at 32 tokens) and nothing else — the slope it prints gives the estimate for
+a 24-hour soak in docs/benchmarks.md.
 
 Constant 20 req/s, 64-token prompts, 32-token answers, fixed-timing simulator (no load-dependent latency),
 harness and simulator pinned to separate cores. Traffic goes to 127.0.0.1 only; bounded by --seconds.
