@@ -47,6 +47,7 @@ class RequestRecord:
     http_status: int | None = None
     retries: int = 0  # sent again after a pooled connection died before any answer
     connect_ms: float | None = None  # opening a new connection for it took this long (None: a pooled one)
+    content_type: str | None = None  # the answer's Content-Type, kept only when it was not text/event-stream
     cached_tokens: int | None = None  # prompt tokens the server served from its cache, when it says
     finish_reason: str | None = None  # the server's, from the last choice that gave one
     message: str = ""  # the server's own error message (redacted of the API key, capped)

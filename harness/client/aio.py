@@ -120,6 +120,8 @@ class OpenAIBackend:
                                              trace_request_ctx=attempt) as resp:
                     answered = True
                     events.status(resp.status)
+                    if resp.status == 200 and resp.content_type != "text/event-stream":
+                        events.media(resp.headers.get("Content-Type") or "(none)")
                     if resp.status != 200:
                         events.failed("http_error", *await _error_reason(resp))
                     else:

@@ -30,6 +30,9 @@ class RequestEvents(Protocol):
         """One plain token arrived alone in its read (`ChunkReader.plain`): `chunks` of one content chunk; True
         once the stream is over for the harness (too many tokens)."""
 
+    def media(self, content_type: str) -> None:
+        """The answer (status 200) came with this Content-Type, which is not text/event-stream."""
+
     def connecting(self) -> None:
         """No pooled connection was free: a new one is being opened for this request."""
 

@@ -42,8 +42,8 @@ WARM_AT_ONCE = 64  # handshakes in flight while the pool is opened ahead of a ph
 class _Exchange:
     """One request's response, as the parser reports it."""
 
-    __slots__ = ("body", "complete", "done", "encoding", "events", "first_timer", "framed", "head_bytes", "inflate",
-                 "keep_alive", "location", "reader", "status")
+    __slots__ = ("body", "complete", "content_type", "done", "encoding", "events", "first_timer", "framed",
+                 "head_bytes", "inflate", "keep_alive", "location", "reader", "status")
 
     def __init__(self, events: RequestEvents, done: asyncio.Future[BaseException | None],
                  first_timer: asyncio.TimerHandle | None) -> None:
@@ -60,6 +60,7 @@ class _Exchange:
         self.encoding = b""  # Content-Encoding, lower case
         self.inflate: Any = None  # a zlib decompressor for a gzip or deflate body
         self.location = b""  # a redirect's target, never followed
+        self.content_type = b""
 
     def finish(self, error: BaseException | None = None) -> None:
         if not self.done.done():
@@ -114,12 +115,16 @@ class _Connection(asyncio.Protocol):
             ex.encoding = value.strip().lower()
         elif name == b"location":
             ex.location = value
+        elif name == b"content-type":
+            ex.content_type = value
 
     def on_headers_complete(self) -> None:
         ex = self.exchange
         if ex is None:
             return
         ex.status = self.parser.get_status_code()
+        if ex.status == 200 and not ex.content_type.lower().startswith(b"text/event-stream"):
+            ex.events.media(ex.content_type.decode("latin-1") or "(none)")
         if ex.encoding in (b"gzip", b"x-gzip", b"deflate"):  # never asked for, but some servers compress anyway
             ex.inflate = zlib.decompressobj(16 + zlib.MAX_WBITS if b"gzip" in ex.encoding else zlib.MAX_WBITS)
         elif ex.encoding not in (b"", b"identity"):

@@ -35,6 +35,9 @@ class RecordStamper:
     def connecting(self) -> None:
         self._connecting = self._now()
 
+    def media(self, content_type: str) -> None:
+        self.rec.content_type = content_type[:80]
+
     def sent(self) -> None:
         self.rec.sent_ns = now = self._now()
         if self._connecting:

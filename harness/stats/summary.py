@@ -4,6 +4,7 @@ records, the server series over each phase, then the comparison of the phases. O
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -67,7 +68,8 @@ def phase_summary(scenario: Scenario, run: PhaseRun, rows: Sequence[Row] = (),
                         trace=None if run.trace is None else TraceUse.model_validate(run.trace), server=server,
                         stress=stress,
                         sessions=session_stats(run.records),
-                        warnings=phase_warnings(scenario, stats.tokens) + connect_warnings(stats.connections),
+                        warnings=phase_warnings(scenario, stats.tokens) + connect_warnings(stats.connections)
+                        + media_warnings(run.records),
                         thresholds=evaluate(scenario.thresholds, phase.thresholds, stats),
                         bottleneck=bottleneck(stats.client_limited, server))
 
@@ -108,6 +110,16 @@ def phase_warnings(scenario: Scenario, tokens: Tokens) -> list[str]:
                    f"the server (mean {tokens.prompt_diff_mean:+.1f} tokens): give workload.tokenizer (a local "
                    "tokenizer.json, or 'server')")
     return out
+
+
+def media_warnings(records: Sequence[RequestRecord]) -> list[str]:
+    """Answers that came as something other than a stream of server-sent events."""
+    kinds = Counter(r.content_type for r in records if r.content_type is not None)
+    if not kinds:
+        return []
+    shown = ", ".join(f"{kind} ×{n}" for kind, n in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0]))[:3])
+    return [f"{sum(kinds.values())} of {len(records)} answers did not come as text/event-stream ({shown}): the "
+            "endpoint (or a proxy before it) may not be streaming, and their token times may be a buffer's"]
 
 
 def connect_warnings(connections: Connections | None) -> list[str]:

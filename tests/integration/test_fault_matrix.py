@@ -78,6 +78,7 @@ MODES: dict[str, tuple[tuple[str, object], str, str]] = {
     "a gzip stream": (("gzip", sse(TOKEN, TOKEN, TOKEN, USAGE, DONE)), "ok", ""),
     "a redirect to another port": (("redirect", b"http://127.0.0.1:9/v1/chat/completions"), "http_error",
                                    "HTTP 301 redirect"),
+    "a stream sent as text/plain": (("plain", sse(TOKEN, TOKEN, TOKEN, USAGE, DONE)), "ok", ""),
     "ignores max_tokens": (("chunked", sse(*[TOKEN] * 8, _usage(8), DONE)), "overrun", "more tokens than max_tokens"),
     "a stream that never ends": (("endless", None), "overrun", "more tokens than max_tokens"),
     # Python's json gives a lone surrogate back as text no file can hold: the record is kept, the text replaced.
@@ -155,6 +156,8 @@ class _FaultServer(asyncio.Protocol):
             self.transport.write(b"HTTP/1.1 301 Moved\r\nLocation: %s\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
                                  % payload)
             self.transport.close()
+        elif kind == "plain":
+            self._send(200, b"text/plain; charset=utf-8", b"".join(payload), "chunked")  # type: ignore[arg-type]
         elif kind == "html":
             self._send(200, b"text/html", payload, "length")  # type: ignore[arg-type]
         else:
@@ -211,6 +214,8 @@ async def test_every_fault_ends_as_its_status_and_cause(fault_url: str, http: st
     echoed = [r for r, m in zip(records, ORDER, strict=True) if "key echoed" in m]
     assert all("[REDACTED]" in r.reason + r.message for r in echoed)
     assert echoed[0].message == "bad key [REDACTED]!"  # the server's own words, kept without the key
+    assert any("did not come as text/event-stream (text/html ×1, text/plain; charset=utf-8 ×1)" in w
+               for w in phase.warnings), phase.warnings
     moved = next(r for r, m in zip(records, ORDER, strict=True) if "redirect" in m)
     assert "redirect to http://127.0.0.1:9/v1/chat/completions, not followed" in moved.message
     bom = next(r for r, m in zip(records, ORDER, strict=True) if "byte-order mark" in m)
