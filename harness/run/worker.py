@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from harness.client.backend import Backend
 from harness.client.sse import Chunk
 from harness.clock import Clock
-from harness.records import RequestRecord, Status
+from harness.records import RequestRecord, Status, compact
 from harness.workload.requests import RequestSpec
 
 
@@ -177,3 +177,4 @@ def close(rec: RequestRecord, end_ns: int) -> None:
     rec.end_ns = end_ns
     if rec.chunk_ns:
         rec.last_token_ns = rec.chunk_ns[-1]
+    compact(rec)

@@ -125,3 +125,23 @@ def test_a_file_that_is_not_ours_is_named_so_and_a_torn_last_line_is_only_skippe
     torn.write_text((tmp_path / "requests.jsonl").read_text() + '{"request_id": "r-1", "pha')
     said: list[str] = []
     assert [r.index for r in read_records(torn, said.append)] == [0] and "torn last line" in said[0]
+
+
+def test_a_closed_records_token_times_are_compact_and_read_as_before(tmp_path: Path) -> None:
+    """Token times take 8 bytes each once a record is closed (a list of ints takes ~36): equal to the list they
+    were, written to disk and read back as the same record."""
+    import sys
+
+    from harness.records import Stamps, compact
+
+    times = list(range(10**12, 10**12 + 128 * 1000, 1000))
+    rec = record(0)
+    rec.chunk_ns, rec.chunk_tokens = list(times), [1] * 128
+    listed = sys.getsizeof(rec.chunk_ns) + sum(sys.getsizeof(t) for t in rec.chunk_ns)
+    compact(rec)
+    assert isinstance(rec.chunk_ns, Stamps) and rec.chunk_ns == times and rec.chunk_tokens == [1] * 128
+    assert sys.getsizeof(rec.chunk_ns) * 3 < listed
+    with RecordWriter(tmp_path) as writer:
+        writer.write(rec)
+    (back,) = read_records(tmp_path / "requests.jsonl")
+    assert back.chunk_ns == times and back.chunk_tokens == [1] * 128 and back.chunk_ns == rec.chunk_ns
