@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -21,12 +22,21 @@ from harness.cli.common import (
     writable_dir,
 )
 from harness.cli.errors import guarded
-from harness.config.scenario import SLO, Scenario
+from harness.config.quick import length_spec
+from harness.config.scenario import SLO, Scenario, parse_scenario
+from harness.errors import EXIT_STOPPED
 from harness.report.files import write_run
 from harness.run.runner import claimed, new_run_dir, run_scenario
 from harness.run.target import target
 from harness.tools.predict import predict_async
-from harness.tools.search import MIN_REQUESTS, parse_slo, search
+from harness.tools.search import (
+    MIN_REQUESTS,
+    SearchStopped,
+    parse_slo,
+    planned_trials,
+    search,
+    trial_seconds,
+)
 
 
 def _slo(ctx: click.Context, param: click.Parameter, value: str | None) -> SLO | None:
@@ -62,12 +72,22 @@ def _slo(ctx: click.Context, param: click.Parameter, value: str | None) -> SLO |
 @click.option("--min-requests", type=click.IntRange(min=1), default=MIN_REQUESTS, show_default=True,
               help="Each trial sends at least this many requests, however low its rate.")
 @click.option("--json", "as_json", is_flag=True, help="Print the search result as JSON.")
+@click.option("--prompt-tokens", metavar="N|DIST", help="Prompt length of every trial (default: the scenario's), or "
+              "a distribution: uniform:128:2048, normal:1000:300, lognormal:512:0.5.")
+@click.option("--output-tokens", metavar="N|DIST", help="Answer length of every trial (default: the scenario's).")
+@click.option("--tokenizer", metavar="PATH|server", help="Prompts of exact length on a real model (as `harness run`).")
 @guarded
 def search_cmd(scenario_path: Path | None, slo: SLO | None, goodput: float, low: float, high: float, duration: float,
                repeats: int, virtual: bool, endpoint: str | None, model: str | None, api_key_env: str | None,
-               reports_dir: Path, steps: int, min_requests: int, as_json: bool) -> None:
-    """Find the highest Poisson rate whose goodput meets the SLOs, with a confidence interval."""
-    scenario = scenario_or_default(scenario_path)
+               reports_dir: Path, steps: int, min_requests: int, as_json: bool, **lengths: str | None) -> None:
+    """Find the highest Poisson rate whose goodput meets the SLOs, with a confidence interval.
+
+    \b
+    Examples:
+      harness search --slo ttft=500ms,tpot=50ms --endpoint http://localhost:8000/v1
+      harness search --predict --slo ttft=1s --prompt-tokens 1024 --output-tokens 256
+    """
+    scenario = _with_lengths(scenario_or_default(scenario_path), lengths)
     slo = slo or scenario.slo
     endpoint = endpoint_url(endpoint)
     if not slo.model_dump(exclude_none=True):
@@ -80,10 +100,14 @@ def search_cmd(scenario_path: Path | None, slo: SLO | None, goodput: float, low:
     writable_dir(reports_dir, "--reports-dir")
     key = api_key(api_key_env, scenario.endpoint.api_key_env)
 
+    said = None if as_json else _trial_line
+    if not as_json:
+        _plan(low, high, duration, steps, repeats, min_requests, virtual)
+
     async def searching() -> dict[str, Any]:
         if virtual:
             return await search(scenario, predict_async, slo, goodput, low, high, duration, steps, repeats,
-                                min_requests=min_requests)
+                                min_requests=min_requests, said=said)
         async with target(scenario, url=endpoint, model=model, api=None, api_key=key) as (ep, bundled):
             async def trial(s: Scenario) -> dict[str, Any]:
                 with claimed(new_run_dir(reports_dir, f"{s.name}-search")) as run_dir:
@@ -92,20 +116,68 @@ def search_cmd(scenario_path: Path | None, slo: SLO | None, goodput: float, low:
                 return result.summary.to_json()
 
             return await search(scenario, trial, slo, goodput, low, high, duration, steps, repeats,
-                                min_requests=min_requests)
+                                min_requests=min_requests, said=said)
 
-    found = event_loop.run(searching())
+    found = _searched(searching())
     if as_json:
         click.echo(json.dumps(found, indent=2))
     else:
         _print(found, goodput)
 
 
+def _searched(searching: Coroutine[Any, Any, dict[str, Any]]) -> dict[str, Any]:
+    """The search's result; a trial stopped by Ctrl-C or SIGTERM ends it with exit 130, claiming no capacity."""
+    try:
+        return event_loop.run(searching)
+    except SearchStopped as stopped:
+        click.echo(f"partial: the search was stopped during a trial, after {len(stopped.trials)} whole trials; "
+                   "no capacity is claimed from a cut trial (the trials above are in the reports folder)", err=True)
+        raise SystemExit(EXIT_STOPPED) from None
+    except KeyboardInterrupt:
+        click.echo("partial: the search was stopped between trials; no capacity is claimed", err=True)
+        raise SystemExit(EXIT_STOPPED) from None
+
+
+def _with_lengths(scenario: Scenario, lengths: dict[str, str | None]) -> Scenario:
+    """The scenario with the workload flags given (`--prompt-tokens`, `--output-tokens`, `--tokenizer`)."""
+    update: dict[str, Any] = {}
+    for name in ("prompt_tokens", "output_tokens"):
+        if (text := lengths.get(name)) is not None:
+            try:
+                update[name] = length_spec(text)
+            except ValueError as exc:
+                raise click.BadParameter(str(exc), param_hint=f"--{name.replace('_', '-')}") from None
+    if (tokenizer := lengths.get("tokenizer")) is not None:
+        if tokenizer != "server" and not Path(tokenizer).exists():
+            raise click.BadParameter(f"no such file or directory {tokenizer} (or give 'server')",
+                                     param_hint="--tokenizer")
+        update["tokenizer"] = tokenizer if tokenizer == "server" else str(Path(tokenizer).resolve())
+    if not update:
+        return scenario
+    data = scenario.model_dump(mode="json")
+    data["workload"] = {**data["workload"], **update}
+    return parse_scenario(data, "flags")
+
+
+def _plan(low: float, high: float, duration: float, steps: int, repeats: int, min_requests: int,
+          virtual: bool) -> None:
+    """What the search will do and how long it will take at least, before its first trial."""
+    n = planned_trials(steps, repeats)
+    first = trial_seconds(low, duration, min_requests)
+    least = first + duration * (n - 1)
+    where = "in virtual time (seconds in all)" if virtual else f"at least {least / 60:,.0f} min of arrivals"
+    click.echo(f"search: Poisson rates {low:g}–{high:g} req/s, up to {n} trials ({steps} bisection steps, then "
+               f"the boundary again with {repeats - 1} more seeds), each ≥ {duration:g} s and ≥ {min_requests} "
+               f"requests: {where}; the first, at {low:g} req/s, lasts ≥ {first:,.0f} s", err=True)
+
+
+def _trial_line(trial: dict[str, Any]) -> None:
+    small = "  too few requests to decide" if trial["too_small"] else ""
+    click.echo(f"  trial: {trial['rate']:8.3f} req/s  seed {trial['seed']}  {trial['requests']} requests  goodput "
+               f"{trial['goodput']:.0%}  {trial['output_tokens_per_s']:,.0f} tok/s{small}", err=True)
+
+
 def _print(found: dict[str, Any], goodput: float) -> None:
-    for t in found["trials"]:
-        small = "  too few requests to decide" if t["too_small"] else ""
-        click.echo(f"  rate {t['rate']:8.3f} req/s  seed {t['seed']}  {t['requests']} requests  goodput "
-                   f"{t['goodput']:.0%}  {t['output_tokens_per_s']:,.0f} tok/s{small}")
     if found["capacity_rps"] is None:
         click.echo(found["note"])
     else:

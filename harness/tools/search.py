@@ -57,39 +57,66 @@ def trial_scenario(base: Scenario, rate: float, duration_s: float, seed: int, sl
     return parse_scenario(data, "search")
 
 
+def _trial_record(summary: dict[str, Any], rate: float, seed: int, min_requests: int) -> dict[str, Any]:
+    (phase,) = summary["phases"]
+    measured = phase["requests"]["total"]
+    return {"rate": rate, "seed": seed, "goodput": phase["goodput"]["fraction"], "requests": measured,
+            "too_small": measured < min_requests, "output_tokens_per_s": phase["throughput"]["output_tokens_per_s"]}
+
+
+class SearchStopped(Exception):
+    """A trial was stopped (Ctrl-C, SIGTERM): no capacity can be claimed from it; `trials` are those that ended."""
+
+    def __init__(self, trials: list[dict[str, Any]]) -> None:
+        super().__init__("stopped during a trial")
+        self.trials = trials
+
+
+def planned_trials(steps: int, repeats: int) -> int:
+    """Trials at most: the low and the high bound, the bisection, and the boundary again for each other seed."""
+    return 2 + steps + (repeats - 1) * max(3, steps // 2)
+
+
+def trial_seconds(rate: float, duration_s: float, min_requests: int = MIN_REQUESTS) -> float:
+    """How long a trial's arrivals last at least: its duration, or longer to send `min_requests` at a low rate."""
+    return max(duration_s, min_requests / rate)
+
+
 async def search(base: Scenario, trial: Trial, slo: SLO, goodput: float, low: float, high: float,
                  duration_s: float, steps: int = 7, repeats: int = 3, *,
-                 min_requests: int = MIN_REQUESTS) -> dict[str, Any]:
+                 min_requests: int = MIN_REQUESTS,
+                 said: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """Bisect [low, high] for the highest rate whose goodput share is ≥ `goodput`, then repeat the boundary.
 
     A trial whose window held fewer than `min_requests` requests (a run cut short, a long warm-up) is kept
-    but marked too small to decide, and counts as missing the SLOs: capacity is never claimed on a few.
+    but marked too small to decide, and counts as missing the SLOs: capacity is never claimed on a few. A trial
+    that was stopped raises `SearchStopped`: a cut trial decides nothing. `said` hears of each trial as it ends.
     """
     trials: list[dict[str, Any]] = []
 
     async def meets(rate: float, seed: int) -> bool:
         summary = await trial(trial_scenario(base, rate, duration_s, seed, slo, min_requests))
-        (phase,) = summary["phases"]
-        share = phase["goodput"]["fraction"]
-        measured = phase["requests"]["total"]
-        trials.append({"rate": rate, "seed": seed, "goodput": share, "requests": measured,
-                       "too_small": measured < min_requests,
-                       "output_tokens_per_s": phase["throughput"]["output_tokens_per_s"]})
-        return bool(share >= goodput) and measured >= min_requests
+        if (summary.get("run") or {}).get("stopped"):
+            raise SearchStopped(trials)
+        trials.append(_trial_record(summary, rate, seed, min_requests))
+        if said is not None:
+            said(trials[-1])
+        return bool(trials[-1]["goodput"] >= goodput) and not trials[-1]["too_small"]
 
     if not await meets(low, base.seed):
         return {"capacity_rps": None, "interval_rps": None, "trials": trials,
                 "note": f"even {low:g} req/s misses the SLOs"}
     lo, hi = low, high
     if await meets(high, base.seed):
-        lo = hi
-    else:
-        for _ in range(steps):
-            mid = (lo + hi) / 2
-            if await meets(mid, base.seed):
-                lo = mid
-            else:
-                hi = mid
+        return {"capacity_rps": None, "interval_rps": None, "trials": trials, "at_least_rps": high,
+                "note": f"the highest rate tried, {high:g} req/s, still meets the SLOs: capacity ≥ {high:g} req/s "
+                        "(raise --high to find it)"}
+    for _ in range(steps):
+        mid = (lo + hi) / 2
+        if await meets(mid, base.seed):
+            lo = mid
+        else:
+            hi = mid
     # Re-run the boundary with other seeds: each seed's arrivals differ, so does its capacity.
     found = [lo]
     for k in range(1, repeats):

@@ -71,6 +71,51 @@ def test_search_command_in_virtual_time() -> None:
     assert 25 < rate < 55  # the sweep's knee sits at 40 req/s on the same simulated H100
 
 
+def test_search_says_its_plan_each_trial_and_a_bound_that_still_passes() -> None:
+    """The plan before the first trial (how many, how long at least), a line per trial as it ends, and when the
+    top of the range still meets the SLOs, "capacity ≥" that bound, never the bound as the capacity."""
+    result = CliRunner().invoke(main, ["search", "--predict", "--slo", "ttft=5s", "--low", "0.5", "--high", "2",
+                                       "--duration", "5", "--repeats", "2", "--prompt-tokens", "64",
+                                       "--output-tokens", "16"])
+    assert result.exit_code == 0, result.output
+    assert "search: Poisson rates 0.5–2 req/s, up to 12 trials" in result.output
+    assert "the first, at 0.5 req/s, lasts ≥ 100 s" in result.output
+    assert result.output.count("  trial: ") == 2  # the low bound, then the high one, which passed
+    assert "still meets the SLOs: capacity ≥ 2 req/s (raise --high" in result.output
+    assert "capacity:" not in result.output
+
+
+def test_search_lengths_come_from_the_flags() -> None:
+    result = CliRunner().invoke(main, ["search", "--predict", "--slo", "ttft=5s", "--high", "1", "--duration", "5",
+                                       "--repeats", "2", "--prompt-tokens", "uniform:10:20", "--json"])
+    assert result.exit_code == 0, result.output
+    bad = CliRunner().invoke(main, ["search", "--predict", "--slo", "ttft=5s", "--output-tokens", "lots"])
+    assert bad.exit_code == 2 and "--output-tokens" in bad.output
+
+
+def test_a_search_stopped_mid_trial_claims_no_capacity(tmp_path: Path) -> None:
+    """Ctrl-C during a trial against a real endpoint (the bundled simulator): exit 130 and "partial", never a
+    capacity from the cut trial."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-m", "harness", "search", "--slo", "ttft=2s", "--low", "2",
+                             "--high", "8", "--duration", "30", "--prompt-tokens", "32", "--output-tokens", "8",
+                             "--reports-dir", str(tmp_path)], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    for _ in range(300):  # into the first trial: its records are being written
+        if any(p.stat().st_size > 0 for p in tmp_path.glob("*/requests.jsonl")):
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-2000:]
+    assert "partial: the search was stopped during a trial" in err and "capacity" not in out
+    assert "Traceback" not in err
+
+
 def test_search_rejects_a_bad_slo() -> None:
     result = CliRunner().invoke(main, ["search", "--predict", "--slo", "latency=5"])
     assert result.exit_code == 2 and "--slo" in result.output
