@@ -161,6 +161,15 @@ async def run_plan(dispatcher: Dispatcher, plan: PhasePlan, grace_s: float) -> l
     return await dispatcher.open_loop(plan.specs, plan.offsets_ns.tolist(), plan.max_in_flight, grace_s)
 
 
+def rerunnable(scenario: Scenario, endpoint: Endpoint, bundled: bool) -> Scenario:
+    """The scenario as it ran, to be saved with the run: against a given endpoint, its URL and model, so a rerun
+    of the saved file drives the same server (the key never: it stays in the environment)."""
+    if bundled:
+        return scenario
+    cfg = scenario.endpoint.model_copy(update={"url": endpoint.base_url, "model": endpoint.model, "api": endpoint.api})
+    return scenario.model_copy(update={"endpoint": cfg})
+
+
 def _header(scenario: Scenario, endpoint: Endpoint, run_id: str, clock: Clock, bundled: bool) -> dict[str, Any]:
     return {
         "run_id": run_id,
@@ -316,7 +325,7 @@ async def run_scenario(
              for i in range(len(scenario.phases))]
     plans = [shard_plan(plan, shard) for plan in whole]
     run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "scenario.yaml").write_text(scenario.to_yaml(), encoding="utf-8")
+    (run_dir / "scenario.yaml").write_text(rerunnable(scenario, endpoint, bundled).to_yaml(), encoding="utf-8")
     header = _header(scenario, endpoint, run_id, clock, bundled)
     header |= {"tokenizer": counted.info() if counted else None, "shard": sharding.info() if sharding else None}
     cfg = scenario.client

@@ -92,3 +92,20 @@ def test_an_endpoint_without_a_path_means_its_v1(tmp_path: Path, sim_url: str) -
     assert proc.stderr.splitlines()[1:5] == [
         f"run quick against {root}/v1", "  model llama-3.1-8b, chat API, 1 phase:",
         "  1/1 interactive  poisson 20 req/s, 4 requests", f"  records → {run_dir}"]
+
+
+def test_a_quick_run_against_an_endpoint_reruns_against_the_same_endpoint(sim_url: str, tmp_path: Path) -> None:
+    """The saved scenario of a run against a given endpoint holds its URL and model (the key never): README's
+    rerun recipe drives the same server, not the bundled simulator."""
+    proc = harness("run", "--endpoint", sim_url, "--rate", "20", "--requests", "5", "--output-tokens", "4",
+                   "--progress", "off", "--reports-dir", str(tmp_path / "r"), env={"OPENAI_API_KEY": "sk-never-saved"})
+    assert proc.returncode == 0, proc.stderr
+    (run_dir,) = (tmp_path / "r").iterdir()
+    saved = yaml.safe_load((run_dir / "scenario.yaml").read_text())
+    assert saved["endpoint"]["url"] == sim_url and saved["endpoint"]["model"] == "llama-3.1-8b"
+    assert "sk-never-saved" not in (run_dir / "scenario.yaml").read_text()
+    again = harness("run", str(run_dir / "scenario.yaml"), "--progress", "off", "--reports-dir", str(tmp_path / "a"))
+    assert again.returncode == 0, again.stderr
+    (rerun,) = (tmp_path / "a").iterdir()
+    endpoint = json.loads((rerun / "summary.json").read_text())["run"]["endpoint"]
+    assert endpoint["base_url"] == sim_url and not endpoint["bundled_simulator"]
