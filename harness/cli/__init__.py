@@ -20,6 +20,7 @@ from typing import Any
 import click
 
 from harness import __version__
+from harness.cli.peers import peer_hint
 from harness.errors import EXIT_STOPPED
 
 # name → "module:attribute" of the click command
@@ -45,6 +46,9 @@ class _Lazy(click.Group):
             click.echo("stopped before the run began: nothing was sent", err=True)
             sys.exit(EXIT_STOPPED)
         except click.ClickException as exc:
+            if isinstance(exc, click.NoSuchOption) and (hint := peer_hint(exc.option_name)) is not None:
+                exc = click.NoSuchOption(exc.option_name, f"No such option: {exc.option_name}: here it is {hint}",
+                                         ctx=exc.ctx)
             exc.show()
             sys.exit(exc.exit_code)
         sys.exit(code if isinstance(code, int) else 0)

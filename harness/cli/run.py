@@ -20,15 +20,13 @@ from harness.cli.common import (
     presets_option,
     reports_dir_option,
     scenario_argument,
-    scenario_or_default,
     writable_dir,
 )
 from harness.cli.errors import fail, guarded
 from harness.cli.export import export_options, live_metrics, push, with_export_flags
+from harness.cli.quick_flags import flag_scenario, with_flags, with_thresholds
 from harness.client.backend import Api
 from harness.clock import MonotonicClock
-from harness.config.load import TraceLoad
-from harness.config.quick import QuickRun, length_spec, quick_scenario
 from harness.config.scenario import Scenario, parse_hardware
 from harness.errors import EXIT_HANGUP, EXIT_HARNESS, EXIT_NOTHING_OK, EXIT_REGRESSION, EXIT_STOPPED
 from harness.gctune import tune_for_timing
@@ -47,7 +45,6 @@ from harness.stats.repeats import across_runs, derived_seed
 from harness.tools.calibration_store import ceiling_tokens_per_s
 from harness.tools.hub import Hub
 from harness.tools.ray_workers import start_ray_workers
-from harness.tools.search import parse_slo
 from harness.tools.workers import follow, merge_workers, start_workers
 from harness.workload.shards import LATE_MS, Shard
 
@@ -55,7 +52,8 @@ from harness.workload.shards import LATE_MS, Shard
 @click.command(short_help="Run a scenario, or a quick run from --rate/--concurrency flags.")
 @scenario_argument
 @presets_option
-@click.option("--endpoint", metavar="URL", help="OpenAI base URL (…/v1). Default: start the bundled simulator.")
+@click.option("--endpoint", "--base-url", "--target", "endpoint", metavar="URL",
+              help="OpenAI base URL (…/v1). Default: start the bundled simulator.")
 @click.option("--model", help="Model name to request. Default: the scenario's, else the endpoint's first.")
 @click.option("--api", type=click.Choice(["chat", "completions"]), help="Which OpenAI API to drive.")
 @api_key_env_option
@@ -97,11 +95,20 @@ from harness.workload.shards import LATE_MS, Shard
 @click.option("--progress", type=click.Choice(["auto", "live", "lines", "off"]), default="auto", show_default=True,
               help="On stderr: a live view cut to the terminal (live), a plain line every 10 s (lines), or "
                    "neither; auto is live on a terminal, lines elsewhere.")
-@click.option("--rate", type=click.FloatRange(min=0, min_open=True), help="Quick run: Poisson arrivals per second.")
+@click.option("--rate", "--request-rate", "rate", type=click.FloatRange(min=0, min_open=True),
+              help="Quick run: Poisson arrivals per second.")
+@click.option("--max-concurrency", type=click.IntRange(min=1), metavar="N",
+              help="Quick run, with --rate: at most N requests in flight (one phase; arrivals wait beyond it and "
+                   "the wait shows as schedule lag), as vLLM's bench serve. N users in a closed loop: --concurrency.")
 @click.option("--concurrency", type=click.IntRange(min=1), help="Quick run: this many users, closed loop.")
 @click.option("--batch", type=click.IntRange(min=1),
               help="Quick run: then two training-style batches of this size (send all, wait for all).")
-@click.option("--requests", type=click.IntRange(min=1), help="Quick run: requests per phase (default 100).")
+@click.option("--requests", "--num-prompts", "requests", type=click.IntRange(min=1),
+              help="Quick run: requests per phase (default 100).")
+@click.option("--batches", type=click.IntRange(min=1), metavar="N", help="Quick run, with --batch: how many batches "
+              "(default 2).")
+@click.option("--warmup", "warmup_s", type=Duration(), metavar="DURATION",
+              help="Quick run: leave the first DURATION of each --rate/--concurrency phase out of its statistics.")
 @click.option("--duration", "duration_s", type=Duration(),
               help="Quick run: length of a --rate or --concurrency phase (30s, 5m).")
 @click.option("--prompt-tokens", default="256", show_default=True, metavar="N|DIST",
@@ -109,6 +116,9 @@ from harness.workload.shards import LATE_MS, Shard
 @click.option("--output-tokens", default="128", show_default=True, metavar="N|DIST", help="Quick run: answer length.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Quick run: seed of arrivals and prompts.")
 @click.option("--slo", "slo_text", metavar="LIMITS", help="Quick run: e.g. ttft=500ms,tpot=50ms (per request).")
+@click.option("--threshold", "thresholds", multiple=True, metavar="EXPR",
+              help="Pass/fail on every phase, e.g. 'ttft_p99<500ms' or 'error_rate<1%' (repeatable; any broken: "
+                   "exit 99). Metrics: docs/scenarios.md.")
 @click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True, metavar="N",
               help="Run the scenario N times (fresh seeds; a fresh bundled simulator each) into one folder, and "
                    "report each metric's mean with its 95% interval.")
@@ -123,8 +133,9 @@ def run(scenario_path: Path | None, endpoint: str | None, model: str | None, api
     --batch), and report each phase side by side."""
     export = {k: quick.pop(k) for k in ("metrics_port", "metrics_hold_s", "pushgateway", "pushgateway_job",
                                         "pushgateway_label")}
-    slack_s = quick.pop("phase_slack_s")
-    scenario = _with_flags(_scenario(scenario_path, quick, api), tokenizer, skip_bad_rows, accelerator, wait)
+    slack_s, thresholds = quick.pop("phase_slack_s"), quick.pop("thresholds")
+    scenario = with_flags(flag_scenario(scenario_path, quick, api), tokenizer, skip_bad_rows, accelerator, wait)
+    scenario = with_thresholds(scenario, thresholds)
     scenario = _with_hardware(scenario, hardware)
     sharding = _sharding(shard_text, _start(start_at, late_ok), repeat, relay, slack_s)
     _check_workers(workers, ray_address, sharding, repeat)
@@ -234,37 +245,6 @@ def _exit(results: list[RunResult]) -> None:
             line.removeprefix("✗ ") for line in broken), EXIT_REGRESSION)
 
 
-def _scenario(path: Path | None, flags: dict[str, Any], api: Api | None) -> Scenario:
-    """The scenario file, or the one the quick-run flags describe (never both)."""
-    slo = flags.pop("slo_text")
-    quick = QuickRun(**flags, slo=_slo_limits(slo), api=api)
-    if not quick.given:
-        stray = [flag for flag, k in (("--requests", "requests"), ("--duration", "duration_s")) if flags[k] is not None]
-        stray += ["--slo"] if slo is not None else []
-        if stray:
-            raise click.BadParameter(f"{stray[0]} sets a quick run: give --rate, --concurrency or --batch with it",
-                                     param_hint=stray[0])
-        return scenario_or_default(path)
-    if path is not None:
-        raise click.BadParameter("give a scenario file or quick-run flags (--rate, --concurrency, --batch), "
-                                 "not both", param_hint="SCENARIO")
-    for name in ("prompt_tokens", "output_tokens"):
-        try:
-            length_spec(flags[name])
-        except ValueError as exc:
-            raise click.BadParameter(str(exc), param_hint=f"--{name.replace('_', '-')}") from None
-    return quick_scenario(quick)
-
-
-def _slo_limits(text: str | None) -> dict[str, float] | None:
-    if text is None:
-        return None
-    try:
-        return parse_slo(text).model_dump(exclude_none=True)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--slo") from None
-
-
 def _check_workers(workers: int | None, ray_address: str | None, sharding: Sharding | None, repeat: int) -> None:
     if workers is not None and (sharding is not None or repeat > 1):
         raise click.BadParameter("runs the whole schedule itself: drop --shard, --start-at and --repeat",
@@ -339,25 +319,6 @@ def _with_hardware(scenario: Scenario, hardware: str | None) -> Scenario:
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--hardware") from None
     return scenario.model_copy(update={"endpoint": scenario.endpoint.model_copy(update={"hardware": declared})})
-
-
-def _with_flags(scenario: Scenario, tokenizer: str | None, skip_bad_rows: bool, accelerator: str | None,
-                wait: float | None = None) -> Scenario:
-    given = {k: v for k, v in (("accelerator", accelerator), ("wait_s", wait)) if v is not None}
-    if given:
-        scenario = scenario.model_copy(update={"endpoint": scenario.endpoint.model_copy(update=given)})
-    if tokenizer is not None:
-        if tokenizer != "server" and not Path(tokenizer).exists():
-            raise click.BadParameter(f"no such file or directory {tokenizer} (or give 'server')",
-                                     param_hint="--tokenizer")
-        resolved = tokenizer if tokenizer == "server" else str(Path(tokenizer).resolve())
-        workload = scenario.workload.model_copy(update={"tokenizer": resolved})
-        scenario = scenario.model_copy(update={"workload": workload})
-    if skip_bad_rows:
-        phases = [p.model_copy(update={"load": p.load.model_copy(update={"skip_bad_rows": True})})
-                  if isinstance(p.load, TraceLoad) else p for p in scenario.phases]
-        scenario = scenario.model_copy(update={"phases": phases})
-    return scenario
 
 
 async def _run(scenario: Scenario, run_dir: Path, url: str | None, model: str | None, api: Api | None,

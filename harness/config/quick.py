@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.config.scenario import Scenario, parse_scenario
+from harness.errors import ScenarioError
 
 _SHAPES = {"fixed": ("value",), "uniform": ("min", "max"), "normal": ("mean", "std"),
            "lognormal": ("median", "sigma")}
@@ -42,6 +43,9 @@ class QuickRun:
     seed: int = 0
     slo: dict[str, float] | None = None
     api: str | None = None
+    max_concurrency: int | None = None  # with a rate: at most this many in flight (vLLM bench serve's flag)
+    batches: int = 2
+    warmup_s: float | None = None
 
     @property
     def given(self) -> bool:
@@ -59,14 +63,19 @@ def quick_scenario(q: QuickRun) -> Scenario:
     if q.duration_s is not None:
         bound["duration_s"] = q.duration_s
     phases: list[dict[str, Any]] = []
+    warm = {} if q.warmup_s is None else {"warmup_s": q.warmup_s}
+    if q.max_concurrency is not None and q.rate is None:
+        raise ScenarioError("--max-concurrency caps the requests in flight of a --rate run; for N users in a "
+                            "closed loop give --concurrency N")
     if q.rate is not None:
+        cap = {} if q.max_concurrency is None else {"max_in_flight": q.max_concurrency}
         phases.append({"name": "interactive", "load": {"type": "poisson", "rate": q.rate,
-                                                       **(bound or {"requests": DEFAULT_REQUESTS})}})
+                                                       **(bound or {"requests": DEFAULT_REQUESTS})}, **cap, **warm})
     if q.concurrency is not None:
         phases.append({"name": "users", "load": {"type": "concurrency", "concurrency": q.concurrency,
-                                                 **(bound or {"requests": DEFAULT_REQUESTS})}})
+                                                 **(bound or {"requests": DEFAULT_REQUESTS})}, **warm})
     if q.batch is not None:
-        phases.append({"name": "training-batch", "load": {"type": "batch", "size": q.batch, "batches": 2}})
+        phases.append({"name": "training-batch", "load": {"type": "batch", "size": q.batch, "batches": q.batches}})
     data: dict[str, Any] = {
         "name": "quick", "seed": q.seed, "description": "built from harness run flags",
         "workload": {"prompt_tokens": length_spec(q.prompt_tokens), "output_tokens": length_spec(q.output_tokens)},

@@ -109,3 +109,38 @@ def test_a_quick_run_against_an_endpoint_reruns_against_the_same_endpoint(sim_ur
     (rerun,) = (tmp_path / "a").iterdir()
     endpoint = json.loads((rerun / "summary.json").read_text())["run"]["endpoint"]
     assert endpoint["base_url"] == sim_url and not endpoint["bundled_simulator"]
+
+
+def test_peer_flags_mean_here_what_they_mean_there(sim_url: str, tmp_path: Path) -> None:
+    """vLLM bench serve's habits: `--base-url`, `--request-rate`, `--num-prompts`, `--max-concurrency` (one phase,
+    a rate with at most N in flight), plus `--warmup`, `--batches` and `--threshold` (exit 99 when broken)."""
+    proc = harness("run", "--base-url", sim_url, "--request-rate", "8", "--num-prompts", "16", "--max-concurrency",
+                   "2", "--output-tokens", "32", "--warmup", "500ms", "--batch", "2", "--batches", "3",
+                   "--threshold", "ttft_p99<1ms", "--threshold", "error_rate<1%", "--progress", "off",
+                   "--reports-dir", str(tmp_path))
+    assert proc.returncode == 99 and "broken: interactive ttft_p99 <1ms" in proc.stderr, proc.stderr
+    (run_dir,) = tmp_path.iterdir()
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert [p["name"] for p in summary["phases"]] == ["interactive", "training-batch"]
+    assert summary["phases"][0]["config"]["max_in_flight"] == 2 and summary["phases"][0]["config"]["warmup_s"] == 0.5
+    assert summary["phases"][1]["batches"]["count"] == 3
+    records = [json.loads(line) for line in (run_dir / "requests.jsonl").read_text().splitlines()]
+    rate = [r for r in records if r["phase"] == "interactive"]
+    events = sorted([(r["sent_ns"], 1) for r in rate] + [(r["end_ns"], -1) for r in rate])
+    level = peak = 0
+    for _, step in events:
+        level += step
+        peak = max(peak, level)
+    assert len(rate) == 16 and peak <= 2  # never more than 2 in flight
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["--max-concurrency", "2"], "caps the requests in flight of a --rate run; for N users"),
+    (["--random-input-len", "100"], "here it is --prompt-tokens N"),
+    (["--vus", "3"], "here it is --concurrency N"),
+    (["--rate", "1", "--threshold", "ttft_p99 about 1s"], "--threshold"),
+    (["--rate", "1", "--threshold", "ttft_p42<1s"], "ttft_p42"),
+])
+def test_peer_flags_that_mean_something_else_here_say_what_to_use(args: list[str], says: str) -> None:
+    proc = harness("run", *args)
+    assert proc.returncode == 2 and says in proc.stderr, proc.stderr

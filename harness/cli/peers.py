@@ -1,0 +1,53 @@
+"""Flags people bring from vLLM's `bench serve`, GuideLLM, AIPerf and k6, and what this harness calls the same
+thing: an unknown flag gets a pointer to the right flag or scenario field, not a guess by spelling (which sent
+`--threshold` to `--metrics-hold` and `--warmup` to `--api`). Flags that exist here under the peer's name are
+aliases of the option itself (`--num-prompts`, `--request-rate`, `--base-url`, `--max-concurrency`…)."""
+
+from __future__ import annotations
+
+PEER_FLAGS: dict[str, str] = {
+    # vLLM bench serve
+    "--dataset-name": "the workload's dataset is a scenario field: workload.dataset (docs/scenarios.md)",
+    "--dataset-path": "workload.dataset.file in a scenario (docs/scenarios.md)",
+    "--random-input-len": "--prompt-tokens N (or a distribution, uniform:128:2048)",
+    "--random-output-len": "--output-tokens N",
+    "--random-range-ratio": "--prompt-tokens uniform:MIN:MAX",
+    "--burstiness": "a gamma load in a scenario: {type: gamma, rate: R, cv: C} (docs/scenarios.md)",
+    "--save-result": "every run is saved: --reports-dir DIR (summary.json, requests.jsonl, report.html)",
+    "--result-dir": "--reports-dir DIR",
+    "--percentile-metrics": "every percentile is in summary.json and the table; pass/fail: --threshold",
+    "--metric-percentiles": "every percentile is in summary.json and the table; pass/fail: --threshold",
+    "--goodput": "--slo ttft=500ms,tpot=50ms (goodput is counted against it)",
+    "--ignore-eos": "the harness asks for exact lengths by default (workload.ignore_eos in a scenario)",
+    "--tokenizer-mode": "--tokenizer PATH|server",
+    "--seed": "--seed N (a quick run's), or seed: in a scenario",
+    # GuideLLM
+    "--rate-type": "--rate R (Poisson), --concurrency N (closed loop) or --batch B (fixed batches)",
+    "--max-seconds": "--duration 30s",
+    "--max-requests": "--requests N",
+    "--data": "workload.dataset in a scenario (docs/scenarios.md), or --prompt-tokens/--output-tokens",
+    "--output-path": "--reports-dir DIR",
+    # AIPerf / genai-perf
+    "--url": "--endpoint URL",
+    "--request-count": "--requests N",
+    "--synthetic-input-tokens-mean": "--prompt-tokens normal:MEAN:STD",
+    "--synthetic-input-tokens-stddev": "--prompt-tokens normal:MEAN:STD",
+    "--output-tokens-mean": "--output-tokens normal:MEAN:STD",
+    "--output-tokens-stddev": "--output-tokens normal:MEAN:STD",
+    "--streaming": "the harness always streams",
+    "--endpoint-type": "--api chat|completions",
+    "--warmup-request-count": "--warmup DURATION (the phase's first seconds are left out of its statistics)",
+    "--artifact-dir": "--reports-dir DIR",
+    "--profile-export-file": "--reports-dir DIR",
+    "--request-rate-mode": "--rate R (Poisson), or a constant load in a scenario",
+    # k6
+    "--vus": "--concurrency N",
+    "--iterations": "--requests N",
+    "--out": "--metrics-port PORT (Prometheus) or --pushgateway URL",
+    "--summary-export": "summary.json is in every run's folder",
+}
+
+
+def peer_hint(flag: str) -> str | None:
+    """What to give instead of a peer's flag (`--random-input-len` → `--prompt-tokens N`), or None."""
+    return PEER_FLAGS.get(flag.split("=", 1)[0])
