@@ -324,7 +324,9 @@ async def test_any_mix_of_faults_keeps_every_request_sent_and_every_line_whole(
     result = await run_scenario(scenario, Endpoint(fault_url, "m", "chat", SECRET), run_dir)
     write_run(result)
     lines = (run_dir / "requests.jsonl").read_text().splitlines()
-    assert len(lines) == len(plan) * 2 == len(_FaultServer.served)
-    assert all(json.loads(line)["status"] in STATUSES for line in lines)
+    records = [json.loads(line) for line in lines]
+    assert len(records) == len(plan) * 2 and all(r["status"] in STATUSES for r in records)
+    # A pooled connection reset before any answer is sent again once, on a fresh one: the server saw it twice.
+    assert len(_FaultServer.served) == len(records) + sum(r["retries"] for r in records)
     (phase,) = result.summary.phases
     assert phase.requests.total == len(plan) * 2 == sum(phase.requests.by_status.values())
