@@ -119,6 +119,11 @@ def over_time(records: Sequence[RequestRecord], t0: int) -> list[Spec]:
         at = np.clip(((times - t0) / NS_PER_S / width).astype(np.int64), 0, bins - 1)
         peak = np.zeros(bins)
         np.maximum.at(peak, at, counts)
+        # A bin without an event still holds the level the last event before it left (a batch running for
+        # seconds sends and ends nothing in between: it showed as 0 in flight).
+        starts = t0 + (np.arange(bins) * width * NS_PER_S).astype(np.int64)
+        last = np.searchsorted(times, starts, side="right") - 1
+        peak = np.maximum(peak, np.where(last >= 0, counts[np.clip(last, 0, None)], 0))
         specs.append({"title": f"requests in flight (sent, not ended): the most in each {width:g} s bin",
                       "xlabel": "s into the phase", "x": x, "series": [_series("in flight", "requests", peak,
                                                                                 step=True)]})

@@ -25,6 +25,17 @@ def test_rates_come_out_per_second_whatever_the_bin() -> None:
     assert all(s["title"] != "failed requests per second, by status" for s in (rates, flight))
 
 
+def test_a_batch_running_for_seconds_is_in_flight_in_every_bin_it_spans() -> None:
+    """32 requests sent together at 10 ms and answered at 5 s: no event in between, yet 32 are in flight in every
+    bin until they end (the peak was taken at events only, and the middle bins read 0)."""
+    records = [rec(10, 10, [4_000, 5_000], completion=2, idx=i) for i in range(32)]
+    _, flight = over_time(records, 0)
+    values = flight["series"][0]["values"]
+    width = float(flight["title"].split("each ")[1].split(" s")[0])
+    ended = int(5.0 / width)  # the bin holding the end
+    assert values[:ended] == [32] * ended and values[-1] < 32  # the last bin holds the ends
+
+
 def test_failures_get_a_chart_only_when_there_are_some() -> None:
     records = [rec(0, 0, [10], idx=0), rec(0, 5, [], status="timeout", idx=1), rec(0, 5, [], status="timeout", idx=2)]
     specs = over_time(records, 0)
