@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -176,7 +177,12 @@ def _report(result: RunResult, died: list[str], display: Display, metrics: LiveM
     summary = result.summary.to_json()
     if metrics is not None:
         metrics.verdicts({p["name"]: bool(p["client_limited"]) for p in summary["phases"]})
-    result = _write_somewhere(result, display)
+    slow = threading.Timer(1.0, lambda: display.say("writing the report…"))  # said only when it takes a while
+    slow.start()
+    try:
+        result = _write_somewhere(result, display)
+    finally:
+        slow.cancel()
     print_table(summary)
     for line in [*notes(summary), *died]:
         display.warn(line)

@@ -57,7 +57,8 @@ def _slo(ctx: click.Context, param: click.Parameter, value: str | None) -> SLO |
 @click.option("--goodput", type=click.FloatRange(0, 1), default=0.95, show_default=True,
               help="Share of requests that must meet every SLO (0.99: the SLOs hold at p99).")
 @click.option("--low", type=click.FloatRange(min=0.01), default=0.5, show_default=True, help="Lowest rate (req/s).")
-@click.option("--high", type=click.FloatRange(min=0.01), default=64.0, show_default=True, help="Highest rate.")
+@click.option("--high", type=click.FloatRange(min=0.01), default=64.0, show_default=True,
+              help="Highest rate (req/s).")
 @click.option("--duration", type=Duration(minimum_s=1), default="20s", show_default=True,
               help="Arrivals per trial: 20s, 1m, or seconds.")
 @click.option("--repeats", type=click.IntRange(1, 10), default=3, show_default=True,
