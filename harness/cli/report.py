@@ -8,6 +8,7 @@ import click
 
 from harness.cli.errors import guarded, warn
 from harness.report.files import write_reports
+from harness.report.notes import notes
 from harness.report.offline import rebuild
 from harness.report.table import print_table
 
@@ -23,6 +24,8 @@ def report(run_dir: Path, write: bool | None) -> None:
     rebuilt = rebuild(run_dir, warn)
     summary = rebuilt.summary.to_json()
     print_table(summary)
+    for line in notes(summary):  # what a reader must know beside the table, as the run said it (STOPPED…)
+        warn(line)
     if write if write is not None else not (run_dir / "summary.json").exists():
         write_reports(summary, run_dir, rebuilt.records, rebuilt.rows)
         click.echo(f"\nwritten: {run_dir / 'summary.json'}, {run_dir / 'report.html'}")

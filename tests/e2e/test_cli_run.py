@@ -248,6 +248,9 @@ def test_ctrl_c_on_the_bundled_simulator_says_stopped_everywhere_and_prints_no_t
     page = (only_run_dir(tmp_path / "reports") / "report.html").read_text()
     assert banner in page and "not run: never" in page
     assert len(rows) > 0
+    if signals == 1:  # `harness report` says it was stopped as the run did
+        again = harness("report", str(only_run_dir(tmp_path / "reports")))
+        assert again.returncode == 0 and "STOPPED after" in again.stderr and "not run: never" in again.stderr
 
 
 def test_a_run_says_when_the_server_gave_no_series(tmp_path: Path, sim_url: str) -> None:
