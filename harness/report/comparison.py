@@ -52,20 +52,29 @@ def _tolerance(metric: str, t: float) -> str:
     return f"{worse}{t * 100:.2f} pt" if metric in ABSOLUTE else f"{worse}{t:.0%}"
 
 
-def rows(results: Sequence[PhaseComparison]) -> list[list[str]]:
+# The terminal's marks: short enough for a row to fit 120 columns; what they stand for is said once, below.
+_SHORT = {"inconclusive": "? inconclusive¹", "untrusted": "? untrusted²"}
+_FOOTNOTES = {"inconclusive": "¹ too few blocks to judge: run --repeat 3 on both sides",
+              "untrusted": "² the client limited a run of either side: its figures are shown, not judged"}
+
+
+def rows(results: Sequence[PhaseComparison], marks: dict[str, str] | None = None) -> list[list[str]]:
     head = ["phase", "metric", "baseline", "current", "change", "95% interval", "tolerance", "verdict"]
+    marks = {**_MARK, **(marks or {})}
     body = [[p.phase, r.metric, _figure(r.metric, r.baseline), _figure(r.metric, r.current),
              _change(r.metric, r.change),
              "-" if r.low is None else f"[{_change(r.metric, r.low)}, {_change(r.metric, r.high)}]",
-             _tolerance(r.metric, r.tolerance), _MARK[r.verdict]] for p in results for r in [p.result]]
+             _tolerance(r.metric, r.tolerance), marks[r.verdict]] for p in results for r in [p.result]]
     return [head, *body]
 
 
 def render_text(results: Sequence[PhaseComparison]) -> str:
-    table = rows(results)
+    """The table for a terminal: within 120 columns for the usual phase and metric names."""
+    table = rows(results, _SHORT)
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
-    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
-                     for row in table)
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in table]
+    used = {p.result.verdict for p in results}
+    return "\n".join(lines + [note for verdict, note in _FOOTNOTES.items() if verdict in used])
 
 
 def untrusted_lines(results: Sequence[PhaseComparison]) -> list[str]:
