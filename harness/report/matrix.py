@@ -93,17 +93,19 @@ def sentences(result: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def render_matrix(result: Mapping[str, Any]) -> str:
+def render_matrix(result: Mapping[str, Any], advice: bool = True) -> str:
     slo = ", ".join(f"{k.removesuffix('_ms')} ≤ {v:g} ms" for k, v in result["slo"].items()) or "none"
     out = [f"{result['scenario']} on each accelerator (predicted in virtual time; SLOs: {slo}; $ / M tok: "
            "per million output tokens, of an interactive phase those within the SLOs)"]
     for phase in result["phase_kinds"]:
         out += ["", *plain_lines(phase_table(result, phase))]
-    return "\n".join([*out, "", *sentences(result)])
+    return "\n".join([*out, "", *sentences(result)] if advice else out)
 
 
-def _bars(title: str, labels: Sequence[str], values: Sequence[float | None], unit: str) -> str:
-    """A horizontal bar chart as inline SVG: one bar per accelerator, its value printed beside it."""
+def _bars(title: str, labels: Sequence[str], values: Sequence[float | None], unit: str,
+          chosen: str | None = None) -> str:
+    """A horizontal bar chart as inline SVG: one bar per accelerator, its value printed beside it; the chosen
+    accelerator's bar in its own colour and its label marked."""
     top = max((v for v in values if v is not None), default=0.0) or 1.0
     rows = []
     for i, (label, value) in enumerate(zip(labels, values, strict=True)):
@@ -111,8 +113,10 @@ def _bars(title: str, labels: Sequence[str], values: Sequence[float | None], uni
         width = 0 if value is None else 360 * value / top
         number = f"{value:,.2f}" if value is not None and value < 100 else f"{value or 0:,.0f}"
         text = "-" if value is None else f"${number}" if unit == "$" else f"{number} {unit}"
-        rows.append(f"<text x='0' y='{y + 14}'>{html.escape(label)}</text>"
-                    f"<rect x='110' y='{y}' width='{width:.1f}' height='18' fill='#4c78a8'/>"
+        mine = label == chosen
+        shown, weight, colour = (f"★ {label}", "bold", "#e45756") if mine else (label, "normal", "#4c78a8")
+        rows.append(f"<text x='0' y='{y + 14}' font-weight='{weight}'>{html.escape(shown)}</text>"
+                    f"<rect x='110' y='{y}' width='{width:.1f}' height='18' fill='{colour}'/>"
                     f"<text x='{116 + width:.1f}' y='{y + 14}'>{html.escape(text)}</text>")
     height = 36 + 26 * len(labels)
     return (f"<svg width='620' height='{height}' font-family='system-ui,sans-serif' font-size='12'>"
@@ -127,13 +131,18 @@ def matrix_html(result: Mapping[str, Any]) -> str:
         shown = [c for c in fitting if phase in c["phases"]]
         labels = [c["accelerator"] for c in shown]
         within = " within the SLOs" if result["phase_kinds"][phase] == "interactive" else ""
+        chosen = result["best"].get(phase, {}).get("accelerator")
         charts.append(_bars(f"{phase}: output tokens/s{within}", labels,
-                            [c["phases"][phase]["good_tokens_per_s"] for c in shown], "tok/s"))
+                            [c["phases"][phase]["good_tokens_per_s"] for c in shown], "tok/s", chosen))
         if _priced(result):
             charts.append(_bars(f"{phase}: $ per million output tokens{within}", labels,
-                                [c["phases"][phase]["cost_per_m_tokens"] for c in shown], "$"))
+                                [c["phases"][phase]["cost_per_m_tokens"] for c in shown], "$", chosen))
     title = html.escape(f"{result['scenario']}: which accelerator")
+    # The answer first, in full and wrapped (in the table's <pre> it was cut at the page's edge), then the figures.
+    advice = "".join(f"<p class='advice'>{html.escape(line)}</p>" for line in sentences(result))
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title>"
             "<style>body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1000px}"
+            ".advice{font-size:16px;background:#eef5ee;padding:.5em 1em;border-left:4px solid #e45756}"
             "pre{background:#f6f6f6;padding:1em;overflow-x:auto;font-size:13px}</style></head><body>"
-            f"<h1>{title}</h1><pre>{html.escape(render_matrix(result))}</pre>{''.join(charts)}</body></html>")
+            f"<h1>{title}</h1>{advice}{''.join(charts)}"
+            f"<pre>{html.escape(render_matrix(result, advice=False))}</pre></body></html>")

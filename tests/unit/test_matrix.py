@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import html
 import os
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,13 @@ def test_the_matrix_of_a_fixed_seed_scenario_matches_its_golden_file() -> None:
     assert text + "\n" == GOLDEN.read_text(encoding="utf-8")
     page = matrix_html(result)
     assert page.count("<svg") == 4 and "b200" in page  # tokens/s and cost bars for each of the two phases
+    # The answer first, whole (it was cut at the edge of the table's <pre>), and each phase's choice marked.
+    advice = [line for line in text.splitlines() if line.startswith("For ")]
+    assert advice and all(f"<p class='advice'>{html.escape(line)}</p>" in page for line in advice)
+    assert page.index("class='advice'") < page.index("<svg") < page.index("<pre>")
+    for choice in result["best"].values():
+        if choice["accelerator"] is not None:
+            assert f"★ {choice['accelerator']}" in page
 
 
 def test_each_accelerator_gets_its_own_batch_defaults_and_the_smallest_tp_that_holds_the_model() -> None:
