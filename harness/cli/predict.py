@@ -72,7 +72,8 @@ def predict(scenario_path: Path | None, as_json: bool, accelerators: list[str] |
         else:
             print_table(summary)
         return
-    result = event_loop.run(accelerator_matrix(scenario, accelerators, prices, slo or scenario.slo, capacity))
+    result = event_loop.run(accelerator_matrix(scenario, accelerators, prices, slo or scenario.slo, capacity,
+                                               said=lambda line: click.echo(line, err=True)))
     if html_path is not None:
         html_path.write_text(matrix_html(result), encoding="utf-8")
     click.echo(json.dumps(result, indent=2) if as_json else render_matrix(result))

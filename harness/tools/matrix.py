@@ -11,7 +11,7 @@ rate still meeting the SLOs.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from harness.config.load import BatchLoad
@@ -72,15 +72,19 @@ async def _capacity(scenario: Scenario, slo: SLO) -> dict[str, Any] | None:
 
 
 async def accelerator_matrix(scenario: Scenario, accelerators: Sequence[str], prices: Mapping[str, float],
-                             slo: SLO, capacity: bool = False) -> dict[str, Any]:
-    """Per accelerator: the TP it needs and each phase's figures; then the best choice per phase."""
+                             slo: SLO, capacity: bool = False,
+                             said: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Per accelerator: the TP it needs and each phase's figures; then the best choice per phase. `said` hears
+    which accelerator is being predicted (a capacity search on each takes a while)."""
     unknown = [a for a in [*accelerators, *prices] if a not in ACCELERATORS]
     if unknown:
         raise ScenarioError(f"--accelerators: unknown accelerator {unknown[0]!r}; known: "
                             f"{', '.join(sorted(ACCELERATORS))}")
     kinds = {p.name: "batch" if isinstance(p.load, BatchLoad) else "interactive" for p in scenario.phases}
     columns = []
-    for name in accelerators:
+    for k, name in enumerate(accelerators, 1):
+        if said is not None:
+            said(f"predicting {k}/{len(accelerators)}: {name}{' and its capacity' if capacity else ''}…")
         moved = on_accelerator(scenario, name, slo)
         if moved is None:
             columns.append({"accelerator": name, "fits": False})

@@ -101,3 +101,13 @@ def test_bad_matrix_flags_exit_2_naming_them(tmp_path: Path, args: list[str], pr
     path.write_text('{"name": "s", "phases": [{"name": "p", "load": {"type": "poisson", "rate": 1, "requests": 2}}]}')
     result = CliRunner().invoke(main, ["predict", str(path), *args])
     assert result.exit_code == 2 and problem in result.output, result.output
+
+
+def test_the_matrix_says_which_accelerator_it_is_predicting(tmp_path: Path) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text('{"name": "s", "workload": {"prompt_tokens": 64, "output_tokens": 8}, '
+                    '"phases": [{"name": "p", "load": {"type": "poisson", "rate": 1, "requests": 3}}]}')
+    result = CliRunner().invoke(main, ["predict", str(path), "--accelerators", "h100-sxm,b200"])
+    assert result.exit_code == 0, result.output
+    assert "predicting 1/2: h100-sxm…" in result.stderr and "predicting 2/2: b200…" in result.stderr
+    assert "predicting" not in result.stdout  # the matrix itself stays clean for a pipe
