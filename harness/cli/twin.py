@@ -49,8 +49,7 @@ def fit_cmd(run_dirs: tuple[Path, ...], out: Path, name: str, model: str | None,
     click.echo(f"fitted {a.name} on {fit.samples:,} step gaps: step {a.step_ms:.2f} ms + {a.per_seq_ms:.3f} ms a "
                f"sequence + {a.per_context_ktoken_ms:.3f} ms per 1k context tokens + hypot({a.weights_ms:.2f} ms, "
                f"{a.per_ktoken_ms:.2f} ms per 1k tokens) + {a.request_ms:.2f} ms a request outside the steps; "
-               f"KV {a.kv_tokens:,} tokens"
-               f"{'' if fit.kv_measured else ' (not measured: the runs scraped no KV usage)'}")
+               f"KV {a.kv_tokens:,} tokens{fit.kv_note}")
     click.echo(f"wrote {out}\n")
     _print_validation(rows)
 

@@ -161,11 +161,14 @@ def _nonnegative(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.clip(coef, 0.0, None)
 
 
+KV_MIN_USAGE = 0.05  # below this the cache holds too few blocks for held tokens / usage to mean much
+
+
 def kv_capacity(records: Sequence[RequestRecord], rows: Sequence[Row]) -> int | None:
     """Tokens held / KV usage over the scrapes where the cache was at least 5% used and nothing waited (so every
     request sent and not finished held its blocks, being prefilled or decoding); None if there were none."""
     usage = [(r.t_ns, r.values["kv_cache_usage"]) for r in rows
-             if r.values.get("kv_cache_usage", 0.0) >= 0.05 and not r.values.get("waiting", 0.0)]
+             if r.values.get("kv_cache_usage", 0.0) >= KV_MIN_USAGE and not r.values.get("waiting", 0.0)]
     if not usage:
         return None
     _, held = Streams.of(records).held(np.array([t for t, _ in usage], dtype=np.int64), since_sent=True)
@@ -177,6 +180,17 @@ class Fit:
     accelerator: FittedAccelerator
     samples: int
     kv_measured: bool
+    kv_usage_max: float | None = None  # the highest KV cache usage the runs scraped (None: they scraped none)
+
+    @property
+    def kv_note(self) -> str:
+        """Why the KV capacity is a default rather than measured, or nothing when it was measured."""
+        if self.kv_measured:
+            return ""
+        if self.kv_usage_max is None:
+            return " (not measured: the runs scraped no KV usage)"
+        return (f" (not measured: KV usage peaked at {self.kv_usage_max:.0%}, under the {KV_MIN_USAGE:.0%} it takes "
+                "to measure the capacity; fit runs of a heavier load)")
 
     def preset_yaml(self, sources: Sequence[Path]) -> str:
         fields = {k: round(v, 6) if isinstance(v, float) else v for k, v in asdict(self.accelerator).items()
@@ -192,12 +206,15 @@ def fit_runs(run_dirs: Sequence[Path], name: str, model: str | None = None) -> F
     if len(samples) < 20:
         raise ScenarioError(f"{', '.join(map(str, run_dirs))}: too few streamed tokens to fit ({len(samples)} "
                             "gaps; runs need ok requests of two or more chunks)")
-    kv = [k for d in run_dirs if (k := kv_capacity(list(_records(d)), read_server_metrics(d))) is not None]
+    scraped = [read_server_metrics(d) for d in run_dirs]
+    kv = [k for d, rows in zip(run_dirs, scraped, strict=True)
+          if (k := kv_capacity(list(_records(d)), rows)) is not None]
+    usage = [v for rows in scraped for r in rows if (v := r.values.get("kv_cache_usage")) is not None]
     coefficients = fit_steps(samples)
     kv_tokens = int(np.median(kv)) if kv else UNMEASURED_KV_TOKENS
     steps_only = FittedAccelerator(name, **coefficients, kv_tokens=kv_tokens)
     return Fit(replace(steps_only, request_ms=request_overhead_ms(steps_only, run_dirs, model)), len(samples),
-               bool(kv))
+               bool(kv), max(usage) if usage else None)
 
 
 def request_overhead_ms(steps_only: FittedAccelerator, run_dirs: Sequence[Path], model: str | None) -> float:

@@ -83,3 +83,15 @@ def test_a_fitted_request_time_delays_every_first_token_by_itself_in_virtual_tim
     for stat in ("p50", "max"):
         assert latency[7.0]["ttft"][stat] - latency[0.0]["ttft"][stat] == pytest.approx(7.0, abs=1e-6)
     assert latency[7.0]["itl"]["p50"] == pytest.approx(latency[0.0]["itl"]["p50"], abs=1e-9)
+
+
+def test_the_fit_says_why_kv_was_not_measured() -> None:
+    """Runs that scraped KV usage but never reached 5% are not runs that scraped none (the fit said the latter)."""
+    from harness.tools.twin import Fit
+
+    device = FittedAccelerator("t", step_ms=1.0, weights_ms=1.0, per_ktoken_ms=1.0, per_seq_ms=0.0,
+                               per_context_ktoken_ms=0.0, kv_tokens=10)
+    assert Fit(device, 50, True, 0.4).kv_note == ""
+    assert "scraped no KV usage" in Fit(device, 50, False, None).kv_note
+    low = Fit(device, 50, False, 0.02).kv_note
+    assert "peaked at 2%, under the 5%" in low and "scraped no" not in low
