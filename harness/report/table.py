@@ -223,7 +223,9 @@ def build_table(summary: dict[str, Any]) -> Table:
     run = summary.get("run", {})
     title = run.get("scenario", "")
     if run.get("mode") == "predict":
-        title += " (predicted in virtual time)"
+        sim = run.get("simulator") or {}
+        on = f" on {sim['accelerator']}, {sim['model']}" if sim.get("accelerator") and sim.get("model") else ""
+        title += f" (predicted in virtual time{on})"
     table = Table(title=title or None, box=box.SIMPLE_HEAD, title_justify="left")
     table.add_column("")
     for phase in phases:
