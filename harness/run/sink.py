@@ -79,10 +79,11 @@ class RecordSink:
                     self._failed(name, exc)
 
     def _failed(self, name: str, exc: Exception) -> None:
-        said = f"{name} failed on a record ({type(exc).__name__}: {exc}); the record is kept, {name} misses it"
-        if type(exc).__name__ + name not in self._said:
-            self._said.add(type(exc).__name__ + name)
-            self.warn(said)
+        """Said once per watcher and kind of failure: one line, never a line per record."""
+        kind = f"{name}: {type(exc).__name__}"
+        if kind not in self._said:
+            self._said.add(kind)
+            self.warn(f"{name} failed on a record ({type(exc).__name__}: {exc}); the record is kept, {name} misses it")
 
     def begin_phase(self, phase: Phase, plan: PhasePlan, launched: Callable[[], int]) -> None:
         self.phase = []
