@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import click
 
 from harness.cli.errors import guarded, warn
 from harness.report.files import write_reports
+from harness.report.html import render_html
 from harness.report.notes import notes
 from harness.report.offline import rebuild
 from harness.report.table import print_table
@@ -20,7 +22,8 @@ from harness.report.table import print_table
 @guarded
 def report(run_dir: Path, write: bool | None) -> None:
     """Rebuild a run's statistics, table and conclusion offline from its saved records. The run's own
-    summary.json and report.html are kept unless --write, or unless the run (killed) left none."""
+    summary.json and report.html are kept unless --write, or unless the run (killed) left none; a missing
+    report.html alone is drawn again from the run's own summary."""
     rebuilt = rebuild(run_dir, warn)
     summary = rebuilt.summary.to_json()
     print_table(summary)
@@ -29,3 +32,8 @@ def report(run_dir: Path, write: bool | None) -> None:
     if write if write is not None else not (run_dir / "summary.json").exists():
         write_reports(summary, run_dir, rebuilt.records, rebuilt.rows)
         click.echo(f"\nwritten: {run_dir / 'summary.json'}, {run_dir / 'report.html'}")
+    elif write is None and not (run_dir / "report.html").exists() and rebuilt.records:
+        # The page alone was missing (deleted, or a run that died writing it): drawn from the run's own summary.
+        saved = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+        (run_dir / "report.html").write_text(render_html(saved, rebuilt.records, rebuilt.rows), encoding="utf-8")
+        click.echo(f"\nwritten: {run_dir / 'report.html'} (it was missing)")

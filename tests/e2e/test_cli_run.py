@@ -94,6 +94,10 @@ def test_default_run_is_the_quickstart_and_shows_the_thesis(tmp_path: Path) -> N
     saved = (run_dir / "summary.json").read_bytes()
     kept = harness("report", str(run_dir))  # by default the run's own summary is kept
     assert kept.returncode == 0 and "written:" not in kept.stdout and (run_dir / "summary.json").read_bytes() == saved
+    (run_dir / "report.html").unlink()  # a missing page alone is drawn again, the summary kept
+    redrawn = harness("report", str(run_dir))
+    assert redrawn.returncode == 0 and "report.html (it was missing)" in redrawn.stdout
+    assert (run_dir / "report.html").is_file() and (run_dir / "summary.json").read_bytes() == saved
     from harness.report.offline import rebuild
 
     again = rebuild(run_dir).summary.to_json()
