@@ -25,6 +25,7 @@ from harness.cli.common import (
 )
 from harness.cli.errors import fail, guarded
 from harness.cli.export import export_options, live_metrics, push, with_export_flags
+from harness.cli.grouped import GroupedCommand
 from harness.cli.quick_flags import flag_scenario, with_flags, with_thresholds
 from harness.client.backend import Api
 from harness.clock import MonotonicClock
@@ -49,8 +50,23 @@ from harness.tools.ray_workers import start_ray_workers
 from harness.tools.workers import follow, merge_workers, start_workers
 from harness.workload.shards import LATE_MS, Shard
 
+RUN_GROUPS = {
+    "Quick run (no scenario file)": ["rate", "max_concurrency", "concurrency", "batch", "batches", "requests",
+                                     "duration_s", "prompt_tokens", "output_tokens", "seed", "slo_text", "warmup_s"],
+    "Endpoint": ["endpoint", "model", "api", "api_key_env", "wait", "tokenizer", "accelerator", "hardware",
+                 "presets", "pin"],
+    "Output and pass/fail": ["reports_dir", "progress", "thresholds", "repeat", "skip_bad_rows"],
+    "Scale-out": ["workers", "ray_address", "shard_text", "start_at", "late_ok", "phase_slack_s"],
+    "Live metrics": ["metrics_port", "metrics_hold_s", "pushgateway", "pushgateway_job", "pushgateway_label"],
+}
+RUN_EXAMPLES = [
+    "harness run --endpoint http://localhost:8000/v1 --rate 4 --duration 60s --slo ttft=500ms --batch 64",
+    "harness run scenarios/sweep.yaml --threshold 'ttft_p99<500ms' --reports-dir reports",
+]
 
-@click.command(short_help="Run a scenario, or a quick run from --rate/--concurrency flags.")
+
+@click.command(cls=GroupedCommand, groups=RUN_GROUPS, examples=RUN_EXAMPLES,
+               short_help="Run a scenario, or a quick run from --rate/--concurrency flags.")
 @scenario_argument
 @presets_option
 @click.option("--endpoint", "--base-url", "--target", "endpoint", metavar="URL",

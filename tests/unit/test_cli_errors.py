@@ -67,3 +67,20 @@ def test_sim_serve_takes_every_fault_status_it_lists() -> None:
     for status in get_args(annotation):
         value = choice.convert(str(status), None, None)
         assert value == status and FaultConfig(error_status=value).error_status == status
+
+
+def test_run_help_groups_its_flags_and_ends_with_examples() -> None:
+    """`harness run --help` in sections (quick-run flags no longer after --shard/--workers/--ray), every option
+    in one of them, and two command lines to copy."""
+    from click.testing import CliRunner
+
+    from harness.cli import main
+    from harness.cli.run import RUN_GROUPS, run
+
+    text = CliRunner().invoke(main, ["run", "--help"]).output
+    order = [text.index(f"\n{title}:") for title in RUN_GROUPS]
+    assert order == sorted(order) and text.index("\nExamples:") > order[-1]
+    grouped = {name for names in RUN_GROUPS.values() for name in names}
+    options = {p.name for p in run.params if p.param_type_name == "option" and not getattr(p, "hidden", False)}
+    assert options - grouped == set()  # nothing falls into "Other options" but --help
+    assert text.index("--rate") < text.index("--workers") and "harness run --endpoint http://" in text
