@@ -22,6 +22,7 @@ from harness.cli.common import (
     writable_dir,
 )
 from harness.cli.errors import guarded
+from harness.cli.quick_flags import with_flags
 from harness.config.quick import length_spec
 from harness.config.scenario import SLO, Scenario, parse_scenario
 from harness.errors import EXIT_STOPPED
@@ -140,7 +141,8 @@ def _searched(searching: Coroutine[Any, Any, dict[str, Any]]) -> dict[str, Any]:
 
 
 def _with_lengths(scenario: Scenario, lengths: dict[str, str | None]) -> Scenario:
-    """The scenario with the workload flags given (`--prompt-tokens`, `--output-tokens`, `--tokenizer`)."""
+    """The scenario with the workload flags given (`--prompt-tokens`, `--output-tokens`; `--tokenizer` as
+    `harness run` takes it)."""
     update: dict[str, Any] = {}
     for name in ("prompt_tokens", "output_tokens"):
         if (text := lengths.get(name)) is not None:
@@ -148,16 +150,11 @@ def _with_lengths(scenario: Scenario, lengths: dict[str, str | None]) -> Scenari
                 update[name] = length_spec(text)
             except ValueError as exc:
                 raise click.BadParameter(str(exc), param_hint=f"--{name.replace('_', '-')}") from None
-    if (tokenizer := lengths.get("tokenizer")) is not None:
-        if tokenizer != "server" and not Path(tokenizer).exists():
-            raise click.BadParameter(f"no such file or directory {tokenizer} (or give 'server')",
-                                     param_hint="--tokenizer")
-        update["tokenizer"] = tokenizer if tokenizer == "server" else str(Path(tokenizer).resolve())
-    if not update:
-        return scenario
-    data = scenario.model_dump(mode="json")
-    data["workload"] = {**data["workload"], **update}
-    return parse_scenario(data, "flags")
+    if update:
+        data = scenario.model_dump(mode="json")
+        data["workload"] = {**data["workload"], **update}
+        scenario = parse_scenario(data, "flags")
+    return with_flags(scenario, lengths.get("tokenizer"), skip_bad_rows=False, accelerator=None)
 
 
 def _plan(low: float, high: float, duration: float, steps: int, repeats: int, min_requests: int,
