@@ -192,6 +192,24 @@ class RecordWriter:
         if self.on_failure is not None:
             self.on_failure(self.failure)
 
+    def read_back(self) -> Iterator[RequestRecord]:
+        """The records this writer put on disk, from its own open file (a deleted folder's too): for a rescue.
+        Ones also in `unwritten` (a failed flush may have left part of them) and a torn line are skipped."""
+        pending = {rec.request_id for rec in self.unwritten}
+        try:  # Linux reopens the file behind a descriptor, deleted or not; elsewhere, its path
+            fh = open(f"/proc/self/fd/{self._jsonl.fileno()}", "rb")  # noqa: SIM115
+        except (OSError, ValueError):
+            try:
+                fh = self.jsonl_path.open("rb")
+            except OSError:
+                return
+        with fh:
+            for line in fh:
+                with contextlib.suppress(orjson.JSONDecodeError, TypeError):
+                    rec = RequestRecord(**orjson.loads(line))
+                    if rec.request_id not in pending:
+                        yield rec
+
     def close(self) -> None:
         self.flush()
         for f in (self._jsonl, self._csv_file):
@@ -220,20 +238,36 @@ def read_records(path: Path, warn: Callable[[str], None] | None = None) -> Itera
     A torn last line (the process was killed mid-write) is skipped, with a warning; a bad line anywhere
     else means the file is not a records file.
     """
-    with path.open(encoding="utf-8", errors="replace") as fh:
-        text = fh.read()
-    lines = [(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
-    for i, (n, line) in enumerate(lines):
-        try:
-            yield RequestRecord(**orjson.loads(line))
-        except (orjson.JSONDecodeError, TypeError) as exc:
-            # Torn: the last line, cut before its newline (every record is written whole, newline included); any
-            # other line that is not a record means the file is not a records file.
-            if i < len(lines) - 1 or text.endswith("\n"):
-                raise UsageError(f"{path}:{n}: not a request record ({exc})") from None
-            if warn is not None:
-                warn(f"{path}:{n}: skipped a torn last line (the run was killed while writing it)")
+    bad: tuple[int, str, bool] | None = None  # a line that was not a record: number, why, newline-ended
+    with path.open(encoding="utf-8", errors="replace") as fh:  # line by line: a long run's file may not fit
+        for n, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            if bad is not None:
+                break
+            try:
+                yield RequestRecord(**orjson.loads(line))
+            except (orjson.JSONDecodeError, TypeError) as exc:
+                bad = (n, str(exc), line.endswith("\n"))
+    if bad is None:
+        return
+    # Torn: the last line, cut before its newline (every record is written whole, newline included); any other
+    # line that is not a record means the file is not a records file.
+    n, why, whole = bad
+    if whole or n != _last_line(path):
+        raise UsageError(f"{path}:{n}: not a request record ({why})") from None
+    if warn is not None:
+        warn(f"{path}:{n}: skipped a torn last line (the run was killed while writing it)")
 
+
+def _last_line(path: Path) -> int:
+    """The number of the file's last line that holds anything."""
+    last = 0
+    with path.open(encoding="utf-8", errors="replace") as fh:
+        for n, line in enumerate(fh, 1):
+            if line.strip():
+                last = n
+    return last
 
 
 def write_parquet(path: Path, records: Iterable[RequestRecord]) -> None:

@@ -30,10 +30,11 @@ def report(run_dir: Path, write: bool | None) -> None:
     for line in notes(summary):  # what a reader must know beside the table, as the run said it (STOPPED…)
         warn(line)
     if write if write is not None else not (run_dir / "summary.json").exists():
-        write_reports(summary, run_dir, rebuilt.records, rebuilt.rows)
+        write_reports(summary, run_dir, rebuilt.records, rebuilt.rows, rebuilt.every)
         click.echo(f"\nwritten: {run_dir / 'summary.json'}, {run_dir / 'report.html'}")
     elif write is None and not (run_dir / "report.html").exists() and rebuilt.records:
         # The page alone was missing (deleted, or a run that died writing it): drawn from the run's own summary.
         saved = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
-        (run_dir / "report.html").write_text(render_html(saved, rebuilt.records, rebuilt.rows), encoding="utf-8")
+        page = render_html(saved, rebuilt.records, rebuilt.rows, rebuilt.every)
+        (run_dir / "report.html").write_text(page, encoding="utf-8")
         click.echo(f"\nwritten: {run_dir / 'report.html'} (it was missing)")

@@ -32,6 +32,7 @@ from harness.clock import MonotonicClock
 from harness.config.scenario import Scenario, parse_hardware
 from harness.errors import EXIT_HANGUP, EXIT_HARNESS, EXIT_NOTHING_OK, EXIT_REGRESSION, EXIT_STOPPED
 from harness.gctune import tune_for_timing
+from harness.records import read_records
 from harness.report.files import write_run
 from harness.report.notes import notes
 from harness.report.repeats import render_repeats
@@ -214,7 +215,10 @@ def _write_somewhere(result: RunResult, display: Display) -> RunResult:
     except OSError as exc:
         reason = exc.strerror or str(exc)
     scenario = result.run_dir / "scenario.yaml"
-    rescued = rescue(result.records, result.run_dir,
+    # Past records_in_memory, the run holds a sample: the records are its folder's file, if that still reads.
+    kept = result.run_dir / "requests.jsonl"
+    records = read_records(kept) if result.every > 1 and kept.is_file() else result.records
+    rescued = rescue(records, result.run_dir,
                      scenario.read_text(encoding="utf-8") if scenario.is_file() else "")
     display.warn(f"cannot write the reports to {result.run_dir}: {reason}; "
                  + (f"records and reports written to {rescued}" if rescued else "no other folder took them"))

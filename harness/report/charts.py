@@ -90,16 +90,18 @@ def per_request(records: Sequence[RequestRecord], t0: int) -> Spec | None:
                        _series("mean ITL", "ms", itl, points=True, log=True)]}
 
 
-def _binned(times_ns: Any, t0: int, width_s: float, bins: int, weights: Any = None) -> np.ndarray:
+def _binned(times_ns: Any, t0: int, width_s: float, bins: int, weights: Any = None, every: int = 1) -> np.ndarray:
     """Per-second rate in each bin: events (or their weights) in the bin / its width."""
     at = ((np.asarray(times_ns, dtype=np.float64) - t0) / NS_PER_S / width_s).astype(np.int64)
     inside = (at >= 0) & (at < bins)
     w = None if weights is None else np.asarray(weights, dtype=np.float64)[inside]
-    return np.bincount(at[inside], weights=w, minlength=bins)[:bins] / width_s
+    out: np.ndarray = np.bincount(at[inside], weights=w, minlength=bins)[:bins] / width_s * every
+    return out
 
 
-def over_time(records: Sequence[RequestRecord], t0: int) -> list[Spec]:
-    """Rates in bins (arrivals, completions, output tokens), requests in flight, and failures if any."""
+def over_time(records: Sequence[RequestRecord], t0: int, every: int = 1) -> list[Spec]:
+    """Rates in bins (arrivals, completions, output tokens), requests in flight, and failures if any; each record
+    counted `every` times (a sample of 1 in `every`)."""
     span_s = max(max(r.end_ns for r in records) - t0, 1) / NS_PER_S
     width = bin_seconds(span_s)
     bins = int(np.ceil(span_s / width)) + 1
@@ -110,11 +112,12 @@ def over_time(records: Sequence[RequestRecord], t0: int) -> list[Spec]:
     tokens = np.concatenate([np.asarray(r.chunk_tokens if r.exact_chunk_tokens else np.ones(len(r.chunk_ns)),
                                         dtype=np.float64) for r in ok] or [np.zeros(0)])
     specs = [{"title": f"rates per second, in {width:g} s bins", "xlabel": "s into the phase", "x": x, "series": [
-        _series("arrivals (intended)", "req/s", _binned([r.intended_ns for r in records], t0, width, bins),
-                step=True),
-        _series("completed ok", "req/s", _binned([r.end_ns for r in ok], t0, width, bins), step=True),
-        _series("output tokens", "tokens/s", _binned(chunks, t0, width, bins, tokens), step=True)]}]
+        _series("arrivals (intended)", "req/s",
+                _binned([r.intended_ns for r in records], t0, width, bins, every=every), step=True),
+        _series("completed ok", "req/s", _binned([r.end_ns for r in ok], t0, width, bins, every=every), step=True),
+        _series("output tokens", "tokens/s", _binned(chunks, t0, width, bins, tokens, every), step=True)]}]
     times, counts = in_flight(records)
+    counts = counts * every
     if len(times):
         at = np.clip(((times - t0) / NS_PER_S / width).astype(np.int64), 0, bins - 1)
         peak = np.zeros(bins)
@@ -131,7 +134,7 @@ def over_time(records: Sequence[RequestRecord], t0: int) -> list[Spec]:
     if failed:
         specs.append({"title": "failed requests per second, by status", "xlabel": "s into the phase", "x": x,
                       "series": [_series(s, "req/s", _binned([r.end_ns for r in records if r.status == s], t0,
-                                                             width, bins), step=True) for s in failed]})
+                                                             width, bins, every=every), step=True) for s in failed]})
     return specs
 
 

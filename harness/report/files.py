@@ -43,13 +43,13 @@ INDEX = {
 
 
 def write_reports(summary: dict[str, Any], run_dir: Path, records: Sequence[RequestRecord],
-                  rows: Sequence[Row]) -> None:
+                  rows: Sequence[Row], every: int = 1) -> None:
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     said = notes(summary)
     lines = [render_table(summary), *(["", *said] if said else [])]
     (run_dir / "table.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
     if records:
-        (run_dir / "report.html").write_text(render_html(summary, records, rows), encoding="utf-8")
+        (run_dir / "report.html").write_text(render_html(summary, records, rows, every), encoding="utf-8")
     write_index(run_dir, summary.get("run", {}))
 
 
@@ -64,4 +64,4 @@ def write_index(run_dir: Path, run: dict[str, Any]) -> None:
 
 def write_run(result: RunResult) -> None:
     """A finished run's reports beside its records."""
-    write_reports(result.summary.to_json(), result.run_dir, result.records, result.server_rows)
+    write_reports(result.summary.to_json(), result.run_dir, result.records, result.server_rows, result.every)

@@ -67,21 +67,24 @@ def _header(summary: dict[str, Any]) -> str:
 
 
 def _phase_charts(by_phase: dict[str, list[RequestRecord]], rows: Sequence[Row],
-                  ids: Iterator[int]) -> list[str]:
+                  ids: Iterator[int], every: int) -> list[str]:
     """Each phase over time, interactive: its requests, rates, in flight, failures, and the server's side."""
     parts: list[str] = []
     for name, recs in by_phase.items():
         t0 = min(r.intended_ns for r in recs)
         end = max(r.end_ns for r in recs)
         inside = [r for r in rows if t0 <= r.t_ns <= end]
-        specs = [per_request(recs, t0), *over_time(recs, t0), *(server_side(inside, t0) if len(inside) >= 2 else [])]
+        specs = [per_request(recs, t0), *over_time(recs, t0, every),
+                 *(server_side(inside, t0) if len(inside) >= 2 else [])]
         parts.append(f"<h2>Phase {html.escape(name)} over time</h2><p class='note'>Drag across a chart to zoom "
                      f"into a burst, double-click to zoom out; hover a point to name its request.</p>")
         parts += [chart_html(spec, next(ids)) for spec in specs if spec is not None]
     return parts
 
 
-def render_html(summary: dict[str, Any], records: Sequence[RequestRecord], rows: Sequence[Row] = ()) -> str:
+def render_html(summary: dict[str, Any], records: Sequence[RequestRecord], rows: Sequence[Row] = (),
+                every: int = 1) -> str:
+    """The page; `every` > 1: `records` holds 1 record in `every` (a run past client.records_in_memory)."""
     by_phase: dict[str, list[RequestRecord]] = {}
     for rec in records:
         by_phase.setdefault(rec.phase, []).append(rec)
@@ -104,6 +107,10 @@ def render_html(summary: dict[str, Any], records: Sequence[RequestRecord], rows:
                     f"output tokens/s" if best else "no point of the sweep met the SLOs")
         parts += [f"<h2>Sweep {html.escape(name)}</h2><p>{html.escape(capacity)}</p>",
                   *(chart_html(spec, next(ids)) for spec in sweep_specs(name, points, slo, best))]
-    parts += _phase_charts(by_phase, rows, ids)
+    if every > 1:
+        parts.append(f"<p class='note'>The charts below draw 1 record in {every} (the run ended more than "
+                     "client.records_in_memory); rates and requests in flight count each drawn record "
+                     f"{every} times. The table's figures are from every record.</p>")
+    parts += _phase_charts(by_phase, rows, ids, every)
     parts.append("</body></html>\n")
     return "\n".join(parts)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from harness.records import RecordWriter, RequestRecord, write_parquet
@@ -17,7 +17,7 @@ def rescue_dirs(run_dir: Path) -> list[Path]:
             Path.home() / ".cache" / "harness" / "rescue" / run_dir.name]
 
 
-def rescue(records: Sequence[RequestRecord], run_dir: Path, scenario_yaml: str) -> Path | None:
+def rescue(records: Iterable[RequestRecord], run_dir: Path, scenario_yaml: str) -> Path | None:
     """Every record (and the scenario) written to the first fallback folder that takes them all; None if none
     did (the records then exist only in this process's memory, and the caller says so)."""
     for folder in rescue_dirs(run_dir):

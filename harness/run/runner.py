@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import datetime as dt
 import functools
+import itertools
 import json
 import secrets
 import time
@@ -120,6 +121,7 @@ class RunResult:
     summary: Summary
     records: list[RequestRecord]
     server_rows: list[Row]
+    every: int = 1  # `records` holds 1 record in `every`: the run ended more than client.records_in_memory
 
 
 def new_run_dir(reports_dir: Path, scenario_name: str) -> Path:
@@ -211,9 +213,10 @@ async def _run_phases(scenario: Scenario, plans: list[PhasePlan], dispatcher: Di
             await run_plan(dispatcher, plan, scenario.client.stop_grace_s)
         finally:
             sink.flush()
-            if sink.phase:
-                trace = plan_trace(plan)
-                done.append(PhaseRun(phase, list(sink.phase), check.since(mark), trace))
+            if sink.phase.count:
+                sink.phase.close()
+                done.append(PhaseRun(phase, sink.phase.held, check.since(mark), plan_trace(plan),
+                                     let_go=sink.phase.let_go))
 
 
 @dataclass
@@ -231,6 +234,7 @@ class _Run:
     gate: PhaseGate = field(default_factory=PhaseGate)
     phases: list[PhaseRun] = field(default_factory=list)
     records: list[RequestRecord] = field(default_factory=list)
+    every: int = 1  # past records_in_memory, `records` holds 1 in `every` (harness.stats.keep.RunSample)
     stopped: str | None = None
     stopped_ns: int | None = None
     records_file: dict[str, Any] = field(default_factory=dict)
@@ -241,8 +245,8 @@ class _Run:
         builder = (ThreadPoolExecutor(1, "harness-build", initializer=yield_cpu)
                    if isinstance(self.clock, MonotonicClock) else None)
         with RecordWriter(self.run_dir) as writer, builder or contextlib.nullcontext():
-            sink = RecordSink(writer, redactor(self.endpoint.api_key), metrics=self.metrics, relay=self.relay,
-                              warn=self.display.warn)
+            sink = RecordSink(writer, redactor(self.endpoint.api_key), self.scenario.slo, cfg.records_in_memory,
+                              metrics=self.metrics, relay=self.relay, warn=self.display.warn)
             dispatcher = Dispatcher(backend, self.clock, sink, builder, cfg.lookahead_requests,
                                     int(cfg.lookahead_s * NS_PER_S))
             writer.on_failure = functools.partial(self._cannot_write, dispatcher)
@@ -268,16 +272,28 @@ class _Run:
                     self.metrics.end_phase()
                 self.stopped = stopper.signal or ("records could not be written" if writer.failure else None)
                 self.stopped_ns = stopper.at_ns
-                self.records = sink.run
-        self.records_file = {"unwritten": len(writer.unwritten), "replaced": writer.replaced,
-                             "failure": writer.failure, "rescued_to": None}
-        if writer.failure is not None:
-            rescued = rescue(sink.run, self.run_dir, self.scenario.to_yaml())
-            self.records_file["rescued_to"] = None if rescued is None else str(rescued)
-            self.display.warn(f"the run's {len(sink.run)} records were written to {rescued}" if rescued else
-                              f"no folder took the run's {len(sink.run)} records: they are lost with this process")
-            self.run_dir = rescued or self.run_dir
-        save_parquet(self.run_dir / "requests.parquet", sink.run)
+                self.records, self.every = sink.run.records, sink.run.every
+            self.records_file = {"unwritten": len(writer.unwritten), "replaced": writer.replaced,
+                                 "failure": writer.failure, "rescued_to": None}
+            if writer.failure is not None:
+                self._rescue(writer, sink)  # while the records file is still open: it may be all there is of it
+        if sink.run.over:
+            self.display.warn(f"the run ended {sink.run.count:,} requests, more than client.records_in_memory "
+                              f"({sink.run.cap:,}): requests.parquet is not written and report.html draws 1 record in "
+                              f"{sink.run.every} (requests.jsonl holds them all)")
+        else:
+            save_parquet(self.run_dir / "requests.parquet", sink.run.records)
+
+    def _rescue(self, writer: RecordWriter, sink: RecordSink) -> None:
+        """Every record into a fallback folder: from memory, or — past records_in_memory — back from the records
+        file the run still holds open (readable even when its folder was deleted), then the ones never written."""
+        records = itertools.chain(writer.read_back(), writer.unwritten) if sink.run.over else sink.run.records
+        rescued = rescue(records, self.run_dir, self.scenario.to_yaml())
+        self.records_file["rescued_to"] = None if rescued is None else str(rescued)
+        n = sink.run.count
+        self.display.warn(f"the run's {n} records were written to {rescued}" if rescued else
+                          f"no folder took the run's {n} records: they are lost with this process")
+        self.run_dir = rescued or self.run_dir
 
     def _cannot_write(self, dispatcher: Dispatcher, failure: str) -> None:
         self.display.warn(f"{failure}: stopping the run; every record is kept in memory and written elsewhere at "
@@ -352,4 +368,4 @@ async def run_scenario(
     rows = scraper.rows if scraper is not None else []
     run.ended(header)
     summary = build_summary(scenario, header, run.phases, rows, scraped, ceiling_tokens_per_s)
-    return RunResult(run.run_dir, summary, run.records, rows)  # a rescue folder if its own would not take them
+    return RunResult(run.run_dir, summary, run.records, rows, run.every)  # run_dir: a rescue folder, if need be

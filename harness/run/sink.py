@@ -1,7 +1,8 @@
 """Where each finished record goes: into memory for its phase and the run, to disk, and to whoever watches the
 run (the progress line, the live exporter, the parent of a worker).
 
-Nothing a record meets here can lose it. It is kept in memory first, so the summary counts every request sent;
+Nothing a record meets here can lose it. It is kept in memory first, so the summary counts every request sent
+(up to the scenario's `client.records_in_memory`; past it, its phase's statistics fold it: `harness.stats.keep`);
 the writer never raises (see `RecordWriter`); an observer that raises is cut off from that record only, and said
 once per kind of failure — one line, never a dump of the records pending.
 """
@@ -13,11 +14,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from harness.config.load import Phase, describe
+from harness.config.scenario import SLO
 from harness.records import RecordWriter, RequestRecord
 from harness.redact import MESSAGE_LIMIT, short_reason
 from harness.run.exporter import LiveMetrics
 from harness.run.progress import Progress, goal
 from harness.run.relay import Relay
+from harness.stats.keep import PhaseKeep, RunSample
 from harness.stats.phase import span_rate
 from harness.workload.plan import OpenLoopPlan, PhasePlan, SessionPlan
 
@@ -35,8 +38,10 @@ class RecordSink:
 
     writer: RecordWriter
     redact: Callable[[str], str]
-    phase: list[RequestRecord] = field(default_factory=list)
-    run: list[RequestRecord] = field(default_factory=list)
+    slo: SLO = field(default_factory=SLO)
+    cap: int | None = None  # the scenario's client.records_in_memory
+    phase: PhaseKeep = field(default_factory=lambda: PhaseKeep(SLO(), None))
+    run: RunSample = field(init=False)
     progress: Progress | None = None
     metrics: LiveMetrics | None = None
     relay: Relay | None = None
@@ -44,6 +49,9 @@ class RecordSink:
     _pending: list[RequestRecord] = field(default_factory=list)
     _timer: asyncio.TimerHandle | None = None
     _said: set[str] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.run = RunSample(self.cap)
 
     def __call__(self, rec: RequestRecord) -> None:
         self._pending.append(rec)
@@ -67,8 +75,8 @@ class RecordSink:
             rec.reason = short_reason(rec.reason, self.redact)  # before anyone reads it: servers echo keys
         if rec.message:
             rec.message = short_reason(rec.message, self.redact, MESSAGE_LIMIT)
-        self.phase.append(rec)
-        self.run.append(rec)
+        self.phase.add(rec)
+        self.run.add(rec)
         self.writer.write(rec)
         for name, watcher in (("the progress line", self.progress), ("the live exporter", self.metrics),
                               ("the relay to the parent", self.relay)):
@@ -86,7 +94,7 @@ class RecordSink:
             self.warn(f"{name} failed on a record ({type(exc).__name__}: {exc}); the record is kept, {name} misses it")
 
     def begin_phase(self, phase: Phase, plan: PhasePlan, launched: Callable[[], int]) -> None:
-        self.phase = []
+        self.phase = PhaseKeep(self.slo, 0 if self.run.over else self.cap, phase.warmup_s, phase.cooldown_s)
         if self.relay is not None:
             self.relay.phase(phase.name)
         announce_phase(phase, plan, launched, self.progress, self.metrics)

@@ -13,7 +13,7 @@ from harness.config.load import BatchLoad, ConcurrencyLoad, Phase, RampLoad, Tra
 from harness.config.scenario import Scenario
 from harness.records import RequestRecord
 from harness.stats.conclusion import compare
-from harness.stats.phase import phase_stats
+from harness.stats.phase import PhaseFold, fold_phase
 from harness.stats.schema import (
     ClientHealth,
     Connections,
@@ -27,7 +27,6 @@ from harness.stats.schema import (
     TraceUse,
 )
 from harness.stats.server import Row, phase_server_summary
-from harness.stats.sessions import session_stats
 from harness.stats.stress import estimate, from_simulator
 from harness.stats.thresholds import evaluate
 from harness.stats.verdict import ClientCheck
@@ -43,13 +42,16 @@ class PhaseRun:
     client: ClientCheck | None = None
     trace: Mapping[str, Any] | None = None
     stress: Stress | None = None  # known without scraping (`harness predict` reads its engine)
+    let_go: tuple[PhaseFold, tuple[int, int]] | None = None  # records folded and let go (harness.stats.keep)
 
 
 def phase_summary(scenario: Scenario, run: PhaseRun, rows: Sequence[Row] = (),
                   ceiling_tokens_per_s: float | None = None, served_model: str | None = None) -> PhaseSummary:
     phase = run.phase
-    stats = phase_stats(run.records, scenario.slo, scenario.client.schedule_lag_bound_ms,
-                            warmup_s=phase.warmup_s, cooldown_s=phase.cooldown_s, client=run.client)
+    fold, span = run.let_go or (None, None)
+    stats, fold = fold_phase(run.records, scenario.slo, scenario.client.schedule_lag_bound_ms,
+                             warmup_s=phase.warmup_s, cooldown_s=phase.cooldown_s, client=run.client,
+                             fold=fold, span=span)
     client = stats.client
     if ceiling_tokens_per_s is not None:
         # How close this phase came to what `harness calibrate` found this machine's client can take.
@@ -67,9 +69,9 @@ def phase_summary(scenario: Scenario, run: PhaseRun, rows: Sequence[Row] = (),
                         config=phase.model_dump(mode="json"),
                         trace=None if run.trace is None else TraceUse.model_validate(run.trace), server=server,
                         stress=stress,
-                        sessions=session_stats(run.records),
+                        sessions=fold.turns.stats(),
                         warnings=phase_warnings(scenario, stats.tokens) + connect_warnings(stats.connections)
-                        + media_warnings(run.records),
+                        + media_warnings(fold.media, fold.whole_n) + folded_warnings(fold, scenario),
                         thresholds=evaluate(scenario.thresholds, phase.thresholds, stats),
                         bottleneck=bottleneck(stats.client_limited, server))
 
@@ -112,14 +114,22 @@ def phase_warnings(scenario: Scenario, tokens: Tokens) -> list[str]:
     return out
 
 
-def media_warnings(records: Sequence[RequestRecord]) -> list[str]:
+def media_warnings(kinds: Counter[str], answers: int) -> list[str]:
     """Answers that came as something other than a stream of server-sent events."""
-    kinds = Counter(r.content_type for r in records if r.content_type is not None)
     if not kinds:
         return []
     shown = ", ".join(f"{kind} ×{n}" for kind, n in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0]))[:3])
-    return [f"{sum(kinds.values())} of {len(records)} answers did not come as text/event-stream ({shown}): the "
+    return [f"{sum(kinds.values())} of {answers} answers did not come as text/event-stream ({shown}): the "
             "endpoint (or a proxy before it) may not be streaming, and their token times may be a buffer's"]
+
+
+def folded_warnings(fold: PhaseFold, scenario: Scenario) -> list[str]:
+    """A phase summarised record by record: its percentiles are a histogram's."""
+    if fold.exact:
+        return []
+    return [f"the run held more records than client.records_in_memory ({scenario.client.records_in_memory:,}): "
+            "this phase's percentiles come from histograms, within 0.1% of exact (counts, rates, means, min and max "
+            "are exact)"]
 
 
 def connect_warnings(connections: Connections | None) -> list[str]:

@@ -188,7 +188,7 @@ async def multi_token_with_usage(request: web.Request) -> web.StreamResponse:
 
 
 async def test_continuous_usage_gives_tokens_per_chunk(server, kind: str) -> None:
-    from harness.stats.phase import itl_samples_ns
+    from harness.stats.metrics import itl_samples_ns
 
     five = build_requests(Workload(prompt_tokens=8, output_tokens=5), "p", 0, 1, seed=0, run_id="t")[0]
     rec = await execute(await server(multi_token_with_usage), five, kind=kind)

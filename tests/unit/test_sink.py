@@ -43,7 +43,7 @@ def test_a_raising_watcher_costs_no_record_and_is_said_once(tmp_path: Path) -> N
             sink.flush()
 
         asyncio.run(go())
-    assert len(sink.run) == 50 and sink.metrics.seen == 50  # type: ignore[attr-defined]
+    assert len(sink.run.records) == 50 and sink.metrics.seen == 50  # type: ignore[attr-defined]
     assert len(list(read_records(tmp_path / "requests.jsonl"))) == 50
     assert len(said) == 1 and "the live exporter failed on a record (RuntimeError: exporter bug)" in said[0]
 
