@@ -23,7 +23,7 @@ class _Model(BaseModel):
 
 
 class Distribution(_Model):
-    """Exact from the records (no sketches): None when there are no values."""
+    """Exact from the records; percentiles within 0.1% past client.records_in_memory (the phase warns); None: none."""
 
     count: int
     mean: float | None

@@ -107,6 +107,11 @@ def phase_warnings(scenario: Scenario, tokens: Tokens) -> list[str]:
         out.append(f"the server served {tokens.cached_share:.0%} of prompt tokens from its cache (above "
                    f"workload.cached_share_warning {bound:.0%}): TTFT is flattered by an earlier run's or this "
                    "run's reuse")
+    if tokens.mismatched:
+        out.append(f"{tokens.mismatched} ok answers carried another number of token chunks than the server's usage "
+                   "said: usage decided their token counts and length checks (several tokens to a chunk is "
+                   "legitimate, e.g. vLLM's stream interval; fewer tokens than claimed is not); client."
+                   "continuous_usage counts each chunk's tokens exactly")
     if tokens.prompt_mismatched:
         out.append(f"{tokens.prompt_mismatched} of {tokens.prompt_reported} prompts counted other than asked by "
                    f"the server (mean {tokens.prompt_diff_mean:+.1f} tokens): give workload.tokenizer (a local "

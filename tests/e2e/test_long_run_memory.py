@@ -46,3 +46,33 @@ def test_a_run_past_its_records_in_memory_keeps_every_record_and_rebuilds_the_sa
     for live, again in zip(summary["phases"], rebuilt["phases"], strict=True):
         for key in ("requests", "latency_ms", "throughput", "goodput", "tokens", "whole_run", "warnings"):
             assert again[key] == live[key], (live["name"], key)
+
+
+def test_a_run_past_its_cap_whose_folder_is_deleted_rescues_every_record(sim_url: str, tmp_path: Path) -> None:
+    """The records it let go of were only in the deleted folder: read back from the file the run holds open."""
+    import shutil
+    import time
+
+    scenario = tmp_path / "long.yaml"
+    scenario.write_text(SCENARIO.replace("requests: 600}}\n  - {name: b", "requests: 3000}}\n  - {name: b"))
+    runs = tmp_path / "runs"
+    proc = subprocess.Popen([sys.executable, "-m", "harness", "run", str(scenario), "--endpoint", sim_url,
+                             "--progress", "off", "--reports-dir", str(runs)], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    for _ in range(600):
+        found = list(runs.glob("*/requests.jsonl"))
+        if found and found[0].read_bytes().count(b"\n") > 1200:  # well past the 1,000 records it keeps
+            shutil.rmtree(found[0].parent)
+            break
+        time.sleep(0.05)
+    _, err = proc.communicate(timeout=180)
+    assert proc.returncode == 3 and "Traceback" not in err, err[-3000:]
+    line = next(line for line in err.splitlines() if "records were written to" in line)
+    folder = Path(line.rsplit(" to ", 1)[1].strip())
+    try:
+        ids = [json.loads(line)["request_id"] for line in (folder / "requests.jsonl").read_text().splitlines()]
+        summary = json.loads((folder / "summary.json").read_text())
+        assert len(ids) == len(set(ids)) > 1000
+        assert sum(p["whole_run"]["requests"] for p in summary["phases"]) == len(ids)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)

@@ -124,3 +124,17 @@ def test_a_writer_reads_its_records_back_after_its_folder_is_deleted(tmp_path) -
     back = list(writer.read_back())
     writer.close()
     assert sorted(r.request_id for r in back) == sorted(f"r{i}" for i in range(20))
+
+
+def test_answers_whose_usage_disagrees_with_their_chunks_are_named_in_the_phase() -> None:
+    from harness.config.scenario import parse_scenario
+    from harness.stats.summary import phase_warnings
+
+    scenario = parse_scenario({"name": "s", "phases": [{"name": "p", "load": {"type": "batch", "size": 1}}]}, "s")
+    records = _phase(40)
+    agree = phase_stats(records, SLO()).tokens
+    assert not any("usage" in w for w in phase_warnings(scenario, agree))
+    for r in [r for r in records if r.status == "ok"][:5]:
+        r.completion_tokens = 64  # 16 chunks, usage says 64: usage decides, and the phase says so
+    words = phase_warnings(scenario, phase_stats(records, SLO()).tokens)
+    assert any(w.startswith("5 ok answers carried another number of token chunks") for w in words), words
