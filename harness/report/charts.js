@@ -14,7 +14,7 @@ function harnessChart(el, spec) {
     const first = axes.length === 1;
     axes.push({scale: s.unit, label: s.unit, side: first ? 3 : 1, grid: {show: first}, values: tick});
   }
-  const xValue = (u, v, si, i) => v == null ? "-" :
+  const xValue = (u, v, si, i) => v == null ? "" :
     (spec.ids && i != null ? spec.ids[i] + " at " : "") + plain(v) + " s";
   const series = [{label: spec.ids ? "request" : spec.xlabel, value: xValue}];
   spec.series.forEach((s, i) => {
@@ -23,8 +23,11 @@ function harnessChart(el, spec) {
       label: s.label, scale: s.unit, stroke: s.color || color, width: s.points && !s.line ? 0 : 1.5,
       dash: s.dash ? [6, 4] : undefined,
       paths: s.points && !s.line ? () => null : s.step ? uPlot.paths.stepped({align: 1}) : undefined,
-      points: s.points ? {show: true, size: 4, stroke: s.color || color, fill: s.color || color} : {show: false},
-      value: (u, v) => v == null ? "-" : plain(v) + " " + s.unit,
+      points: s.points ? {show: true, size: s.size || 4, stroke: s.color || color, fill: s.color || color}
+        : {show: false},
+      spanGaps: !!s.span,
+      // Off the chart the legend names the series (a screenshot or a print shows what each colour is).
+      value: (u, v) => v == null ? "" : plain(v) + " " + s.unit,
     });
   });
   const opts = {

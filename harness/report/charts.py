@@ -50,16 +50,16 @@ def bin_seconds(span_s: float) -> float:
     return next((b for b in _NICE_S if b >= want), _NICE_S[-1])
 
 
-def _values(a: np.ndarray | Sequence[float | None], digits: int = 3, positive: bool = False) -> list[float | None]:
+def json_values(a: np.ndarray | Sequence[float | None], digits: int = 3, positive: bool = False) -> list[float | None]:
     """JSON numbers: rounded, with gaps (NaN; or ≤ 0 on a log axis) as null."""
     arr = np.asarray(a, dtype=np.float64)
     bad = ~np.isfinite(arr) | ((arr <= 0) if positive else False)
     return [None if b else v for v, b in zip(np.round(arr, digits).tolist(), bad.tolist(), strict=True)]
 
 
-def _series(label: str, unit: str, values: Any, *, points: bool = False, log: bool = False,
+def series_spec(label: str, unit: str, values: Any, *, points: bool = False, log: bool = False,
             step: bool = False, line: bool = False, dash: bool = False, color: str | None = None) -> Spec:
-    spec = {"label": label, "unit": unit, "values": _values(values, positive=log), "points": points, "log": log,
+    spec = {"label": label, "unit": unit, "values": json_values(values, positive=log), "points": points, "log": log,
             "step": step, "line": line, "dash": dash}
     return {**spec, "color": color} if color else spec
 
@@ -85,9 +85,9 @@ def per_request(records: Sequence[RequestRecord], t0: int) -> Spec | None:
     itl = [float(s.mean()) / NS_PER_MS if len(s := itl_array_ns(ok[i])) else np.nan for i in keep]
     shown = "" if len(keep) == len(ok) else f" ({len(keep):,} of {len(ok):,} shown: a stride and the slowest)"
     return {"title": f"each request: TTFT and mean ITL by send time{shown}", "xlabel": "s into the phase",
-            "x": _values((sent[keep] - t0) / NS_PER_S), "ids": [ok[i].request_id for i in keep],
-            "series": [_series("TTFT", "ms", ttft[keep], points=True, log=True),
-                       _series("mean ITL", "ms", itl, points=True, log=True)]}
+            "x": json_values((sent[keep] - t0) / NS_PER_S), "ids": [ok[i].request_id for i in keep],
+            "series": [series_spec("TTFT", "ms", ttft[keep], points=True, log=True),
+                       series_spec("mean ITL", "ms", itl, points=True, log=True)]}
 
 
 def _binned(times_ns: Any, t0: int, width_s: float, bins: int, weights: Any = None, every: int = 1) -> np.ndarray:
@@ -105,17 +105,17 @@ def over_time(records: Sequence[RequestRecord], t0: int, every: int = 1) -> list
     span_s = max(max(r.end_ns for r in records) - t0, 1) / NS_PER_S
     width = bin_seconds(span_s)
     bins = int(np.ceil(span_s / width)) + 1
-    x = _values(np.arange(bins) * width)
+    x = json_values(np.arange(bins) * width)
     ok = [r for r in records if r.status == "ok"]
     chunks = np.concatenate([np.asarray(r.chunk_ns, dtype=np.int64) for r in ok] or [np.zeros(0, np.int64)])
     # Tokens where each arrived: the server's count per chunk when it gives one (delivered_tokens' rule).
     tokens = np.concatenate([np.asarray(r.chunk_tokens if r.exact_chunk_tokens else np.ones(len(r.chunk_ns)),
                                         dtype=np.float64) for r in ok] or [np.zeros(0)])
     specs = [{"title": f"rates per second, in {width:g} s bins", "xlabel": "s into the phase", "x": x, "series": [
-        _series("arrivals (intended)", "req/s",
+        series_spec("arrivals (intended)", "req/s",
                 _binned([r.intended_ns for r in records], t0, width, bins, every=every), step=True),
-        _series("completed ok", "req/s", _binned([r.end_ns for r in ok], t0, width, bins, every=every), step=True),
-        _series("output tokens", "tokens/s", _binned(chunks, t0, width, bins, tokens, every), step=True)]}]
+        series_spec("completed ok", "req/s", _binned([r.end_ns for r in ok], t0, width, bins, every=every), step=True),
+        series_spec("output tokens", "tokens/s", _binned(chunks, t0, width, bins, tokens, every), step=True)]}]
     times, counts = in_flight(records)
     counts = counts * every
     if len(times):
@@ -128,28 +128,28 @@ def over_time(records: Sequence[RequestRecord], t0: int, every: int = 1) -> list
         last = np.searchsorted(times, starts, side="right") - 1
         peak = np.maximum(peak, np.where(last >= 0, counts[np.clip(last, 0, None)], 0))
         specs.append({"title": f"requests in flight (sent, not ended): the most in each {width:g} s bin",
-                      "xlabel": "s into the phase", "x": x, "series": [_series("in flight", "requests", peak,
+                      "xlabel": "s into the phase", "x": x, "series": [series_spec("in flight", "requests", peak,
                                                                                 step=True)]})
     failed = sorted({r.status for r in records} - {"ok"})
     if failed:
         specs.append({"title": "failed requests per second, by status", "xlabel": "s into the phase", "x": x,
-                      "series": [_series(s, "req/s", _binned([r.end_ns for r in records if r.status == s], t0,
+                      "series": [series_spec(s, "req/s", _binned([r.end_ns for r in records if r.status == s], t0,
                                                              width, bins, every=every), step=True) for s in failed]})
     return specs
 
 
 def server_side(rows: Sequence[Row], t0: int) -> list[Spec]:
     """The endpoint's scraped series over the phase: requests running and waiting, KV cache, tokens/s."""
-    x = _values([(r.t_ns - t0) / NS_PER_S for r in rows])
+    x = json_values([(r.t_ns - t0) / NS_PER_S for r in rows])
     specs = [{"title": "server: requests running and waiting, KV cache usage", "xlabel": "s into the phase",
-              "x": x, "series": [_series(name, "requests", [r.values.get(name, np.nan) for r in rows], step=True)
+              "x": x, "series": [series_spec(name, "requests", [r.values.get(name, np.nan) for r in rows], step=True)
                                  for name in ("running", "waiting")]
-              + [_series("KV cache", "%", [100 * r.values.get("kv_cache_usage", np.nan) for r in rows])]}]
+              + [series_spec("KV cache", "%", [100 * r.values.get("kv_cache_usage", np.nan) for r in rows])]}]
     times, per_s = rates(rows, "generation_tokens_total")
     if times:
         specs.append({"title": "server: generated tokens per second (between scrapes)",
-                      "xlabel": "s into the phase", "x": _values((np.asarray(times) - t0) / NS_PER_S),
-                      "series": [_series("generated", "tokens/s", per_s)]})
+                      "xlabel": "s into the phase", "x": json_values((np.asarray(times) - t0) / NS_PER_S),
+                      "series": [series_spec("generated", "tokens/s", per_s)]})
     return specs
 
 
@@ -169,8 +169,8 @@ def cdf_specs(by_phase: dict[str, list[RequestRecord]]) -> list[Spec]:
         lo = max(min(float(v[v > 0][0]) for v in present), 1e-3)
         grid = np.geomspace(lo, max(float(v[-1]) for v in present), 200)
         specs.append({"title": f"{label}: share of requests at or below", "xlabel": f"{label} (ms)", "xlog": True,
-                      "x": _values(grid, 4), "series": [
-                          _series(name, "share", np.searchsorted(v, grid, side="right") / len(v), line=True)
+                      "x": json_values(grid, 4), "series": [
+                          series_spec(name, "share", np.searchsorted(v, grid, side="right") / len(v), line=True)
                           for name, v in values.items() if len(v)]})
     return specs
 
@@ -190,8 +190,8 @@ def workload_specs(by_phase: dict[str, list[RequestRecord]]) -> list[Spec]:
         # A fixed length is one narrow bar, not a spread of bins that all read the same.
         edges = np.linspace(lo * 0.9, hi * 1.1 + 1, 22) if lo == hi else np.histogram_bin_edges(
             every, bins=min(40, len(set(every))))
-        specs.append({"title": title, "xlabel": "tokens", "x": _values((edges[:-1] + edges[1:]) / 2, 1),
-                      "series": [_series(name, "requests", np.histogram(pair[k], edges)[0], step=True)
+        specs.append({"title": title, "xlabel": "tokens", "x": json_values((edges[:-1] + edges[1:]) / 2, 1),
+                      "series": [series_spec(name, "requests", np.histogram(pair[k], edges)[0], step=True)
                                  for name, pair in lengths.items()]})
     return specs
 
@@ -200,15 +200,19 @@ def sweep_specs(name: str, points: list[dict[str, Any]], slo: dict[str, Any],
                 knee: dict[str, Any] | None) -> list[Spec]:
     """TTFT and TPOT percentiles against the throughput each point of the sweep reached, with the SLO line."""
     order = sorted(points, key=lambda p: p["throughput"]["output_tokens_per_s"])
-    x = _values([p["throughput"]["output_tokens_per_s"] for p in order], 1)
+    x = json_values([p["throughput"]["output_tokens_per_s"] for p in order], 1)
     at = f"; knee: {knee['name']}" if knee else "; no point met the SLOs"
     specs = []
     for metric, limit in (("ttft", slo.get("ttft_ms")), ("tpot", slo.get("tpot_ms"))):
-        series = [_series(f"{metric.upper()} {q}", "ms", [p["latency_ms"][metric][q] for p in order], points=True,
+        series = [series_spec(f"{metric.upper()} {q}", "ms", [p["latency_ms"][metric][q] for p in order], points=True,
                           line=True, log=True, dash=q == "p99") for q in ("p50", "p99")]
         if limit is not None:
-            series.append(_series(f"SLO {limit:g} ms", "ms", [limit] * len(order), line=True, log=True,
-                                  color="#d62728"))
+            series.append(series_spec(f"SLO {limit:g} ms", "ms", [limit] * len(order), line=True, log=True,
+                                      color="#d62728"))
+        if knee is not None:  # the capacity, marked where it sits on the curve
+            series.append({**series_spec(f"knee: {knee['name']}", "ms", [p["latency_ms"][metric]["p99"] if
+                                         p["name"] == knee["name"] else None for p in order], points=True,
+                                         log=True, color="#000"), "size": 10})
         specs.append({"title": f"sweep {name}: {metric.upper()} against output tokens/s{at}",
                       "xlabel": "output tokens/s", "x": x, "series": series})
     return specs

@@ -1,6 +1,7 @@
-"""One self-contained HTML report that opens offline: what was run, the workload's lengths, the table and
-its notes, latency CDFs, sweep curves, and each phase over time — every chart drawn in the page by uPlot from
-the specs of report.charts: every request a point to hover, rates in bins that fit the phase, requests in
+"""One self-contained HTML report that opens offline, answer first (harness.report.answer: what was run, the
+conclusion, each phase's SLO card, latency against throughput, the notes folded), then the latency CDFs, the
+table, the workload's lengths, sweep curves and each phase over time — every chart drawn in the page by uPlot
+from the specs of report.charts: every request a point to hover, rates in bins that fit the phase, requests in
 flight, failures when any, and the server's scraped side. Nothing is fetched when the page is viewed."""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from harness.records import RequestRecord
+from harness.report.answer import answer_lines, cards_html, header_html, knee, notes_html, thesis_spec
 from harness.report.charts import (
     assets,
     cdf_specs,
@@ -23,47 +25,20 @@ from harness.report.charts import (
 )
 from harness.report.notes import notes
 from harness.report.table import render_table, sweep_points
-from harness.stats.conclusion import knee as knee_of
-from harness.stats.schema import PhaseSummary
 from harness.stats.server import Row
 
-_STYLE = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222}
+_STYLE = """body{font-family:system-ui,sans-serif;margin:1em auto;max-width:1300px;color:#222}
 pre{background:#f6f6f6;padding:1em;overflow-x:auto;font-size:13px;white-space:pre-wrap}
-.chart{margin:0.8em 0}
-h1{font-size:1.5em}h2{font-size:1.15em;margin-top:1.6em}.note{color:#555}.warn{color:#a33}
-.facts th{text-align:left;padding-right:1em;color:#555;font-weight:normal}"""
-
-
-def knee(points: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The sweep's capacity under the SLOs (`harness.stats.conclusion.knee`)."""
-    best = knee_of([PhaseSummary.model_validate(p) for p in points])
-    return None if best is None else best.to_json()
-
-
-def header_facts(summary: dict[str, Any]) -> list[tuple[str, str]]:
-    """What the page opens with: which run, against what, asking for what, and how it ended."""
-    run = summary.get("run", {})
-    endpoint = run.get("endpoint") or {}
-    sim = run.get("simulator") or {}
-    declared = f" ({endpoint['accelerator']}, as declared)" if endpoint.get("accelerator") else ""
-    target = (f"simulated {sim.get('accelerator')} running {sim.get('model')} (bundled)" if endpoint.get(
-        "bundled_simulator") or run.get("mode") == "predict" else endpoint.get("base_url", "") + declared)
-    phases = summary.get("phases", [])
-    first = phases[0] if phases else {}
-    slo = (first.get("goodput") or {}).get("slo") or {}
-    limits = ", ".join(f"{k.removesuffix('_ms')} ≤ {v:g} ms" for k, v in slo.items() if v is not None) or "none"
-    span = sum(p["whole_run"]["window"]["duration_s"] for p in phases)
-    ended = "complete" if run.get("complete", True) else (
-        f"stopped by {run['stopped']}" if run.get("stopped") else "incomplete")
-    return [("run", f"{run.get('run_id', '')} · {run.get('started_at') or run.get('mode', '')}"),
-            ("model", str(endpoint.get("model") or sim.get("model") or "")), ("target", str(target)),
-            ("phases", ", ".join(p["name"] for p in phases) + f" · {span:,.1f} s in all"),
-            ("SLOs", limits), ("ended", ended)]
-
-
-def _header(summary: dict[str, Any]) -> str:
-    rows = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in header_facts(summary))
-    return f"<table class='facts'>{rows}</table>"
+.chart{margin:0.6em 0}h1{font-size:1.4em;margin:0.2em 0}h2{font-size:1.15em;margin-top:1.6em}
+.note{color:#555}.warn{color:#a33}
+.facts{display:flex;flex-wrap:wrap;gap:0.2em 1.6em;font-size:14px}.facts .k{color:#777}
+.answer{font-size:16px;line-height:1.4;margin:0.6em 0}.answer p{margin:0.3em 0}
+.cards{display:flex;flex-wrap:wrap;gap:0.6em;margin:0.6em 0}
+.card{border:1px solid #ccc;border-left:6px solid #2ca02c;border-radius:4px;padding:0.4em 0.8em;font-size:14px;
+min-width:200px}.card.missed{border-left-color:#d62728}.card .head{font-size:15px}
+.card .verdict{float:right;font-weight:bold}.card .ok{color:#1a7f1a}.card .bad{color:#c00;font-weight:bold}
+details.notes{border:1px solid #e0c0c0;background:#fff8f8;border-radius:4px;padding:0.3em 0.8em;margin:0.6em 0}
+details.notes summary{cursor:pointer;color:#a33}.u-legend{font-size:13px}"""
 
 
 def _phase_charts(by_phase: dict[str, list[RequestRecord]], rows: Sequence[Row],
@@ -91,15 +66,18 @@ def render_html(summary: dict[str, Any], records: Sequence[RequestRecord], rows:
     run = summary.get("run", {})
     title = f"harness report: {run.get('scenario', '')}"
     ids = itertools.count()
+    thesis = thesis_spec(summary)
+    answer = "".join(f"<p>{html.escape(line)}</p>" for line in answer_lines(summary))
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
              f"<style>{_STYLE}</style>{assets()}</head><body><h1>{html.escape(title)}</h1>",
-             _header(summary),
-             *(chart_html(spec, next(ids), small=True) for spec in workload_specs(by_phase)),
-             f"<pre>{html.escape(render_table(summary))}</pre>",
-             *(f"<p class='warn'>{html.escape(line)}</p>" for line in notes(summary))]
+             header_html(summary), f"<div class='answer'>{answer}</div>", cards_html(summary),
+             *([chart_html(thesis, next(ids))] if thesis else []), notes_html(notes(summary))]
     cdfs = cdf_specs(by_phase)  # none when nothing succeeded: no empty charts
     if cdfs:
         parts += ["<h2>Latency distributions</h2>", *(chart_html(spec, next(ids), small=True) for spec in cdfs)]
+    parts += ["<h2>The table</h2>", f"<pre>{html.escape(render_table(summary))}</pre>",
+              "<h2>What was sent and received</h2>",
+              *(chart_html(spec, next(ids), small=True) for spec in workload_specs(by_phase))]
     slo = summary["phases"][0]["goodput"]["slo"] if summary.get("phases") else {}
     for name, points in sweep_points(summary).items():
         best = knee(points)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import html
+import json
 import re
 import shutil
+import struct
 import subprocess
 from pathlib import Path
 
@@ -30,13 +33,30 @@ phases:
 PROBE = ("<script>window.addEventListener('load', () => { const ok = [...document.images]"
          ".filter(i => i.complete && i.naturalWidth > 0).length;"
          " document.body.setAttribute('data-images-loaded', ok);"
-         " const drawn = [...document.querySelectorAll('.chart')].filter(c => c.uplot &&"
+         " const charts = [...document.querySelectorAll('.chart')];"
+         " const drawn = charts.filter(c => c.uplot &&"
          " c.querySelector('canvas') && c.querySelector('canvas').width > 0).length;"
          " document.body.setAttribute('data-charts-drawn', drawn);"
+         # Every chart: some series with a value, and a legend on screen naming every series before any hover.
+         " const bare = charts.filter(c => { const u = c.uplot, legend = u.root.querySelector('.u-legend');"
+         "   const named = u.series.slice(1).every(s => legend.textContent.includes(s.label));"
+         "   const data = u.data.slice(1).some(v => v.some(x => x != null));"
+         "   const blank = [...legend.querySelectorAll('.u-value')].some(v => v.textContent.trim() === '-');"
+         "   return !(data && named && !blank && legend.offsetHeight > 0); }).map(c => c.title);"
+         " document.body.setAttribute('data-bare', JSON.stringify(bare));"
+         # The first screen (1400×900): where the conclusion, the cards and the latency–throughput chart end.
+         " const bottom = sel => Math.round(document.querySelector(sel).getBoundingClientRect().bottom);"
+         " document.body.setAttribute('data-fold', JSON.stringify({answer: bottom('.answer'), cards: bottom('.cards'),"
+         "   thesis: bottom(\".chart[title^='latency against throughput']\")}));"
+         " const inflight = charts.filter(c => c.title.startsWith('requests in flight')).map(c => c.uplot.data[1]);"
+         " document.body.setAttribute('data-inflight', JSON.stringify(inflight));"
          " const u = document.querySelector(\".chart[title^='each request']\").uplot;"
          " u.setCursor({left: u.bbox.width / devicePixelRatio / 2, top: 5});"
          " document.body.setAttribute('data-hover', u.root.querySelector('.u-legend .u-value').textContent); });"
          "</script>")
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                  "--hide-scrollbars", "--window-size=1400,900", "--virtual-time-budget=5000"]
 
 
 def _chromium() -> str:
@@ -57,16 +77,32 @@ def test_report_page_and_its_images_load_in_a_browser(tmp_path: Path, sim_url: s
     page = (run_dir / "report.html").read_text()
     probed = tmp_path / "probed.html"
     probed.write_text(page.replace("</body>", PROBE + "</body>"))
-    dom = subprocess.run(
-        [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=5000", "--dump-dom",
-         probed.as_uri()], capture_output=True, text=True, timeout=90).stdout
+    dom = subprocess.run([_chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom",
+                          probed.as_uri()], capture_output=True, text=True, timeout=90).stdout
     assert "harness report: html" in dom and "Batches of 16 deliver" in dom
     # The page opens with what was run against what, asking for what, and how it ended.
-    assert "<th>model</th><td>llama-3.1-8b</td>" in dom and f"<td>{sim_url} (8xH100, TP 8, as declared)</td>" in dom
-    assert "<th>SLOs</th><td>ttft ≤ 200 ms</td>" in dom and "<th>ended</th><td>complete</td>" in dom
-    assert "<th>phases</th><td>open, batch-16 · " in dom
+    assert '<span class="k">model</span> llama-3.1-8b' in dom
+    assert f'<span class="k">target</span> {sim_url} (8xH100, TP 8, as declared)' in dom
+    assert '<span class="k">SLOs</span> ttft ≤ 200 ms' in dom and '<span class="k">ended</span> complete' in dom
+    assert '<span class="k">phases</span> open, batch-16 · ' in dom
+    assert '<span class="k">workload</span> prompts ~64 tokens, answers ~16 tokens' in dom
+    # Above the fold of a 1400×900 window: the conclusion, a card per phase with its verdict, the thesis chart.
+    fold = json.loads(html.unescape(re.search(r'data-fold="([^"]*)"', dom).group(1)))  # type: ignore[union-attr]
+    assert fold["answer"] < fold["cards"] < fold["thesis"] <= 900, fold
+    assert dom.count('class="card ') == 2 and "TTFT p99" in dom
+    # Every chart has data and a legend that names its series without a hover.
+    bare = json.loads(html.unescape(re.search(r'data-bare="([^"]*)"', dom).group(1)))  # type: ignore[union-attr]
+    assert bare == [], bare
+    # The batch phase's requests in flight: its batch of 16 for the batches' duration, not 0 between events.
+    inflight = json.loads(html.unescape(re.search(r'data-inflight="([^"]*)"', dom).group(1)))  # type: ignore
+    batch = [v for v in inflight[-1] if v]
+    assert max(batch) == 16 and sum(v == 16 for v in batch) >= len(batch) / 2, inflight[-1]
+    shot = tmp_path / "first-screen.png"
+    subprocess.run([_chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile2'}",
+                    f"--screenshot={shot}", probed.as_uri()], capture_output=True, timeout=90)
+    png = shot.read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and struct.unpack(">II", png[16:24]) == (1400, 900)
+    assert len(png) > 30_000  # drawn: a blank or text-only first screen compresses far smaller
     loaded = re.search(r'data-images-loaded="(\d+)"', dom)
     assert loaded is not None, dom[:500]
     # No image and nothing fetched from anywhere: the page is one file, its charts drawn in it.

@@ -62,6 +62,9 @@ def test_sweep_section_in_the_html_report(tmp_path: Path, sim_url: str) -> None:
     # The sweep's curves (TTFT and TPOT against throughput, the knee named); each point's requests.
     assert page.count("title='sweep p: TTFT against output tokens/s; knee: p@rate=10'") == 1
     assert page.count("'each request: TTFT and mean ITL by send time'") == 2
+    # The knee marked on both sweep curves and on the first screen's latency–throughput chart, and said there.
+    assert page.count('"label":"knee: p@rate=10"') == 3
+    assert "Sweep p: capacity under the SLOs p@rate=10" in page
 
 
 def test_a_sweep_prints_as_one_row_per_point_with_its_capacity() -> None:

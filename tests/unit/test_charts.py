@@ -88,4 +88,5 @@ def test_workload_and_sweep_specs() -> None:
     ttft, tpot = sweep_specs("s", points, {"ttft_ms": 50.0}, points[2])
     assert ttft["x"] == [100.0, 200.0, 400.0] and ttft["series"][0]["values"] == [10.0, 20.0, 40.0]
     assert ttft["series"][2]["label"] == "SLO 50 ms" and ttft["title"].endswith("knee: s@rate=2")
-    assert len(tpot["series"]) == 2  # no TPOT SLO, no line
+    assert [s["label"] for s in tpot["series"]] == ["TPOT p50", "TPOT p99", "knee: s@rate=2"]  # no TPOT SLO line
+    assert tpot["series"][2]["values"] == [None, 6.0, None]  # the knee marked at its own point
