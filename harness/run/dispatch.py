@@ -38,7 +38,8 @@ class Dispatcher:
     virtual time needs), at most `max_ahead` of them and `horizon_ns` of schedule ahead."""
 
     def __init__(self, backend: Backend, clock: Clock, sink: Sink, builder: Executor | None = None,
-                 max_ahead: int = DEFAULT_MAX_AHEAD, horizon_ns: int = DEFAULT_HORIZON_NS) -> None:
+                 max_ahead: int = DEFAULT_MAX_AHEAD, horizon_ns: int = DEFAULT_HORIZON_NS, *,
+                 keep_records: bool = True) -> None:
         self.backend = backend
         self.clock = clock
         self.sink = sink
@@ -49,6 +50,8 @@ class Dispatcher:
         self._sender: asyncio.Task[None] | None = None
         self._in_flight: set[asyncio.Task[RequestRecord]] = set()
         self._records: list[RequestRecord] = []
+        # False: each load model returns no records, the sink alone keeps them (a long run's memory is its).
+        self.keep_records = keep_records
         self.launched = 0  # requests handed to the backend this phase
         # Fixed batches: awaited before batch k ≥ 1 (a sharded run's barrier across its shards).
         self.between_batches: Callable[[int], Coroutine[Any, Any, None]] | None = None
@@ -115,7 +118,8 @@ class Dispatcher:
         return await run_request(self.backend, self.clock, spec, intended_ns, self._finished, answer)
 
     def _finished(self, rec: RequestRecord) -> None:
-        self._records.append(rec)
+        if self.keep_records:
+            self._records.append(rec)
         self.sink(rec)
 
     # -- load models ---------------------------------------------------------------------------

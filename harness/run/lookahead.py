@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Callable, Sequence
-from concurrent.futures import Executor
+from concurrent.futures import Executor, Future
 
 from harness.clock import NS_PER_S
 from harness.workload.requests import RequestSpec
@@ -39,7 +39,9 @@ class Lookahead:
         self._chunk = min(CHUNK, self._max_ahead)
         self._horizon_ns = horizon_ns
         # Jobs given to the worker, oldest first: (first request, one past the last, their specs to come).
-        self._jobs: deque[tuple[int, int, asyncio.Future[list[RequestSpec]]]] = deque()
+        # Plain executor futures, wrapped for asyncio only when awaited: run_in_executor's chained pair per job
+        # is a reference cycle, and the timing-tuned collector (harness.gctune) never frees old cycles mid-run.
+        self._jobs: deque[tuple[int, int, Future[list[RequestSpec]]]] = deque()
         self._submitted = 0  # requests given to the worker so far
         self.handed_out = 0
         self.peak_held = 0  # most requests built or being built at once
@@ -71,7 +73,7 @@ class Lookahead:
 
     def _submit(self, first: int, stop: int) -> None:
         assert self._executor is not None
-        job = asyncio.get_running_loop().run_in_executor(self._executor, self._build_range, first, stop)
+        job = self._executor.submit(self._build_range, first, stop)
         self._jobs.append((first, stop, job))
         self._submitted = stop
 
@@ -83,8 +85,15 @@ class Lookahead:
             first, stop = self._submitted, self._submitted + 1
             while stop - first < self._chunk and self._room(stop):
                 stop += 1
+            if stop - first < self._chunk and not force and self._more(stop) and not self._soon(first):
+                break  # the horizon, not the bound, cut the chunk: wait for a whole one unless this is due soon
             self._submit(first, stop)
         self.peak_held = max(self.peak_held, self.held)
+
+    def _soon(self, i: int) -> bool:
+        """Request i is due within half the horizon of the one handed out last."""
+        offsets = self._offsets
+        return offsets is None or offsets[i] - offsets[self.handed_out] <= self._horizon_ns // 2
 
     async def prime(self, count: int) -> None:
         """Have the first `count` requests (at most the bound) built before the phase's clock starts: the
@@ -94,7 +103,7 @@ class Lookahead:
         self._fill(force=True)
         jobs = [job for first, _, job in self._jobs if first < count]
         if jobs:  # bounded: a worker starved of CPU must not hold the phase back (`next` builds what it lacks)
-            await asyncio.wait(jobs, timeout=PRIME_WAIT_S)
+            await asyncio.wait([_awaitable(job) for job in jobs], timeout=PRIME_WAIT_S)
 
     async def next(self, wait_s: float = 0.0) -> RequestSpec | None:
         """The next request, or None when the phase has no more. Callers may wait on it concurrently (the
@@ -114,7 +123,7 @@ class Lookahead:
             self._jobs.popleft()
         self._fill()  # the worker never idles while there is room
         if not job.done() and wait_s > 0:
-            await asyncio.wait((job,), timeout=wait_s)
+            await asyncio.wait((_awaitable(job),), timeout=wait_s)
         if job.done():
             return job.result()[i - first]
         # The worker is behind: it runs at idle priority, and a CPU kept busy by other processes can starve it
@@ -128,3 +137,21 @@ class Lookahead:
         for _, _, job in self._jobs:
             job.cancel()
         self._jobs.clear()
+
+
+def _awaitable(job: Future[list[RequestSpec]]) -> asyncio.Future[None]:
+    """An asyncio future done when `job` is: the job's callback refers to it and nothing refers back (no cycle,
+    unlike asyncio.wrap_future's pair)."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[None] = loop.create_future()
+
+    def finished(_: Future[list[RequestSpec]]) -> None:
+        loop.call_soon_threadsafe(_settle, done)
+
+    job.add_done_callback(finished)
+    return done
+
+
+def _settle(done: asyncio.Future[None]) -> None:
+    if not done.done():
+        done.set_result(None)

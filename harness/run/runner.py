@@ -248,7 +248,7 @@ class _Run:
             sink = RecordSink(writer, redactor(self.endpoint.api_key), self.scenario.slo, cfg.records_in_memory,
                               metrics=self.metrics, relay=self.relay, warn=self.display.warn)
             dispatcher = Dispatcher(backend, self.clock, sink, builder, cfg.lookahead_requests,
-                                    int(cfg.lookahead_s * NS_PER_S))
+                                    int(cfg.lookahead_s * NS_PER_S), keep_records=False)
             writer.on_failure = functools.partial(self._cannot_write, dispatcher)
             if self.relay is not None:
                 self.relay.sent, self.relay.warn = (lambda: dispatcher.launched), self.display.warn
