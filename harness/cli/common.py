@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -24,10 +25,25 @@ api_key_env_option = click.option("--api-key-env", metavar="VAR", help="Environm
 def _load_presets(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
     if value is not None:
         try:
-            load_presets(value)
+            ctx.meta["presets"] = (value, load_presets(value))
         except PresetError as exc:
             raise click.BadParameter(str(exc)) from None
     return value
+
+
+def on_presets(scenario: Scenario, say: Callable[[str], None]) -> Scenario:
+    """The scenario on the accelerator a --presets file brought, when it names none and the file brings one
+    (a fitted twin); said either way, so a prediction never runs silently on another accelerator than meant."""
+    path, added = click.get_current_context().meta.get("presets", (None, []))
+    sim = scenario.simulator
+    if path is None or not added or sim.accelerator in added:
+        return scenario
+    if "accelerator" not in sim.model_fields_set and len(added) == 1:
+        say(f"simulating {added[0]} from {path} (the scenario names no accelerator)")
+        return scenario.model_copy(update={"simulator": sim.model_copy(update={"accelerator": added[0]})})
+    say(f"simulating {sim.accelerator} (the scenario's simulator.accelerator), not {', '.join(added)} from "
+        f"{path}: name it there (simulator: {{accelerator: {added[0]}}}) to use it")
+    return scenario
 
 
 # Eager: the presets are known before the scenario naming them is read.

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from harness import loop as event_loop
-from harness.cli.common import presets_option, scenario_argument, scenario_or_default
+from harness.cli.common import on_presets, presets_option, scenario_argument, scenario_or_default
 from harness.cli.errors import guarded
 from harness.config.scenario import SLO
 from harness.report.matrix import matrix_html, render_matrix
@@ -64,6 +64,7 @@ def predict(scenario_path: Path | None, as_json: bool, accelerators: list[str] |
     """Predict SCENARIO on its simulated accelerator in virtual time: no network, no waiting."""
     scenario = scenario_or_default(scenario_path)
     if accelerators is None:
+        scenario = on_presets(scenario, lambda line: click.echo(line, err=True))
         if prices or slo or capacity or html_path:
             raise click.UsageError("--price, --slo, --capacity and --html go with --accelerators")
         summary = run_prediction(scenario)

@@ -228,8 +228,8 @@ def loaded_files() -> list[Path]:
     return [path for path in _LOADED if path.is_file()]
 
 
-def load_presets(path: Path) -> None:
-    """Add the accelerators and models of a YAML file to the presets.
+def load_presets(path: Path) -> list[str]:
+    """Add the accelerators and models of a YAML file to the presets; returns the accelerators' names.
 
     ```yaml
     accelerators:
@@ -256,6 +256,7 @@ def load_presets(path: Path) -> None:
         MODELS[str(name)] = _build(ModelSpec, str(name), entry, str(path))
     if path.resolve() not in _LOADED:
         _LOADED.append(path.resolve())
+    return [str(name) for name in data.get("accelerators") or {}]
 
 
 def batch_defaults(accelerator: str) -> tuple[int, int]:
