@@ -9,6 +9,7 @@ import click
 from harness import loop as event_loop
 from harness.cli.common import Duration, reports_dir_option, writable_dir
 from harness.cli.errors import guarded
+from harness.cli.grouped import examples
 from harness.gctune import tune_for_timing
 from harness.tools.calibrate import calibrate as run_calibration
 from harness.tools.calibrate import render
@@ -25,7 +26,13 @@ def _levels(ctx: click.Context, param: click.Parameter, value: str) -> list[int]
     return counts
 
 
-@click.command(short_help="This machine's client error and ceiling, against the simulator.")
+_EXAMPLES1 = examples(
+    'harness calibrate',
+    'harness calibrate --levels 1,64,256 --duration 3s',
+)
+
+
+@click.command(short_help="This machine's client error and ceiling, against the simulator.", epilog=_EXAMPLES1)
 @click.option("--levels", default="1,64,256,1024", show_default=True, callback=_levels,
               help="Concurrent streams to try.")
 @click.option("--lockstep-levels", default="", callback=lambda c, p, v: _levels(c, p, v) if v else [],

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from harness.cli.errors import fail, guarded
+from harness.cli.grouped import examples
 from harness.config.units import as_fraction
 from harness.errors import EXIT_NO_VERDICT, EXIT_REGRESSION, EXIT_USAGE
 from harness.report.comparison import (
@@ -62,7 +63,14 @@ def _write(markdown: Path | None, junit: Path | None, text: str, xml: str) -> No
         junit.write_text(xml, encoding="utf-8")
 
 
-@click.command(short_help="Compare two runs (or two sets of repeats): regressions beyond noise and tolerance.")
+_EXAMPLES1 = examples(
+    'harness compare reports/last-week reports/today --tolerance ttft_p99=10%',
+    'harness compare --baseline-from-history 3 reports/today --junit compare.xml',
+)
+
+
+@click.command(short_help="Compare two runs (or two sets of repeats): regressions beyond noise and tolerance.",
+               epilog=_EXAMPLES1)
 @click.argument("sides", nargs=-1, type=click.Path(exists=True, file_okay=False, path_type=Path),
                 metavar="[BASELINE] CURRENT")
 @click.option("--baseline-from-history", "from_history", type=click.IntRange(min=1), metavar="N",

@@ -37,3 +37,8 @@ class GroupedCommand(click.Command):
                 for line in self.examples:  # as typed: a command line is not rewrapped
                     formatter.write(f"{'':>{formatter.current_indent}}{line}\n")
         super().format_epilog(ctx, formatter)
+
+
+def examples(*lines: str) -> str:
+    """A command's epilog: its example command lines, as typed (click's \\b keeps them from being rewrapped)."""
+    return "\b\nExamples:\n" + "\n".join(f"  {line}" for line in lines)

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from harness.cli.errors import guarded
+from harness.cli.grouped import examples
 from harness.report.history import render_history
 from harness.stats.repeats import METRICS
 from harness.tools import history as store
@@ -23,7 +24,13 @@ def history() -> None:
     runs and their trends."""
 
 
-@history.command()
+_EXAMPLES1 = examples(
+    'harness history add reports/20261202T101500Z-nightly',
+    'harness history add reports/20261202T101500Z-nightly --flag "compare: ttft_p99 +40%"',
+)
+
+
+@history.command(epilog=_EXAMPLES1)
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @_DB
 @click.option("--flag", metavar="REASON", help="Flag the runs (e.g. a regression compare found): they are no "
@@ -37,7 +44,12 @@ def add(run_dir: Path, db: Path, flag: str | None) -> None:
                f"{', '.join(ids)}")
 
 
-@history.command()
+_EXAMPLES2 = examples(
+    'harness history accept 20261202T101500Z-nightly',
+)
+
+
+@history.command(epilog=_EXAMPLES2)
 @click.argument("runs", nargs=-1, required=True, metavar="RUN...")
 @_DB
 @guarded
@@ -48,7 +60,13 @@ def accept(runs: tuple[str, ...], db: Path) -> None:
     click.echo(f"accepted {len(ids)} run{'s' * (len(ids) > 1)} as baseline: {', '.join(ids)}")
 
 
-@history.command()
+_EXAMPLES3 = examples(
+    'harness history show',
+    'harness history show --metric ttft_p99 --html history.html',
+)
+
+
+@history.command(epilog=_EXAMPLES3)
 @_DB
 @click.option("--scenario", help="Only this scenario's runs.")
 @click.option("--metric", "metrics", multiple=True, type=click.Choice(METRICS), metavar="M",

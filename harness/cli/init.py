@@ -7,11 +7,17 @@ from pathlib import Path
 import click
 
 from harness.cli.errors import guarded
+from harness.cli.grouped import examples
 from harness.config.template import scenario_template
 from harness.errors import UsageError
 
+_EXAMPLES1 = examples(
+    'harness init my-scenario.yaml --endpoint http://localhost:8000/v1 --model my-model',
+    'harness init',
+)
 
-@click.command(short_help="Write a commented scenario to start from.")
+
+@click.command(short_help="Write a commented scenario to start from.", epilog=_EXAMPLES1)
 @click.argument("path", type=click.Path(path_type=Path, dir_okay=False), default="scenario.yaml")
 @click.option("--endpoint", metavar="URL", help="Put this OpenAI base URL (…/v1) in the scenario.")
 @click.option("--model", help="Put this model name in the scenario.")

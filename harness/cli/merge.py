@@ -7,13 +7,18 @@ from pathlib import Path
 import click
 
 from harness.cli.errors import fail, guarded
+from harness.cli.grouped import examples
 from harness.errors import EXIT_HARNESS
 from harness.report.files import write_run
 from harness.report.merge import merge_shards
 from harness.report.table import print_table
 
+_EXAMPLES1 = examples(
+    'harness merge shard-0/* shard-1/* --out reports/merged',
+)
 
-@click.command(short_help="Join the shards of one run (--shard i/N) into one run directory.")
+
+@click.command(short_help="Join the shards of one run (--shard i/N) into one run directory.", epilog=_EXAMPLES1)
 @click.argument("run_dirs", nargs=-1, required=True, type=click.Path(path_type=Path, file_okay=False, exists=True))
 @click.option("--out", required=True, type=click.Path(path_type=Path, file_okay=False),
               help="The merged run directory to write (records, summary.json, table, report.html).")

@@ -10,6 +10,7 @@ import click
 from harness import loop as event_loop
 from harness.cli.common import on_presets, presets_option, scenario_argument, scenario_or_default
 from harness.cli.errors import guarded
+from harness.cli.grouped import examples
 from harness.config.scenario import SLO
 from harness.report.matrix import matrix_html, render_matrix
 from harness.report.table import print_table
@@ -42,7 +43,14 @@ def _slo(ctx: click.Context, param: click.Parameter, value: str | None) -> SLO |
         raise click.BadParameter(str(exc)) from None
 
 
-@click.command(short_help="A scenario on its simulated accelerator, in virtual time.")
+_EXAMPLES1 = examples(
+    'harness predict scenarios/quickstart.yaml',
+    'harness predict scenarios/choose-accelerator.yaml --accelerators h100-sxm,h200 --price h100-sxm=2.5,h200=3.6 '
+    '--capacity',
+)
+
+
+@click.command(short_help="A scenario on its simulated accelerator, in virtual time.", epilog=_EXAMPLES1)
 @scenario_argument
 @presets_option
 @click.option("--json", "as_json", is_flag=True, help="Print summary.json (or the matrix) instead of the table.")

@@ -8,14 +8,20 @@ from pathlib import Path
 import click
 
 from harness.cli.errors import guarded, warn
+from harness.cli.grouped import examples
 from harness.report.files import write_reports
 from harness.report.html import render_html
 from harness.report.notes import notes
 from harness.report.offline import rebuild
 from harness.report.table import print_table
 
+_EXAMPLES1 = examples(
+    'harness report reports/20261202T101500Z-quickstart',
+    'harness report reports/20261202T101500Z-quickstart --write',
+)
 
-@click.command(short_help="Rebuild a run's summary, table and report from its records.")
+
+@click.command(short_help="Rebuild a run's summary, table and report from its records.", epilog=_EXAMPLES1)
 @click.argument("run_dir", type=click.Path(path_type=Path, file_okay=False, exists=True))
 @click.option("--write/--no-write", default=None,
               help="Rewrite the run's summary.json and report.html (default: only when the run left none).")

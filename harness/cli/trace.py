@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from harness.cli.errors import guarded
+from harness.cli.grouped import examples
 from harness.workload.traces import read_trace
 
 
@@ -20,7 +21,12 @@ _format_option = click.option("--format", "fmt", type=click.Choice(["azure", "mo
                               default=None, help="Default: recognised from the first line.")
 
 
-@trace.command("inspect")
+_EXAMPLES1 = examples(
+    'harness trace inspect scenarios/traces/AzureLLMInferenceTrace_conv.csv.gz --png arrivals.png',
+)
+
+
+@trace.command("inspect", epilog=_EXAMPLES1)
 @click.argument("path", type=click.Path(path_type=Path, dir_okay=False, exists=True))
 @_format_option
 @click.option("--skip-bad-rows", is_flag=True, help="Skip and count unreadable rows instead of stopping.")
@@ -49,7 +55,12 @@ def trace_inspect(path: Path, fmt: str | None, skip_bad_rows: bool, as_json: boo
         click.echo(f"  skipped {stats['skipped']}")
 
 
-@trace.command("convert")
+_EXAMPLES2 = examples(
+    'harness trace convert scenarios/traces/mooncake_conversation_trace.jsonl.gz mooncake.csv',
+)
+
+
+@trace.command("convert", epilog=_EXAMPLES2)
 @click.argument("source", type=click.Path(path_type=Path, dir_okay=False, exists=True))
 @click.argument("target", type=click.Path(path_type=Path, dir_okay=False))
 @_format_option

@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from harness.cli.errors import guarded
+from harness.cli.grouped import examples
 from harness.tools.twin import fit_runs, known_model, load_twin, validate_run
 
 _run_dir = click.Path(path_type=Path, file_okay=False, exists=True)
@@ -26,7 +27,12 @@ def _print_validation(rows: list[dict[str, Any]]) -> None:
         click.echo(f"{where:<44} {r['figure']:<16} {num(r['measured']):>10} {num(r['predicted']):>10} {error:>8}")
 
 
-@click.command("fit", short_help="Fit the simulator's step times to measured runs of one endpoint.")
+_EXAMPLES1 = examples(
+    'harness sim fit runs/rate-4/* runs/rate-16/* --out staging.yaml',
+)
+
+
+@click.command("fit", short_help="Fit the simulator's step times to measured runs of one endpoint.", epilog=_EXAMPLES1)
 @click.argument("run_dirs", nargs=-1, required=True, type=_run_dir)
 @click.option("--out", "out", required=True, type=click.Path(path_type=Path, dir_okay=False),
               help="The preset file to write (use with --presets on sim serve, predict, search).")
@@ -54,7 +60,13 @@ def fit_cmd(run_dirs: tuple[Path, ...], out: Path, name: str, model: str | None,
     _print_validation(rows)
 
 
-@click.command("validate", short_help="Replay a run on a fitted preset and compare with what it measured.")
+_EXAMPLES2 = examples(
+    'harness sim validate staging.yaml runs/rate-10/*',
+)
+
+
+@click.command("validate", short_help="Replay a run on a fitted preset and compare with what it measured.",
+               epilog=_EXAMPLES2)
 @click.argument("preset", type=click.Path(path_type=Path, dir_okay=False, exists=True))
 @click.argument("run_dirs", nargs=-1, required=True, type=_run_dir)
 @click.option("--accelerator", help="The preset's accelerator (default: its only fitted one).")

@@ -115,7 +115,8 @@ def simulator_config(options: dict[str, Any]) -> SimulatorConfig:
         raise click.BadParameter(str(err["msg"]).removeprefix("Value error, "), param_hint=_flag(name)) from None
 
 
-@sim.command("serve")
+@sim.command("serve", epilog="\b\nExamples:\n  harness sim serve --port 8000\n  harness sim serve --accelerator h200 "
+             "--model llama-3.1-70b --tp 2 --stream-writes token")
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535),
               help="0 picks a free port; the URL is printed as JSON on the first line of stdout.")
