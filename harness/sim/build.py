@@ -54,4 +54,5 @@ def build_engine(cfg: SimulatorConfig) -> Engine:
     perf, kv_tokens = perf_model(cfg)
     return Engine(perf, EngineConfig(max_num_seqs=cfg.max_num_seqs, max_num_batched_tokens=cfg.max_num_batched_tokens,
                                      kv_blocks=kv_tokens // 16, prefix_caching=cfg.prefix_caching,
-                                     noise_sigma=cfg.noise_sigma, seed=cfg.seed, compat=cfg.scheduler_compat))
+                                     noise_sigma=cfg.noise_sigma, seed=cfg.seed, compat=cfg.scheduler_compat,
+                                     async_scheduling=cfg.async_scheduling))

@@ -35,6 +35,8 @@ class EngineConfig:
     noise_sigma: float = 0.03  # multiplicative, lognormal
     seed: int = 0
     compat: Compat = "0.33"
+    # vLLM 0.33 schedules step n+1 while step n runs: a request arriving during step n joins step n+2.
+    async_scheduling: bool = False
 
 
 @dataclass(eq=False, slots=True)
@@ -129,6 +131,7 @@ class Engine:
         self.stress = Stress()
         self.peaks = model.peaks
         self._rng = np.random.default_rng(config.seed)
+        self._last: tuple[int, int] | None = None  # the last step's start and planned end
 
     def add(self, req: SimRequest) -> None:
         self.waiting.append(req)
@@ -168,7 +171,10 @@ class Engine:
             i += 1
         if self.num_preemptions > preemptions and self.current:
             budget = 0  # vLLM 0.33 admits no one in a step that had to preempt
+        cutoff = self._cutoff(now_ns, bool(work))
         while self.waiting and budget > 0 and len(self.running) < self.config.max_num_seqs:
+            if self.waiting[0].arrival_ns > cutoff:
+                break
             n = self._admit(self.waiting[0], budget, now_ns)
             if n == 0:
                 break
@@ -176,7 +182,19 @@ class Engine:
             budget -= n
         load = self._load(work)
         cost = self.model.step_cost(load)
-        return Step(work, load, self._duration_ns(cost.seconds), cost)
+        step = Step(work, load, self._duration_ns(cost.seconds), cost)
+        self._last = (now_ns, now_ns + step.duration_ns) if work else None
+        return step
+
+    def _cutoff(self, now_ns: int, busy: bool) -> int:
+        """The latest arrival this step can admit. With async scheduling, a step that follows the last one back to
+        back was scheduled when the last one began (vLLM's engine core schedules one step ahead), so only what had
+        arrived by then; after an idle engine, or with nothing else to run (the step scheduled ahead was empty), all
+        that has arrived."""
+        last = self._last
+        if self.config.async_scheduling and busy and last is not None and now_ns <= last[1]:
+            return last[0]
+        return now_ns
 
     def _admit(self, req: SimRequest, budget: int, now_ns: int) -> int:
         """Move the head of the queue into the batch with its first chunk; 0 when it does not fit yet.

@@ -129,3 +129,29 @@ def test_hits_never_exceed_queries_when_a_shared_prefix_thrashes() -> None:
     assert eng.num_preemptions > 0
     assert 0 < eng.pool.hit_tokens <= eng.pool.query_tokens == 96 * 1499
     assert all(len(r.token_ns) == 300 for r in reqs)
+
+
+def _first_token_ms(arrival_ms: float, async_scheduling: bool) -> tuple[float, float]:
+    """A long decode running from 0; a second request arriving at `arrival_ms`. Its TTFT, and one decode step."""
+    runner = SimRequest("runner", 64, 400, 0)
+    late = SimRequest("late", 64, 4, int(arrival_ms * 1e6))
+    eng = engine(async_scheduling=async_scheduling)
+    run_virtual(eng, [runner, late])
+    step = (runner.token_ns[20] - runner.token_ns[10]) / 10
+    return (late.token_ns[0] - late.arrival_ns) / 1e6, step / 1e6
+
+
+def test_with_async_scheduling_an_arrival_during_a_busy_step_joins_the_step_after_next() -> None:
+    """vLLM 0.33 schedules step n+1 as step n starts: a request arriving during step n is first scheduled into
+    n+2, its first token one step later than without async scheduling (0.11, `--no-async-scheduling`)."""
+    for arrival_ms in (40.3, 75.1, 120.7):  # mid-step, while the runner decodes
+        on, step_ms = _first_token_ms(arrival_ms, True)
+        off, _ = _first_token_ms(arrival_ms, False)
+        assert on - off == pytest.approx(step_ms, rel=0.35), (arrival_ms, on, off, step_ms)
+
+
+def test_an_arrival_at_an_idle_engine_is_scheduled_at_once_either_way() -> None:
+    late = {a: SimRequest("idle", 64, 4, 5_000_000) for a in (True, False)}
+    for on, req in late.items():
+        run_virtual(engine(async_scheduling=on), [req])
+    assert late[True].token_ns == late[False].token_ns
