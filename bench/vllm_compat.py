@@ -1,16 +1,22 @@
-"""Before and after issue 17: the experiments it quotes, run through the simulator's engine in virtual time.
+"""Before and after: the experiments issues 17 and 32 quote, run through the simulator's engine in virtual time.
 
 "before" is the simulator as it was: vLLM 0.11's scheduling rules (`scheduler_compat: "0.11"`, which also
 turns async scheduling off) and 256 sequences / 8,192 tokens on every device. "after" is the default:
 vLLM 0.33's rules and its batch defaults for the device. Both take the KV capacity of the current memory
 model, so the figures differ only by what the scheduler does. No network; about two minutes.
 
-    python bench/vllm_compat.py [--mooncake-requests 3000]
+`--only lookahead`: issue 32's experiments alone — async scheduling's lookahead off ("before": an arrival during
+a step joins the next one) and on ("after", vLLM 0.33: the one after next), all else equal; and the step-time
+overlap itself (host time hidden under the device's, or added to it) at a small and a large batch, beside the
+public figures it can be held to.
+
+    python bench/vllm_compat.py [--mooncake-requests 3000] [--only lookahead]
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import itertools
 import time
 from collections.abc import Callable
@@ -128,13 +134,54 @@ def async_overlap(era: str) -> list[Row]:
     return [("256 closed-loop users, H100, 256 sequences either way: output tokens/s", era, f"{rate:,.0f}", "")]
 
 
+def _lookahead(era: str, **kw: object) -> Engine:
+    engine = build_engine(config("after", **kw))
+    return Engine(engine.model, dataclasses.replace(engine.config, async_scheduling=era == "after"))
+
+
+def poisson(engine: Engine, rate: float, prompt: int, out: int, n: int, seed: int = 7) -> float:
+    """`n` Poisson arrivals at `rate` req/s: TTFT p50 in ms."""
+    at = np.cumsum(np.random.default_rng(seed).exponential(1 / rate, n)) * 1e9
+    reqs = [SimRequest(str(i), prompt, out, int(t)) for i, t in enumerate(at)]
+    run_virtual(engine, reqs)
+    return float(np.median([r.token_ns[0] - r.arrival_ns for r in reqs])) / 1e6
+
+
+def lookahead(era: str) -> list[Row]:
+    label = {"before": "lookahead off", "after": "lookahead on"}[era]
+    ttft, rate = closed_loop(_lookahead(era), 768, 128, 256, 60)
+    rows = [("768 closed-loop users, 128 in / 256 out, H100: TTFT p50", label, f"{ttft * 1e3:,.0f} ms",
+             f"{rate:,.0f} output tokens/s")]
+    for r in (8, 20):
+        rows.append((f"Poisson {r} req/s, 1,024 in / 256 out, Llama-3.1-8B on H100: TTFT p50", label,
+                     f"{poisson(_lookahead(era), r, 1024, 256, 600):,.1f} ms", ""))
+    ttft70 = poisson(_lookahead(era, model="llama-3.1-70b", tp=2), 1, 1024, 256, 120)
+    rows.append(("Poisson 1 req/s, 1,024 in / 256 out, Llama-3.1-70B tp 2 on H100: TTFT p50", label,
+                 f"{ttft70:,.1f} ms", ""))
+    return rows
+
+
+def overlap(era: str) -> list[Row]:
+    """Output tokens/s with the host's step time added (before) or hidden under the device's (after)."""
+    rows = []
+    for users, what in ((3, "3 users (a small batch)"), (256, "256 users (a full batch)")):
+        cfg = {"model": "llama-3.1-8b", "dtype": "fp8", "async_scheduling": era == "after", "max_num_seqs": 256}
+        _, rate = closed_loop(build_engine(config("after", **cfg)), users, 230, 120, 30)
+        rows.append((f"Llama-3.1-8B fp8 on H100, {what}, 230 in / 120 out: output tokens/s",
+                     "async off" if era == "before" else "async on", f"{rate:,.0f}", ""))
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mooncake-requests", type=int, default=3000)
+    parser.add_argument("--only", choices=["lookahead"], help="only issue 32's experiments")
     args = parser.parse_args()
     experiments: list[Callable[[str], list[Row]]] = [
         many_users, long_prompt, lambda era: mooncake(era, args.mooncake_requests), kv_pressure, shared_burst,
-        async_overlap]
+        async_overlap, lookahead, overlap]
+    if args.only == "lookahead":
+        experiments = [lookahead, overlap]
     print("| experiment | simulator | value | detail |\n|---|---|---|---|")
     for experiment in experiments:
         start = time.perf_counter()
