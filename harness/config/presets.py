@@ -38,17 +38,22 @@ class Accelerator:
 
 @dataclass(frozen=True, slots=True)
 class AsicAccelerator:
-    """An SRAM-based inference chip, described by what it measurably does rather than by a roofline.
+    """An SRAM-based inference system, described by what its maker reports rather than by a roofline.
 
-    Weights stay on chip, so a decode step costs about the same whatever the batch: the step time
-    is a per-token latency (per billion active parameters) that grows only slightly per sequence.
+    One *device* is what is bought and priced as one (a system: `chips` chips and `memory_gb` of on-chip memory
+    between them); a model takes as many devices as its weights fill, and what they leave holds the KV cache.
+    Weights stay on chip, so a decode step costs about the same whatever the batch: a per-token latency
+    (`decode_ms` plus `decode_ms_per_b_params` per billion active parameters) growing slightly per sequence.
     """
 
     name: str
-    decode_ms_per_b_params: float  # decode step latency at batch 1, per billion active parameters
+    decode_ms_per_b_params: float  # decode step latency at batch 1, per billion active parameters …
     growth_per_seq: float  # relative step-time growth per extra running sequence
     prefill_tokens_per_s_8b: float  # prefill throughput for an 8B-active-parameter model
-    memory_gb: float  # aggregate memory for KV across the chips serving the model
+    memory_gb: float  # on-chip memory of one device, weights and KV cache together
+    decode_ms: float = 0.0  # … plus this, whatever the model
+    chips: int = 1  # chips in one device
+    device: str = "system"  # what one device is, for the tables
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,8 +142,12 @@ ACCELERATORS: dict[str, Device] = {
         Accelerator("h200", 989, 4.8, 141, fp8_tflops=1979, reported_gib=139.8),
         Accelerator("b200", 2250, 8.0, 180, fp8_tflops=4500, reported_gib=178.4),
         Accelerator("mi300x", 1307, 5.3, 192, fp8_tflops=2615, reported_gib=191.98),
-        AsicAccelerator("sram-asic", decode_ms_per_b_params=0.25, growth_per_seq=0.002,
-                        prefill_tokens_per_s_8b=40_000, memory_gb=1000),
+        # Cerebras CS-3: one WSE-3 wafer with 44 GB of SRAM (Cerebras' WSE-3 specifications, March 2024);
+        # per-stream decode fitted to the speeds Cerebras Inference reported at launch (2024-08-27): 1,800
+        # tokens/s for Llama-3.1-8B and 450 for Llama-3.1-70B, which it served on four CS-3 systems (as the
+        # weights require here). growth_per_seq and the prefill rate are not published: assumptions.
+        AsicAccelerator("cerebras-cs3", decode_ms_per_b_params=0.0269, decode_ms=0.354, growth_per_seq=0.002,
+                        prefill_tokens_per_s_8b=40_000, memory_gb=44, chips=1, device="CS-3 system (one wafer)"),
     )
 }
 
@@ -261,11 +270,14 @@ def load_presets(path: Path) -> list[str]:
 
 def batch_defaults(accelerator: str) -> tuple[int, int]:
     """(max_num_seqs, max_num_batched_tokens) as vLLM 0.33 picks them for the device when not given
-    (`vllm/engine/arg_utils.py`, `get_batch_defaults`, OpenAI server): A100 256 / 2,048; devices of 160 GiB or
-    more (B200, MI300X) 1,024 / 16,384; H100, H200 and the rest (a fitted device too) 1,024 / 8,192."""
+    (`vllm/engine/arg_utils.py`, `get_batch_defaults`, OpenAI server), by the memory the driver reports: under
+    70 GiB, and any A100, 256 / 2,048; 160 GiB or more (B200, MI300X) 1,024 / 16,384; between (H100, H200)
+    1,024 / 8,192. Custom GPUs follow the same table; a fitted twin or an SRAM system (not vLLM's) the middle."""
     device = ACCELERATORS[accelerator]
-    if accelerator.startswith("a100"):
+    if not isinstance(device, Accelerator):
+        return 1024, 8192
+    if "a100" in accelerator.lower() or device.reported_bytes < 70 * 2**30:
         return 256, 2048
-    if not isinstance(device, FittedAccelerator) and device.memory_gb * 1e9 >= 160 * 2**30:
+    if device.reported_bytes >= 160 * 2**30:
         return 1024, 16384
     return 1024, 8192

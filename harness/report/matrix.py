@@ -34,7 +34,7 @@ def _capacity(column: Mapping[str, Any], _: Mapping[str, Any]) -> str:
 
 
 COLUMNS: list[Column] = [
-    ("tp", lambda c, r: str(c["tp"])),
+    ("devices", lambda c, r: f"{c['tp']}{'*' if c.get('needs') else ''}"),
     ("output tok/s", lambda c, r: f"{r['output_tokens_per_s']:,.0f}"),
     ("TTFT p99 ms", lambda c, r: _num(r["ttft_p99_ms"], ",.1f")),
     ("ITL p50 ms", lambda c, r: _num(r["itl_p50_ms"], ".1f")),
@@ -55,7 +55,7 @@ def phase_table(result: Mapping[str, Any], phase: str) -> Table:
         table.add_column(name, justify="right")
     for column in result["columns"]:
         if not column["fits"]:
-            table.add_row(column["accelerator"], "does not fit up to tp 8", *("" for _ in cols[1:]))
+            table.add_row(column["accelerator"], "does not fit on up to 8", *("" for _ in cols[1:]))
             continue
         row = column["phases"].get(phase)
         if row is not None:
@@ -86,11 +86,26 @@ def sentences(result: Mapping[str, Any]) -> list[str]:
         stress = "" if row["memory_bound_share"] is None else (
             f" Its steps there are {row['memory_bound_share']:.0%} memory-bound (MBU {_num(row['mbu'], '.0%')}).")
         lines.append(f"For {phase} ({result['phase_kinds'][phase]}), choose {choice['accelerator']} "
-                     f"(tp {column['tp']}): {_BY[choice['by']]}, {figure}{after}.{stress}")
+                     f"({_devices(column)}): {_BY[choice['by']]}, {figure}{after}.{stress}")
     unfit = [c["accelerator"] for c in result["columns"] if not c["fits"]]
     if unfit:
-        lines.append(f"Cannot hold the model up to tp 8: {', '.join(unfit)}.")
-    return lines
+        lines.append(f"Cannot hold the model (weights, and a KV cache for one request of its max_model_len, as "
+                     f"vLLM requires to start) on up to 8 devices: {', '.join(unfit)}.")
+    return lines + _footnotes(result)
+
+
+def _devices(column: Mapping[str, Any]) -> str:
+    n, device = column["tp"], column.get("device", "GPU")
+    return f"{n} × {device}" + (f", tp {n}" if device == "GPU" and n > 1 else "")
+
+
+def _footnotes(result: Mapping[str, Any]) -> list[str]:
+    """What a row's devices are when not GPUs, what a price is per, and what a starred row depends on."""
+    out = [f"{c['accelerator']}: one device is a {c['device']}; a row prices {c['tp']} of them."
+           for c in result["columns"] if c.get("fits") and c.get("device", "GPU") != "GPU"]
+    out += [f"* {c['accelerator']} fits on {c['tp']} only with the scenario's {c['needs']} (vLLM's defaults would "
+            "refuse to start it there)." for c in result["columns"] if c.get("fits") and c.get("needs")]
+    return out
 
 
 def render_matrix(result: Mapping[str, Any], advice: bool = True) -> str:

@@ -5,17 +5,19 @@ Shared by the server and `harness predict`, so the two refuse and shorten the sa
 
 from __future__ import annotations
 
+import math
+
 from harness.config.presets import MODELS
 from harness.config.simulator import SimulatorConfig
 from harness.sim.engine import Engine, EngineConfig
-from harness.sim.perfmodel import Budget, PerformanceModel, build_model
+from harness.sim.perfmodel import AsicModel, Budget, PerformanceModel, build_model
 from harness.sim.requests import ParsedRequest
 
 
-def model_context(cfg: SimulatorConfig, engine: Engine) -> int:
-    """The longest context the server accepts: the model's, and, as vLLM does, never more than the KV cache
-    could hold on its own."""
-    return min(cfg.max_model_len or MODELS[cfg.model].max_model_len, engine.pool.total * 16)
+def model_context(cfg: SimulatorConfig) -> int:
+    """The longest context the server accepts: `max_model_len`, or the model's (`fit_problem` has refused a
+    configuration whose KV cache could not hold it, as vLLM refuses to start)."""
+    return cfg.max_model_len or MODELS[cfg.model].max_model_len
 
 
 def context_problem(max_model_len: int, parsed: ParsedRequest) -> str | None:
@@ -34,13 +36,28 @@ def context_problem(max_model_len: int, parsed: ParsedRequest) -> str | None:
 
 
 def fit_problem(cfg: SimulatorConfig) -> str | None:
-    """Why this accelerator cannot serve this model at all (its weights leave no room for a KV cache), or None."""
+    """Why vLLM would not start this model on this accelerator, or None: its weights leave no room for a KV
+    cache, or the KV cache cannot hold one request of the model's context (vLLM's `check_enough_kv_cache_memory`,
+    whose advice on max_model_len this repeats)."""
     if cfg.timing == "fixed":
         return None  # no memory model in fixed timing
-    if perf_model(cfg)[1] >= 16:  # one KV block
-        return None
-    return (f"{cfg.model} in {cfg.dtype} leaves no memory for a KV cache on {cfg.tp} × {cfg.accelerator} "
-            f"(gpu_memory_utilization {cfg.gpu_memory_utilization}): raise tp, use fp8, or a larger accelerator")
+    perf, kv = perf_model(cfg)
+    where = f"{cfg.tp} × {cfg.accelerator} (gpu_memory_utilization {cfg.gpu_memory_utilization})"
+    if kv < 16:  # one KV block
+        if isinstance(perf, AsicModel):
+            a, each = perf.accelerator, perf.accelerator.memory_gb * cfg.gpu_memory_utilization
+            need = max(cfg.tp + 1, math.ceil((perf.weight_bytes / 1e9 + 1) / each))
+            return (f"{cfg.model}'s weights ({perf.weight_bytes / 1e9:,.0f} GB in {cfg.dtype}) do not fit {where}, "
+                    f"{a.memory_gb:g} GB each ({a.device}): it needs {need} (tp: {need}) or more")
+        return (f"{cfg.model} in {cfg.dtype} leaves no memory for a KV cache on {where}: raise tp, use fp8, or a "
+                "larger accelerator")
+    context = model_context(cfg)
+    if kv < context:
+        return (f"the model's max seq len ({context:,}) is larger than the maximum number of tokens that can be stored "
+                f"in KV cache ({kv:,}) on {where}, so vLLM refuses to start; based on the available memory, the "
+                f"estimated maximum model length is {kv:,}: set simulator.max_model_len (vLLM's --max-model-len) "
+                "to at most that, raise tp, or use a larger accelerator")
+    return None
 
 
 def perf_model(cfg: SimulatorConfig) -> tuple[PerformanceModel, int]:

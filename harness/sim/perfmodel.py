@@ -154,6 +154,8 @@ class RooflineModel:
 class AsicModel:
     accelerator: AsicAccelerator
     model: ModelSpec
+    dtype: Dtype = "bf16"
+    devices: int = 1  # systems serving the model together (the simulator's `tp`)
 
     peaks = None  # weights in SRAM: no memory roofline to measure against
 
@@ -163,13 +165,19 @@ class AsicModel:
     def step_seconds(self, load: StepLoad) -> float:
         a = self.accelerator
         active_b = self.model.active_params / 1e9
-        decode = a.decode_ms_per_b_params * active_b / 1e3 * (1 + a.growth_per_seq * max(load.seqs - 1, 0))
+        decode = ((a.decode_ms + a.decode_ms_per_b_params * active_b) / 1e3
+                  * (1 + a.growth_per_seq * max(load.seqs - 1, 0)))
         prefill_rate = a.prefill_tokens_per_s_8b * 8 / active_b
         return decode + (load.tokens - load.decodes) / prefill_rate
 
+    @property
+    def weight_bytes(self) -> float:
+        return self.model.params_b * 1e9 * (1 if self.dtype == "fp8" else 2)
+
     def kv_capacity_tokens(self, gpu_memory_utilization: float = 0.9, budget: Budget = Budget()) -> int:
-        free = self.accelerator.memory_gb * 1e9 * gpu_memory_utilization
-        return int(free / self.model.kv_bytes_per_token(KV_DTYPE_BYTES))
+        """What the devices' memory leaves once the weights are in it (none: the weights do not fit)."""
+        free = self.devices * self.accelerator.memory_gb * 1e9 * gpu_memory_utilization - self.weight_bytes
+        return max(0, int(free / self.model.kv_bytes_per_token(KV_DTYPE_BYTES)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,7 +203,7 @@ def build_model(accelerator: str, model: str, dtype: Dtype = "bf16", tp: int = 1
                 async_scheduling: bool = True) -> PerformanceModel:
     acc, spec = ACCELERATORS[accelerator], MODELS[model]
     if isinstance(acc, AsicAccelerator):
-        return AsicModel(acc, spec)
+        return AsicModel(acc, spec, dtype, tp)
     if isinstance(acc, FittedAccelerator):
         return FittedModel(acc)
     return RooflineModel(acc, spec, dtype, tp, FP8_PARAMS if dtype == "fp8" else RooflineParams(), async_scheduling)

@@ -48,7 +48,7 @@ class SimServer:
                                             self.clock, self._observe_lateness, cfg.stream_writes == "token")
         else:
             engine = build_engine(cfg)
-            self.max_model_len = model_context(cfg, engine)
+            self.max_model_len = model_context(cfg)
             self.driver = StepDriver(engine, self.clock, self._observe_lateness)
         self.faults = FaultInjector(cfg.faults)
         self.ground_truth: OrderedDict[str, SimRequest] = OrderedDict()

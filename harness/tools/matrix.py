@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from harness.config.load import BatchLoad
-from harness.config.presets import ACCELERATORS, batch_defaults
+from harness.config.presets import ACCELERATORS, AsicAccelerator, batch_defaults
 from harness.config.scenario import SLO, Scenario
 from harness.config.simulator import SimulatorConfig
 from harness.errors import ScenarioError
@@ -29,12 +29,15 @@ CAPACITY = {"goodput": 0.95, "low": 0.5, "high": 64.0, "duration_s": 20.0, "step
 
 
 def on_accelerator(scenario: Scenario, accelerator: str, slo: SLO) -> Scenario | None:
-    """The scenario on `accelerator`, or None when no tensor parallelism up to 8 holds its model."""
+    """The scenario on `accelerator`, or None when no tensor parallelism (number of devices) up to 8 holds its
+    model as vLLM would start it: its weights, and a KV cache that holds one request of its max_model_len."""
     sim = scenario.simulator
     data = sim.model_dump(mode="json")
     if (sim.max_num_seqs, sim.max_num_batched_tokens) == batch_defaults(sim.accelerator):
         del data["max_num_seqs"], data["max_num_batched_tokens"]  # the device's defaults follow the device
-    for tp in TP_CHOICES:
+    # GPUs split a model's heads: 1, 2, 4 or 8 of them; SRAM systems hold a share of the layers each: any number.
+    choices = range(1, 9) if isinstance(ACCELERATORS[accelerator], AsicAccelerator) else TP_CHOICES
+    for tp in choices:
         cfg = SimulatorConfig.model_validate({**data, "accelerator": accelerator, "tp": tp})
         try:
             check_fits(cfg)
@@ -42,6 +45,26 @@ def on_accelerator(scenario: Scenario, accelerator: str, slo: SLO) -> Scenario |
             continue
         return scenario.model_copy(update={"simulator": cfg, "slo": slo})
     return None
+
+
+def needs(cfg: SimulatorConfig) -> str | None:
+    """The scenario's own setting this configuration fits only with (vLLM's defaults would refuse it), or None."""
+    if cfg.max_model_len is None and cfg.gpu_memory_utilization <= 0.9:
+        return None
+    default = cfg.model_copy(update={"max_model_len": None, "gpu_memory_utilization": 0.9})
+    try:
+        check_fits(default)
+    except ScenarioError:
+        set_ = [f"max_model_len {cfg.max_model_len:,}" if cfg.max_model_len is not None else "",
+                f"gpu_memory_utilization {cfg.gpu_memory_utilization:g}" if cfg.gpu_memory_utilization > 0.9 else ""]
+        return ", ".join(s for s in set_ if s)
+    return None
+
+
+def device_label(accelerator: str) -> str:
+    """What one device of `accelerator` is: a GPU, or a system of chips (an SRAM preset)."""
+    acc = ACCELERATORS[accelerator]
+    return acc.device if isinstance(acc, AsicAccelerator) else "GPU"
 
 
 def _phase_row(phase: dict[str, Any], kind: str, price: float | None, tp: int) -> dict[str, Any]:
@@ -93,7 +116,7 @@ async def accelerator_matrix(scenario: Scenario, accelerators: Sequence[str], pr
         tp, price = moved.simulator.tp, prices.get(name)
         phases = {p["name"]: _phase_row(p, kinds[p["name"]], price, tp) for p in summary["phases"]}
         column: dict[str, Any] = {"accelerator": name, "fits": True, "tp": tp, "price_per_hour": price,
-                                  "phases": phases}
+                                  "device": device_label(name), "needs": needs(moved.simulator), "phases": phases}
         if capacity:
             column["capacity"] = await _capacity(moved, slo)
         columns.append(column)

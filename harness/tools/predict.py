@@ -118,7 +118,7 @@ def _reporter(events: RequestEvents, first: asyncio.Future[None], finished: asyn
 async def _phases(scenario: Scenario, clock: FakeClock) -> list[PhaseRun]:
     engine = build_engine(scenario.simulator)
     driver = StepDriver(engine, clock, settle=clock.end_of_instant)
-    backend = EngineBackend(driver, clock, scenario, model_context(scenario.simulator, engine))
+    backend = EngineBackend(driver, clock, scenario, model_context(scenario.simulator))
     dispatcher = Dispatcher(backend, clock, _discard)
     driving = asyncio.ensure_future(driver.run())
     text = text_maker(scenario)

@@ -25,6 +25,24 @@ def test_each_device_gets_vllms_defaults_unless_given(accelerator: str, seqs: in
     assert SimulatorConfig.model_validate_json(cfg.model_dump_json()) == cfg
 
 
+@pytest.mark.parametrize(("memory_gb", "seqs", "tokens"), [
+    (24, 256, 2048), (48, 256, 2048), (40, 256, 2048),  # L4 / A10G, L40S, A100-40G: under 70 GiB
+    (96, 1024, 8192), (192, 1024, 16384),
+])
+def test_a_custom_gpu_gets_the_defaults_vllm_gives_its_memory(tmp_path, memory_gb: int, seqs: int,
+                                                              tokens: int) -> None:
+    from harness.config.presets import load_presets
+
+    path = tmp_path / "gpu.yaml"
+    path.write_text(f"accelerators:\n  my-gpu-{memory_gb}: {{tflops: 300, hbm_tbps: 1.0, memory_gb: {memory_gb}}}\n")
+    load_presets(path)
+    try:
+        cfg = SimulatorConfig(accelerator=f"my-gpu-{memory_gb}")
+        assert (cfg.max_num_seqs, cfg.max_num_batched_tokens) == (seqs, tokens)
+    finally:
+        ACCELERATORS.pop(f"my-gpu-{memory_gb}")
+
+
 def test_every_preset_has_defaults() -> None:
     assert all(min(batch_defaults(a)) > 0 for a in ACCELERATORS)
 

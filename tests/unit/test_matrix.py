@@ -32,7 +32,7 @@ def scenario(**changes: Any) -> Scenario:
 
 
 def test_the_matrix_of_a_fixed_seed_scenario_matches_its_golden_file() -> None:
-    result = asyncio.run(accelerator_matrix(scenario(), ["a100-80g", "h100-sxm", "b200", "sram-asic"], PRICES,
+    result = asyncio.run(accelerator_matrix(scenario(), ["a100-80g", "h100-sxm", "b200", "cerebras-cs3"], PRICES,
                                             scenario().slo))
     text = render_matrix(result)
     if os.environ.get("UPDATE_GOLDEN"):
@@ -52,9 +52,10 @@ def test_the_matrix_of_a_fixed_seed_scenario_matches_its_golden_file() -> None:
 def test_each_accelerator_gets_its_own_batch_defaults_and_the_smallest_tp_that_holds_the_model() -> None:
     base = scenario(simulator={"accelerator": "h100-sxm", "model": "llama-3.1-70b", "tp": 4})
     a100 = on_accelerator(base, "a100-80g", SLO())
-    assert a100 is not None and (a100.simulator.tp, a100.simulator.max_num_seqs) == (2, 256)
+    # Two A100s hold the weights but a KV cache of ~27k tokens, short of one 128k request: vLLM would not start.
+    assert a100 is not None and (a100.simulator.tp, a100.simulator.max_num_seqs) == (4, 256)
     b200 = on_accelerator(base, "b200", SLO(ttft_ms=1))
-    assert b200 is not None and (b200.simulator.tp, b200.simulator.max_num_batched_tokens) == (1, 16384)
+    assert b200 is not None and (b200.simulator.tp, b200.simulator.max_num_batched_tokens) == (2, 16384)
     assert b200.slo == SLO(ttft_ms=1)
     # Values the scenario chose itself stay.
     chosen = scenario(simulator={"accelerator": "h100-sxm", "model": "llama-3.1-8b", "max_num_seqs": 48})
@@ -111,3 +112,24 @@ def test_the_matrix_says_which_accelerator_it_is_predicting(tmp_path: Path) -> N
     assert result.exit_code == 0, result.output
     assert "predicting 1/2: h100-sxm…" in result.stderr and "predicting 2/2: b200…" in result.stderr
     assert "predicting" not in result.stdout  # the matrix itself stays clean for a pipe
+
+
+def test_a_row_stands_for_the_devices_it_needs_and_pays_for_each() -> None:
+    """70B on CS-3 systems: weights and a 128k-token KV cache need five; a row prices five. On H100 with the
+    scenario's own max_model_len two hold it, which vLLM's defaults would refuse: the row says so."""
+    base = scenario(simulator={"accelerator": "h100-sxm", "model": "llama-3.1-70b", "tp": 4})
+    prices = {"cerebras-cs3": 100.0, "h100-sxm": 2.5}
+    result = asyncio.run(accelerator_matrix(base, ["cerebras-cs3", "h100-sxm"], prices, base.slo))
+    cs3, h100 = result["columns"]
+    assert (cs3["tp"], cs3["device"], cs3["needs"]) == (5, "CS-3 system (one wafer)", None)
+    assert (h100["tp"], h100["device"], h100["needs"]) == (4, "GPU", None)
+    row = cs3["phases"]["bulk"]
+    assert row["cost_per_m_tokens"] == pytest.approx(100.0 * 5 / 3600 / row["good_tokens_per_s"] * 1e6)
+    text = render_matrix(result)
+    assert "(5 × CS-3 system (one wafer))" in text or "cerebras-cs3: one device is a CS-3 system" in text
+    short = scenario(simulator={"accelerator": "h100-sxm", "model": "llama-3.1-70b", "tp": 4, "max_model_len": 16384})
+    marked = asyncio.run(accelerator_matrix(short, ["h100-sxm"], {}, short.slo))
+    (column,) = marked["columns"]
+    assert (column["tp"], column["needs"]) == (2, "max_model_len 16,384")
+    shown = render_matrix(marked)
+    assert " 2* " in shown and "* h100-sxm fits on 2 only with the scenario's max_model_len 16,384" in shown

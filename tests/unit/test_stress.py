@@ -67,7 +67,7 @@ def test_tensor_parallel_peaks_are_the_ranks_together_and_an_asic_has_none() -> 
     assert tp2.peaks == (2 * 3.35e12, 2 * 989e12)
     fp8 = build_model("h100-sxm", "llama-3.1-8b", "fp8")
     assert fp8.peaks == (3.35e12, 1979e12)
-    asic = build_model("sram-asic", "llama-3.1-8b")
+    asic = build_model("cerebras-cs3", "llama-3.1-8b")
     eng = Engine(asic, EngineConfig(kv_blocks=1000, noise_sigma=0.0))
     eng.add(SimRequest("r", 64, 2, 0))
     step = eng.schedule(0)
