@@ -64,7 +64,9 @@ class SimulatorConfig(_Strict):
         "0.33", description="the vLLM scheduler followed; 0.11: its older rules (docs/vllm.md)")
     async_scheduling: bool = Field(True, description="overlap the host's step preparation with the device's "
                                                      "work, as vLLM does by default (default off with 0.11)")
-    default_max_tokens: PositiveInt = 256
+    default_max_tokens: PositiveInt | None = Field(None, description="an answer's cap when a request gives no "
+                                                   "max_tokens; null: vLLM's, 16 on /v1/completions and the context "
+                                                   "left on chat")
     seed: int = Field(0, description="seeds step noise and lengths")
     noise_sigma: Rate = Field(0.03, description="multiplicative step-time noise (lognormal sigma)")
     timing: Literal["engine", "fixed"] = Field(

@@ -96,14 +96,22 @@ class SimMetrics:
         self._seen = {"preemptions": 0, "prefix_query_tokens": 0, "prefix_hit_tokens": 0, "generation_tokens": 0,
                       "prompt_tokens": 0}
 
+    def observe_tokens(self, req: SimRequest, seen: int) -> None:
+        """Tokens `seen`.. of `req` were just released: TTFT at its first, the gaps before each new one — every
+        iteration, as vLLM 0.33 does (so a request still streaming, or aborted later, is in them already)."""
+        lab, times = self._label, req.token_ns
+        if seen == 0 and times:
+            self._ttft.labels(*lab).observe((times[0] - req.arrival_ns) / 1e9)
+        if len(times) > max(seen, 1):
+            self._itl.observe_many(np.diff(np.asarray(times[max(seen - 1, 0):], dtype=np.int64)) / 1e9)
+
     def observe_ended(self, req: SimRequest, end_ns: int) -> None:
-        """A request finished, or aborted at `end_ns` (vLLM 0.33 observes those too, with what they got)."""
+        """A request finished: its end-to-end and queue times. An aborted one is not observed (vLLM 0.33 records
+        them from a finished request's stats only)."""
+        if not req.finished:
+            return
         lab = self._label
         self._e2e.labels(*lab).observe(max(0, end_ns - req.arrival_ns) / 1e9)
-        if req.token_ns:
-            self._ttft.labels(*lab).observe((req.token_ns[0] - req.arrival_ns) / 1e9)
-        if len(req.token_ns) > 1:
-            self._itl.observe_many(np.diff(np.asarray(req.token_ns, dtype=np.int64)) / 1e9)
         if req.scheduled_ns is not None:
             self._queue.labels(*lab).observe(max(0, req.scheduled_ns - req.arrival_ns) / 1e9)
 

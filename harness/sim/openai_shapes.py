@@ -49,27 +49,24 @@ class ChunkRenderer:
                   "finish_reason": None}
         return self._frame({"choices": [choice]})
 
-    def tokens(self, first: int, count: int, usage_prompt_tokens: int | None = None) -> bytes:
-        """Frames for tokens first..first+count-1; with `usage_prompt_tokens`, each carries running usage."""
+    def tokens(self, first: int, count: int, usage_prompt_tokens: int | None = None,
+               finish: str | None = None) -> bytes:
+        """Frames for tokens first..first+count-1; with `usage_prompt_tokens`, each carries running usage; with
+        `finish`, the last carries that finish_reason (as vLLM sends it: on the last token's chunk)."""
+        post = self._post
         if usage_prompt_tokens is None:
-            pre, post = self._pre, self._post
-            if count == 1:  # the common case, once per request per step: no join, no generator
-                return pre + _token_json(first) + post
-            return b"".join(pre + _token_json(i) + post for i in range(first, first + count))
-        post = self._post[: -len(b"]}\n\n")]
-        return b"".join(
-            self._pre + json.dumps(token_text(i)).encode() + post + b'],"usage":'
-            + json.dumps(usage(usage_prompt_tokens, i + 1), separators=(",", ":")).encode() + b"}\n\n"
-            for i in range(first, first + count)
-        )
-
-    def finish(self, reason: str) -> bytes:
-        choice: dict[str, Any] = {"index": 0, "logprobs": None, "finish_reason": reason}
-        if self.chat:
-            choice["delta"] = {}
+            if count == 1 and finish is None:  # the common case, once per request per step: no join, no generator
+                return self._pre + _token_json(first) + post
+            frames = [self._pre + _token_json(i) + post for i in range(first, first + count)]
         else:
-            choice["text"] = ""
-        return self._frame({"choices": [choice]})
+            head = post[: -len(b"]}\n\n")]
+            frames = [self._pre + json.dumps(token_text(i)).encode() + head + b'],"usage":'
+                      + json.dumps(usage(usage_prompt_tokens, i + 1), separators=(",", ":")).encode() + b"}\n\n"
+                      for i in range(first, first + count)]
+        if finish is not None:
+            reason = b'"finish_reason":' + json.dumps(finish).encode()
+            frames[-1] = frames[-1].replace(b'"finish_reason":null', reason, 1)
+        return b"".join(frames)
 
     def usage(self, prompt_tokens: int, completion_tokens: int, cached_tokens: int | None = None) -> bytes:
         return self._frame({"choices": [], "usage": usage(prompt_tokens, completion_tokens, cached_tokens)})

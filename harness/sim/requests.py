@@ -33,6 +33,7 @@ class ParsedRequest:
     include_usage: bool
     continuous_usage: bool
     prompt_crc: int
+    chat: bool = False
 
     @property
     def prompt_tokens(self) -> int:
@@ -103,21 +104,29 @@ def parse_body(body: object, chat: bool) -> ParsedRequest:
         include_usage=isinstance(options, dict) and bool(options.get("include_usage", False)),
         continuous_usage=isinstance(options, dict) and bool(options.get("continuous_usage_stats", False)),
         prompt_crc=zlib.crc32(prompt.encode()),
+        chat=chat,
     )
 
 
-def answer_cap(req: ParsedRequest, context_left: int, default_max: int) -> int:
-    """The most tokens the answer may have: `max_tokens` (or the server's default), shortened to the context
-    left after the prompt, as vLLM 0.33 does rather than refusing the request."""
-    return min(req.max_tokens if req.max_tokens is not None else default_max, context_left)
+COMPLETIONS_DEFAULT_MAX_TOKENS = 16  # OpenAI's and vLLM's default on /v1/completions
 
 
-def finish_reason(output_tokens: int, req: ParsedRequest, context_left: int, default_max: int) -> str:
+def answer_cap(req: ParsedRequest, context_left: int, default_max: int | None) -> int:
+    """The most tokens the answer may have: `max_tokens`, else the server's default — `default_max` when set, else
+    vLLM 0.33's: 16 on /v1/completions, the whole context left on chat — never past the context left."""
+    if req.max_tokens is not None:
+        return min(req.max_tokens, context_left)
+    if default_max is None:
+        default_max = context_left if req.chat else COMPLETIONS_DEFAULT_MAX_TOKENS
+    return min(default_max, context_left)
+
+
+def finish_reason(output_tokens: int, req: ParsedRequest, context_left: int, default_max: int | None) -> str:
     """`length` when the answer ran to its cap (`max_tokens` or the end of the context), else `stop`."""
     return "length" if output_tokens >= answer_cap(req, context_left, default_max) else "stop"
 
 
-def output_length(req: ParsedRequest, context_left: int, seed: int, default_max: int) -> int:
+def output_length(req: ParsedRequest, context_left: int, seed: int, default_max: int | None) -> int:
     """How many tokens the simulated model generates for this request.
 
     With `ignore_eos` exactly the maximum; otherwise a lognormal length (median 200) drawn from

@@ -219,6 +219,7 @@ class SimServer:
                 wake.clear()
                 new = len(req.token_ns) - seen
                 if new:
+                    self.metrics.observe_tokens(req, seen)
                     await emit(seen, new)
                     seen += new
         finally:
@@ -231,20 +232,23 @@ class SimServer:
         await resp.prepare(request)
 
         def closing_frames() -> list[bytes]:
-            frames = [renderer.finish(self._finish_reason(req, parsed))]
-            if parsed.include_usage:
-                frames.append(renderer.usage(req.prompt_tokens, len(req.token_ns), req.cached_tokens))
+            # The finish_reason went out on the last token's chunk: then usage (when asked) and [DONE], as vLLM.
+            frames = [renderer.usage(req.prompt_tokens, len(req.token_ns), req.cached_tokens)] \
+                if parsed.include_usage else []
             return [*frames, b"data: [DONE]\n\n"]
+
+        def finish() -> str:
+            return self._finish_reason(req, parsed)
 
         if plan.clean and request.transport is not None:
             usage_prompt = req.prompt_tokens if parsed.continuous_usage else None
-            await self._stream_direct(request.transport, req, renderer, closing_frames, usage_prompt)
+            await self._stream_direct(request.transport, req, renderer, closing_frames, usage_prompt, finish)
             return resp
 
         async def emit(first: int, count: int) -> None:
             if first == 0 and renderer.chat:
                 await resp.write(renderer.role())
-            await self._emit_faulty(request, resp, renderer, plan, first, count)
+            await self._emit_faulty(request, resp, renderer, plan, first, count, finish() if req.finished else None)
             if req.finished:
                 await resp.write(b"".join(closing_frames()))
 
@@ -253,7 +257,8 @@ class SimServer:
         return resp
 
     async def _stream_direct(self, transport: asyncio.BaseTransport, req: SimRequest, renderer: ChunkRenderer,
-                             closing_frames: Callable[[], list[bytes]], usage_prompt: int | None) -> None:
+                             closing_frames: Callable[[], list[bytes]], usage_prompt: int | None,
+                             finish: Callable[[], str]) -> None:
         """Write each step's tokens to the socket from the driver's own callback.
 
         At thousands of streams, waking one handler task per token per step costs more than the
@@ -270,7 +275,10 @@ class SimServer:
             if writes.closed:  # the client left
                 done.set()
                 return
-            events = [renderer.tokens(i, 1, usage_prompt) for i in range(written, len(r.token_ns))]
+            self.metrics.observe_tokens(r, written)
+            last = len(r.token_ns) - 1
+            events = [renderer.tokens(i, 1, usage_prompt, finish() if r.finished and i == last else None)
+                      for i in range(written, len(r.token_ns))]
             if written == 0 and renderer.chat:
                 events.insert(0, renderer.role())  # as vLLM: with the first token's step, not at once
             written = len(r.token_ns)
@@ -293,11 +301,12 @@ class SimServer:
         self.metrics.observe_ended(req, self.clock.now_ns())
 
     async def _emit_faulty(self, request: web.Request, resp: web.StreamResponse, renderer: ChunkRenderer,
-                           plan: FaultPlan, first: int, count: int) -> None:
+                           plan: FaultPlan, first: int, count: int, finish: str | None) -> None:
         for i in range(first, first + count):
             if i == plan.stall_before:
                 await asyncio.sleep(self.faults.config.stall_ms / 1e3)
-            await resp.write(MALFORMED_FRAME if i == plan.malformed_at else renderer.tokens(i, 1))
+            frame = renderer.tokens(i, 1, finish=finish if i == first + count - 1 else None)
+            await resp.write(MALFORMED_FRAME if i == plan.malformed_at else frame)
             if i == plan.disconnect_after:
                 if request.transport is not None:
                     request.transport.close()

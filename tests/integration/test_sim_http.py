@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 
 import aiohttp
@@ -128,7 +129,7 @@ async def test_metrics_parse_and_count_tokens(sim: str, session: aiohttp.ClientS
 async def metric(sim: str, session: aiohttp.ClientSession, name: str) -> float:
     async with session.get(sim.removesuffix("/v1") + "/metrics") as resp:
         text = await resp.text()
-    return next(s.value for f in text_string_to_metric_families(text) for s in f.samples if s.name == name)
+    return next((s.value for f in text_string_to_metric_families(text) for s in f.samples if s.name == name), 0.0)
 
 
 async def test_client_disconnect_frees_the_slot(sim: str, session: aiohttp.ClientSession) -> None:
@@ -145,9 +146,11 @@ async def test_client_disconnect_frees_the_slot(sim: str, session: aiohttp.Clien
         await asyncio.sleep(0.02)
     else:
         pytest.fail("the simulator kept running a request whose client had gone")
-    # Observed in the latency histograms as vLLM 0.33 does, with the tokens it got.
-    assert await metric(sim, session, "vllm:e2e_request_latency_seconds_count") == 1
+    # As vLLM 0.33: its first token and gaps were observed as they came (every iteration); an aborted request's
+    # end-to-end and queue times are not.
     assert await metric(sim, session, "vllm:time_to_first_token_seconds_count") == 1
+    assert await metric(sim, session, "vllm:e2e_request_latency_seconds_count") == 0
+    assert await metric(sim, session, "vllm:request_queue_time_seconds_count") == 0
 
 
 async def test_max_tokens_past_the_context_is_refused_as_vllm_does(sim: str, session: aiohttp.ClientSession) -> None:
@@ -196,6 +199,35 @@ async def test_the_role_chunk_comes_with_the_first_token(session: aiohttp.Client
             rest = await resp.read()
         assert b'"role":"assistant"' in first.replace(b" ", b"")
         assert first_s >= 0.29  # the server releases nothing before its TTFT
-        assert rest.count(b"data: ") == 3 + 2  # three tokens, the finish, [DONE]
+        assert rest.count(b"data: ") == 3 + 1  # three tokens (the finish_reason on the last), [DONE]
     finally:
         await runner.cleanup()
+
+
+async def test_a_stream_ends_as_vllms_do(sim: str, session: aiohttp.ClientSession) -> None:
+    """finish_reason on the last token's chunk (no empty chunk after it), then usage, then [DONE]; and while a
+    request still streams, its first token is already in the TTFT histogram (observed every iteration)."""
+    body = {**chat(10, max_tokens=5, ignore_eos=True, stream=True), "stream_options": {"include_usage": True}}
+    before = await metric(sim, session, "vllm:time_to_first_token_seconds_count")
+    async with session.post(f"{sim}/chat/completions", json=body) as resp:
+        events = [line[6:] for line in (await resp.text()).splitlines() if line.startswith("data: ")]
+    assert events[-1] == "[DONE]"
+    chunks = [json.loads(e) for e in events[:-1]]
+    assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] == 5
+    content = [c for c in chunks[:-1] if c["choices"][0]["delta"].get("content")]
+    assert len(content) == 5 and len(chunks) == 1 + 5 + 1  # the role, five tokens, usage: nothing else
+    assert [c["choices"][0]["finish_reason"] for c in content] == [None] * 4 + ["length"]
+    assert await metric(sim, session, "vllm:time_to_first_token_seconds_count") == before + 1
+
+
+async def test_without_max_tokens_vllms_defaults_apply(sim: str, session: aiohttp.ClientSession) -> None:
+    """vLLM 0.33: 16 tokens on /v1/completions; on chat, as far as the context allows."""
+    async with session.post(f"{sim}/completions", json={"model": "llama-3.1-8b", "prompt": "hello there",
+                                                         "ignore_eos": True}) as resp:
+        done = await resp.json()
+    assert done["usage"]["completion_tokens"] == 16 and done["choices"][0]["finish_reason"] == "length"
+    async with session.post(f"{sim}/chat/completions", json={**chat(4000, ignore_eos=True), "stream": False}) as resp:
+        done = await resp.json()
+    usage = done["usage"]
+    assert usage["completion_tokens"] == 4096 - usage["prompt_tokens"] > 16  # to the end of the 4,096 context
+    assert done["choices"][0]["finish_reason"] == "length"
