@@ -268,6 +268,12 @@ def load_presets(path: Path) -> list[str]:
     return [str(name) for name in data.get("accelerators") or {}]
 
 
+def device_counts(accelerator: str) -> tuple[int, ...]:
+    """How many devices a model may be split over: GPUs split its heads (tensor parallelism of 1, 2, 4 or 8);
+    SRAM systems each hold a share of its layers (any number up to 8)."""
+    return tuple(range(1, 9)) if isinstance(ACCELERATORS[accelerator], AsicAccelerator) else (1, 2, 4, 8)
+
+
 def batch_defaults(accelerator: str) -> tuple[int, int]:
     """(max_num_seqs, max_num_batched_tokens) as vLLM 0.33 picks them for the device when not given
     (`vllm/engine/arg_utils.py`, `get_batch_defaults`, OpenAI server), by the memory the driver reports: under

@@ -64,6 +64,8 @@ class SimulatorConfig(_Strict):
         "0.33", description="the vLLM scheduler followed; 0.11: its older rules (docs/vllm.md)")
     async_scheduling: bool = Field(True, description="overlap the host's step preparation with the device's "
                                                      "work, as vLLM does by default (default off with 0.11)")
+    enable_prompt_tokens_details: bool = Field(False, description="vLLM's flag: usage says how many prompt tokens "
+                                               "the prefix cache served (prompt_tokens_details.cached_tokens)")
     default_max_tokens: PositiveInt | None = Field(None, description="an answer's cap when a request gives no "
                                                    "max_tokens; null: vLLM's, 16 on /v1/completions and the context "
                                                    "left on chat")

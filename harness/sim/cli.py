@@ -14,7 +14,7 @@ import click
 from pydantic import BaseModel, ValidationError
 
 from harness import loop as event_loop
-from harness.config.presets import ACCELERATORS, MODELS, load_presets
+from harness.config.presets import ACCELERATORS, MODELS, device_counts, load_presets
 from harness.config.simulator import SimulatorConfig
 from harness.errors import PresetError
 from harness.gctune import tune_for_timing
@@ -166,10 +166,12 @@ async def _serve_forever(cfg: SimulatorConfig, host: str, port: int, api_key: st
 
 
 def _fitting(accelerator: str, model: str) -> tuple[int, PerformanceModel, int] | None:
-    """The smallest TP that holds the weights and 16k tokens of KV, at the device's batch defaults."""
-    for tp in (1, 2, 4, 8):
-        perf, kv_tokens = perf_model(SimulatorConfig(accelerator=accelerator, model=model, tp=tp))
-        if kv_tokens > 16 * 1024:
+    """The smallest TP (number of devices) vLLM would start the model on with its defaults: the weights, and a
+    KV cache for one request of the model's max_model_len, at the device's batch defaults."""
+    for tp in device_counts(accelerator):
+        cfg = SimulatorConfig(accelerator=accelerator, model=model, tp=tp)
+        if fit_problem(cfg) is None:
+            perf, kv_tokens = perf_model(cfg)
             return tp, perf, kv_tokens
     return None
 

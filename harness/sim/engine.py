@@ -57,6 +57,7 @@ class SimRequest:
     token_ns: list[int] = field(default_factory=list)  # ground truth: emission time of each token
     finished: bool = False
     aborted: bool = False
+    finish_reason: str = "stop"  # what the server will say when it finishes: "length" at its cap
 
     def __post_init__(self) -> None:
         self.table = BlockTable(self.block_hashes)

@@ -47,6 +47,15 @@ class BulkHistogram(Collector):
         yield family
 
 
+def _one_two_five(most: int) -> tuple[float, ...]:
+    """1, 2, 5, 10, 20, 50, … up to `most`: vLLM's buckets for token counts."""
+    out, scale = [], 1
+    while scale <= most:
+        out += [m * scale for m in (1, 2, 5) if m * scale <= most]
+        scale *= 10
+    return tuple(float(v) for v in out)
+
+
 ENGINE = "0"  # vLLM labels each engine core's metrics with its index; the simulator is one engine
 
 
@@ -70,6 +79,18 @@ class SimMetrics:
                               registry=r)
         self._queue = Histogram("vllm:request_queue_time_seconds", "Queue time", labels,
                                 buckets=REQUEST_BUCKETS, registry=r)
+        self._success = Counter("vllm:request_success", "Requests finished, by finish reason",
+                                [*labels, "finished_reason"], registry=r)
+        tokens = _one_two_five(1 << 20)
+        self._req_prompt = Histogram("vllm:request_prompt_tokens", "Prompt tokens of finished requests", labels,
+                                     buckets=tokens, registry=r)
+        self._req_gen = Histogram("vllm:request_generation_tokens", "Generated tokens of finished requests", labels,
+                                  buckets=tokens, registry=r)
+        self._phases = {name: Histogram(f"vllm:request_{name}_time_seconds", doc, labels, buckets=REQUEST_BUCKETS,
+                                        registry=r)
+                        for name, doc in (("prefill", "First scheduled to first token"),
+                                          ("decode", "First token to last"),
+                                          ("inference", "First scheduled to last token"))}
         self._prefix_q = Counter("vllm:prefix_cache_queries", "Prompt tokens looked up in the prefix cache",
                                  labels, registry=r)
         self._prefix_h = Counter("vllm:prefix_cache_hits", "Prompt tokens found in the prefix cache", labels,
@@ -110,10 +131,17 @@ class SimMetrics:
         them from a finished request's stats only)."""
         if not req.finished:
             return
-        lab = self._label
+        lab, times = self._label, req.token_ns
         self._e2e.labels(*lab).observe(max(0, end_ns - req.arrival_ns) / 1e9)
+        self._success.labels(*lab, req.finish_reason).inc()
+        self._req_prompt.labels(*lab).observe(req.prompt_tokens)
+        self._req_gen.labels(*lab).observe(len(times))
         if req.scheduled_ns is not None:
             self._queue.labels(*lab).observe(max(0, req.scheduled_ns - req.arrival_ns) / 1e9)
+            if times:
+                for name, (a, b) in (("prefill", (req.scheduled_ns, times[0])), ("decode", (times[0], times[-1])),
+                                     ("inference", (req.scheduled_ns, times[-1]))):
+                    self._phases[name].labels(*lab).observe(max(0, b - a) / 1e9)
 
     def observe_step_lateness(self, late_ns: int) -> None:
         self._lateness.observe(max(late_ns, 0) / 1e9)

@@ -196,11 +196,16 @@ class SimServer:
             req = SimRequest(rid, parsed.prompt_tokens, out, arrival)
         else:
             req = make_request(rid, parsed.prompt_words, out, arrival)
+        req.finish_reason = self._finish_reason(req, parsed)
         self._remember(req)
         renderer = ChunkRenderer(chat, f"{'chatcmpl' if chat else 'cmpl'}-{rid}", self.cfg.name, int(time.time()))
         if parsed.stream:
             return await self._stream(request, req, parsed, renderer, plan)
         return await self._unary(req, parsed, chat)
+
+    def _cached(self, req: SimRequest) -> int | None:
+        """The prompt tokens its cache served, for usage — only with --enable-prompt-tokens-details, as vLLM."""
+        return req.cached_tokens if self.cfg.enable_prompt_tokens_details else None
 
     def _remember(self, req: SimRequest) -> None:
         self.ground_truth[req.request_id] = req
@@ -233,7 +238,7 @@ class SimServer:
 
         def closing_frames() -> list[bytes]:
             # The finish_reason went out on the last token's chunk: then usage (when asked) and [DONE], as vLLM.
-            frames = [renderer.usage(req.prompt_tokens, len(req.token_ns), req.cached_tokens)] \
+            frames = [renderer.usage(req.prompt_tokens, len(req.token_ns), self._cached(req))] \
                 if parsed.include_usage else []
             return [*frames, b"data: [DONE]\n\n"]
 
@@ -320,7 +325,7 @@ class SimServer:
         text = "".join(token_text(i) for i in range(len(req.token_ns)))
         body = full_response(chat, f"{'chatcmpl' if chat else 'cmpl'}-{req.request_id}", self.cfg.name,
                              int(time.time()), text, self._finish_reason(req, parsed), req.prompt_tokens,
-                             len(req.token_ns), req.cached_tokens)
+                             len(req.token_ns), self._cached(req))
         return web.json_response(body, headers={"X-Request-Id": req.request_id})
 
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from harness.config.load import BatchLoad
-from harness.config.presets import ACCELERATORS, AsicAccelerator, batch_defaults
+from harness.config.presets import ACCELERATORS, AsicAccelerator, batch_defaults, device_counts
 from harness.config.scenario import SLO, Scenario
 from harness.config.simulator import SimulatorConfig
 from harness.errors import ScenarioError
@@ -24,7 +24,6 @@ from harness.stats.conclusion import KNEE_GOODPUT
 from harness.tools.predict import predict_async
 from harness.tools.search import search
 
-TP_CHOICES = (1, 2, 4, 8)
 CAPACITY = {"goodput": 0.95, "low": 0.5, "high": 64.0, "duration_s": 20.0, "steps": 6, "repeats": 2}
 
 
@@ -35,9 +34,7 @@ def on_accelerator(scenario: Scenario, accelerator: str, slo: SLO) -> Scenario |
     data = sim.model_dump(mode="json")
     if (sim.max_num_seqs, sim.max_num_batched_tokens) == batch_defaults(sim.accelerator):
         del data["max_num_seqs"], data["max_num_batched_tokens"]  # the device's defaults follow the device
-    # GPUs split a model's heads: 1, 2, 4 or 8 of them; SRAM systems hold a share of the layers each: any number.
-    choices = range(1, 9) if isinstance(ACCELERATORS[accelerator], AsicAccelerator) else TP_CHOICES
-    for tp in choices:
+    for tp in device_counts(accelerator):
         cfg = SimulatorConfig.model_validate({**data, "accelerator": accelerator, "tp": tp})
         try:
             check_fits(cfg)

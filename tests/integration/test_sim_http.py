@@ -85,8 +85,8 @@ async def test_non_streaming_chat_has_exact_usage(sim: str, session: aiohttp.Cli
     async with session.post(f"{sim}/chat/completions", json=body, headers={"X-Request-Id": "u1"}) as resp:
         data = await resp.json()
         assert resp.headers["X-Request-Id"] == "u1"
-    assert data["usage"] == {"prompt_tokens": 37, "completion_tokens": 7, "total_tokens": 44,
-                             "prompt_tokens_details": {"cached_tokens": 0}}
+    # No prompt_tokens_details: vLLM sends them only with --enable-prompt-tokens-details.
+    assert data["usage"] == {"prompt_tokens": 37, "completion_tokens": 7, "total_tokens": 44}
     assert len(data["choices"][0]["message"]["content"].split()) == 7  # max_completion_tokens wins
     async with session.get(sim.removesuffix("/v1") + "/sim/requests/u1") as resp:
         truth = await resp.json()
@@ -218,6 +218,14 @@ async def test_a_stream_ends_as_vllms_do(sim: str, session: aiohttp.ClientSessio
     assert len(content) == 5 and len(chunks) == 1 + 5 + 1  # the role, five tokens, usage: nothing else
     assert [c["choices"][0]["finish_reason"] for c in content] == [None] * 4 + ["length"]
     assert await metric(sim, session, "vllm:time_to_first_token_seconds_count") == before + 1
+    async with session.get(sim.removesuffix("/v1") + "/metrics") as resp:
+        families = {f.name: f for f in text_string_to_metric_families(await resp.text())}
+    success = {s.labels["finished_reason"]: s.value for s in families["vllm:request_success"].samples
+               if s.name == "vllm:request_success_total"}
+    assert success.get("length", 0) >= 1
+    for name in ("request_prompt_tokens", "request_generation_tokens", "request_prefill_time_seconds",
+                 "request_decode_time_seconds", "request_inference_time_seconds"):
+        assert await metric(sim, session, f"vllm:{name}_count") >= 1, name
 
 
 async def test_without_max_tokens_vllms_defaults_apply(sim: str, session: aiohttp.ClientSession) -> None:
@@ -231,3 +239,13 @@ async def test_without_max_tokens_vllms_defaults_apply(sim: str, session: aiohtt
     usage = done["usage"]
     assert usage["completion_tokens"] == 4096 - usage["prompt_tokens"] > 16  # to the end of the 4,096 context
     assert done["choices"][0]["finish_reason"] == "length"
+
+
+async def test_prompt_tokens_details_only_when_enabled(session: aiohttp.ClientSession) -> None:
+    runner, url = await serve(SimulatorConfig(noise_sigma=0.0, enable_prompt_tokens_details=True), "127.0.0.1", 0)
+    try:
+        async with session.post(f"{url}/chat/completions", json=chat(37, max_tokens=3, ignore_eos=True)) as resp:
+            data = await resp.json()
+    finally:
+        await runner.cleanup()
+    assert data["usage"]["prompt_tokens_details"] == {"cached_tokens": 0}

@@ -55,7 +55,8 @@ def test_a_converted_mooncake_trace_replays_with_the_same_prefix_hits(tmp_path: 
     assert harness("trace", "convert", str(MOONCAKE_TRACE), str(converted)).returncode == 0
 
     def hits(file: Path, fmt: str) -> int:
-        scenario = parse_scenario({"name": "m", "seed": 3, "simulator": {"accelerator": "h200"},
+        scenario = parse_scenario({"name": "m", "seed": 3, "simulator": {"accelerator": "h200",
+                                                                         "enable_prompt_tokens_details": True},
                                    "workload": {"cached_share_warning": None},
                                    "phases": [{"name": "p", "load": {"type": "trace", "file": str(file),
                                                                      "format": fmt, "requests": 120}}]}, "test")
