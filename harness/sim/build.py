@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from harness.config.presets import MODELS
+from harness.config.presets import ACCELERATORS, MODELS, FittedAccelerator
 from harness.config.simulator import SimulatorConfig
 from harness.sim.engine import Engine, EngineConfig
 from harness.sim.perfmodel import AsicModel, Budget, PerformanceModel, build_model
@@ -16,8 +16,11 @@ from harness.sim.requests import ParsedRequest
 
 def model_context(cfg: SimulatorConfig) -> int:
     """The longest context the server accepts: `max_model_len`, or the model's (`fit_problem` has refused a
-    configuration whose KV cache could not hold it, as vLLM refuses to start)."""
-    return cfg.max_model_len or MODELS[cfg.model].max_model_len
+    configuration whose KV cache could not hold it, as vLLM refuses to start). A fitted twin's endpoint did start,
+    with a context it did not say: no more than the KV cache it was measured to have."""
+    context = cfg.max_model_len or MODELS[cfg.model].max_model_len
+    device = ACCELERATORS[cfg.accelerator]
+    return min(context, device.kv_tokens) if isinstance(device, FittedAccelerator) else context
 
 
 def context_problem(max_model_len: int, parsed: ParsedRequest) -> str | None:
@@ -52,7 +55,7 @@ def fit_problem(cfg: SimulatorConfig) -> str | None:
         return (f"{cfg.model} in {cfg.dtype} leaves no memory for a KV cache on {where}: raise tp, use fp8, or a "
                 "larger accelerator")
     context = model_context(cfg)
-    if kv < context:
+    if kv < context:  # (never for a fitted twin: its context is its KV's at most)
         return (f"the model's max seq len ({context:,}) is larger than the maximum number of tokens that can be stored "
                 f"in KV cache ({kv:,}) on {where}, so vLLM refuses to start; based on the available memory, the "
                 f"estimated maximum model length is {kv:,}: set simulator.max_model_len (vLLM's --max-model-len) "

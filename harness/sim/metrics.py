@@ -79,18 +79,7 @@ class SimMetrics:
                               registry=r)
         self._queue = Histogram("vllm:request_queue_time_seconds", "Queue time", labels,
                                 buckets=REQUEST_BUCKETS, registry=r)
-        self._success = Counter("vllm:request_success", "Requests finished, by finish reason",
-                                [*labels, "finished_reason"], registry=r)
-        tokens = _one_two_five(1 << 20)
-        self._req_prompt = Histogram("vllm:request_prompt_tokens", "Prompt tokens of finished requests", labels,
-                                     buckets=tokens, registry=r)
-        self._req_gen = Histogram("vllm:request_generation_tokens", "Generated tokens of finished requests", labels,
-                                  buckets=tokens, registry=r)
-        self._phases = {name: Histogram(f"vllm:request_{name}_time_seconds", doc, labels, buckets=REQUEST_BUCKETS,
-                                        registry=r)
-                        for name, doc in (("prefill", "First scheduled to first token"),
-                                          ("decode", "First token to last"),
-                                          ("inference", "First scheduled to last token"))}
+        self._finished_series(labels)
         self._prefix_q = Counter("vllm:prefix_cache_queries", "Prompt tokens looked up in the prefix cache",
                                  labels, registry=r)
         self._prefix_h = Counter("vllm:prefix_cache_hits", "Prompt tokens found in the prefix cache", labels,
@@ -116,6 +105,22 @@ class SimMetrics:
         self._label = (model_name, ENGINE)
         self._seen = {"preemptions": 0, "prefix_query_tokens": 0, "prefix_hit_tokens": 0, "generation_tokens": 0,
                       "prompt_tokens": 0}
+
+    def _finished_series(self, labels: list[str]) -> None:
+        """vLLM's series of finished requests: by finish reason, their token counts and where their time went."""
+        r = self.registry
+        self._success = Counter("vllm:request_success", "Requests finished, by finish reason",
+                                [*labels, "finished_reason"], registry=r)
+        tokens = _one_two_five(1 << 20)
+        self._req_prompt = Histogram("vllm:request_prompt_tokens", "Prompt tokens of finished requests", labels,
+                                     buckets=tokens, registry=r)
+        self._req_gen = Histogram("vllm:request_generation_tokens", "Generated tokens of finished requests", labels,
+                                  buckets=tokens, registry=r)
+        self._phases = {name: Histogram(f"vllm:request_{name}_time_seconds", doc, labels, buckets=REQUEST_BUCKETS,
+                                        registry=r)
+                        for name, doc in (("prefill", "First scheduled to first token"),
+                                          ("decode", "First token to last"),
+                                          ("inference", "First scheduled to last token"))}
 
     def observe_tokens(self, req: SimRequest, seen: int) -> None:
         """Tokens `seen`.. of `req` were just released: TTFT at its first, the gaps before each new one — every

@@ -73,7 +73,13 @@ class RooflineParams:
     eta_compute: float = 0.62  # bf16; 0.50 for fp8
     eta_attn: float = 0.5
     c0_s: float = 25e-6  # per-layer kernel-launch overhead
-    alpha_s: float = 25e-6  # all-reduce latency
+    # Tensor-parallel all-reduce: the faster of vLLM's custom kernel — ~8 µs of latency, ~18% of the link's peak
+    # as effective bandwidth: on H100 it measured 8.7 µs at 32 KB and 26.6 µs at 1 MB (tp 2), 9.2 / 40.2 µs
+    # (tp 4), 11.8 / 45.0 µs (tp 8) in sglang PR #2904 — and NCCL's ring for large (prefill) messages, 25 µs
+    # and the full link. Before issue 32 every all-reduce cost NCCL's, 2–3× the measured latency at decode sizes.
+    alpha_s: float = 8e-6
+    eta_link: float = 0.18
+    alpha_ring_s: float = 25e-6
     # CPU time per step, 1.5 ms + 10 µs a sequence (design brief §5). Async scheduling hides the host's share
     # (scheduling and preparing the next step's inputs, per sequence mostly) under the device time; the rest
     # (sampling, copying the sampled tokens back, launch gaps) stays. The split is fitted so vLLM CI's batch-8
@@ -126,8 +132,8 @@ class RooflineModel:
         t_kv, t_att = kv_read / tp / bw, att_flops / tp / (a.flops(False) * p.eta_attn)
         t_comm = 0.0
         if tp > 1:
-            ring = 2 * (tp - 1) / tp * load.tokens * m.hidden * 2 / (a.link_gbps * 1e9)
-            t_comm = 2 * m.layers * (p.alpha_s + ring)
+            moved = 2 * (tp - 1) / tp * load.tokens * m.hidden * 2 / (a.link_gbps * 1e9)
+            t_comm = 2 * m.layers * min(p.alpha_s + moved / p.eta_link, p.alpha_ring_s + moved)
         device = t_lin + max(t_kv, t_att) + t_comm + p.t0_s
         host = p.t_host_s + p.t_seq_s * load.seqs
         seconds = max(device, host) if self.async_scheduling else device + host
