@@ -103,6 +103,7 @@ class SimMetrics:
                                  "all ranks", registry=r)
         self._stress_seen = dict.fromkeys(self._stress_counters, 0.0)
         self._label = (model_name, ENGINE)
+        self._gaps: list[int] = []  # inter-token gaps (ns) not yet in the ITL histogram
         self._seen = {"preemptions": 0, "prefix_query_tokens": 0, "prefix_hit_tokens": 0, "generation_tokens": 0,
                       "prompt_tokens": 0}
 
@@ -125,11 +126,11 @@ class SimMetrics:
     def observe_tokens(self, req: SimRequest, seen: int) -> None:
         """Tokens `seen`.. of `req` were just released: TTFT at its first, the gaps before each new one — every
         iteration, as vLLM 0.33 does (so a request still streaming, or aborted later, is in them already)."""
-        lab, times = self._label, req.token_ns
+        times = req.token_ns
         if seen == 0 and times:
-            self._ttft.labels(*lab).observe((times[0] - req.arrival_ns) / 1e9)
-        if len(times) > max(seen, 1):
-            self._itl.observe_many(np.diff(np.asarray(times[max(seen - 1, 0):], dtype=np.int64)) / 1e9)
+            self._ttft.labels(*self._label).observe((times[0] - req.arrival_ns) / 1e9)
+        # The gaps wait in a list and are counted with numpy at the next scrape: this runs for every token.
+        self._gaps.extend(times[i] - times[i - 1] for i in range(max(seen, 1), len(times)))
 
     def observe_ended(self, req: SimRequest, end_ns: int) -> None:
         """A request finished: its end-to-end and queue times. An aborted one is not observed (vLLM 0.33 records
@@ -152,6 +153,9 @@ class SimMetrics:
         self._lateness.observe(max(late_ns, 0) / 1e9)
 
     def render(self, snap: Snapshot) -> bytes:
+        if self._gaps:
+            self._itl.observe_many(np.asarray(self._gaps, dtype=np.float64) / 1e9)
+            self._gaps = []
         lab = self._label
         self._running.labels(*lab).set(snap.running)
         self._waiting.labels(*lab).set(snap.waiting)

@@ -85,7 +85,12 @@ def test_a_simulator_that_cannot_hold_its_model_is_bad_input(tmp_path: Path) -> 
         assert "leaves no memory for a KV cache on 1 × a100-80g" in out
     fp8 = tmp_path / "fp8.yaml"
     fp8.write_text(GOOD + "simulator: {accelerator: a100-80g, model: llama-3.1-70b, dtype: fp8}\n")
-    assert _run("predict", str(fp8))[0] == 0  # 70 GB of fp8 weights leave room on 80 GB
+    code, out = _run("predict", str(fp8))  # 70 GB of fp8 weights leave room, not for a 128k-token request
+    assert code == 2 and "the estimated maximum model length is" in out, out
+    short = tmp_path / "short.yaml"
+    short.write_text(GOOD + "simulator: {accelerator: a100-80g, model: llama-3.1-70b, dtype: fp8, "
+                            "max_model_len: 4096}\n")
+    assert _run("predict", str(short))[0] == 0  # as vLLM starts it with --max-model-len 4096
 
 
 def test_a_key_echoed_by_a_refusing_endpoint_never_reaches_the_terminal(tmp_path: Path) -> None:
