@@ -29,7 +29,8 @@ demo: install
 check:
 	$(BIN)/ruff check harness tests bench
 	$(BIN)/mypy harness bench
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n 2 tests/unit  # in-process and pure: two at once; the rest alone (they time things)
+	$(BIN)/pytest -q tests/integration tests/e2e
 
 test: install-test browser prometheus check
 
