@@ -127,10 +127,16 @@ class SimMetrics:
         """Tokens `seen`.. of `req` were just released: TTFT at its first, the gaps before each new one — every
         iteration, as vLLM 0.33 does (so a request still streaming, or aborted later, is in them already)."""
         times = req.token_ns
-        if seen == 0 and times:
+        n = len(times)
+        # The gaps wait in a list and are counted with numpy at the next scrape: this runs for every request in
+        # every step, mostly for one new token.
+        if seen and n == seen + 1:
+            self._gaps.append(times[-1] - times[-2])
+            return
+        if seen == 0 and n:
             self._ttft.labels(*self._label).observe((times[0] - req.arrival_ns) / 1e9)
-        # The gaps wait in a list and are counted with numpy at the next scrape: this runs for every token.
-        self._gaps.extend(times[i] - times[i - 1] for i in range(max(seen, 1), len(times)))
+        for i in range(max(seen, 1), n):
+            self._gaps.append(times[i] - times[i - 1])
 
     def observe_ended(self, req: SimRequest, end_ns: int) -> None:
         """A request finished: its end-to-end and queue times. An aborted one is not observed (vLLM 0.33 records
