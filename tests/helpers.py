@@ -8,7 +8,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from aiohttp import web
+
+from harness.clock import NS_PER_MS
 from harness.config.workload import Workload
+from harness.records import RequestRecord
 from harness.workload.requests import RequestSource, RequestSpec
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -34,3 +38,76 @@ def build_requests(workload: Workload, phase: str, phase_index: int, count: int,
                    batch_size: int | None = None) -> list[RequestSpec]:
     """The first `count` requests of a phase, as the plan would send them."""
     return RequestSource(workload, phase, phase_index, seed, run_id, batch_size).take(count)
+
+
+MS = NS_PER_MS
+
+
+def rec(intended: int, sent: int, chunks: list[int], completion: int | None = None, status: str = "ok",
+        batch: int | None = None, idx: int = 0) -> RequestRecord:
+    """A finished record from times in ms: intended, sent, and each chunk's arrival."""
+    r = RequestRecord(f"r{idx}", "p", idx, 100, 10, intended * MS, sent_ns=sent * MS, batch=batch)
+    r.chunk_ns = [c * MS for c in chunks]
+    r.first_token_ns = r.chunk_ns[0] if chunks else None
+    r.last_token_ns = r.chunk_ns[-1] if chunks else None
+    r.end_ns = (chunks[-1] if chunks else sent) * MS
+    r.completion_tokens = completion
+    r.status = status  # type: ignore[assignment]
+    return r
+
+
+def chunk(content: str) -> bytes:
+    """One SSE event carrying `content` as a chat delta."""
+    import json
+
+    return b"data: " + json.dumps({"choices": [{"index": 0, "delta": {"content": content}}]}).encode() + b"\n\n"
+
+
+USAGE = b'data: {"choices":[],"usage":{"prompt_tokens":8,"completion_tokens":3,"total_tokens":11}}\n\n'
+
+
+async def streaming(request: Any, frames: list[bytes], pause_s: float = 0.0) -> Any:
+    """An aiohttp handler's answer: `frames` as an event stream, `pause_s` between them."""
+    import asyncio
+
+    from aiohttp import web
+
+    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+    await resp.prepare(request)
+    for frame in frames:
+        await resp.write(frame)
+        if pause_s:
+            await asyncio.sleep(pause_s)
+    return resp
+
+
+GOLDEN = ROOT / "tests" / "unit" / "golden"
+
+
+def check_golden(name: str, text: str) -> None:
+    """`text` equals the golden file `name` (rewritten with UPDATE_GOLDEN=1)."""
+    path = GOLDEN / name
+    if os.environ.get("UPDATE_GOLDEN") == "1":
+        path.write_text(text)
+    assert path.is_file(), f"missing golden file {path}: run with UPDATE_GOLDEN=1"
+    assert text == path.read_text(), f"{name} changed; if intended, regenerate with UPDATE_GOLDEN=1"
+
+
+WORKER_QUICK = ["--rate", "10", "--requests", "20", "--batch", "4", "--output-tokens", "uniform:4:64",
+                "--progress", "lines"]
+
+
+def only_run_dir(reports: Path) -> Path:
+    (run_dir,) = (d for d in reports.iterdir() if d.is_dir())
+    return run_dir
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+SEEN = web.AppKey("seen", list)  # what a recording test server was sent: (headers, body, client port)

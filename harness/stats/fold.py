@@ -47,7 +47,7 @@ EVERYTHING = (-(2**63), 2**63 - 1)  # a window that holds a record already known
 
 
 @dataclass(frozen=True, slots=True)
-class Window:
+class Interval:
     start_ns: int
     end_ns: int
 
@@ -126,7 +126,7 @@ class Flow:
             self.inp += prompt(r)
         self.done += start <= r.end_ns <= end
 
-    def per_second(self, window: Window) -> Throughput:
+    def per_second(self, window: Interval) -> Throughput:
         d = window.duration_s
         return Throughput(output_tokens_per_s=self.out / d, total_tokens_per_s=(self.out + self.inp) / d,
                           requests_per_s=self.done / d)

@@ -22,10 +22,10 @@ from harness.stats.fold import (
     STATUS_GROUP,
     Flow,
     Group,
+    Interval,
     Prompts,
     Span,
     Turns,
-    Window,
 )
 from harness.stats.metrics import cause, distribution, meets_slo, schedule_lag_ns
 from harness.stats.schema import (
@@ -45,17 +45,17 @@ from harness.stats.schema import Window as SchemaWindow
 from harness.stats.sketch import Samples
 from harness.stats.verdict import ClientCheck, health, lateness, verdict, worst
 
-__all__ = ["PhaseFold", "Window", "phase_stats", "span_rate", "windows"]
+__all__ = ["Interval", "PhaseFold", "phase_stats", "span_rate", "windows"]
 
 
-def windows_between(first_ns: int, last_ns: int, warmup_s: float, cooldown_s: float) -> tuple[Window, Window]:
+def windows_between(first_ns: int, last_ns: int, warmup_s: float, cooldown_s: float) -> tuple[Interval, Interval]:
     """The whole phase (first intended send to last end) and its measurement window inside it."""
-    whole = Window(first_ns, last_ns)
+    whole = Interval(first_ns, last_ns)
     m_start, m_end = first_ns + int(warmup_s * NS_PER_S), last_ns - int(cooldown_s * NS_PER_S)
-    return whole, (Window(m_start, m_end) if m_end > m_start else whole)
+    return whole, (Interval(m_start, m_end) if m_end > m_start else whole)
 
 
-def windows(records: Sequence[RequestRecord], warmup_s: float, cooldown_s: float) -> tuple[Window, Window]:
+def windows(records: Sequence[RequestRecord], warmup_s: float, cooldown_s: float) -> tuple[Interval, Interval]:
     start = min((r.intended_ns for r in records), default=0)
     return windows_between(start, max((r.end_ns for r in records), default=start), warmup_s, cooldown_s)
 
@@ -142,7 +142,7 @@ class PhaseFold:
     def exact(self) -> bool:
         return self.lag.exact
 
-    def stats(self, whole: Window, window: Window, lag_bound_ms: float, warmup_s: float, cooldown_s: float,
+    def stats(self, whole: Interval, window: Interval, lag_bound_ms: float, warmup_s: float, cooldown_s: float,
               client: ClientCheck) -> PhaseStats:
         d, ok = window.duration_s, self.groups["ok"]
         lag = self.lag.distribution()

@@ -122,8 +122,7 @@ def test_a_phase_of_failures_still_gets_its_figures() -> None:
     """Every request failed, some never sent: the page renders, with the failures plotted by status."""
     from harness.config.scenario import SLO
     from harness.report.html import render_html
-    from tests.helpers import phase_json
-    from tests.unit.test_stats import MS, rec
+    from tests.helpers import MS, phase_json, rec
 
     records = [rec(0, i, [], status="http_error", idx=i) for i in range(5)]
     records += [rec(0, 5, [8, 9], status="bad_stream", idx=5), rec(0, 0, [], status="cancelled", idx=6)]

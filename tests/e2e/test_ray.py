@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_workers import QUICK, free_port, only_run_dir
-from tests.helpers import ROOT, harness
+from tests.helpers import ROOT, free_port, harness, only_run_dir
+from tests.helpers import WORKER_QUICK as QUICK
 
 pytest.importorskip("ray", reason="Ray is an optional extra (pip install 'harness[ray]'); `make test` installs it")
 

@@ -6,7 +6,6 @@ import itertools
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,14 +18,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from harness.config.scenario import load_scenario
 from harness.workload.plan import plan_phase
 from harness.workload.shards import Shard
-from tests.helpers import ROOT
+from tests.helpers import ROOT, WORKER_QUICK, free_port, only_run_dir
 
-QUICK = ["--rate", "10", "--requests", "20", "--batch", "4", "--output-tokens", "uniform:4:64", "--progress", "lines"]
+QUICK = WORKER_QUICK
 
 
-def only_run_dir(reports: Path) -> Path:
-    (run_dir,) = (d for d in reports.iterdir() if d.is_dir())
-    return run_dir
 
 
 def quiet_enough(summary: dict) -> None:
@@ -50,10 +46,6 @@ def worker_pid(reports: Path, index: int, tries: int) -> int:
     raise AssertionError(f"worker {index} never wrote a record")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def scrape(port: int) -> dict[tuple[str, str], float]:

@@ -7,8 +7,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import pytest
 from aiohttp import web
 
+from tests.helpers import SEEN
+
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-SEEN = web.AppKey("seen", list)
 
 
 async def models(request: web.Request) -> web.Response:

@@ -18,8 +18,7 @@ from harness.clock import Clock, FakeClock, MonotonicClock
 from harness.config.workload import Workload
 from harness.records import RequestRecord
 from harness.run.worker import run_request
-from tests.helpers import build_requests
-from tests.integration.test_client import USAGE, chunk, streaming
+from tests.helpers import USAGE, build_requests, chunk, streaming
 
 SPEC = build_requests(Workload(prompt_tokens=8, output_tokens=3), "p", 0, 1, seed=0, run_id="c")[0]
 ERROR_IN_STREAM = b'data: {"error": {"message": "engine died", "type": "server_error"}}\n\n'

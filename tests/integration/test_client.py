@@ -18,27 +18,11 @@ from harness.errors import HarnessError
 from harness.records import RequestRecord
 from harness.run.worker import run_request
 from harness.workload.requests import RequestSpec
-from tests.helpers import build_requests
-from tests.integration.conftest import SEEN
+from tests.helpers import SEEN, USAGE, build_requests, chunk, streaming
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-def chunk(content: str) -> bytes:
-    return b"data: " + json.dumps({"choices": [{"index": 0, "delta": {"content": content}}]}).encode() + b"\n\n"
-
-
-USAGE = b'data: {"choices":[],"usage":{"prompt_tokens":8,"completion_tokens":3,"total_tokens":11}}\n\n'
-
-
-async def streaming(request: web.Request, frames: list[bytes], pause_s: float = 0.0) -> web.StreamResponse:
-    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-    await resp.prepare(request)
-    for frame in frames:
-        await resp.write(frame)
-        if pause_s:
-            await asyncio.sleep(pause_s)
-    return resp
 
 
 async def good(request: web.Request) -> web.StreamResponse:

@@ -7,8 +7,7 @@ from harness.clock import NS_PER_MS, NS_PER_S, FakeClock, MonotonicClock
 from harness.config.scenario import SLO
 from harness.run.selfcheck import SelfCheck
 from harness.stats.verdict import ClientCheck
-from tests.helpers import phase_json
-from tests.unit.test_stats import rec
+from tests.helpers import phase_json, rec
 
 
 class FakeCPU:

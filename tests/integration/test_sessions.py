@@ -14,8 +14,7 @@ from harness.client.backend import Endpoint
 from harness.clock import NS_PER_MS
 from harness.config.scenario import parse_scenario
 from harness.run.runner import run_scenario
-from tests.helpers import ROOT, harness
-from tests.integration.test_client import USAGE, chunk
+from tests.helpers import ROOT, USAGE, chunk, harness
 
 
 class Echo:

@@ -4,7 +4,7 @@ import pytest
 
 from harness.report import charts
 from harness.report.charts import bin_seconds, chart_html, over_time, per_request
-from tests.unit.test_stats import rec
+from tests.helpers import rec
 
 
 @pytest.mark.parametrize(("span_s", "width"), [(3.4, 0.1), (10, 0.25), (60, 2), (5400, 300), (1e6, 3600)])

@@ -15,8 +15,7 @@ from harness.stats.compare import (
     t975,
     value,
 )
-from tests.unit.test_golden import _check
-from tests.unit.test_stats import MS, rec
+from tests.helpers import MS, check_golden, rec
 
 
 def _run(n: int, ttft_ms: float, itl_ms: float, seed: int, fail_every: int = 0) -> list:
@@ -98,9 +97,9 @@ RESULTS = [
 
 
 def test_outputs_match_their_golden_files() -> None:
-    _check("compare.txt", render_text(RESULTS) + "\n")
-    _check("compare.md", render_markdown(RESULTS, "runs/base", "runs/new", "block bootstrap"))
-    _check("compare.junit.xml", render_junit(RESULTS))
+    check_golden("compare.txt", render_text(RESULTS) + "\n")
+    check_golden("compare.md", render_markdown(RESULTS, "runs/base", "runs/new", "block bootstrap"))
+    check_golden("compare.junit.xml", render_junit(RESULTS))
 
 
 def test_junit_is_what_ci_systems_read() -> None:

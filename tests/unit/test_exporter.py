@@ -11,8 +11,7 @@ from harness.config.scenario import SLO, parse_scenario
 from harness.report.pushgateway import summary_registry
 from harness.run.exporter import LATENCY_BUCKETS_S, MAX_REASONS, LiveMetrics
 from harness.stats.metrics import itl_samples_ns
-from tests.helpers import phase_json
-from tests.unit.test_stats import rec
+from tests.helpers import phase_json, rec
 
 
 def _samples(metrics: LiveMetrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

@@ -9,7 +9,6 @@ deliberately with `UPDATE_GOLDEN=1 .venv/bin/pytest tests/unit/test_golden.py` a
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ import pytest
 from harness.config.scenario import load_scenario
 from harness.report.table import render_table
 from harness.tools.predict import predict
+from tests.helpers import check_golden
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = Path(__file__).resolve().parent / "golden"
@@ -42,19 +42,11 @@ def headline(summary: dict[str, Any]) -> dict[str, Any]:
     return {"schema": summary["schema"], "phases": phases, "conclusion": summary["comparison"]["conclusion"]}
 
 
-def _check(name: str, text: str) -> None:
-    path = GOLDEN / name
-    if os.environ.get("UPDATE_GOLDEN") == "1":
-        path.write_text(text)
-    assert path.is_file(), f"missing golden file {path}: run with UPDATE_GOLDEN=1"
-    assert text == path.read_text(), f"{name} changed; if intended, regenerate with UPDATE_GOLDEN=1"
-
-
 @pytest.mark.parametrize("scenario", ["quickstart", "interactive-vs-batch"])
 def test_table_and_headline_figures_match_their_golden_files(scenario: str) -> None:
     summary = predict(load_scenario(ROOT / "scenarios" / f"{scenario}.yaml"))
-    _check(f"{scenario}.table.txt", render_table(summary) + "\n")
-    _check(f"{scenario}.headline.json", json.dumps(headline(summary), indent=2, sort_keys=True) + "\n")
+    check_golden(f"{scenario}.table.txt", render_table(summary) + "\n")
+    check_golden(f"{scenario}.headline.json", json.dumps(headline(summary), indent=2, sort_keys=True) + "\n")
 
 
 def test_summary_reads_back_into_its_types_unchanged() -> None:

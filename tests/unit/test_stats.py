@@ -1,8 +1,6 @@
 import pytest
 
-from harness.clock import NS_PER_MS
 from harness.config.scenario import SLO
-from harness.records import RequestRecord
 from harness.stats.metrics import (
     distribution,
     e2e_ns,
@@ -12,21 +10,7 @@ from harness.stats.metrics import (
     ttft_from_intended_ns,
     ttft_ns,
 )
-from tests.helpers import phase_json
-
-MS = NS_PER_MS
-
-
-def rec(intended: int, sent: int, chunks: list[int], completion: int | None = None, status: str = "ok",
-        batch: int | None = None, idx: int = 0) -> RequestRecord:
-    r = RequestRecord(f"r{idx}", "p", idx, 100, 10, intended * MS, sent_ns=sent * MS, batch=batch)
-    r.chunk_ns = [c * MS for c in chunks]
-    r.first_token_ns = r.chunk_ns[0] if chunks else None
-    r.last_token_ns = r.chunk_ns[-1] if chunks else None
-    r.end_ns = (chunks[-1] if chunks else sent) * MS
-    r.completion_tokens = completion
-    r.status = status  # type: ignore[assignment]
-    return r
+from tests.helpers import MS, phase_json, rec
 
 
 def test_per_request_definitions() -> None:

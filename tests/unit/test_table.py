@@ -1,7 +1,6 @@
 from harness.config.scenario import SLO
 from harness.report.table import render_table
-from tests.helpers import phase_json
-from tests.unit.test_stats import MS, rec
+from tests.helpers import MS, phase_json, rec
 
 
 def _summary() -> dict:

@@ -6,8 +6,7 @@ from harness.config.scenario import SLO, ScenarioError, parse_scenario
 from harness.config.thresholds import FRACTIONS, LATENCIES, METRICS, RATES, STATISTICS, parse_threshold
 from harness.stats.schema import PhaseStats
 from harness.stats.thresholds import evaluate, observed
-from tests.helpers import phase_json
-from tests.unit.test_stats import rec
+from tests.helpers import phase_json, rec
 
 OPS = st.sampled_from(["<", "<=", ">", ">="])
 NUMBERS = st.floats(min_value=0, max_value=1e6, allow_nan=False).map(lambda v: round(v, 3))

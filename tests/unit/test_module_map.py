@@ -1,0 +1,34 @@
+"""docs/architecture.md's module map names every module of the package: a module added without a line there
+fails here (issue 33: the map had drifted by ~11 modules)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_every_module_is_in_the_architecture_map() -> None:
+    doc = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    start = doc.index("```\nharness/")
+    tree = doc[start:doc.index("```", start + 4)]
+    modules = sorted(p for p in (ROOT / "harness").rglob("*.py") if p.name != "__init__.py" and "vendor" not in p.parts)
+    missing = [str(p.relative_to(ROOT)) for p in modules if not re.search(rf"\b{re.escape(p.stem)}\b", tree)]
+    assert not missing, f"not in docs/architecture.md's module map: {missing}"
+
+
+def test_no_test_module_imports_another() -> None:
+    """Shared helpers live in tests/helpers.py (and tests/llamacpp_like.py), never in a test module another imports."""
+    offenders = [str(p.relative_to(ROOT)) for p in (ROOT / "tests").rglob("*.py")
+                 if re.search(r"^\s*(from|import) tests\.(unit|integration|e2e)\b", p.read_text(encoding="utf-8"),
+                              flags=re.M)]
+    assert not offenders, f"test modules importing test modules: {offenders}"
+
+
+def test_readme_stays_a_newcomers_page() -> None:
+    """What it is, the two set-up commands first, the quick run, pointers: reference pages live in docs/."""
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= 250, f"README.md has {len(lines)} lines: move reference material to docs/"
+    commands = [line for line in lines[:20] if line.startswith("make ")]
+    assert [c.split()[1] for c in commands] == ["demo", "test"], commands
