@@ -12,7 +12,7 @@ from harness.cli.grouped import examples
 from harness.config.units import as_fraction
 from harness.errors import EXIT_NO_VERDICT, EXIT_REGRESSION, EXIT_USAGE
 from harness.report.comparison import (
-    Threshold,
+    ThresholdOutcome,
     render_first,
     render_junit,
     render_markdown,
@@ -45,8 +45,9 @@ def _named(runs: Sequence[Run], where: str) -> str:
     return f"`{where}` ({len(runs)} run{'s' * (len(runs) > 1)}: {', '.join(r.run_id for r in runs)})"
 
 
-def _thresholds(runs: Sequence[Run]) -> list[Threshold]:
-    return [Threshold(r.run_id, name, t) for r in runs for name, phase in r.phases.items() for t in phase.thresholds]
+def _thresholds(runs: Sequence[Run]) -> list[ThresholdOutcome]:
+    return [ThresholdOutcome(r.run_id, name, t)
+            for r in runs for name, phase in r.phases.items() for t in phase.thresholds]
 
 
 def _no_baseline_yet(db: Path, scenario: str) -> bool:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.report.table import observed_text
-from harness.stats.compare import ABSOLUTE, HIGHER_IS_BETTER, JUDGED, PhaseComparison
+from harness.stats.compare import ABSOLUTE, HIGHER_IS_BETTER, JUDGED, PhaseChange
 
 _MARK = {"regression": "✗ regression", "improvement": "✓ improvement", "within tolerance": "✓ within tolerance",
          "inconclusive": "? inconclusive (too few blocks: --repeat 3)", "no data": "– no data",
@@ -20,7 +20,7 @@ _SKIPPED = ("no data", "inconclusive", "untrusted")
 
 
 @dataclass(frozen=True, slots=True)
-class Threshold:
+class ThresholdOutcome:
     """One threshold of one phase of one current run, as summary.json keeps it."""
 
     run_id: str
@@ -58,7 +58,7 @@ _FOOTNOTES = {"inconclusive": "¹ too few blocks to judge: run --repeat 3 on bot
               "untrusted": "² the client limited a run of either side: its figures are shown, not judged"}
 
 
-def rows(results: Sequence[PhaseComparison], marks: dict[str, str] | None = None) -> list[list[str]]:
+def rows(results: Sequence[PhaseChange], marks: dict[str, str] | None = None) -> list[list[str]]:
     head = ["phase", "metric", "baseline", "current", "change", "95% interval", "tolerance", "verdict"]
     marks = {**_MARK, **(marks or {})}
     body = [[p.phase, r.metric, _figure(r.metric, r.baseline), _figure(r.metric, r.current),
@@ -68,7 +68,7 @@ def rows(results: Sequence[PhaseComparison], marks: dict[str, str] | None = None
     return [head, *body]
 
 
-def render_text(results: Sequence[PhaseComparison]) -> str:
+def render_text(results: Sequence[PhaseChange]) -> str:
     """The table for a terminal: within 120 columns for the usual phase and metric names."""
     table = rows(results, _SHORT)
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
@@ -77,14 +77,14 @@ def render_text(results: Sequence[PhaseComparison]) -> str:
     return "\n".join(lines + [note for verdict, note in _FOOTNOTES.items() if verdict in used])
 
 
-def untrusted_lines(results: Sequence[PhaseComparison]) -> list[str]:
+def untrusted_lines(results: Sequence[PhaseChange]) -> list[str]:
     """One line per phase whose verdicts are untrusted, naming the run the client limited."""
     seen = dict.fromkeys((p.phase, p.result.note) for p in results if p.result.verdict == "untrusted")
     return [f"untrusted: {phase}: {note}; its changes are shown but judge nothing (rerun on a quieter machine, "
             "or with --workers)" for phase, note in seen]
 
 
-def verdict_line(results: Sequence[PhaseComparison]) -> str:
+def verdict_line(results: Sequence[PhaseChange]) -> str:
     bad = [p for p in results if p.result.verdict == "regression"]
     untrusted = sorted({p.phase for p in results if p.result.verdict == "untrusted"})
     tail = f"; untrusted: {', '.join(untrusted)} (client limited)" if untrusted else ""
@@ -95,7 +95,7 @@ def verdict_line(results: Sequence[PhaseComparison]) -> str:
         f"{p.phase} {p.result.metric} {_change(p.result.metric, p.result.change)}" for p in bad) + tail
 
 
-def _threshold_markdown(thresholds: Sequence[Threshold]) -> list[str]:
+def _threshold_markdown(thresholds: Sequence[ThresholdOutcome]) -> list[str]:
     if not thresholds:
         return []
     broken = sum(not t.result["passed"] for t in thresholds)
@@ -103,8 +103,8 @@ def _threshold_markdown(thresholds: Sequence[Threshold]) -> list[str]:
             *(f"- {'✓' if t.result['passed'] else '✗'} {t.text}" for t in thresholds)]
 
 
-def render_markdown(results: Sequence[PhaseComparison], baseline: str, current: str, method: str,
-                    thresholds: Sequence[Threshold] = ()) -> str:
+def render_markdown(results: Sequence[PhaseChange], baseline: str, current: str, method: str,
+                    thresholds: Sequence[ThresholdOutcome] = ()) -> str:
     table = rows(results)
     lines = [f"### harness compare: {verdict_line(results)}", "",
              f"Baseline {baseline}; current {current}; intervals: {method}.", "",
@@ -114,15 +114,15 @@ def render_markdown(results: Sequence[PhaseComparison], baseline: str, current: 
     return "\n".join([*lines, *_threshold_markdown(thresholds)]) + "\n"
 
 
-def render_first(current: str, thresholds: Sequence[Threshold]) -> str:
+def render_first(current: str, thresholds: Sequence[ThresholdOutcome]) -> str:
     """Markdown for a run compared with nothing: no baseline yet, so this one starts it."""
     return "\n".join(["### harness compare: no baseline yet: this run starts the baseline", "",
                       f"Current {current}: nothing in the history to compare with.",
                       *_threshold_markdown(thresholds)]) + "\n"
 
 
-def render_junit(results: Sequence[PhaseComparison], name: str = "harness compare",
-                 thresholds: Sequence[Threshold] = ()) -> str:
+def render_junit(results: Sequence[PhaseChange], name: str = "harness compare",
+                 thresholds: Sequence[ThresholdOutcome] = ()) -> str:
     """JUnit XML as CI systems read it: testsuite > testcase (classname, name, time) > failure/skipped."""
     failures = sum(p.result.verdict == "regression" for p in results) + sum(not t.result["passed"]
                                                                              for t in thresholds)

@@ -19,7 +19,7 @@ from harness.stats.conclusion import KNEE_GOODPUT, knee, sweeps
 from harness.stats.schema import PhaseSummary
 
 Cell = Callable[[dict[str, Any]], str | Text]
-Row = tuple[str, Cell | None]  # no cell: a heading over the rows below it
+TableRow = tuple[str, Cell | None]  # no cell: a heading over the rows below it
 
 
 def _ms(value: float | None) -> str:
@@ -28,7 +28,7 @@ def _ms(value: float | None) -> str:
     return f"{value:,.1f}" if value < 1000 else f"{value:,.0f}"
 
 
-def _latency_row(label: str, metric: str) -> Row:
+def _latency_row(label: str, metric: str) -> TableRow:
     def cell(phase: dict[str, Any]) -> str:
         d = phase["latency_ms"][metric]
         return " / ".join(_ms(d[p]) for p in ("p50", "p90", "p99"))
@@ -80,10 +80,10 @@ def _failures(phase: dict[str, Any]) -> str:
 _SLO_METRICS = (("ttft_ms", "ttft", "TTFT"), ("tpot_ms", "tpot", "TPOT"), ("e2e_ms", "e2e", "E2E"))
 
 
-def _slo_rows(phases: list[dict[str, Any]]) -> list[Row]:
+def _slo_rows(phases: list[dict[str, Any]]) -> list[TableRow]:
     """One row per SLO the scenario set: each phase's p99 of that metric, ✓ within the limit, ✗ over it."""
     slo = phases[0]["goodput"]["slo"] if phases else {}
-    rows: list[Row] = []
+    rows: list[TableRow] = []
     for key, metric, label in _SLO_METRICS:
         limit = slo.get(key)
         if limit is None:
@@ -104,7 +104,7 @@ def _limited(phase: dict[str, Any]) -> Text:
     return Text("YES", style="bold red") if phase["client_limited"] else Text("no", style="green")
 
 
-SECTIONS: list[list[Row]] = [
+SECTIONS: list[list[TableRow]] = [
     [
         ("requests", None),
         ("  ok / errored / cancelled", _outcomes),
@@ -144,14 +144,14 @@ def _server_cell(fmt: Callable[[dict[str, Any]], str]) -> Cell:
 
 
 # Shown only when some phase has something to say: prompts counted other than asked, a prompt cache hit.
-PROMPT_ROWS: list[tuple[Row, Callable[[dict[str, Any]], bool]]] = [
+PROMPT_ROWS: list[tuple[TableRow, Callable[[dict[str, Any]], bool]]] = [
     (("prompt tokens off by, mean (n)", _prompt_off), lambda p: bool(p["tokens"]["prompt_mismatched"])),
     (("prompt tokens cached", _cached), lambda p: bool(p["tokens"].get("cached_reported"))),
 ]
 
 
 # Shown when the endpoint's /metrics was scraped: the server's own account beside the client's.
-SERVER_SECTION: list[Row] = [
+SERVER_SECTION: list[TableRow] = [
     ("server (scraped /metrics)", None),
     ("  running / waiting, mean", _server_cell(lambda s: f"{s['running_mean']:.1f} / {s['waiting_mean']:.1f}")),
     ("  KV cache usage, max", _server_cell(lambda s: f"{s['kv_cache_usage_max']:.0%}")),
@@ -172,14 +172,14 @@ def _stress_cell(fmt: Callable[[dict[str, Any]], str]) -> Cell:
 
 
 # Shown when some phase knows where its stress landed: the simulator's own account, or an estimate (~).
-STRESS_SECTION: list[Row] = [
+STRESS_SECTION: list[TableRow] = [
     ("where the stress lands", None),
     ("  memory-bound share of step time", _stress_cell(lambda s: f"{s['memory_bound_share']:.0%}")),
     ("  MBU / MFU", _stress_cell(lambda s: f"{s['mbu']:.0%} / {s['mfu']:.1%}")),
 ]
 
 
-def _applicable(sections: list[list[Row]], phases: list[dict[str, Any]]) -> list[list[Row]]:
+def _applicable(sections: list[list[TableRow]], phases: list[dict[str, Any]]) -> list[list[TableRow]]:
     """Rows left out where they cannot apply: batch time without a batch phase, failures without one."""
     skip = set()
     if not any(p.get("batches") for p in phases):

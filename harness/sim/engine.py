@@ -86,7 +86,7 @@ class TokenTally:
 
 
 @dataclass(slots=True)
-class Stress:
+class StepAccount:
     """Where the device's time went, step by step: seconds of memory- and compute-bound steps, the bytes read
     and FLOPs done over them, and the last step's utilisation of peak bandwidth (MBU) and FLOP/s (MFU)."""
 
@@ -129,7 +129,7 @@ class Engine:
         self.pool = BlockPool(config.kv_blocks, config.prefix_caching, tail_first=self.current)
         self.num_preemptions = 0
         self.tokens = TokenTally()
-        self.stress = Stress()
+        self.stress = StepAccount()
         self.peaks = model.peaks
         self._rng = np.random.default_rng(config.seed)
         self._last: tuple[int, int] | None = None  # the last step's start and planned end

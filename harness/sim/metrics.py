@@ -9,7 +9,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.core import HistogramMetricFamily
 from prometheus_client.registry import Collector
 
-from harness.sim.engine import SimRequest, Stress
+from harness.sim.engine import SimRequest, StepAccount
 from harness.sim.realtime import Snapshot
 
 TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
@@ -55,6 +55,8 @@ def _one_two_five(most: int) -> tuple[float, ...]:
         scale *= 10
     return tuple(float(v) for v in out)
 
+
+_GAPS_HELD = 8192  # inter-token gaps waiting for the ITL histogram, at most
 
 ENGINE = "0"  # vLLM labels each engine core's metrics with its index; the simulator is one engine
 
@@ -132,6 +134,8 @@ class SimMetrics:
         # every step, mostly for one new token.
         if seen and n == seen + 1:
             self._gaps.append(times[-1] - times[-2])
+            if len(self._gaps) >= _GAPS_HELD:  # a simulator nobody scrapes must not hold every gap it made
+                self._count_gaps()
             return
         if seen == 0 and n:
             self._ttft.labels(*self._label).observe((times[0] - req.arrival_ns) / 1e9)
@@ -158,10 +162,13 @@ class SimMetrics:
     def observe_step_lateness(self, late_ns: int) -> None:
         self._lateness.observe(max(late_ns, 0) / 1e9)
 
-    def render(self, snap: Snapshot) -> bytes:
+    def _count_gaps(self) -> None:
         if self._gaps:
             self._itl.observe_many(np.asarray(self._gaps, dtype=np.float64) / 1e9)
             self._gaps = []
+
+    def render(self, snap: Snapshot) -> bytes:
+        self._count_gaps()
         lab = self._label
         self._running.labels(*lab).set(snap.running)
         self._waiting.labels(*lab).set(snap.waiting)
@@ -177,7 +184,7 @@ class SimMetrics:
             self._render_stress(snap.stress, snap.peaks)
         return generate_latest(self.registry)
 
-    def _render_stress(self, stress: Stress, peaks: tuple[float, float] | None) -> None:
+    def _render_stress(self, stress: StepAccount, peaks: tuple[float, float] | None) -> None:
         for key, stress_counter in self._stress_counters.items():
             value = getattr(stress, key)
             stress_counter.inc(value - self._stress_seen[key])

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from harness.clock import NS_PER_MS, NS_PER_S, Clock, MonotonicClock
-from harness.sim.engine import Engine, SimRequest, Stress, TokenTally
+from harness.sim.engine import Engine, SimRequest, StepAccount, TokenTally
 
 # Past this much lateness the simulator stops trying to catch up with its own schedule:
 # it is overloaded, and pretending otherwise would emit a burst of back-dated steps.
@@ -36,7 +36,7 @@ class Snapshot:
     prefix_hit_tokens: int
     generation_tokens: int
     prompt_tokens: int
-    stress: Stress | None = None  # the engine's running account (None: fixed timing has no device)
+    stress: StepAccount | None = None  # the engine's running account (None: fixed timing has no device)
     peaks: tuple[float, float] | None = None  # bytes/s, FLOP/s
 
 

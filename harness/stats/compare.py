@@ -125,7 +125,7 @@ def change(metric: str, base: float, current: float) -> float:
 
 
 @dataclass(frozen=True, slots=True)
-class Comparison:
+class MetricChange:
     metric: str
     baseline: float | None
     current: float | None
@@ -139,9 +139,9 @@ class Comparison:
 
 
 @dataclass(frozen=True, slots=True)
-class PhaseComparison:
+class PhaseChange:
     phase: str
-    result: Comparison
+    result: MetricChange
 
 
 def judge(metric: str, point: float, low: float, high: float, tolerance: float) -> Verdict:
@@ -203,14 +203,14 @@ def weighted_percentile(parts: Sequence[np.ndarray], weights: np.ndarray, q: flo
 
 
 def bootstrap(metric: str, base: Sequence[Block], current: Sequence[Block], tolerance: float,
-              seed: int = 0) -> Comparison:
+              seed: int = 0) -> MetricChange:
     method = f"block bootstrap ({len(base)} vs {len(current)} blocks)"
     b0, c0 = value(metric, base), value(metric, current)
     if b0 is None or c0 is None:
-        return Comparison(metric, b0, c0, None, None, None, tolerance, "no data", method)
+        return MetricChange(metric, b0, c0, None, None, None, tolerance, "no data", method)
     point = change(metric, b0, c0)
     if min(len(base), len(current)) < MIN_BLOCKS:
-        return Comparison(metric, b0, c0, point, None, None, tolerance, "inconclusive", method)
+        return MetricChange(metric, b0, c0, point, None, None, tolerance, "inconclusive", method)
     rng = np.random.default_rng(seed)
     weights_b, weights_c = _multiplicities(rng, len(base)), _multiplicities(rng, len(current))
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -218,7 +218,7 @@ def bootstrap(metric: str, base: Sequence[Block], current: Sequence[Block], tole
         every = c - b if metric in ABSOLUTE else c / b - 1
     draws = every[np.isfinite(every)]
     low, high = (float(np.percentile(draws, 2.5)), float(np.percentile(draws, 97.5))) if len(draws) else (point, point)
-    return Comparison(metric, b0, c0, point, low, high, tolerance, judge(metric, point, low, high, tolerance), method)
+    return MetricChange(metric, b0, c0, point, low, high, tolerance, judge(metric, point, low, high, tolerance), method)
 
 
 def t975(df: float) -> float:
@@ -227,7 +227,7 @@ def t975(df: float) -> float:
     return _T975[k - 1] if k <= len(_T975) else 2.0 if k <= 60 else 1.96
 
 
-def across_runs(metric: str, base: Sequence[float], current: Sequence[float], tolerance: float) -> Comparison:
+def across_runs(metric: str, base: Sequence[float], current: Sequence[float], tolerance: float) -> MetricChange:
     """Welch's interval on the difference of the runs' means, relative to the baseline's mean."""
     method = f"runs ({len(base)} vs {len(current)})"
     b, c = np.asarray(base, dtype=np.float64), np.asarray(current, dtype=np.float64)
@@ -238,4 +238,4 @@ def across_runs(metric: str, base: Sequence[float], current: Sequence[float], to
     half = t975(df) * se
     scale = 1.0 if metric in ABSOLUTE else (mb or 1.0)
     point, low, high = (mc - mb) / scale, (mc - mb - half) / scale, (mc - mb + half) / scale
-    return Comparison(metric, mb, mc, point, low, high, tolerance, judge(metric, point, low, high, tolerance), method)
+    return MetricChange(metric, mb, mc, point, low, high, tolerance, judge(metric, point, low, high, tolerance), method)

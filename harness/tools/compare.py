@@ -26,7 +26,7 @@ from harness.stats.compare import (
     METRICS,
     REPEATS_FOR_RUN_LEVEL,
     Block,
-    PhaseComparison,
+    PhaseChange,
     across_runs,
     blocks,
     bootstrap,
@@ -35,7 +35,7 @@ from harness.stats.compare import (
 
 
 @dataclass(frozen=True, slots=True)
-class PhaseRun:
+class PhaseBlocks:
     blocks: list[Block]  # the measured requests, in blocks of consecutive time (or one a batch)
     client_limited: str | None  # why the harness could not keep up (None: it could)
     thresholds: list[dict[str, Any]] = field(default_factory=list)  # as in summary.json
@@ -46,7 +46,7 @@ class Run:
     run_id: str
     where: str  # the run directory, or the history file it was read from
     shape: dict[str, Any]  # what must match for a comparison to mean something
-    phases: dict[str, PhaseRun]  # in the order the run ran them
+    phases: dict[str, PhaseBlocks]  # in the order the run ran them
 
 
 def shape_of(scenario: Mapping[str, Any]) -> dict[str, Any]:
@@ -64,9 +64,10 @@ def _load_run(path: Path) -> Run:
     by_phase: dict[str, list[RequestRecord]] = {}
     for rec in read_records(path / "requests.jsonl"):
         by_phase.setdefault(rec.phase, []).append(rec)
-    phases = {p["name"]: PhaseRun(blocks(by_phase.get(p["name"], []), p["window"]["start_ns"], p["window"]["end_ns"]),
-                                  (p.get("client_limited_reason") or "late") if p.get("client_limited") else None,
-                                  p.get("thresholds", []))
+    phases = {p["name"]: PhaseBlocks(blocks(by_phase.get(p["name"], []), p["window"]["start_ns"],
+                                            p["window"]["end_ns"]),
+                                     (p.get("client_limited_reason") or "late") if p.get("client_limited") else None,
+                                     p.get("thresholds", []))
               for p in summary["phases"]}
     return Run(summary["run"]["run_id"], str(path), shape_of(scenario), phases)
 
@@ -107,7 +108,7 @@ def untrusted(phase: str, runs: Sequence[Run]) -> str | None:
 
 
 def compare_sides(base: Sequence[Run], current: Sequence[Run], limits: Mapping[str, float],
-                  seed: int = 0) -> list[PhaseComparison]:
+                  seed: int = 0) -> list[PhaseChange]:
     """Every phase both sides ran, every metric in `limits`: run-level with enough repeats on both sides,
     else a block bootstrap over the blocks of all runs of each side. A phase the client limited on either side
     is compared all the same, for information, and its verdicts are "untrusted"."""
@@ -129,7 +130,7 @@ def compare_sides(base: Sequence[Run], current: Sequence[Run], limits: Mapping[s
                 result = bootstrap(metric, pooled_b, pooled_c, tolerance, seed + k)
             if why is not None and result.verdict != "no data":
                 result = dataclasses.replace(result, verdict="untrusted", note=why)
-            out.append(PhaseComparison(phase, result))
+            out.append(PhaseChange(phase, result))
     return out
 
 

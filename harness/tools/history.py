@@ -30,7 +30,7 @@ from harness.stats.compare import Block
 from harness.stats.repeats import METRICS
 from harness.stats.schema import PhaseSummary
 from harness.stats.thresholds import observed
-from harness.tools.compare import PhaseRun, Run, load_runs
+from harness.tools.compare import PhaseBlocks, Run, load_runs
 
 DEFAULT_DB = Path("reports") / "history.sqlite"
 _SCHEMA = """
@@ -225,14 +225,14 @@ def baseline_entries(db_path: Path, scenario: str, n: int, exclude: Sequence[str
 
 def _run_from_db(db: sqlite3.Connection, entry: Entry, where: str) -> Run:
     (shape,) = db.execute("SELECT shape FROM runs WHERE run_id = ?", (entry.run_id,)).fetchone()
-    phases: dict[str, PhaseRun] = {}
+    phases: dict[str, PhaseBlocks] = {}
     for name, limited, thresholds in db.execute(
             "SELECT phase, client_limited, thresholds FROM phases WHERE run_id = ? ORDER BY ord", (entry.run_id,)):
         cut = [Block(dict(zip(_LATENCIES, (_unpack(b) for b in blobs), strict=True)), tokens, seconds, total, failed)
                for seconds, tokens, total, failed, *blobs in db.execute(
                    "SELECT seconds, tokens, total, failed, ttft, tpot, e2e, itl FROM blocks "
                    "WHERE run_id = ? AND phase = ? ORDER BY idx", (entry.run_id, name))]
-        phases[name] = PhaseRun(cut, limited, json.loads(thresholds))
+        phases[name] = PhaseBlocks(cut, limited, json.loads(thresholds))
     return Run(entry.run_id, where, json.loads(shape), phases)
 
 

@@ -24,8 +24,7 @@ from harness.run.dispatch import Dispatcher
 from harness.run.runner import run_plan
 from harness.run.simulator import check_fits
 from harness.sim.build import build_engine, context_problem, model_context
-from harness.sim.engine import SimRequest
-from harness.sim.engine import Stress as EngineStress
+from harness.sim.engine import SimRequest, StepAccount
 from harness.sim.realtime import StepDriver
 from harness.sim.requests import finish_reason, make_request, output_length, parse_body
 from harness.stats.schema import Stress
@@ -135,7 +134,7 @@ async def _phases(scenario: Scenario, clock: FakeClock) -> list[PhaseRun]:
     return done
 
 
-def _phase_stress(before: EngineStress, after: EngineStress, seconds: float,
+def _phase_stress(before: StepAccount, after: StepAccount, seconds: float,
                   peaks: tuple[float, float] | None) -> Stress | None:
     if peaks is None:
         return None

@@ -6,8 +6,8 @@ import pytest
 from harness.report.comparison import render_junit, render_markdown, render_text, verdict_line
 from harness.stats.compare import (
     MIN_BLOCKS,
-    Comparison,
-    PhaseComparison,
+    MetricChange,
+    PhaseChange,
     across_runs,
     blocks,
     bootstrap,
@@ -87,11 +87,11 @@ def test_run_level_interval_is_welchs() -> None:
 
 
 RESULTS = [
-    PhaseComparison("open", Comparison("ttft_p99", 210.0, 290.5, 0.383, 0.21, 0.52, 0.2, "regression",
+    PhaseChange("open", MetricChange("ttft_p99", 210.0, 290.5, 0.383, 0.21, 0.52, 0.2, "regression",
                                        "block bootstrap (8 vs 8 blocks)")),
-    PhaseComparison("open", Comparison("output_tokens_per_s", 1500.0, 1490.0, -0.0067, -0.03, 0.02, 0.05,
+    PhaseChange("open", MetricChange("output_tokens_per_s", 1500.0, 1490.0, -0.0067, -0.03, 0.02, 0.05,
                                        "within tolerance", "block bootstrap (8 vs 8 blocks)")),
-    PhaseComparison("batch", Comparison("error_rate", 0.0, 0.0, 0.0, None, None, 0.01, "inconclusive",
+    PhaseChange("batch", MetricChange("error_rate", 0.0, 0.0, 0.0, None, None, 0.01, "inconclusive",
                                         "block bootstrap (1 vs 1 blocks)")),
 ]
 
@@ -160,11 +160,11 @@ def test_blocks_cover_the_window_even_when_sends_end_early() -> None:
 
 
 def test_untrusted_when_the_client_limited_a_run() -> None:
-    from harness.tools.compare import PhaseRun, Run, compare_sides
+    from harness.tools.compare import PhaseBlocks, Run, compare_sides
 
     def run(run_id: str, seed: int, itl: float, late: str | None = None) -> Run:
         cut = blocks(_run(200, 50, itl, seed), 0, 199 * 100 * MS)
-        return Run(run_id, run_id, {}, {"open": PhaseRun(cut, late)})
+        return Run(run_id, run_id, {}, {"open": PhaseBlocks(cut, late)})
 
     clean = compare_sides([run("a", 1, 10)], [run("b", 2, 13)], {"itl_p50": 0.05})
     assert clean[0].result.verdict == "regression"
@@ -175,11 +175,11 @@ def test_untrusted_when_the_client_limited_a_run() -> None:
 
 
 def test_thresholds_are_test_cases_too() -> None:
-    from harness.report.comparison import Threshold
+    from harness.report.comparison import ThresholdOutcome
 
-    held = Threshold("r1", "open", {"metric": "error_rate", "limit": "<1%", "observed": 0.0, "unit": "",
+    held = ThresholdOutcome("r1", "open", {"metric": "error_rate", "limit": "<1%", "observed": 0.0, "unit": "",
                                     "passed": True})
-    broken = Threshold("r1", "batch", {"metric": "ttft_p99", "limit": "<500ms", "observed": 812.4, "unit": "ms",
+    broken = ThresholdOutcome("r1", "batch", {"metric": "ttft_p99", "limit": "<500ms", "observed": 812.4, "unit": "ms",
                                        "passed": False})
     suite = ET.fromstring(render_junit(RESULTS, thresholds=[held, broken]))
     assert suite.get("tests") == "5" and suite.get("failures") == "2"

@@ -32,3 +32,17 @@ def test_readme_stays_a_newcomers_page() -> None:
     assert len(lines) <= 250, f"README.md has {len(lines)} lines: move reference material to docs/"
     commands = [line for line in lines[:20] if line.startswith("make ")]
     assert [c.split()[1] for c in commands] == ["demo", "test"], commands
+
+
+def test_class_names_are_unique_across_the_package() -> None:
+    """One `Window`, one `Comparison`: a name means one thing wherever it is imported (issue 33)."""
+    import ast
+    from collections import defaultdict
+
+    where: defaultdict[str, list[str]] = defaultdict(list)
+    for path in (ROOT / "harness").rglob("*.py"):
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+                where[node.name].append(str(path.relative_to(ROOT)))
+    twice = {name: paths for name, paths in where.items() if len(paths) > 1}
+    assert not twice, f"class names defined in more than one module: {twice}"
