@@ -12,7 +12,7 @@ from harness import __version__
 from harness.config.scenario import ClientConfig, Scenario, load_scenario
 from harness.errors import ScenarioError
 from harness.records import RequestRecord, read_records
-from harness.stats.keep import PhaseKeep, RunSample
+from harness.stats.keep import PhaseKeep, RunSample, next_phase
 from harness.stats.schema import Summary
 from harness.stats.server import Row, read_server_metrics
 from harness.stats.summary import PhaseRun, build_summary
@@ -89,8 +89,8 @@ def _keep(scenario: Scenario, records: Iterable[RequestRecord]) -> _Kept:
         keep = kept.phases.get(rec.phase)
         if keep is None:
             phase = config.get(rec.phase)
-            keep = PhaseKeep(scenario.slo, 0 if kept.run.over else cap, phase.warmup_s if phase else 0.0,
-                             phase.cooldown_s if phase else 0.0)
+            keep = next_phase(scenario.slo, cap, kept.run, phase.warmup_s if phase else 0.0,
+                              phase.cooldown_s if phase else 0.0)
             kept.phases[rec.phase] = keep
         if keep is not current:
             if current is not None:

@@ -20,7 +20,7 @@ from harness.redact import MESSAGE_LIMIT, short_reason
 from harness.run.exporter import LiveMetrics
 from harness.run.progress import Progress, goal
 from harness.run.relay import Relay
-from harness.stats.keep import PhaseKeep, RunSample
+from harness.stats.keep import PhaseKeep, RunSample, next_phase
 from harness.stats.phase import span_rate
 from harness.workload.plan import OpenLoopPlan, PhasePlan, SessionPlan
 
@@ -94,7 +94,7 @@ class RecordSink:
             self.warn(f"{name} failed on a record ({type(exc).__name__}: {exc}); the record is kept, {name} misses it")
 
     def begin_phase(self, phase: Phase, plan: PhasePlan, launched: Callable[[], int]) -> None:
-        self.phase = PhaseKeep(self.slo, 0 if self.run.over else self.cap, phase.warmup_s, phase.cooldown_s)
+        self.phase = next_phase(self.slo, self.cap, self.run, phase.warmup_s, phase.cooldown_s)
         if self.relay is not None:
             self.relay.phase(phase.name)
         announce_phase(phase, plan, launched, self.progress, self.metrics)

@@ -74,6 +74,11 @@ class PhaseKeep:
             return None
         return self.fold, (self.first, self.last)
 
+def next_phase(slo: SLO, cap: int | None, run: RunSample, warmup_s: float, cooldown_s: float) -> PhaseKeep:
+    """The keep of a phase that begins now: a run already past its cap lets the new phase's records go at once."""
+    return PhaseKeep(slo, 0 if run.over else cap, warmup_s, cooldown_s)
+
+
 class RunSample:
     """The run's records for its report and Parquet file: every one up to `cap`; past it, every `every`-th in
     the order they ended (`every` doubling as needed), so a chart counts each kept record `every` times."""

@@ -45,7 +45,7 @@ from harness.stats.schema import Window as SchemaWindow
 from harness.stats.sketch import Samples
 from harness.stats.verdict import ClientCheck, health, lateness, verdict, worst
 
-__all__ = ["Interval", "PhaseFold", "phase_stats", "span_rate", "windows"]
+__all__ = ["Interval", "PhaseFold", "phase_stats", "span_rate"]
 
 
 def windows_between(first_ns: int, last_ns: int, warmup_s: float, cooldown_s: float) -> tuple[Interval, Interval]:
@@ -54,10 +54,6 @@ def windows_between(first_ns: int, last_ns: int, warmup_s: float, cooldown_s: fl
     m_start, m_end = first_ns + int(warmup_s * NS_PER_S), last_ns - int(cooldown_s * NS_PER_S)
     return whole, (Interval(m_start, m_end) if m_end > m_start else whole)
 
-
-def windows(records: Sequence[RequestRecord], warmup_s: float, cooldown_s: float) -> tuple[Interval, Interval]:
-    start = min((r.intended_ns for r in records), default=0)
-    return windows_between(start, max((r.end_ns for r in records), default=start), warmup_s, cooldown_s)
 
 
 def span_rate(times_ns: Sequence[int]) -> float | None:
