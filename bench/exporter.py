@@ -36,7 +36,7 @@ def main() -> None:
     args = parser.parse_args()
     recs = records(args.requests, args.tokens)
     metrics = LiveMetrics("bench")
-    metrics.begin_phase("p", "bench", 100.0, lambda: args.requests)
+    metrics.open_phase("p", "bench", 100.0, lambda: args.requests)
     t0 = time.perf_counter()
     for rec in recs:
         metrics.record(rec)

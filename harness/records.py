@@ -154,6 +154,16 @@ class RecordWriter:
         self.replaced = 0
         self._since_flush: list[RequestRecord] = []
 
+    # A RecordObserver (harness.run.observe): it writes every record, whatever phase it is of.
+    def begin_phase(self, start: object) -> None:
+        pass
+
+    def record(self, rec: RequestRecord) -> None:
+        self.write(rec)
+
+    def end_phase(self) -> None:
+        pass
+
     def write(self, rec: RequestRecord) -> None:
         if self.failure is not None:
             self.unwritten.append(rec)

@@ -13,6 +13,7 @@ from aiohttp import web
 from harness.clock import NS_PER_MS
 from harness.config.workload import Workload
 from harness.records import RequestRecord
+from harness.stats.schema import Summary
 from harness.workload.requests import RequestSource, RequestSpec
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,6 +42,15 @@ def build_requests(workload: Workload, phase: str, phase_index: int, count: int,
 
 
 MS = NS_PER_MS
+
+
+def summary_of(phases: list[dict[str, Any]], conclusion: tuple[str, ...] | list[str] = (), scenario: str = "tiny",
+               **run: Any) -> Summary:
+    """A whole typed summary around phases given as summary.json has them (each with its name), for the
+    readers of summaries (the table, the report, the notes)."""
+    header = {"run_id": "test", "scenario": scenario, "harness_version": "test", "seed": 0, **run}
+    return Summary.from_json({"run": header, "phases": [{"config": {}, **p} for p in phases],
+                              "comparison": {"phases": [], "conclusion": list(conclusion)}})
 
 
 def rec(intended: int, sent: int, chunks: list[int], completion: int | None = None, status: str = "ok",

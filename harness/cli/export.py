@@ -15,6 +15,7 @@ from harness.errors import UsageError
 from harness.redact import redactor
 from harness.report.pushgateway import push_summary
 from harness.run.exporter import LiveMetrics
+from harness.stats.schema import Summary
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -83,7 +84,7 @@ def live_metrics(scenario: Scenario) -> Iterator[LiveMetrics | None]:
         metrics.close()
 
 
-def push(scenario: Scenario, summaries: list[dict[str, Any]], key: str | None, warn: Callable[[str], None]) -> None:
+def push(scenario: Scenario, summaries: list[Summary], key: str | None, warn: Callable[[str], None]) -> None:
     """The runs of this command (one, or every repeat), in one push."""
     if scenario.pushgateway is not None:
         push_summary(scenario.pushgateway, summaries, lambda message: warn(redactor(key)(message)))

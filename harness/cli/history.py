@@ -9,8 +9,8 @@ import click
 
 from harness.cli.errors import guarded
 from harness.cli.grouped import examples
+from harness.config.metric_registry import FOLLOWED
 from harness.report.history import render_history
-from harness.stats.repeats import METRICS
 from harness.tools import history as store
 
 _DB = click.option("--db", type=click.Path(dir_okay=False, path_type=Path), default=store.DEFAULT_DB,
@@ -69,7 +69,7 @@ _EXAMPLES3 = examples(
 @history.command(epilog=_EXAMPLES3)
 @_DB
 @click.option("--scenario", help="Only this scenario's runs.")
-@click.option("--metric", "metrics", multiple=True, type=click.Choice(METRICS), metavar="M",
+@click.option("--metric", "metrics", multiple=True, type=click.Choice(FOLLOWED), metavar="M",
               help=f"A metric to show (repeatable; default {', '.join(_SHOWN)}).")
 @click.option("--baseline", "n", type=click.IntRange(min=1), default=3, show_default=True, metavar="N",
               help="Mark the last N runs of each scenario that may be a baseline, as compare would take them.")

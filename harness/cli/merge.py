@@ -10,8 +10,8 @@ from harness.cli.errors import fail, guarded
 from harness.cli.grouped import examples
 from harness.errors import EXIT_HARNESS
 from harness.report.files import write_run
-from harness.report.merge import merge_shards
 from harness.report.table import print_table
+from harness.run.distributed.merge import merge_shards
 
 _EXAMPLES1 = examples(
     'harness merge shard-0/* shard-1/* --out reports/merged',
@@ -30,7 +30,7 @@ def merge(run_dirs: tuple[Path, ...], out: Path) -> None:
         raise click.BadParameter(f"{out} is not empty", param_hint="--out")
     result = merge_shards(run_dirs, out, lambda line: click.echo(f"warning: {line}", err=True))
     write_run(result)
-    print_table(result.summary.to_json())
+    print_table(result.summary)
     click.echo(f"\nreport: {out}")
     cut = [s for s in result.summary.run.shards or [] if not s.complete and s.stopped]
     if cut:

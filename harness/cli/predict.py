@@ -77,7 +77,7 @@ def predict(scenario_path: Path | None, as_json: bool, accelerators: list[str] |
             raise click.UsageError("--price, --slo, --capacity and --html go with --accelerators")
         summary = run_prediction(scenario)
         if as_json:
-            click.echo(json.dumps(summary, indent=2))
+            click.echo(json.dumps(summary.to_json(), indent=2))
         else:
             print_table(summary)
         return

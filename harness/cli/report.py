@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
@@ -14,6 +13,7 @@ from harness.report.html import render_html
 from harness.report.notes import notes
 from harness.report.offline import rebuild
 from harness.report.table import print_table
+from harness.stats.schema import read_summary
 
 _EXAMPLES1 = examples(
     'harness report reports/20261202T101500Z-quickstart',
@@ -31,7 +31,7 @@ def report(run_dir: Path, write: bool | None) -> None:
     summary.json and report.html are kept unless --write, or unless the run (killed) left none; a missing
     report.html alone is drawn again from the run's own summary."""
     rebuilt = rebuild(run_dir, warn)
-    summary = rebuilt.summary.to_json()
+    summary = rebuilt.summary
     print_table(summary)
     for line in notes(summary):  # what a reader must know beside the table, as the run said it (STOPPED…)
         warn(line)
@@ -40,7 +40,6 @@ def report(run_dir: Path, write: bool | None) -> None:
         click.echo(f"\nwritten: {run_dir / 'summary.json'}, {run_dir / 'report.html'}")
     elif write is None and not (run_dir / "report.html").exists() and rebuilt.records:
         # The page alone was missing (deleted, or a run that died writing it): drawn from the run's own summary.
-        saved = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
-        page = render_html(saved, rebuilt.records, rebuilt.rows, rebuilt.every)
+        page = render_html(read_summary(run_dir / "summary.json"), rebuilt.records, rebuilt.rows, rebuilt.every)
         (run_dir / "report.html").write_text(page, encoding="utf-8")
         click.echo(f"\nwritten: {run_dir / 'report.html'} (it was missing)")

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import threading
 import time
 from collections import Counter
@@ -28,27 +26,22 @@ from harness.cli.export import export_options, live_metrics, push, with_export_f
 from harness.cli.grouped import GroupedCommand
 from harness.cli.quick_flags import flag_scenario, with_flags, with_thresholds
 from harness.client.backend import Api
-from harness.clock import MonotonicClock
 from harness.config.scenario import Scenario, parse_hardware
 from harness.errors import EXIT_HANGUP, EXIT_HARNESS, EXIT_NOTHING_OK, EXIT_REGRESSION, EXIT_STOPPED
 from harness.gctune import tune_for_timing
-from harness.records import read_records
-from harness.report.files import write_run
+from harness.report.files import write_somewhere
 from harness.report.notes import notes
-from harness.report.repeats import render_repeats
+from harness.report.repeats import write_repeats
 from harness.report.table import print_table, threshold_lines
 from harness.run.display import Display, make_display, plan_lines
+from harness.run.distributed.conduct import run_workers
+from harness.run.distributed.sharding import Sharding
 from harness.run.exporter import LiveMetrics
-from harness.run.progress import Progress
 from harness.run.relay import Relay
-from harness.run.rescue import rescue
-from harness.run.runner import RunResult, Sharding, claimed, new_run_dir, run_scenario
+from harness.run.runner import RunResult, claimed, new_run_dir, run_scenario
 from harness.run.target import target
-from harness.stats.repeats import across_runs, derived_seed
+from harness.stats.repeats import repeat_scenario
 from harness.tools.calibration_store import ceiling_tokens_per_s
-from harness.tools.hub import Hub
-from harness.tools.ray_workers import start_ray_workers
-from harness.tools.workers import follow, merge_workers, start_workers
 from harness.workload.shards import LATE_MS, Shard
 
 RUN_GROUPS = {
@@ -155,35 +148,36 @@ def run(scenario_path: Path | None, endpoint: str | None, model: str | None, api
     scenario = with_flags(flag_scenario(scenario_path, quick, api), tokenizer, skip_bad_rows, accelerator, wait)
     scenario = with_thresholds(scenario, thresholds)
     scenario = _with_hardware(scenario, hardware)
-    sharding = _sharding(shard_text, _start(start_at, late_ok), repeat, relay, slack_s)
+    display = make_display(progress)
+    sharding = _sharding(shard_text, _start(start_at, late_ok), repeat, Relay(warn=display.warn) if relay else None,
+                         slack_s)
     _check_workers(workers, ray_address, sharding, repeat)
     scenario = with_export_flags(scenario, export)
     endpoint = endpoint_url(endpoint)
     writable_dir(reports_dir, "--reports-dir")
     key = api_key(api_key_env, scenario.endpoint.api_key_env)
     tune_for_timing()
-    display = make_display(progress)
     parent = new_run_dir(reports_dir, f"{scenario.name}-x{repeat}") if repeat > 1 else None
     results: list[RunResult] = []
     died: list[str] = []
     with live_metrics(scenario) as metrics:
         for k in range(repeat):
-            each = _repeat(scenario, k)
+            each = repeat_scenario(scenario, k)
             run_dir = parent / f"run-{k + 1}" if parent else new_run_dir(reports_dir, scenario.name)
             with claimed(run_dir):
                 if workers is None:
                     result = event_loop.run(_run(each, run_dir, endpoint, model, api, key, pin, display, metrics,
                                                  sharding))
                 else:
-                    result, died = event_loop.run(_run_workers(each, run_dir, endpoint, model, api, key, display,
-                                                               metrics, workers, ray_address))
+                    result, died = event_loop.run(run_workers(each, run_dir, endpoint, model, api, key, display,
+                                                              metrics, workers, ray_address))
             results.append(result)
             _report(result, died, display, metrics)
             if died or result.summary.run.stopped:
                 break
         if parent is not None and not died:
-            _write_repeats(parent, [r.summary.to_json() for r in results])
-        push(scenario, [r.summary.to_json() for r in results], key, display.warn)  # completed, failed or stopped
+            click.echo(f"\n{write_repeats(parent, [r.summary for r in results])}\n\nrepeats: {parent}")
+        push(scenario, [r.summary for r in results], key, display.warn)  # completed, failed or stopped
     if died:
         raise fail(f"{len(died)} of {workers} workers died: the run is incomplete", EXIT_HARNESS)
     _exit(results)
@@ -191,60 +185,19 @@ def run(scenario_path: Path | None, endpoint: str | None, model: str | None, api
 
 def _report(result: RunResult, died: list[str], display: Display, metrics: LiveMetrics | None) -> None:
     """A finished run's files, table and warnings; its phases' final client-limited verdicts to the exporter."""
-    summary = result.summary.to_json()
+    summary = result.summary
     if metrics is not None:
-        metrics.verdicts({p["name"]: bool(p["client_limited"]) for p in summary["phases"]})
+        metrics.verdicts({p.name: p.client_limited for p in summary.phases})
     slow = threading.Timer(1.0, lambda: display.say("writing the report…"))  # said only when it takes a while
     slow.start()
     try:
-        result = _write_somewhere(result, display)
+        result = write_somewhere(result, display.warn)
     finally:
         slow.cancel()
     print_table(summary)
     for line in [*notes(summary), *died]:
         display.warn(line)
     click.echo(f"\nreport: {result.run_dir}")
-
-
-def _write_somewhere(result: RunResult, display: Display) -> RunResult:
-    """The run's reports in its folder or, when that fails (the disk filled or the folder vanished after the last
-    record), with every record in a rescue folder, named."""
-    try:
-        write_run(result)
-        return result
-    except OSError as exc:
-        reason = exc.strerror or str(exc)
-    scenario = result.run_dir / "scenario.yaml"
-    # Past records_in_memory, the run holds a sample: the records are its folder's file, if that still reads.
-    kept = result.run_dir / "requests.jsonl"
-    records = read_records(kept) if result.every > 1 and kept.is_file() else result.records
-    rescued = rescue(records, result.run_dir,
-                     scenario.read_text(encoding="utf-8") if scenario.is_file() else "")
-    display.warn(f"cannot write the reports to {result.run_dir}: {reason}; "
-                 + (f"records and reports written to {rescued}" if rescued else "no other folder took them"))
-    if rescued is None:
-        raise fail(f"the run's reports could not be written anywhere ({reason})", EXIT_HARNESS)
-    result = dataclasses.replace(result, run_dir=rescued)
-    write_run(result)
-    return result
-
-
-def _repeat(scenario: Scenario, k: int) -> Scenario:
-    """The k-th repeat: fresh seeds for arrivals, prompts and the simulator, derived from the scenario's."""
-    if k == 0:
-        return scenario
-    seed = derived_seed(scenario.seed, k)
-    sim = scenario.simulator.model_copy(update={"seed": derived_seed(scenario.simulator.seed, k)})
-    return scenario.model_copy(update={"seed": seed, "simulator": sim})
-
-
-def _write_repeats(parent: Path, summaries: list[dict[str, Any]]) -> None:
-    aggregate = across_runs(summaries)
-    text = render_repeats(aggregate, len(summaries))
-    (parent / "repeats.json").write_text(json.dumps({"runs": [s["run"]["run_id"] for s in summaries],
-                                                     "phases": aggregate}, indent=2), encoding="utf-8")
-    (parent / "repeats.txt").write_text(text + "\n", encoding="utf-8")
-    click.echo(f"\n{text}\n\nrepeats: {parent}")
 
 
 def _exit(results: list[RunResult]) -> None:
@@ -265,7 +218,7 @@ def _exit(results: list[RunResult]) -> None:
                 causes.update(phase.requests.failure_reasons)
             top = ", ".join(f"{reason} ×{n}" for reason, n in causes.most_common(3)) or "no request was sent"
             raise fail(f"no request succeeded ({top})", EXIT_NOTHING_OK)
-    broken = [line for r in results for line in threshold_lines(r.summary.to_json(), failed_only=True)]
+    broken = [line for r in results for line in threshold_lines(r.summary, failed_only=True)]
     if broken:
         raise fail(f"{len(broken)} threshold{'s' * (len(broken) > 1)} broken: " + "; ".join(
             line.removeprefix("✗ ") for line in broken), EXIT_REGRESSION)
@@ -288,9 +241,9 @@ def _start(start_at: float | None, late_ok: bool) -> float | None:
     return start_at
 
 
-def _sharding(shard_text: str | None, start_at: float | None, repeat: int, relay: bool,
+def _sharding(shard_text: str | None, start_at: float | None, repeat: int, relay: Relay | None,
               slack_s: float) -> Sharding | None:
-    if relay and shard_text is None:
+    if relay is not None and shard_text is None:
         raise click.BadParameter("is for the workers of --workers and --ray, which run with --shard",
                                  param_hint="--relay")
     if shard_text is None:
@@ -304,37 +257,7 @@ def _sharding(shard_text: str | None, start_at: float | None, repeat: int, relay
                                  "request ids from)", param_hint="--shard")
     if repeat > 1:
         raise click.BadParameter("a shard runs once; repeat the whole sharded run instead", param_hint="--repeat")
-    return Sharding(shard, start_at, Relay() if relay else None, slack_s)
-
-
-async def _run_workers(scenario: Scenario, run_dir: Path, url: str | None, model: str | None, api: Api | None,
-                       key: str | None, display: Display, metrics: LiveMetrics | None, n: int,
-                       ray_address: str | None) -> tuple[RunResult, list[str]]:
-    async with target(scenario, url=url, model=model, api=api, api_key=key, pin=False, log=display.warn) as (
-            endpoint, bundled):
-        for line in plan_lines(scenario, endpoint, bundled, run_dir):
-            display.say(line)
-        work = run_dir / "workers"
-        if ray_address is None:
-            display.say(f"  {n} worker processes, one shard each: {work}")
-            links = await start_workers(scenario, endpoint, work, n, spare_last_core=bundled)
-        else:
-            display.say(f"  {n} Ray actors (cluster {ray_address}), one shard each: {work}")
-            links = await start_ray_workers(scenario, endpoint, work, n, ray_address)
-            for link in links:  # kept on the node whatever happens to this driver
-                display.say(f"  worker {link.index} writes its records at {link.where}")
-        progress = Progress(MonotonicClock(), lambda: hub.sent(), len(scenario.phases))
-        hub = Hub(scenario, n, lambda i, line: links[i].send(line), progress, metrics)
-        display.follow(progress)
-        try:
-            await follow(links, hub, display, work)
-        finally:
-            await display.stop()
-            for link in links:  # stopped or failed here: the workers stop too (SIGTERM: their records kept)
-                link.stop()
-            for link in links:
-                await link.finish()
-        return merge_workers(scenario, links, hub, run_dir, bundled)
+    return Sharding(shard, start_at, relay, slack_s)
 
 
 def _with_hardware(scenario: Scenario, hardware: str | None) -> Scenario:

@@ -29,10 +29,13 @@ from harness.errors import EXIT_STOPPED
 from harness.report.files import write_run
 from harness.run.runner import claimed, new_run_dir, run_scenario
 from harness.run.target import target
+from harness.stats.schema import Summary
 from harness.tools.predict import predict_async
 from harness.tools.search import (
     MIN_REQUESTS,
+    Capacity,
     SearchStopped,
+    SearchTrial,
     parse_slo,
     planned_trials,
     search,
@@ -106,28 +109,28 @@ def search_cmd(scenario_path: Path | None, slo: SLO | None, goodput: float, low:
     if not as_json:
         _plan(low, high, duration, steps, repeats, min_requests, virtual)
 
-    async def searching() -> dict[str, Any]:
+    async def searching() -> Capacity:
         if virtual:
             return await search(scenario, predict_async, slo, goodput, low, high, duration, steps, repeats,
                                 min_requests=min_requests, said=said)
         async with target(scenario, url=endpoint, model=model, api=None, api_key=key) as (ep, bundled):
-            async def trial(s: Scenario) -> dict[str, Any]:
+            async def trial(s: Scenario) -> Summary:
                 with claimed(new_run_dir(reports_dir, f"{s.name}-search")) as run_dir:
                     result = await run_scenario(s, ep, run_dir, bundled=bundled)
                 write_run(result)
-                return result.summary.to_json()
+                return result.summary
 
             return await search(scenario, trial, slo, goodput, low, high, duration, steps, repeats,
                                 min_requests=min_requests, said=said)
 
     found = _searched(searching())
     if as_json:
-        click.echo(json.dumps(found, indent=2))
+        click.echo(json.dumps(found.to_json(), indent=2))
     else:
         _print(found, goodput)
 
 
-def _searched(searching: Coroutine[Any, Any, dict[str, Any]]) -> dict[str, Any]:
+def _searched(searching: Coroutine[Any, Any, Capacity]) -> Capacity:
     """The search's result; a trial stopped by Ctrl-C or SIGTERM ends it with exit 130, claiming no capacity."""
     try:
         return event_loop.run(searching)
@@ -169,16 +172,16 @@ def _plan(low: float, high: float, duration: float, steps: int, repeats: int, mi
                f"requests: {where}; the first, at {low:g} req/s, lasts ≥ {first:,.0f} s", err=True)
 
 
-def _trial_line(trial: dict[str, Any]) -> None:
-    small = "  too few requests to decide" if trial["too_small"] else ""
-    click.echo(f"  trial: {trial['rate']:8.3f} req/s  seed {trial['seed']}  {trial['requests']} requests  goodput "
-               f"{trial['goodput']:.0%}  {trial['output_tokens_per_s']:,.0f} tok/s{small}", err=True)
+def _trial_line(trial: SearchTrial) -> None:
+    small = "  too few requests to decide" if trial.too_small else ""
+    click.echo(f"  trial: {trial.rate:8.3f} req/s  seed {trial.seed}  {trial.requests} requests  goodput "
+               f"{trial.goodput:.0%}  {trial.output_tokens_per_s:,.0f} tok/s{small}", err=True)
 
 
-def _print(found: dict[str, Any], goodput: float) -> None:
-    if found["capacity_rps"] is None:
-        click.echo(found["note"])
+def _print(found: Capacity, goodput: float) -> None:
+    if found.capacity_rps is None or found.interval_rps is None:
+        click.echo(found.note)
     else:
-        lo, hi = found["interval_rps"]
-        click.echo(f"capacity: {found['capacity_rps']:.2f} req/s with ≥ {goodput:.0%} goodput "
-                   f"(95% interval {lo:.2f}–{hi:.2f} over {len(found['per_seed_rps'])} seeds)")
+        lo, hi = found.interval_rps
+        click.echo(f"capacity: {found.capacity_rps:.2f} req/s with ≥ {goodput:.0%} goodput "
+                   f"(95% interval {lo:.2f}–{hi:.2f} over {len(found.per_seed_rps or [])} seeds)")

@@ -9,25 +9,15 @@ number per second. A misspelt metric, operator or unit fails the scenario's vali
 
 from __future__ import annotations
 
-import difflib
 import re
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator
 
-Kind = Literal["latency", "fraction", "rate"]
-Op = Literal["<", "<=", ">", ">="]
+from harness.config.metric_registry import Kind, metric
 
-LATENCIES = ("ttft", "ttft_from_intended", "time_to_first_content", "itl", "chunk_gap", "tpot", "e2e",
-             "e2e_from_intended", "schedule_lag")
-STATISTICS = ("p50", "p90", "p95", "p99", "p999", "mean", "max")
-FRACTIONS = ("error_rate", "goodput_fraction")
-RATES = ("output_tokens_per_s", "total_tokens_per_s", "requests_per_s", "goodput_requests_per_s")
-METRICS: dict[str, Kind] = {
-    **{f"{name}_{stat}": "latency" for name in LATENCIES for stat in STATISTICS},
-    **dict.fromkeys(FRACTIONS, "fraction"), **dict.fromkeys(RATES, "rate"),
-}
+Op = Literal["<", "<=", ">", ">="]
 _MS_PER = {"us": 0.001, "ms": 1.0, "s": 1000.0, "m": 60_000.0}
 _FORM = re.compile(r"^\s*(<=|>=|<|>)\s*([0-9]*\.?[0-9]+(?:e[-+]?[0-9]+)?)\s*([a-z%]*)\s*$")
 
@@ -41,45 +31,39 @@ class Threshold:
 
     @property
     def kind(self) -> Kind:
-        return METRICS[self.metric]
+        return metric(self.metric).kind
 
     def holds(self, observed: float) -> bool:
         return {"<": observed < self.limit, "<=": observed <= self.limit, ">": observed > self.limit,
                 ">=": observed >= self.limit}[self.op]
 
 
-def parse_threshold(metric: str, text: str) -> Threshold:
+def parse_threshold(name: str, text: str) -> Threshold:
     """One threshold, or a ValueError naming what is wrong with it."""
-    kind = METRICS.get(metric)
-    if kind is None:
-        near = difflib.get_close_matches(metric, list(METRICS), n=3)
-        hint = f"; did you mean {', '.join(near)}?" if near else (
-            f"; one of <latency>_<stat> ({'/'.join(LATENCIES[:3])}…_{'/'.join(STATISTICS)}), "
-            f"{', '.join(FRACTIONS + RATES)}")
-        raise ValueError(f"{metric!r}: unknown metric{hint}")
+    kind = metric(name).kind
     match = _FORM.match(str(text))
     if match is None:
-        raise ValueError(f"{metric}: {text!r}: write an operator and a value, e.g. '<500ms', '>0.95'")
+        raise ValueError(f"{name}: {text!r}: write an operator and a value, e.g. '<500ms', '>0.95'")
     op, number, unit = match.group(1), float(match.group(2)), match.group(3)
     if kind == "latency":
         if unit not in _MS_PER:
-            raise ValueError(f"{metric}: {text!r}: a latency needs a unit: us, ms, s or m")
+            raise ValueError(f"{name}: {text!r}: a latency needs a unit: us, ms, s or m")
         limit = number * _MS_PER[unit]
     elif kind == "fraction":
         if unit not in ("", "%"):
-            raise ValueError(f"{metric}: {text!r}: a fraction is a share (0.01) or a percentage (1%)")
+            raise ValueError(f"{name}: {text!r}: a fraction is a share (0.01) or a percentage (1%)")
         limit = number / 100 if unit == "%" else number
         if limit > 1:
-            raise ValueError(f"{metric}: {text!r}: a fraction is at most 1 (100%)")
+            raise ValueError(f"{name}: {text!r}: a fraction is at most 1 (100%)")
     else:
         if unit:
-            raise ValueError(f"{metric}: {text!r}: a rate is a plain number per second")
+            raise ValueError(f"{name}: {text!r}: a rate is a plain number per second")
         limit = number
-    return Threshold(metric, op, limit, f"{op}{match.group(2)}{unit}")  # type: ignore[arg-type]
+    return Threshold(name, op, limit, f"{op}{match.group(2)}{unit}")  # type: ignore[arg-type]
 
 
 def parse_thresholds(raw: dict[str, str]) -> list[Threshold]:
-    return [parse_threshold(metric, text) for metric, text in raw.items()]
+    return [parse_threshold(name, text) for name, text in raw.items()]
 
 
 def _valid(raw: dict[str, str]) -> dict[str, str]:

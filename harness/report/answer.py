@@ -5,140 +5,134 @@ with its knee — so a screenshot of the page's top (1400×900) says what the ru
 from __future__ import annotations
 
 import html
-from typing import Any
 
 from harness.report.charts import Spec, json_values, series_spec
 from harness.report.table import sweep_points
-from harness.stats.conclusion import knee as knee_of
-from harness.stats.schema import PhaseSummary
+from harness.stats.conclusion import knee
+from harness.stats.schema import PhaseSummary, Summary
 
 _SLO_METRICS = (("ttft_ms", "ttft", "TTFT"), ("tpot_ms", "tpot", "TPOT"), ("e2e_ms", "e2e", "E2E"))
 
 
-def header_facts(summary: dict[str, Any]) -> list[tuple[str, str]]:
+def header_facts(summary: Summary) -> list[tuple[str, str]]:
     """Which run, against what, with which lengths, asking for what, and how it ended."""
-    run = summary.get("run", {})
-    endpoint = run.get("endpoint") or {}
-    sim = run.get("simulator") or {}
-    declared = f" ({endpoint['accelerator']}, as declared)" if endpoint.get("accelerator") else ""
-    simulated = endpoint.get("bundled_simulator") or run.get("mode") == "predict"
-    target = (f"simulated {sim.get('accelerator')} running {sim.get('model')} (bundled)" if simulated
-              else endpoint.get("base_url", "") + declared)
-    phases = summary.get("phases", [])
-    slo = _slo(summary)
-    limits = ", ".join(f"{k.removesuffix('_ms')} ≤ {v:g} ms" for k, v in slo.items() if v is not None) or "none"
-    span = sum(p["whole_run"]["window"]["duration_s"] for p in phases)
-    ended = "complete" if run.get("complete", True) else (
-        f"stopped by {run['stopped']}" if run.get("stopped") else "incomplete")
-    return [("run", f"{run.get('run_id', '')} · {run.get('started_at') or run.get('mode', '')}"),
-            ("model", str(endpoint.get("model") or sim.get("model") or "")), ("target", str(target)),
+    run = summary.run
+    endpoint, sim = run.endpoint, run.simulator
+    declared = f" ({endpoint.accelerator}, as declared)" if endpoint and endpoint.accelerator else ""
+    simulated = (endpoint and endpoint.bundled_simulator) or run.mode == "predict"
+    target = (f"simulated {sim and sim.accelerator} running {sim and sim.model} (bundled)" if simulated
+              else (endpoint.base_url if endpoint else "") + declared)
+    phases = summary.phases
+    limits = ", ".join(f"{k.removesuffix('_ms')} ≤ {v:g} ms" for k, v in _slo(summary).items()) or "none"
+    span = sum(p.whole_run.window.duration_s for p in phases)
+    ended = "complete" if run.complete else (f"stopped by {run.stopped}" if run.stopped else "incomplete")
+    model = (endpoint.model if endpoint else "") or (sim.model if sim else "") or ""
+    return [("run", f"{run.run_id} · {run.started_at or run.mode}"), ("model", str(model)), ("target", str(target)),
             ("workload", _lengths(phases)),
-            ("phases", ", ".join(p["name"] for p in phases) + f" · {span:,.1f} s in all"),
+            ("phases", ", ".join(p.name for p in phases) + f" · {span:,.1f} s in all"),
             ("SLOs", limits), ("ended", ended)]
 
 
-def _slo(summary: dict[str, Any]) -> dict[str, Any]:
-    phases = summary.get("phases", [])
-    return dict((phases[0].get("goodput") or {}).get("slo") or {}) if phases else {}
+def _slo(summary: Summary) -> dict[str, float]:
+    """The SLOs set (every phase shares the scenario's), by field: ttft_ms, tpot_ms, e2e_ms."""
+    if not summary.phases:
+        return {}
+    slo = summary.phases[0].goodput.slo
+    return {key: v for key, _, _ in _SLO_METRICS if (v := getattr(slo, key)) is not None}
 
 
-def _lengths(phases: list[dict[str, Any]]) -> str:
+def _lengths(phases: list[PhaseSummary]) -> str:
     """Mean prompt and output tokens of the ok requests, over every phase."""
-    ok = sum(p["requests"]["ok"] for p in phases)
+    ok = sum(p.requests.ok for p in phases)
     if not ok:
         return "no request succeeded"
-    prompt = sum(p["tokens"]["input"] for p in phases) / ok
-    output = sum(p["tokens"]["output"] for p in phases) / ok
+    prompt = sum(p.tokens.input for p in phases) / ok
+    output = sum(p.tokens.output for p in phases) / ok
     return f"prompts ~{prompt:,.0f} tokens, answers ~{output:,.0f} tokens (means of ok requests)"
 
 
-def header_html(summary: dict[str, Any]) -> str:
+def header_html(summary: Summary) -> str:
     facts = "".join(f"<div><span class='k'>{html.escape(k)}</span> {html.escape(v)}</div>"
                     for k, v in header_facts(summary))
     return f"<div class='facts'>{facts}</div>"
 
 
-def answer_lines(summary: dict[str, Any]) -> list[str]:
+def answer_lines(summary: Summary) -> list[str]:
     """The conclusion in words: the batch-versus-interactive sentences when the run has both, each sweep's
     capacity, and otherwise what each phase delivered within the SLOs."""
-    said = list((summary.get("comparison") or {}).get("conclusion") or [])
+    said = list(summary.comparison.conclusion)
     for name, points in sweep_points(summary).items():
         best = knee(points)
-        said.append(f"Sweep {name}: capacity under the SLOs {best['name']}, "
-                    f"{best['throughput']['output_tokens_per_s']:,.0f} output tokens/s." if best else
+        said.append(f"Sweep {name}: capacity under the SLOs {best.name}, "
+                    f"{best.throughput.output_tokens_per_s:,.0f} output tokens/s." if best else
                     f"Sweep {name}: no point met the SLOs for 95% of requests.")
     if not said:
-        said = [_phase_sentence(p) for p in summary.get("phases", [])]
+        said = [_phase_sentence(p) for p in summary.phases]
     return said
 
 
-def _phase_sentence(p: dict[str, Any]) -> str:
-    ttft = p["latency_ms"]["ttft"]["p99"]
+def _phase_sentence(p: PhaseSummary) -> str:
+    ttft = p.latency_ms.ttft.p99
     at = f", TTFT p99 {ttft:,.0f} ms" if ttft is not None else ""
-    return (f"{p['name']}: {p['throughput']['output_tokens_per_s']:,.0f} output tokens/s{at}; "
-            f"{p['goodput']['fraction']:.0%} of requests within the SLOs.")
+    return (f"{p.name}: {p.throughput.output_tokens_per_s:,.0f} output tokens/s{at}; "
+            f"{p.goodput.fraction:.0%} of requests within the SLOs.")
 
 
-def knee(points: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The sweep's capacity under the SLOs (`harness.stats.conclusion.knee`)."""
-    best = knee_of([PhaseSummary.model_validate(p) for p in points])
-    return None if best is None else best.to_json()
+def _card(p: PhaseSummary, slo: dict[str, float]) -> str:
+    """One phase: ✓ when every SLO's p99 is within its limit (the table's rule) and every threshold passed."""
+    lines, good = [], True
+    for key, metric, label in _SLO_METRICS:
+        limit, p99 = slo.get(key), getattr(p.latency_ms, metric).p99
+        if limit is None:
+            continue
+        ok = p99 is not None and p99 <= limit
+        good &= ok
+        shown = "no data" if p99 is None else f"{p99:,.0f} ms"
+        lines.append(f"<div class='{'ok' if ok else 'bad'}'>{label} p99 {shown} {'✓' if ok else '✗'} "
+                     f"(≤ {limit:g})</div>")
+    for t in p.thresholds:
+        good &= t.passed
+        lines.append(f"<div class='{'ok' if t.passed else 'bad'}'>{html.escape(t.metric)} "
+                     f"{html.escape(t.limit)} {'✓' if t.passed else '✗'}</div>")
+    verdict = ("✓" if good else "✗") if lines else "·"
+    lines += [f"<div>{p.goodput.fraction:.0%} within the SLOs · {p.requests.ok:,} ok of {p.requests.total:,}</div>",
+              f"<div>{p.throughput.output_tokens_per_s:,.0f} output tokens/s</div>"]
+    return (f"<div class='card {'good' if good else 'missed'}'><div class='head'><b>{html.escape(p.name)}</b> "
+            f"<span class='verdict'>{verdict}</span></div>{''.join(lines)}</div>")
 
 
-def cards_html(summary: dict[str, Any]) -> str:
-    """Per phase: ✓ when every SLO's p99 is within its limit (the table's rule) and every threshold passed."""
+def cards_html(summary: Summary) -> str:
+    """A card per phase: its verdict on the SLOs and thresholds, its goodput and throughput."""
     slo = _slo(summary)
-    cards = []
-    for p in summary.get("phases", []):
-        lines, good = [], True
-        for key, metric, label in _SLO_METRICS:
-            limit, p99 = slo.get(key), p["latency_ms"][metric]["p99"]
-            if limit is None:
-                continue
-            ok = p99 is not None and p99 <= limit
-            good &= ok
-            shown = "no data" if p99 is None else f"{p99:,.0f} ms"
-            lines.append(f"<div class='{'ok' if ok else 'bad'}'>{label} p99 {shown} {'✓' if ok else '✗'} "
-                         f"(≤ {limit:g})</div>")
-        for t in p.get("thresholds", []):
-            good &= t["passed"]
-            lines.append(f"<div class='{'ok' if t['passed'] else 'bad'}'>{html.escape(t['metric'])} "
-                         f"{html.escape(t['limit'])} {'✓' if t['passed'] else '✗'}</div>")
-        verdict = ("✓" if good else "✗") if lines else "·"
-        lines += [f"<div>{p['goodput']['fraction']:.0%} within the SLOs · {p['requests']['ok']:,} ok of "
-                  f"{p['requests']['total']:,}</div>",
-                  f"<div>{p['throughput']['output_tokens_per_s']:,.0f} output tokens/s</div>"]
-        cards.append(f"<div class='card {'good' if good else 'missed'}'><div class='head'><b>"
-                     f"{html.escape(p['name'])}</b> <span class='verdict'>{verdict}</span></div>{''.join(lines)}</div>")
-    return f"<div class='cards'>{''.join(cards)}</div>"
+    return f"<div class='cards'>{''.join(_card(p, slo) for p in summary.phases)}</div>"
 
 
-def thesis_spec(summary: dict[str, Any]) -> Spec | None:
+def thesis_spec(summary: Summary) -> Spec | None:
     """TTFT p99 against output tokens/s: each phase a point, each sweep a curve with its knee, the SLO a line."""
-    phases = [p for p in summary.get("phases", []) if p["latency_ms"]["ttft"]["p99"] is not None]
+    phases = [p for p in summary.phases if p.latency_ms.ttft.p99 is not None]
     if not phases:
         return None
     sweeps = sweep_points(summary)
-    swept = {p["name"] for points in sweeps.values() for p in points}
-    xs = sorted({round(p["throughput"]["output_tokens_per_s"], 1) for p in phases})
+    swept = {p.name for points in sweeps.values() for p in points}
+    xs = sorted({round(p.throughput.output_tokens_per_s, 1) for p in phases})
 
-    def column(points: list[dict[str, Any]]) -> list[float | None]:
-        at = {round(p["throughput"]["output_tokens_per_s"], 1): p["latency_ms"]["ttft"]["p99"] for p in points}
+    def column(points: list[PhaseSummary]) -> list[float | None]:
+        at = {round(p.throughput.output_tokens_per_s, 1): p.latency_ms.ttft.p99 for p in points}
         return [at.get(x) for x in xs]
 
-    series = [{**series_spec(p["name"], "ms", column([p]), points=True, log=True), "size": 11}
-              for p in phases if p["name"] not in swept]
+    series = [{**series_spec(p.name, "ms", column([p]), points=True, log=True), "size": 11}
+              for p in phases if p.name not in swept]
     for name, points in sweeps.items():
         series.append({**series_spec(f"sweep {name}", "ms", column(points), points=True, line=True, log=True),
                        "span": True, "size": 7})
         best = knee(points)
         if best is not None:
-            series.append({**series_spec(f"knee: {best['name']}", "ms", column([best]), points=True, log=True,
-                                     color="#000"), "size": 14})
+            series.append({**series_spec(f"knee: {best.name}", "ms", column([best]), points=True, log=True,
+                                         color="#000"), "size": 14})
     limit = _slo(summary).get("ttft_ms")
     if limit is not None:
         series.append(series_spec(f"TTFT SLO {limit:g} ms", "ms", [limit] * len(xs), line=True, log=True, dash=True,
-                              color="#d62728"))
+                                  color="#d62728"))
     return {"title": "latency against throughput: each phase's TTFT p99 at the output tokens/s it reached",
             "xlabel": "output tokens/s (log)", "xlog": True, "x": json_values(xs, 1), "series": series, "height": 300}
 

@@ -16,8 +16,10 @@ from typing import Any
 import numpy as np
 
 from harness.clock import NS_PER_MS, NS_PER_S
+from harness.config.scenario import SLO
 from harness.records import RequestRecord
 from harness.stats.metrics import e2e_ns, in_flight, itl_array_ns, ttft_ns
+from harness.stats.schema import PhaseSummary
 from harness.stats.server import Row, rates
 
 MAX_POINTS = 20_000  # per-request points a chart carries; beyond, a stride of them plus the slowest
@@ -196,22 +198,22 @@ def workload_specs(by_phase: dict[str, list[RequestRecord]]) -> list[Spec]:
     return specs
 
 
-def sweep_specs(name: str, points: list[dict[str, Any]], slo: dict[str, Any],
-                knee: dict[str, Any] | None) -> list[Spec]:
+def sweep_specs(name: str, points: list[PhaseSummary], slo: SLO, knee: PhaseSummary | None) -> list[Spec]:
     """TTFT and TPOT percentiles against the throughput each point of the sweep reached, with the SLO line."""
-    order = sorted(points, key=lambda p: p["throughput"]["output_tokens_per_s"])
-    x = json_values([p["throughput"]["output_tokens_per_s"] for p in order], 1)
-    at = f"; knee: {knee['name']}" if knee else "; no point met the SLOs"
+    order = sorted(points, key=lambda p: p.throughput.output_tokens_per_s)
+    x = json_values([p.throughput.output_tokens_per_s for p in order], 1)
+    at = f"; knee: {knee.name}" if knee else "; no point met the SLOs"
     specs = []
-    for metric, limit in (("ttft", slo.get("ttft_ms")), ("tpot", slo.get("tpot_ms"))):
-        series = [series_spec(f"{metric.upper()} {q}", "ms", [p["latency_ms"][metric][q] for p in order], points=True,
-                          line=True, log=True, dash=q == "p99") for q in ("p50", "p99")]
+    for metric, limit in (("ttft", slo.ttft_ms), ("tpot", slo.tpot_ms)):
+        series = [series_spec(f"{metric.upper()} {q}", "ms", [getattr(getattr(p.latency_ms, metric), q)
+                                                              for p in order], points=True,
+                              line=True, log=True, dash=q == "p99") for q in ("p50", "p99")]
         if limit is not None:
             series.append(series_spec(f"SLO {limit:g} ms", "ms", [limit] * len(order), line=True, log=True,
                                       color="#d62728"))
         if knee is not None:  # the capacity, marked where it sits on the curve
-            series.append({**series_spec(f"knee: {knee['name']}", "ms", [p["latency_ms"][metric]["p99"] if
-                                         p["name"] == knee["name"] else None for p in order], points=True,
+            series.append({**series_spec(f"knee: {knee.name}", "ms", [getattr(p.latency_ms, metric).p99 if
+                                         p.name == knee.name else None for p in order], points=True,
                                          log=True, color="#000"), "size": 10})
         specs.append({"title": f"sweep {name}: {metric.upper()} against output tokens/s{at}",
                       "xlabel": "output tokens/s", "x": x, "series": series})

@@ -8,10 +8,11 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
+from harness.config.metric_registry import metric
 from harness.report.table import observed_text
-from harness.stats.compare import ABSOLUTE, HIGHER_IS_BETTER, JUDGED, PhaseChange
+from harness.stats.compare import JUDGED, PhaseChange
+from harness.stats.schema import ThresholdResult
 
 _MARK = {"regression": "✗ regression", "improvement": "✓ improvement", "within tolerance": "✓ within tolerance",
          "inconclusive": "? inconclusive (too few blocks: --repeat 3)", "no data": "– no data",
@@ -25,31 +26,31 @@ class ThresholdOutcome:
 
     run_id: str
     phase: str
-    result: dict[str, Any]  # metric, limit, observed, unit, passed
+    result: ThresholdResult
 
     @property
     def text(self) -> str:
         r = self.result
-        return f"{self.phase} {r['metric']} {r['limit']}: {observed_text(r)} (run {self.run_id})"
+        return f"{self.phase} {r.metric} {r.limit}: {observed_text(r)} (run {self.run_id})"
 
 
-def _figure(metric: str, v: float | None) -> str:
+def _figure(name: str, v: float | None) -> str:
     if v is None:
         return "-"
-    if metric in ABSOLUTE:
+    if metric(name).absolute:
         return f"{v:.2%}"
-    return f"{v:,.1f}/s" if metric in HIGHER_IS_BETTER else f"{v:,.1f} ms"
+    return f"{v:,.1f}/s" if metric(name).higher_is_better else f"{v:,.1f} ms"
 
 
-def _change(metric: str, v: float | None) -> str:
+def _change(name: str, v: float | None) -> str:
     if v is None:
         return "-"
-    return f"{v * 100:+.2f} pt" if metric in ABSOLUTE else f"{v:+.1%}"
+    return f"{v * 100:+.2f} pt" if metric(name).absolute else f"{v:+.1%}"
 
 
-def _tolerance(metric: str, t: float) -> str:
-    worse = "−" if metric in HIGHER_IS_BETTER else "+"
-    return f"{worse}{t * 100:.2f} pt" if metric in ABSOLUTE else f"{worse}{t:.0%}"
+def _tolerance(name: str, t: float) -> str:
+    worse = "−" if metric(name).higher_is_better else "+"
+    return f"{worse}{t * 100:.2f} pt" if metric(name).absolute else f"{worse}{t:.0%}"
 
 
 # The terminal's marks: short enough for a row to fit 120 columns; what they stand for is said once, below.
@@ -98,9 +99,9 @@ def verdict_line(results: Sequence[PhaseChange]) -> str:
 def _threshold_markdown(thresholds: Sequence[ThresholdOutcome]) -> list[str]:
     if not thresholds:
         return []
-    broken = sum(not t.result["passed"] for t in thresholds)
+    broken = sum(not t.result.passed for t in thresholds)
     return ["", f"**Thresholds** ({broken} broken of {len(thresholds)}):", "",
-            *(f"- {'✓' if t.result['passed'] else '✗'} {t.text}" for t in thresholds)]
+            *(f"- {'✓' if t.result.passed else '✗'} {t.text}" for t in thresholds)]
 
 
 def render_markdown(results: Sequence[PhaseChange], baseline: str, current: str, method: str,
@@ -124,7 +125,7 @@ def render_first(current: str, thresholds: Sequence[ThresholdOutcome]) -> str:
 def render_junit(results: Sequence[PhaseChange], name: str = "harness compare",
                  thresholds: Sequence[ThresholdOutcome] = ()) -> str:
     """JUnit XML as CI systems read it: testsuite > testcase (classname, name, time) > failure/skipped."""
-    failures = sum(p.result.verdict == "regression" for p in results) + sum(not t.result["passed"]
+    failures = sum(p.result.verdict == "regression" for p in results) + sum(not t.result.passed
                                                                              for t in thresholds)
     skipped = sum(p.result.verdict in _SKIPPED for p in results)
     suite = ET.Element("testsuite", name=name, tests=str(len(results) + len(thresholds)), failures=str(failures),
@@ -144,8 +145,8 @@ def render_junit(results: Sequence[PhaseChange], name: str = "harness compare",
             ET.SubElement(case, "system-out").text = text
     for t in thresholds:
         case = ET.SubElement(suite, "testcase", classname=f"harness.thresholds.{t.phase}",
-                             name=f"{t.result['metric']} {t.result['limit']} ({t.run_id})", time="0")
-        if t.result["passed"]:
+                             name=f"{t.result.metric} {t.result.limit} ({t.run_id})", time="0")
+        if t.result.passed:
             ET.SubElement(case, "system-out").text = t.text
         else:
             ET.SubElement(case, "failure", message=f"threshold broken: {t.text}", type="threshold").text = t.text

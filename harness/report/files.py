@@ -3,16 +3,19 @@ written from a finished summary."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from harness.errors import ScenarioError
-from harness.records import RequestRecord
+from harness.errors import HarnessError, ScenarioError
+from harness.records import RequestRecord, read_records
 from harness.report.html import render_html
 from harness.report.notes import notes
 from harness.report.table import render_table
+from harness.run.rescue import rescue
+from harness.stats.schema import RunHeader, Summary
 from harness.stats.server import Row
 
 if TYPE_CHECKING:
@@ -42,26 +45,48 @@ INDEX = {
 }
 
 
-def write_reports(summary: dict[str, Any], run_dir: Path, records: Sequence[RequestRecord],
+def write_reports(summary: Summary, run_dir: Path, records: Sequence[RequestRecord],
                   rows: Sequence[Row], every: int = 1) -> None:
-    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    (run_dir / "summary.json").write_text(json.dumps(summary.to_json(), indent=2) + "\n", encoding="utf-8")
     said = notes(summary)
     lines = [render_table(summary), *(["", *said] if said else [])]
     (run_dir / "table.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
     if records:
         (run_dir / "report.html").write_text(render_html(summary, records, rows, every), encoding="utf-8")
-    write_index(run_dir, summary.get("run", {}))
+    write_index(run_dir, summary.run)
 
 
-def write_index(run_dir: Path, run: dict[str, Any]) -> None:
+def write_index(run_dir: Path, run: RunHeader) -> None:
     """README.txt: the files this run directory holds, one line each."""
     present = [name for name in INDEX if (run_dir / name).exists() or name == "README.txt"]
     width = max(len(name) for name in present)
-    head = f"harness run {run.get('run_id', '')} of scenario {run.get('scenario', '')}\n\n"
+    head = f"harness run {run.run_id} of scenario {run.scenario}\n\n"
     body = "".join(f"{name:<{width}}  {INDEX[name]}\n" for name in present)
     (run_dir / "README.txt").write_text(head + body, encoding="utf-8")
 
 
 def write_run(result: RunResult) -> None:
     """A finished run's reports beside its records."""
-    write_reports(result.summary.to_json(), result.run_dir, result.records, result.server_rows, result.every)
+    write_reports(result.summary, result.run_dir, result.records, result.server_rows, result.every)
+
+
+def write_somewhere(result: RunResult, warn: Callable[[str], None]) -> RunResult:
+    """The run's reports in its folder or, when that fails (the disk filled or the folder vanished after the last
+    record), with every record in a rescue folder, named; a HarnessError when no folder took them."""
+    try:
+        write_run(result)
+        return result
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+    scenario = result.run_dir / "scenario.yaml"
+    # Past records_in_memory, the run holds a sample: the records are its folder's file, if that still reads.
+    kept = result.run_dir / "requests.jsonl"
+    records = read_records(kept) if result.every > 1 and kept.is_file() else result.records
+    rescued = rescue(records, result.run_dir, scenario.read_text(encoding="utf-8") if scenario.is_file() else "")
+    warn(f"cannot write the reports to {result.run_dir}: {reason}; "
+         + (f"records and reports written to {rescued}" if rescued else "no other folder took them"))
+    if rescued is None:
+        raise HarnessError(f"the run's reports could not be written anywhere ({reason})")
+    result = dataclasses.replace(result, run_dir=rescued)
+    write_run(result)
+    return result

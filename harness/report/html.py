@@ -9,10 +9,9 @@ from __future__ import annotations
 import html
 import itertools
 from collections.abc import Iterator, Sequence
-from typing import Any
 
 from harness.records import RequestRecord
-from harness.report.answer import answer_lines, cards_html, header_html, knee, notes_html, thesis_spec
+from harness.report.answer import answer_lines, cards_html, header_html, notes_html, thesis_spec
 from harness.report.charts import (
     assets,
     cdf_specs,
@@ -25,6 +24,8 @@ from harness.report.charts import (
 )
 from harness.report.notes import notes
 from harness.report.table import render_table, sweep_points
+from harness.stats.conclusion import knee
+from harness.stats.schema import Summary
 from harness.stats.server import Row
 
 _STYLE = """body{font-family:system-ui,sans-serif;margin:1em auto;max-width:1300px;color:#222}
@@ -57,14 +58,13 @@ def _phase_charts(by_phase: dict[str, list[RequestRecord]], rows: Sequence[Row],
     return parts
 
 
-def render_html(summary: dict[str, Any], records: Sequence[RequestRecord], rows: Sequence[Row] = (),
+def render_html(summary: Summary, records: Sequence[RequestRecord], rows: Sequence[Row] = (),
                 every: int = 1) -> str:
     """The page; `every` > 1: `records` holds 1 record in `every` (a run past client.records_in_memory)."""
     by_phase: dict[str, list[RequestRecord]] = {}
     for rec in records:
         by_phase.setdefault(rec.phase, []).append(rec)
-    run = summary.get("run", {})
-    title = f"harness report: {run.get('scenario', '')}"
+    title = f"harness report: {summary.run.scenario}"
     ids = itertools.count()
     thesis = thesis_spec(summary)
     answer = "".join(f"<p>{html.escape(line)}</p>" for line in answer_lines(summary))
@@ -78,13 +78,12 @@ def render_html(summary: dict[str, Any], records: Sequence[RequestRecord], rows:
     parts += ["<h2>The table</h2>", f"<pre>{html.escape(render_table(summary))}</pre>",
               "<h2>What was sent and received</h2>",
               *(chart_html(spec, next(ids), small=True) for spec in workload_specs(by_phase))]
-    slo = summary["phases"][0]["goodput"]["slo"] if summary.get("phases") else {}
     for name, points in sweep_points(summary).items():
         best = knee(points)
-        capacity = (f"capacity under the SLOs: {best['name']} at {best['throughput']['output_tokens_per_s']:,.0f} "
+        capacity = (f"capacity under the SLOs: {best.name} at {best.throughput.output_tokens_per_s:,.0f} "
                     f"output tokens/s" if best else "no point of the sweep met the SLOs")
         parts += [f"<h2>Sweep {html.escape(name)}</h2><p>{html.escape(capacity)}</p>",
-                  *(chart_html(spec, next(ids)) for spec in sweep_specs(name, points, slo, best))]
+                  *(chart_html(spec, next(ids)) for spec in sweep_specs(name, points, points[0].goodput.slo, best))]
     if every > 1:
         parts.append(f"<p class='note'>The charts below draw 1 record in {every} (the run ended more than "
                      "client.records_in_memory); rates and requests in flight count each drawn record "

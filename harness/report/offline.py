@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from harness import __version__
-from harness.config.scenario import ClientConfig, Scenario, load_scenario
+from harness.config.scenario import Scenario, load_scenario
 from harness.errors import ScenarioError
 from harness.records import RequestRecord, read_records
+from harness.run.header import unknown_header
 from harness.stats.keep import PhaseKeep, RunSample, next_phase
-from harness.stats.schema import Summary
+from harness.stats.schema import Summary, read_summary
 from harness.stats.server import Row, read_server_metrics
 from harness.stats.summary import PhaseRun, build_summary
-from harness.stats.verdict import ClientCheck
+from harness.stats.verdict import saved_check
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,15 +27,6 @@ class Rebuilt:
     every: int = 1  # `records` holds 1 in `every`: the run has more than its client.records_in_memory
 
 
-def saved_check(saved_phase: dict[str, Any], cfg: ClientConfig) -> ClientCheck:
-    """A phase's self-check as its summary.json kept it: the live verdicts are not in the records."""
-    client = saved_phase.get("client") or {}
-    return ClientCheck(client.get("loop_lag_p99_ms"), client.get("cpu_share"), cfg.loop_lag_bound_ms,
-                       cfg.cpu_bound, client.get("cpu_seconds"), client.get("runq_share"),
-                       client.get("load_per_core"), client.get("verdict", "ok"),
-                       saved_phase.get("client_limited_reason") or "")
-
-
 def rebuild(run_dir: Path, warn: Callable[[str], None] | None = None) -> Rebuilt:
     """Statistics recomputed from `requests.jsonl` with the run's own `scenario.yaml`.
 
@@ -48,10 +37,8 @@ def rebuild(run_dir: Path, warn: Callable[[str], None] | None = None) -> Rebuilt
     if not records_path.is_file():
         raise ScenarioError(f"{run_dir}: no requests.jsonl: not a run directory")
     scenario = load_scenario(run_dir / "scenario.yaml")
-    saved: dict[str, Any] = {}
-    if (run_dir / "summary.json").is_file():
-        saved = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
-    saved_phases = {p["name"]: p for p in saved.get("phases", [])}
+    saved = read_summary(run_dir / "summary.json") if (run_dir / "summary.json").is_file() else None
+    saved_phases = {p.name: p for p in saved.phases} if saved else {}
     kept = _keep(scenario, read_records(records_path, warn))
     cfg = scenario.client
     phases = []
@@ -60,15 +47,15 @@ def rebuild(run_dir: Path, warn: Callable[[str], None] | None = None) -> Rebuilt
         keep = kept.phases.get(phase.name)
         if keep is None:
             continue
-        saved_phase = saved_phases.get(phase.name, {})
-        ceiling = (saved_phase.get("client") or {}).get("ceiling_tokens_per_s", ceiling)
-        phases.append(PhaseRun(phase, keep.held, saved_check(saved_phase, cfg), saved_phase.get("trace"),
-                               let_go=keep.let_go))
+        saved_phase = saved_phases.get(phase.name)
+        if saved_phase is not None and saved_phase.client.ceiling_tokens_per_s is not None:
+            ceiling = saved_phase.client.ceiling_tokens_per_s
+        phases.append(PhaseRun(phase, keep.held, saved_check(saved_phase, cfg.loop_lag_bound_ms, cfg.cpu_bound),
+                               saved_phase.trace if saved_phase else None, let_go=keep.let_go))
     # Without a saved summary the run never finished (killed): say so rather than leave the header blank.
-    header = saved.get("run") or {"run_id": "unknown", "scenario": scenario.name, "harness_version": __version__,
-                                  "seed": scenario.seed, "complete": False}
+    header = saved.run if saved else unknown_header(scenario)
     rows = read_server_metrics(run_dir)
-    summary = build_summary(scenario, header, phases, rows, saved.get("server_metrics"), ceiling)
+    summary = build_summary(scenario, header, phases, rows, saved.server_metrics if saved else None, ceiling)
     return Rebuilt(summary, kept.run.records, rows, kept.run.every)
 
 

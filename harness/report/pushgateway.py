@@ -12,62 +12,61 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from prometheus_client import CollectorRegistry, Gauge, push_to_gateway
 
+from harness.config.metric_registry import LATENCIES, REGISTRY
 from harness.config.scenario import Pushgateway
+from harness.stats.schema import PhaseSummary, Summary
+from harness.stats.thresholds import observed
 
 QUANTILES = {"p50": "0.5", "p90": "0.9", "p99": "0.99"}
-_LATENCIES = {"ttft": "time to first token", "itl": "inter-token latency", "tpot": "time per output token",
-              "e2e": "end-to-end latency"}
+_LATENCIES = ("ttft", "itl", "tpot", "e2e")
+# Pushed gauge → the registry's figure (base units: seconds, shares, per second)
+_PER_PHASE = {"output_tokens_per_second": "output_tokens_per_s", "requests_per_second": "requests_per_s",
+              "goodput_fraction": "goodput_fraction", "schedule_lag_p99_seconds": "schedule_lag_p99"}
 _TIMEOUT_S = 10.0
 Figures = dict[tuple[str, str, tuple[str, ...]], dict[tuple[str, ...], float]]  # (name, doc, labels) → values
 
 
-def _phase_figures(phase: dict[str, Any], out: Figures) -> None:
-    name = phase["name"]
-    for latency, doc in _LATENCIES.items():
+def _phase_figures(phase: PhaseSummary, out: Figures) -> None:
+    name = phase.name
+    for latency in _LATENCIES:
         for q, label in QUANTILES.items():
-            value = phase["latency_ms"][latency][q]
+            value = observed(f"{latency}_{q}", phase)
             if value is not None:
-                out.setdefault((f"harness_summary_{latency}_seconds", f"{doc} of ok requests, by phase and quantile",
-                                ("phase", "quantile")), {})[(name, label)] = value / 1000
-    per_phase: dict[str, tuple[str, float]] = {
-        "output_tokens_per_second": ("output tokens per second of the phase",
-                                     phase["throughput"]["output_tokens_per_s"]),
-        "requests_per_second": ("ok requests per second of the phase", phase["throughput"]["requests_per_s"]),
-        "goodput_fraction": ("share of the phase's requests within every SLO", phase["goodput"]["fraction"]),
-        "schedule_lag_p99_seconds": ("the client's own lateness, p99",
-                                     (phase["latency_ms"]["schedule_lag"]["p99"] or 0) / 1000),
-        "client_limited": ("1: the harness could not keep up in this phase (its latencies are untrusted)",
-                           float(bool(phase.get("client_limited")))),
-    }
-    for metric, (doc, value) in per_phase.items():
-        out.setdefault((f"harness_summary_{metric}", doc, ("phase",)), {})[(name,)] = value
-    for status, n in phase["requests"]["by_status"].items():
+                out.setdefault((f"harness_summary_{latency}_seconds", f"{LATENCIES[latency]}, of ok requests, by "
+                                "phase and quantile", ("phase", "quantile")), {})[(name, label)] = value / 1000
+    for gauge, metric in _PER_PHASE.items():
+        value = observed(metric, phase) or 0.0
+        entry = REGISTRY[metric]
+        out.setdefault((f"harness_summary_{gauge}", entry.doc, ("phase",)), {})[(name,)] = (
+            value / 1000 if entry.kind == "latency" else value)
+    out.setdefault(("harness_summary_client_limited", "1: the harness could not keep up in this phase (its "
+                    "latencies are untrusted)", ("phase",)), {})[(name,)] = float(phase.client_limited)
+    for status, n in phase.requests.by_status.items():
         out.setdefault(("harness_summary_requests", "requests of the phase by status", ("phase", "status")),
                        {})[(name, status)] = n
-    for t in phase.get("thresholds", []):
+    for t in phase.thresholds:
         out.setdefault(("harness_threshold_passed", "1: the threshold held; 0: it broke (or had no data)",
-                        ("phase", "metric", "limit")), {})[(name, t["metric"], t["limit"])] = float(t["passed"])
+                        ("phase", "metric", "limit")), {})[(name, t.metric, t.limit)] = float(t.passed)
 
 
-def figures(summary: dict[str, Any]) -> Figures:
+def figures(summary: Summary) -> Figures:
     """Every figure pushed for one run, keyed by metric and labels."""
     out: Figures = {}
-    for phase in summary.get("phases", []):
+    for phase in summary.phases:
         _phase_figures(phase, out)
-    run = summary.get("run", {})
+    run = summary.run
     out[("harness_run_complete", "1: every phase ran to its end; 0: stopped, or a phase never ran", ())] = {
-        (): 1.0 if run.get("complete", True) else 0.0}
-    started = run.get("started_at")
+        (): 1.0 if run.complete else 0.0}
+    started = run.started_at
     when = dt.datetime.fromisoformat(started).timestamp() if started else dt.datetime.now(dt.UTC).timestamp()
     out[("harness_run_timestamp_seconds", "when the run started (Unix time)", ())] = {(): when}
     return out
 
 
-def summary_registry(summaries: Sequence[dict[str, Any]]) -> CollectorRegistry:
+def summary_registry(summaries: Sequence[Summary]) -> CollectorRegistry:
     """Each run's figures (label repeat = its number) and their mean over the runs that have them
     (repeat="mean"); base units."""
     registry = CollectorRegistry()
@@ -83,7 +82,7 @@ def summary_registry(summaries: Sequence[dict[str, Any]]) -> CollectorRegistry:
     info = Gauge("harness_run_info", "1 for each run of this push, by its run id", ["run_id", "repeat"],
                  registry=registry)
     for k, summary in enumerate(summaries, 1):
-        info.labels(summary.get("run", {}).get("run_id", ""), str(k)).set(1)
+        info.labels(summary.run.run_id, str(k)).set(1)
     return registry
 
 
@@ -93,11 +92,11 @@ def grouping(cfg: Pushgateway, scenario: str) -> dict[str, str]:
     return {"scenario": scenario, **cfg.labels}
 
 
-def push_summary(cfg: Pushgateway, summaries: Sequence[dict[str, Any]], warn: Callable[[str], None]) -> bool:
+def push_summary(cfg: Pushgateway, summaries: Sequence[Summary], warn: Callable[[str], None]) -> bool:
     """Push; a gateway that is down or refuses is a warning (the run and its reports stand), never an error."""
     if not summaries:
         return False
-    group = grouping(cfg, summaries[0].get("run", {}).get("scenario", ""))
+    group = grouping(cfg, summaries[0].run.scenario)
     try:
         push_to_gateway(cfg.url, job=cfg.job, registry=summary_registry(summaries), grouping_key=group,
                         timeout=_TIMEOUT_S)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import io
 from collections.abc import Callable
-from typing import Any
 
 from rich import box
 from rich.console import Console
@@ -16,9 +15,9 @@ from rich.table import Table
 from rich.text import Text
 
 from harness.stats.conclusion import KNEE_GOODPUT, knee, sweeps
-from harness.stats.schema import PhaseSummary
+from harness.stats.schema import PhaseSummary, ServerPhase, Stress, Summary, ThresholdResult
 
-Cell = Callable[[dict[str, Any]], str | Text]
+Cell = Callable[[PhaseSummary], str | Text]
 TableRow = tuple[str, Cell | None]  # no cell: a heading over the rows below it
 
 
@@ -29,68 +28,66 @@ def _ms(value: float | None) -> str:
 
 
 def _latency_row(label: str, metric: str) -> TableRow:
-    def cell(phase: dict[str, Any]) -> str:
-        d = phase["latency_ms"][metric]
-        return " / ".join(_ms(d[p]) for p in ("p50", "p90", "p99"))
+    def cell(phase: PhaseSummary) -> str:
+        d = getattr(phase.latency_ms, metric)
+        return " / ".join(_ms(v) for v in (d.p50, d.p90, d.p99))
     return (f"  {label}", cell)
 
 
-def _outcomes(phase: dict[str, Any]) -> Text:
-    split = phase["latency_by_status_ms"]
-    errored, cancelled = split["errored"]["count"], split["cancelled"]["count"]
-    return Text(f"{split['ok']['count']} / {errored} / {cancelled}", style="bold red" if errored else "")
+def _outcomes(phase: PhaseSummary) -> Text:
+    split = phase.latency_by_status_ms
+    errored, cancelled = split.errored.count, split.cancelled.count
+    return Text(f"{split.ok.count} / {errored} / {cancelled}", style="bold red" if errored else "")
 
 
-def _load(phase: dict[str, Any]) -> str:
-    load = phase["load"]
-    return " / ".join("-" if load.get(k) is None else f"{load[k]:.2f}" for k in ("target_rps", "sent_rps",
-                                                                                  "completed_rps"))
+def _load(phase: PhaseSummary) -> str:
+    load = phase.load
+    return " / ".join("-" if v is None else f"{v:.2f}" for v in (load.target_rps, load.sent_rps, load.completed_rps))
 
 
-def _batch_time(phase: dict[str, Any]) -> str:
-    batches = phase.get("batches")
+def _batch_time(phase: PhaseSummary) -> str:
+    batches = phase.batches
     if not batches:
         return "-"
-    d = batches["batch_time_ms"]
-    return f"{_ms(d['p50'])} / {_ms(d['max'])} ({batches['count']})"
+    d = batches.batch_time_ms
+    return f"{_ms(d.p50)} / {_ms(d.max)} ({batches.count})"
 
 
-def _goodput(phase: dict[str, Any]) -> str:
-    g = phase["goodput"]
-    return f"{g['requests_per_s']:.2f} ({g['fraction']:.0%})"
+def _goodput(phase: PhaseSummary) -> str:
+    g = phase.goodput
+    return f"{g.requests_per_s:.2f} ({g.fraction:.0%})"
 
 
-def _prompt_off(phase: dict[str, Any]) -> str:
-    t = phase["tokens"]
-    if not t["prompt_mismatched"]:
+def _prompt_off(phase: PhaseSummary) -> str:
+    t = phase.tokens
+    if not t.prompt_mismatched:
         return "0"
-    return f"{t['prompt_diff_mean']:+.1f} ({t['prompt_mismatched']}/{t['prompt_reported']})"
+    return f"{t.prompt_diff_mean or 0:+.1f} ({t.prompt_mismatched}/{t.prompt_reported})"
 
 
-def _cached(phase: dict[str, Any]) -> str:
-    share = phase["tokens"].get("cached_share")
+def _cached(phase: PhaseSummary) -> str:
+    share = phase.tokens.cached_share
     return "-" if share is None else f"{share:.0%}"
 
 
-def _failures(phase: dict[str, Any]) -> str:
-    reasons = sorted(phase["requests"]["failure_reasons"].items(), key=lambda kv: -kv[1])
+def _failures(phase: PhaseSummary) -> str:
+    reasons = sorted(phase.requests.failure_reasons.items(), key=lambda kv: -kv[1])
     return ", ".join(f"{cause} ×{n}" for cause, n in reasons[:2]) or "-"
 
 
 _SLO_METRICS = (("ttft_ms", "ttft", "TTFT"), ("tpot_ms", "tpot", "TPOT"), ("e2e_ms", "e2e", "E2E"))
 
 
-def _slo_rows(phases: list[dict[str, Any]]) -> list[TableRow]:
+def _slo_rows(phases: list[PhaseSummary]) -> list[TableRow]:
     """One row per SLO the scenario set: each phase's p99 of that metric, ✓ within the limit, ✗ over it."""
-    slo = phases[0]["goodput"]["slo"] if phases else {}
     rows: list[TableRow] = []
     for key, metric, label in _SLO_METRICS:
-        limit = slo.get(key)
+        limit = getattr(phases[0].goodput.slo, key) if phases else None
         if limit is None:
             continue
 
-        def cell(phase: dict[str, Any], metric: str = metric, limit: float = limit) -> Text:
-            p99 = phase["latency_ms"][metric]["p99"]
+        def cell(phase: PhaseSummary, metric: str = metric, limit: float = limit) -> Text:
+            p99 = getattr(phase.latency_ms, metric).p99
             if p99 is None:
                 return Text("-")
             ok = p99 <= limit
@@ -100,8 +97,8 @@ def _slo_rows(phases: list[dict[str, Any]]) -> list[TableRow]:
     return rows
 
 
-def _limited(phase: dict[str, Any]) -> Text:
-    return Text("YES", style="bold red") if phase["client_limited"] else Text("no", style="green")
+def _limited(phase: PhaseSummary) -> Text:
+    return Text("YES", style="bold red") if phase.client_limited else Text("no", style="green")
 
 
 SECTIONS: list[list[TableRow]] = [
@@ -121,21 +118,21 @@ SECTIONS: list[list[TableRow]] = [
         ("batch time p50 / max ms (n)", _batch_time),
     ],
     [
-        ("output tokens/s", lambda p: f"{p['throughput']['output_tokens_per_s']:,.0f}"),
-        ("total tokens/s", lambda p: f"{p['throughput']['total_tokens_per_s']:,.0f}"),
-        ("requests/s", lambda p: f"{p['throughput']['requests_per_s']:.2f}"),
+        ("output tokens/s", lambda p: f"{p.throughput.output_tokens_per_s:,.0f}"),
+        ("total tokens/s", lambda p: f"{p.throughput.total_tokens_per_s:,.0f}"),
+        ("requests/s", lambda p: f"{p.throughput.requests_per_s:.2f}"),
         ("goodput req/s (share)", _goodput),
     ],
     [
-        ("schedule lag p99 ms", lambda p: _ms(p["latency_ms"]["schedule_lag"]["p99"])),
+        ("schedule lag p99 ms", lambda p: _ms(p.latency_ms.schedule_lag.p99)),
         ("client limited", _limited),
     ],
 ]
 
 
-def _server_cell(fmt: Callable[[dict[str, Any]], str]) -> Cell:
-    def cell(phase: dict[str, Any]) -> str:
-        server = phase.get("server")
+def _server_cell(fmt: Callable[[ServerPhase], str]) -> Cell:
+    def cell(phase: PhaseSummary) -> str:
+        server = phase.server
         try:
             return fmt(server) if server else "-"
         except TypeError:  # a series the server does not export, or too few scrapes for a rate
@@ -144,98 +141,96 @@ def _server_cell(fmt: Callable[[dict[str, Any]], str]) -> Cell:
 
 
 # Shown only when some phase has something to say: prompts counted other than asked, a prompt cache hit.
-PROMPT_ROWS: list[tuple[TableRow, Callable[[dict[str, Any]], bool]]] = [
-    (("prompt tokens off by, mean (n)", _prompt_off), lambda p: bool(p["tokens"]["prompt_mismatched"])),
-    (("prompt tokens cached", _cached), lambda p: bool(p["tokens"].get("cached_reported"))),
+PROMPT_ROWS: list[tuple[TableRow, Callable[[PhaseSummary], bool]]] = [
+    (("prompt tokens off by, mean (n)", _prompt_off), lambda p: bool(p.tokens.prompt_mismatched)),
+    (("prompt tokens cached", _cached), lambda p: bool(p.tokens.cached_reported)),
 ]
 
 
 # Shown when the endpoint's /metrics was scraped: the server's own account beside the client's.
 SERVER_SECTION: list[TableRow] = [
     ("server (scraped /metrics)", None),
-    ("  running / waiting, mean", _server_cell(lambda s: f"{s['running_mean']:.1f} / {s['waiting_mean']:.1f}")),
-    ("  KV cache usage, max", _server_cell(lambda s: f"{s['kv_cache_usage_max']:.0%}")),
-    ("  generated tokens/s", _server_cell(lambda s: f"{s['generation_tokens_per_s']:,.0f}")),
-    ("  prefix cache hit share", _server_cell(lambda s: f"{s['prefix_cache_hit_share']:.0%}")),
+    ("  running / waiting, mean", _server_cell(lambda s: f"{s.running_mean:.1f} / {s.waiting_mean:.1f}")),
+    ("  KV cache usage, max", _server_cell(lambda s: f"{s.kv_cache_usage_max:.0%}")),
+    ("  generated tokens/s", _server_cell(lambda s: f"{s.generation_tokens_per_s:,.0f}")),
+    ("  prefix cache hit share", _server_cell(lambda s: f"{s.prefix_cache_hit_share:.0%}")),
 ]
 
 
-def _stress_cell(fmt: Callable[[dict[str, Any]], str]) -> Cell:
-    def cell(phase: dict[str, Any]) -> str:
-        stress = phase.get("stress")
+def _stress_cell(fmt: Callable[[Stress], str]) -> Cell:
+    def cell(phase: PhaseSummary) -> str:
+        stress = phase.stress
         try:
             text = fmt(stress) if stress else "-"
         except TypeError:  # a figure the source could not give
             return "-"
-        return f"~{text}" if stress and stress["source"] == "estimate" else text
+        return f"~{text}" if stress and stress.source == "estimate" else text
     return cell
 
 
 # Shown when some phase knows where its stress landed: the simulator's own account, or an estimate (~).
 STRESS_SECTION: list[TableRow] = [
     ("where the stress lands", None),
-    ("  memory-bound share of step time", _stress_cell(lambda s: f"{s['memory_bound_share']:.0%}")),
-    ("  MBU / MFU", _stress_cell(lambda s: f"{s['mbu']:.0%} / {s['mfu']:.1%}")),
+    ("  memory-bound share of step time", _stress_cell(lambda s: f"{s.memory_bound_share:.0%}")),
+    ("  MBU / MFU", _stress_cell(lambda s: f"{s.mbu:.0%} / {s.mfu:.1%}")),
 ]
 
 
-def _applicable(sections: list[list[TableRow]], phases: list[dict[str, Any]]) -> list[list[TableRow]]:
+def _applicable(sections: list[list[TableRow]], phases: list[PhaseSummary]) -> list[list[TableRow]]:
     """Rows left out where they cannot apply: batch time without a batch phase, failures without one."""
     skip = set()
-    if not any(p.get("batches") for p in phases):
+    if not any(p.batches for p in phases):
         skip.add("batch time p50 / max ms (n)")
-    if not any(p["requests"]["failure_reasons"] for p in phases):
+    if not any(p.requests.failure_reasons for p in phases):
         skip.add("  failures, top causes")
     return [[row for row in rows if row[0] not in skip] for rows in sections]
 
 
-def sweep_points(summary: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+def sweep_points(summary: Summary) -> dict[str, list[PhaseSummary]]:
     """Phases expanded from one sweep (`name@rate=4`, …), grouped by the phase they came from."""
-    phases = [PhaseSummary.model_validate(p) for p in summary["phases"] if "@" in p["name"]]
-    return {name: [p.to_json() for p in points] for name, points in sweeps(phases).items()}
+    return sweeps([p for p in summary.phases if "@" in p.name])
 
 
-def _sweep_table(name: str, points: list[dict[str, Any]]) -> tuple[Table, str]:
+def _sweep_table(name: str, points: list[PhaseSummary]) -> tuple[Table, str]:
     """A sweep, one row per point, and the sentence that names its capacity under the SLOs."""
     table = Table(title=f"sweep {name}", box=box.SIMPLE_HEAD, title_justify="left")
     for column in ("point", "target / sent req/s", "TTFT p50 / p99 ms", "ITL p50 / p99 ms", "output tok/s",
                    f"goodput (≥ {KNEE_GOODPUT:.0%})"):
         table.add_column(column, justify="left" if column == "point" else "right")
     for p in points:
-        lat = p["latency_ms"]
-        fraction = p["goodput"]["fraction"]
+        lat = p.latency_ms
+        fraction = p.goodput.fraction
         mark = Text(f"{fraction:.0%} {'✓' if fraction >= KNEE_GOODPUT else '✗'}",
                     style="green" if fraction >= KNEE_GOODPUT else "bold red")
-        table.add_row(p["name"].partition("@")[2], _load(p).rsplit(" / ", 1)[0],
-                      f"{_ms(lat['ttft']['p50'])} / {_ms(lat['ttft']['p99'])}",
-                      f"{_ms(lat['itl']['p50'])} / {_ms(lat['itl']['p99'])}",
-                      f"{p['throughput']['output_tokens_per_s']:,.0f}", mark)
-    best = knee([PhaseSummary.model_validate(p) for p in points])
+        table.add_row(p.name.partition("@")[2], _load(p).rsplit(" / ", 1)[0],
+                      f"{_ms(lat.ttft.p50)} / {_ms(lat.ttft.p99)}", f"{_ms(lat.itl.p50)} / {_ms(lat.itl.p99)}",
+                      f"{p.throughput.output_tokens_per_s:,.0f}", mark)
+    best = knee(points)
     sentence = (f"Capacity under the SLOs: {best.name} at {best.throughput.output_tokens_per_s:,.0f} output tokens/s, "
                 f"the fastest point with ≥ {KNEE_GOODPUT:.0%} goodput." if best is not None
                 else f"No point of sweep {name} met the SLOs for {KNEE_GOODPUT:.0%} of its requests.")
     return table, sentence
 
 
-def build_table(summary: dict[str, Any]) -> Table:
-    swept = {p["name"] for points in sweep_points(summary).values() for p in points}
-    phases = [p for p in summary["phases"] if p["name"] not in swept]
-    run = summary.get("run", {})
-    title = run.get("scenario", "")
-    if run.get("mode") == "predict":
-        sim = run.get("simulator") or {}
-        on = f" on {sim['accelerator']}, {sim['model']}" if sim.get("accelerator") and sim.get("model") else ""
+def build_table(summary: Summary) -> Table:
+    swept = {p.name for points in sweep_points(summary).values() for p in points}
+    phases = [p for p in summary.phases if p.name not in swept]
+    run = summary.run
+    title = run.scenario
+    if run.mode == "predict":
+        sim = run.simulator
+        on = f" on {sim.accelerator}, {sim.model}" if sim and sim.accelerator and sim.model else ""
         title += f" (predicted in virtual time{on})"
     table = Table(title=title or None, box=box.SIMPLE_HEAD, title_justify="left")
     table.add_column("")
     for phase in phases:
-        table.add_column(phase["name"], justify="right")
+        table.add_column(phase.name, justify="right")
     prompt_rows = [row for row, shown in PROMPT_ROWS if any(shown(p) for p in phases)]
     slo_rows = _slo_rows(phases)
     sections = [*_applicable(SECTIONS[:2], phases), [*SECTIONS[2], *([("SLOs", None), *slo_rows] if slo_rows else [])],
                 [*SECTIONS[3], *prompt_rows],
-                *([SERVER_SECTION] if any(p.get("server") for p in phases) else []),
-                *([STRESS_SECTION] if any(p.get("stress") for p in phases) else [])]
+                *([SERVER_SECTION] if any(p.server for p in phases) else []),
+                *([STRESS_SECTION] if any(p.stress for p in phases) else [])]
     for i, rows in enumerate(sections):
         if i:
             table.add_section()
@@ -247,43 +242,38 @@ def build_table(summary: dict[str, Any]) -> Table:
     return table
 
 
-def _conclusion(summary: dict[str, Any]) -> list[str]:
-    return list(summary.get("comparison", {}).get("conclusion") or [])
-
-
-def observed_text(result: dict[str, Any]) -> str:
-    value, unit = result["observed"], result["unit"]
+def observed_text(result: ThresholdResult) -> str:
+    value, unit = result.observed, result.unit
     if value is None:
         return "no data"
     return f"{value:,.1f} ms" if unit == "ms" else f"{value:.2%}" if unit == "" else f"{value:,.2f}/s"
 
 
-def threshold_lines(summary: dict[str, Any], failed_only: bool = False) -> list[str]:
+def threshold_lines(summary: Summary, failed_only: bool = False) -> list[str]:
     """'✗ batch ttft_p99 <500ms: 830.2 ms', one per threshold and phase (aligned, unless only the failed)."""
-    rows = [(p["name"], r) for p in summary.get("phases", []) for r in p.get("thresholds", [])
-            if not (failed_only and r["passed"])]
+    rows = [(p.name, r) for p in summary.phases for r in p.thresholds if not (failed_only and r.passed)]
     width = 0 if failed_only else max((len(name) for name, _ in rows), default=0)
-    return [f"{'✓' if r['passed'] else '✗'} {name:<{width}}{'  ' if width else ' '}{r['metric']} {r['limit']}: "
+    return [f"{'✓' if r.passed else '✗'} {name:<{width}}{'  ' if width else ' '}{r.metric} {r.limit}: "
             f"{observed_text(r)}"
             for name, r in rows]
 
 
-def _parts(summary: dict[str, Any]) -> list[Table | str]:
+def _parts(summary: Summary) -> list[Table | str]:
     """What is printed, in order: the phases' table (when some phase is not part of a sweep), each sweep as a
     table of its own with its capacity sentence, and the conclusion."""
     parts: list[Table | str] = []
     sweeps_ = sweep_points(summary)
-    if len(summary["phases"]) > sum(len(points) for points in sweeps_.values()):
+    if len(summary.phases) > sum(len(points) for points in sweeps_.values()):
         parts.append(build_table(summary))
     for name, points in sweeps_.items():
         parts += [*_sweep_table(name, points)]
-    conclusion = _conclusion(summary)
+    conclusion = summary.comparison.conclusion
     checks = threshold_lines(summary)
     return [*parts, *(["\n".join(conclusion)] if conclusion else []),
             *(["\n".join(["thresholds", *(f"  {line}" for line in checks)])] if checks else [])]
 
 
-def render_table(summary: dict[str, Any]) -> str:
+def render_table(summary: Summary) -> str:
     """Plain text, each table at the width it needs, followed by the comparison's conclusion."""
     out: list[str] = []
     for part in _parts(summary):
@@ -305,7 +295,7 @@ def plain_lines(table: Table) -> list[str]:
     return lines
 
 
-def print_table(summary: dict[str, Any]) -> None:
+def print_table(summary: Summary) -> None:
     """To standard output: coloured on a terminal, plain text when piped."""
     console = Console()
     if not console.is_terminal:

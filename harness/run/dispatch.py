@@ -30,6 +30,7 @@ from harness.workload.requests import RequestSpec
 from harness.workload.sessions import ConversationSource
 
 Sink = Callable[[RequestRecord], None]
+Barrier = Callable[[int], Coroutine[Any, Any, None]]  # before batch k ≥ 1 of a fixed-batch phase
 _BUILD_MARGIN_S = 0.001  # what building a request here, when the worker is late, may take
 
 
@@ -53,8 +54,6 @@ class Dispatcher:
         # False: each load model returns no records, the sink alone keeps them (a long run's memory is its).
         self.keep_records = keep_records
         self.launched = 0  # requests handed to the backend this phase
-        # Fixed batches: awaited before batch k ≥ 1 (a sharded run's barrier across its shards).
-        self.between_batches: Callable[[int], Coroutine[Any, Any, None]] | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -146,14 +145,15 @@ class Dispatcher:
                     await asyncio.wait(set(self._in_flight), return_when=asyncio.FIRST_COMPLETED)
             self._launch(spec, deadline)
 
-    async def fixed_batch(self, batches: Sequence[Sequence[RequestSpec]], grace_s: float = 30.0
-                          ) -> list[RequestRecord]:
-        return await self._phase(self._send_batches(batches), grace_s)
+    async def fixed_batch(self, batches: Sequence[Sequence[RequestSpec]], grace_s: float = 30.0,
+                          barrier: Barrier | None = None) -> list[RequestRecord]:
+        """`barrier`: awaited before batch k ≥ 1 (a sharded run's, across its shards)."""
+        return await self._phase(self._send_batches(batches, barrier), grace_s)
 
-    async def _send_batches(self, batches: Sequence[Sequence[RequestSpec]]) -> None:
+    async def _send_batches(self, batches: Sequence[Sequence[RequestSpec]], barrier: Barrier | None) -> None:
         for k, batch in enumerate(batches):
-            if k and self.between_batches is not None:
-                await self.between_batches(k)  # a sharded run's barrier: every shard's share of k−1 has ended
+            if k and barrier is not None:
+                await barrier(k)  # a sharded run's barrier: every shard's share of k−1 has ended
             for spec in batch:
                 self.backend.prepare(spec)
             intended = self.clock.now_ns()

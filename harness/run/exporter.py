@@ -25,8 +25,12 @@ from prometheus_client.registry import Collector
 from prometheus_client.samples import Exemplar
 
 from harness.clock import NS_PER_S
+from harness.config.load import describe
 from harness.records import RequestRecord
+from harness.run.observe import PhaseStart
 from harness.stats.metrics import cause, e2e_ns, itl_array_ns, schedule_lag_ns, tpot_ns, ttft_ns
+from harness.stats.phase import span_rate
+from harness.workload.plan import OpenLoopPlan, SessionPlan
 
 # LLM latencies span 0.5 ms (an ITL on a fast engine) to 10 min (a long answer under load). From 1 ms to 60 s
 # the bounds grow by 2^(1/16) (4.4%) a bucket, so histogram_quantile's interpolation inside one bucket is off
@@ -137,7 +141,16 @@ class LiveMetrics:
         self._input_child = self._input.labels(*self._phase)
         self._counters: dict[tuple[str, str], Any] = {}
 
-    def begin_phase(self, phase: str, load: str, offered_rps: float | None, launched: Callable[[], int]) -> None:
+    def begin_phase(self, start: PhaseStart) -> None:
+        offsets = start.plan.offsets_ns if isinstance(start.plan, OpenLoopPlan | SessionPlan) else None
+        self.open_phase(start.phase.name, describe(start.phase.load),
+                        None if offsets is None else span_rate(offsets.tolist()), start.launched)
+
+    def flush(self) -> None:
+        pass
+
+    def open_phase(self, phase: str, load: str, offered_rps: float | None, launched: Callable[[], int]) -> None:
+        """A phase begins: its load in words, its schedule's rate (open loop), its count of requests sent."""
         self.end_phase()
         self._phase, self._load, self._done = (self.scenario, phase), load, 0
         self._info.labels(*self._phase, load).set(1)

@@ -10,6 +10,7 @@ import numpy as np
 
 from harness.clock import NS_PER_MS, NS_PER_S, Clock
 from harness.records import RequestRecord
+from harness.run.observe import PhaseStart
 from harness.stats.metrics import ttft_ns
 from harness.workload.plan import BatchPlan, ClosedLoopPlan, OpenLoopPlan, PhasePlan
 
@@ -42,9 +43,9 @@ def _clock_text(seconds: float) -> str:
 class Progress:
     """Fed every finished record; read by a display for the current phase's progress and recent figures."""
 
-    def __init__(self, clock: Clock, sent: Callable[[], int], phases: int) -> None:
+    def __init__(self, clock: Clock, phases: int) -> None:
         self.clock = clock
-        self.sent = sent
+        self.sent: Callable[[], int] = lambda: 0  # the current phase's requests sent so far
         self.phases = phases
         self.index = 0
         self.phase = ""
@@ -53,7 +54,18 @@ class Progress:
         self._done = self._errors = self._tokens = 0
         self._ttft_ns: deque[int] = deque(maxlen=2000)  # the recent ones: "so far" stays current
 
-    def begin_phase(self, name: str, planned: Goal) -> None:
+    def begin_phase(self, start: PhaseStart) -> None:
+        self.start(start.phase.name, goal(start.plan), start.launched)
+
+    def flush(self) -> None:
+        pass
+
+    def end_phase(self) -> None:
+        pass
+
+    def start(self, name: str, planned: Goal, sent: Callable[[], int] = lambda: 0) -> None:
+        """A phase begins: `planned` is its goal, `sent` its count of requests sent so far."""
+        self.sent = sent
         self.index += 1
         self.phase, self.goal = name, planned
         self._start = self.clock.now_ns()

@@ -30,6 +30,7 @@ from typing import IO, Any
 import orjson
 
 from harness.records import RequestRecord, record_fields
+from harness.run.observe import PhaseStart
 
 MARK = b"\x1e"  # ASCII record separator: a relay line, not the worker's own output
 PHASE_START = -1  # the barrier before a phase's first send (batches count from 0)
@@ -55,13 +56,14 @@ def _is_clock(message: dict[str, Any] | None, k: int) -> bool:
 
 
 class Relay:
-    def __init__(self, out: IO[bytes] | None = None, inp: IO[bytes] | None = None) -> None:
+    def __init__(self, out: IO[bytes] | None = None, inp: IO[bytes] | None = None,
+                 warn: Callable[[str], None] = lambda _: None) -> None:
         self._out = out if out is not None else sys.stdout.buffer
         self._in = inp if inp is not None else sys.stdin.buffer
         self._reader: asyncio.StreamReader | None = None
         self._transport: asyncio.ReadTransport | None = None
-        self.sent: Callable[[], int] = lambda: 0
-        self.warn: Callable[[str], None] = lambda _: None
+        self.sent: Callable[[], int] = lambda: 0  # the current phase's requests sent so far
+        self.warn = warn
         self.lost = False  # the parent stopped reading: the records stay on this shard's disk only
         self._beats: asyncio.Task[None] | None = None
 
@@ -76,6 +78,13 @@ class Relay:
         self.lost = True
         self.warn("the parent stopped reading this worker's records: they stay in its run directory "
                   "(`harness merge` joins the shards)")
+
+    def begin_phase(self, start: PhaseStart) -> None:
+        self.sent = start.launched
+        self.phase(start.phase.name)
+
+    def end_phase(self) -> None:
+        pass
 
     def phase(self, name: str) -> None:
         anchor = {"monotonic_ns": time.monotonic_ns(), "wall_ns": time.time_ns()}  # MonotonicClock's time

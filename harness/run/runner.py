@@ -12,27 +12,25 @@ import contextlib
 import datetime as dt
 import functools
 import itertools
-import json
 import secrets
-import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from harness import __version__
 from harness.client.backend import Endpoint, PooledBackend
 from harness.client.backends import make_backend
 from harness.clock import NS_PER_S, Clock, MonotonicClock
-from harness.config.load import Phase
 from harness.config.scenario import ClientConfig, Scenario
 from harness.gctune import yield_cpu
 from harness.records import RecordWriter, RequestRecord
 from harness.redact import redactor
-from harness.run.dispatch import Dispatcher
+from harness.run.dispatch import Barrier, Dispatcher
 from harness.run.display import Display
+from harness.run.distributed.sharding import Sharding
 from harness.run.exporter import LiveMetrics
+from harness.run.header import run_header
+from harness.run.observe import PhaseStart
 from harness.run.progress import Progress
 from harness.run.relay import Relay
 from harness.run.rescue import rescue, save_parquet
@@ -41,8 +39,8 @@ from harness.run.selfcheck import SelfCheck
 from harness.run.server_tokens import server_words
 from harness.run.signals import Stopper
 from harness.run.sink import RecordSink
-from harness.run.timeline import PhaseGate, manual_gate
-from harness.stats.schema import Summary
+from harness.run.timeline import PhaseGate
+from harness.stats.schema import RecordsFile, RunHeader, ScrapeInfo, Summary
 from harness.stats.server import Row, metrics_url, same_origin, series_names
 from harness.stats.summary import PhaseRun, build_summary
 from harness.workload.plan import (
@@ -56,65 +54,9 @@ from harness.workload.plan import (
     text_maker,
     warm_connections,
 )
-from harness.workload.shards import LATE_MS, PHASE_SLACK_S, SKEW_MS, Shard, shard_plan
+from harness.workload.shards import Shard, shard_plan
 
 FLUSH_S = 0.05
-SHARD_HEADER = "shard.json"
-
-
-@dataclass(frozen=True, slots=True)
-class Sharding:
-    """This process runs one shard of a run split across processes or hosts, all starting at `start_at`."""
-
-    shard: Shard
-    start_at: float  # Unix time, seconds
-    relay: Relay | None = None  # the line to a parent that started this shard (`--workers`, `--ray`)
-    slack_s: float = PHASE_SLACK_S  # by hand (no relay): planned after each phase's schedule (run.timeline)
-
-    def info(self) -> dict[str, Any]:
-        planned = {} if self.relay is not None else {"phase_slack_s": self.slack_s}
-        return {"index": self.shard.index, "count": self.shard.count, "start_at": self.start_at, **planned}
-
-    def gate(self, phases: list[Phase], whole: list[PhasePlan], warn: Callable[[str], None]) -> PhaseGate:
-        """When each phase begins: the parent's barrier, or (by hand) the planned timetable."""
-        if self.relay is not None:
-            return PhaseGate(relay=self.relay)
-        if self.shard.count == 1:
-            return PhaseGate()
-        return manual_gate(phases, whole, self.start_at, self.slack_s, warn)
-
-    async def wait(self, run_dir: Path, header: dict[str, Any], warn: Callable[[str], None]) -> None:
-        """Until the common start (hosts are assumed NTP-synchronised); at once if it has passed, saying by how
-        much (`shard.late_ms` in the summary; `harness merge` names it). The run's header goes to `shard.json`
-        first: a shard killed before its summary can still be merged."""
-        (run_dir / SHARD_HEADER).write_text(json.dumps({"run": header}), encoding="utf-8")
-        if self.relay is not None:
-            self.relay.start_beats()
-            await self._clock(header, warn)
-        delay = self.start_at - time.time()
-        if delay > 0:
-            await asyncio.sleep(delay)
-        late_ms = max(0.0, (time.time() - self.start_at) * 1000)
-        header["shard"] = {**header["shard"], "late_ms": round(late_ms, 1)}
-        if late_ms > LATE_MS:
-            warn(f"shard {self.shard} started {late_ms:,.0f} ms after the common start (--start-at): its share "
-                 "of the load is late by as much")
-
-
-    async def _clock(self, header: dict[str, Any], warn: Callable[[str], None]) -> None:
-        """This host's clock against the coordinator's (the parent of --workers/--ray), into the header."""
-        assert self.relay is not None
-        measured = await self.relay.clock_offset()
-        if measured is None:
-            return
-        offset, uncertainty = measured
-        header["shard"] = {**header["shard"], "clock_offset_ms": round(offset, 3),
-                           "clock_uncertainty_ms": round(uncertainty, 3)}
-        if abs(offset) - uncertainty > SKEW_MS:
-            warn(f"shard {self.shard}: this host's clock is {offset:+,.1f} ms (±{uncertainty:.1f}) off the "
-                 "coordinator's: the merge moves its records onto the coordinator's clock; latencies are unaffected")
-
-
 @dataclass(frozen=True, slots=True)
 class RunResult:
     run_dir: Path
@@ -151,10 +93,12 @@ def claimed(run_dir: Path) -> Iterator[Path]:
         raise
 
 
-async def run_plan(dispatcher: Dispatcher, plan: PhasePlan, grace_s: float) -> list[RequestRecord]:
-    """One phase's plan through the dispatcher's load model for it."""
+async def run_plan(dispatcher: Dispatcher, plan: PhasePlan, grace_s: float,
+                   barrier: Barrier | None = None) -> list[RequestRecord]:
+    """One phase's plan through the dispatcher's load model for it (`barrier`: before each batch after the
+    first, a sharded run's wait for every shard's share of the batches before it)."""
     if isinstance(plan, BatchPlan):
-        return await dispatcher.fixed_batch(plan.batches, grace_s)
+        return await dispatcher.fixed_batch(plan.batches, grace_s, barrier)
     if isinstance(plan, ClosedLoopPlan):
         return await dispatcher.closed_loop(plan.build, plan.requests, plan.concurrency, plan.think_ns,
                                             plan.duration_ns, grace_s, plan.stagger_ns)
@@ -172,21 +116,6 @@ def rerunnable(scenario: Scenario, endpoint: Endpoint, bundled: bool) -> Scenari
     return scenario.model_copy(update={"endpoint": cfg})
 
 
-def _header(scenario: Scenario, endpoint: Endpoint, run_id: str, clock: Clock, bundled: bool) -> dict[str, Any]:
-    return {
-        "run_id": run_id,
-        "scenario": scenario.name,
-        "harness_version": __version__,
-        "seed": scenario.seed,
-        "started_at": dt.datetime.now(dt.UTC).isoformat(),
-        # One wall-clock anchor: monotonic_ns of the records + (wall_ns - monotonic_ns) = wall time.
-        "anchor": {"monotonic_ns": clock.now_ns(), "wall_ns": time.time_ns()},
-        "endpoint": {"base_url": endpoint.base_url, "model": endpoint.model, "api": endpoint.api,
-                     "bundled_simulator": bundled, "accelerator": scenario.endpoint.accelerator},
-        "simulator": scenario.simulator.model_dump() if bundled else None,
-    }
-
-
 def _scraper(scenario: Scenario, endpoint: Endpoint, clock: Clock, run_dir: Path) -> ServerScraper | None:
     cfg = scenario.endpoint
     if cfg.scrape_interval_s == 0:
@@ -198,23 +127,22 @@ def _scraper(scenario: Scenario, endpoint: Endpoint, clock: Clock, run_dir: Path
 
 
 async def _run_phases(scenario: Scenario, plans: list[PhasePlan], dispatcher: Dispatcher, backend: PooledBackend,
-                      sink: RecordSink, check: SelfCheck, done: list[PhaseRun], gate: PhaseGate) -> None:
+                      sink: RecordSink, check: SelfCheck, done: list[PhaseRun], gate: PhaseGate,
+                      relay: Relay | None) -> None:
     """Phases in order until done or stopped; a phase cut short is kept with the records it has."""
     for k, (phase, plan) in enumerate(zip(scenario.phases, plans, strict=True)):
         if dispatcher.stopping:
             break
         await backend.warm(warm_connections(plan))
         await gate.before(k, phase.name)  # one timeline: no shard begins this phase before every shard ended the last
-        sink.begin_phase(phase, plan, lambda: dispatcher.launched)
-        if sink.relay is not None:
-            dispatcher.between_batches = functools.partial(sink.relay.barrier, phase.name)
+        sink.begin_phase(PhaseStart(phase, plan, lambda: dispatcher.launched))
         mark = check.mark()
         try:
-            await run_plan(dispatcher, plan, scenario.client.stop_grace_s)
+            await run_plan(dispatcher, plan, scenario.client.stop_grace_s,
+                           None if relay is None else functools.partial(relay.barrier, phase.name))
         finally:
-            sink.flush()
+            sink.end_phase()
             if sink.phase.count:
-                sink.phase.close()
                 done.append(PhaseRun(phase, sink.phase.held, check.since(mark), plan_trace(plan),
                                      let_go=sink.phase.let_go))
 
@@ -237,27 +165,35 @@ class _Run:
     every: int = 1  # past records_in_memory, `records` holds 1 in `every` (harness.stats.keep.RunSample)
     stopped: str | None = None
     stopped_ns: int | None = None
-    records_file: dict[str, Any] = field(default_factory=dict)
+    records_file: RecordsFile | None = None
 
     async def execute(self, backend: PooledBackend, check: SelfCheck) -> None:
         cfg = self.scenario.client
         # One thread builds requests ahead of their time: a real clock only (virtual time builds each when due).
         builder = (ThreadPoolExecutor(1, "harness-build", initializer=yield_cpu)
                    if isinstance(self.clock, MonotonicClock) else None)
-        with RecordWriter(self.run_dir) as writer, builder or contextlib.nullcontext():
+        dispatcher: Dispatcher | None = None  # made once the records have somewhere to go
+
+        def cannot_write(failure: str) -> None:
+            self.display.warn(f"{failure}: stopping the run; every record is kept in memory and written elsewhere "
+                              "at its end")
+            if dispatcher is not None:
+                dispatcher.stop()
+
+        progress = Progress(self.clock, len(self.plans))
+        self.display.follow(progress)
+        watchers = [(name, w) for name, w in (("the progress line", progress), ("the live exporter", self.metrics),
+                                              ("the relay to the parent", self.relay)) if w is not None]
+        with RecordWriter(self.run_dir, cannot_write) as writer, builder or contextlib.nullcontext():
             sink = RecordSink(writer, redactor(self.endpoint.api_key), self.scenario.slo, cfg.records_in_memory,
-                              metrics=self.metrics, relay=self.relay, warn=self.display.warn)
+                              watchers, self.display.warn)
             dispatcher = Dispatcher(backend, self.clock, sink, builder, cfg.lookahead_requests,
                                     int(cfg.lookahead_s * NS_PER_S), keep_records=False)
-            writer.on_failure = functools.partial(self._cannot_write, dispatcher)
-            if self.relay is not None:
-                self.relay.sent, self.relay.warn = (lambda: dispatcher.launched), self.display.warn
-            sink.progress = Progress(self.clock, lambda: dispatcher.launched, len(self.plans))
-            self.display.follow(sink.progress)
             stopper = Stopper(dispatcher, self.display.warn)
             stopper.install()
             try:
-                await _run_phases(self.scenario, self.plans, dispatcher, backend, sink, check, self.phases, self.gate)
+                await _run_phases(self.scenario, self.plans, dispatcher, backend, sink, check, self.phases, self.gate,
+                                  self.relay)
             except asyncio.CancelledError:
                 if not stopper.cancelled:
                     raise
@@ -268,13 +204,11 @@ class _Run:
                 sink.flush()
                 stopper.remove()
                 await self.display.stop()
-                if self.metrics is not None:
-                    self.metrics.end_phase()
                 self.stopped = stopper.signal or ("records could not be written" if writer.failure else None)
                 self.stopped_ns = stopper.at_ns
                 self.records, self.every = sink.run.records, sink.run.every
-            self.records_file = {"unwritten": len(writer.unwritten), "replaced": writer.replaced,
-                                 "failure": writer.failure, "rescued_to": None}
+            self.records_file = RecordsFile(unwritten=len(writer.unwritten), replaced=writer.replaced,
+                                            failure=writer.failure, rescued_to=None)
             if writer.failure is not None:
                 self._rescue(writer, sink)  # while the records file is still open: it may be all there is of it
         if sink.run.over:
@@ -289,28 +223,25 @@ class _Run:
         file the run still holds open (readable even when its folder was deleted), then the ones never written."""
         records = itertools.chain(writer.read_back(), writer.unwritten) if sink.run.over else sink.run.records
         rescued = rescue(records, self.run_dir, self.scenario.to_yaml())
-        self.records_file["rescued_to"] = None if rescued is None else str(rescued)
+        if self.records_file is not None:
+            self.records_file = self.records_file.model_copy(update={"rescued_to": rescued and str(rescued)})
         n = sink.run.count
         self.display.warn(f"the run's {n} records were written to {rescued}" if rescued else
                           f"no folder took the run's {n} records: they are lost with this process")
         self.run_dir = rescued or self.run_dir
 
-    def _cannot_write(self, dispatcher: Dispatcher, failure: str) -> None:
-        self.display.warn(f"{failure}: stopping the run; every record is kept in memory and written elsewhere at "
-                          "its end")
-        dispatcher.stop()
-
-
-    def ended(self, header: dict[str, Any]) -> None:
-        """How the run ended, into its header."""
-        header["stopped"] = self.stopped
-        if self.gate.late_ms:
-            header["shard"] = {**header["shard"], "phase_late_ms": self.gate.late_ms}
-        if self.stopped_ns is not None:
-            header["stopped_after_s"] = (self.stopped_ns - header["anchor"]["monotonic_ns"]) / 1e9
-        header["not_run"] = [p.name for p in self.scenario.phases[len(self.phases):]]
-        header["complete"] = len(self.phases) == len(self.plans) and self.stopped is None
-        header["records_file"] = self.records_file or None
+    def ended(self, header: RunHeader) -> RunHeader:
+        """The header with how the run ended."""
+        shard = header.shard
+        if self.gate.late_ms and shard is not None:
+            shard = shard.model_copy(update={"phase_late_ms": self.gate.late_ms})
+        after = None
+        if self.stopped_ns is not None and header.anchor is not None:
+            after = (self.stopped_ns - header.anchor.monotonic_ns) / 1e9
+        return header.model_copy(update={
+            "stopped": self.stopped, "shard": shard, "stopped_after_s": after, "records_file": self.records_file,
+            "not_run": [p.name for p in self.scenario.phases[len(self.phases):]],
+            "complete": len(self.phases) == len(self.plans) and self.stopped is None})
 
 
 def _self_check(cfg: ClientConfig, clock: Clock, warn: Callable[[str], None],
@@ -342,8 +273,8 @@ async def run_scenario(
     plans = [shard_plan(plan, shard) for plan in whole]
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "scenario.yaml").write_text(rerunnable(scenario, endpoint, bundled).to_yaml(), encoding="utf-8")
-    header = _header(scenario, endpoint, run_id, clock, bundled)
-    header |= {"tokenizer": counted.info() if counted else None, "shard": sharding.info() if sharding else None}
+    header = run_header(scenario, run_id, clock=clock, endpoint=endpoint, bundled=bundled,
+                        tokenizer=counted.info() if counted else None, shard=sharding.info() if sharding else None)
     cfg = scenario.client
     run = _Run(scenario, endpoint, run_dir, clock, display or Display(), plans, metrics,
                sharding.relay if sharding else None)
@@ -352,13 +283,13 @@ async def run_scenario(
         run.gate = sharding.gate(list(scenario.phases), whole, run.display.warn)
     backend = make_backend(endpoint, cfg, max(peak_connections(p) for p in plans))
     scraper = _scraper(scenario, endpoint, clock, run_dir)
-    scraped: dict[str, Any] | None = None
+    scraped: ScrapeInfo | None = None
     if scraper is not None:
         scraper.start()
     check.start()
     try:
         if sharding is not None:
-            await sharding.wait(run_dir, header, run.display.warn)
+            header = await sharding.wait(run_dir, header, run.display.warn)
         await run.execute(backend, check)
     finally:
         await check.stop()
@@ -366,6 +297,5 @@ async def run_scenario(
         if scraper is not None:
             scraped = await scraper.stop()
     rows = scraper.rows if scraper is not None else []
-    run.ended(header)
-    summary = build_summary(scenario, header, run.phases, rows, scraped, ceiling_tokens_per_s)
+    summary = build_summary(scenario, run.ended(header), run.phases, rows, scraped, ceiling_tokens_per_s)
     return RunResult(run.run_dir, summary, run.records, rows, run.every)  # run_dir: a rescue folder, if need be

@@ -18,6 +18,7 @@ from typing import IO, Any
 import aiohttp
 
 from harness.clock import NS_PER_S, Clock, cancel_quietly
+from harness.stats.schema import ScrapeInfo
 from harness.stats.server import COLUMNS, FILENAME, KNOWN, Row, parse_exposition
 
 METRICS_BODY_LIMIT = 8 << 20  # an engine's exposition is kilobytes; vLLM's with many LoRAs, a few hundred
@@ -42,7 +43,7 @@ class ServerScraper:
     def start(self) -> None:
         self._task = asyncio.create_task(self._loop())
 
-    async def stop(self) -> dict[str, Any]:
+    async def stop(self) -> ScrapeInfo:
         """Stop scraping (one last scrape first, so the final phase ends with a reading) and say how it went."""
         scraping = self._task is not None and not self._task.done() and self.unavailable is None
         await cancel_quietly(self._task)
@@ -51,9 +52,9 @@ class ServerScraper:
                 await self._scrape(session)
         if self._file is not None:
             self._file.close()
-        return {"url": self.url, "interval_s": self.interval_s, "scrapes": len(self.rows),
-                "failures": dict(self.failures), "unavailable": self.unavailable,
-                "series": sorted({k for r in self.rows for k in r.values})}
+        return ScrapeInfo(url=self.url, interval_s=self.interval_s, scrapes=len(self.rows),
+                          failures=dict(self.failures), unavailable=self.unavailable,
+                          series=sorted({k for r in self.rows for k in r.values}))
 
     def _session(self) -> aiohttp.ClientSession:
         timeout = aiohttp.ClientTimeout(total=max(self.interval_s, 1.0))

@@ -20,6 +20,7 @@ import aiohttp
 
 from harness.client.backend import Endpoint
 from harness.errors import EndpointError
+from harness.stats.schema import ServerTokenizer
 from harness.tokens import VOCAB, words_text
 
 WANTED = 256  # one-token words enough for varied prompts; discovery stops here
@@ -38,8 +39,8 @@ class ServerWords:
     def __call__(self, num_tokens: int, seed: int) -> str:
         return words_text(self.words, num_tokens, seed)
 
-    def info(self) -> dict[str, Any]:
-        return {"kind": "server", "words": len(self.words), "template_overhead": self.overhead}
+    def info(self) -> ServerTokenizer:
+        return ServerTokenizer(kind="server", words=len(self.words), template_overhead=self.overhead)
 
 
 def tokenize_url(base_url: str) -> str:

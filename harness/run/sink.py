@@ -1,57 +1,99 @@
-"""Where each finished record goes: into memory for its phase and the run, to disk, and to whoever watches the
-run (the progress line, the live exporter, the parent of a worker).
+"""Where each finished record goes: redacted, kept in memory for its phase and the run, written to disk, and
+shown to whoever watches the run (the progress line, the live exporter, the parent of a worker) — one
+`FanOut` of `RecordObserver`s (harness.run.observe), fed in batches.
 
 Nothing a record meets here can lose it. It is kept in memory first, so the summary counts every request sent
 (up to the scenario's `client.records_in_memory`; past it, its phase's statistics fold it: `harness.stats.keep`);
-the writer never raises (see `RecordWriter`); an observer that raises is cut off from that record only, and said
+the writer never raises (see `RecordWriter`); a watcher that raises is cut off from that record only, and said
 once per kind of failure — one line, never a dump of the records pending.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from harness.config.load import Phase, describe
 from harness.config.scenario import SLO
 from harness.records import RecordWriter, RequestRecord
 from harness.redact import MESSAGE_LIMIT, short_reason
-from harness.run.exporter import LiveMetrics
-from harness.run.progress import Progress, goal
-from harness.run.relay import Relay
+from harness.run.observe import FanOut, PhaseStart, RecordObserver
 from harness.stats.keep import PhaseKeep, RunSample, next_phase
-from harness.stats.phase import span_rate
-from harness.workload.plan import OpenLoopPlan, PhasePlan, SessionPlan
 
 FLUSH_S = 0.05
 
 
 @dataclass
-class RecordSink:
-    """Where each finished record goes: to disk, to its phase, to the run, to the progress line and exporter.
+class Redaction:
+    """A record's failure reason and the server's message, shortened and with secrets taken out, before any
+    other observer reads them: servers echo keys back in their errors."""
 
-    Records are taken in batches, `FLUSH_S` after the first of a batch ended: the end of one request and
-    the next send of its closed-loop user stay free of file writes, and a wave of requests ending together
-    costs two writes to the OS, not two per record. A crash loses at most the last `FLUSH_S` of records.
-    """
-
-    writer: RecordWriter
     redact: Callable[[str], str]
-    slo: SLO = field(default_factory=SLO)
-    cap: int | None = None  # the scenario's client.records_in_memory
-    phase: PhaseKeep = field(default_factory=lambda: PhaseKeep(SLO(), None))
+
+    def begin_phase(self, start: PhaseStart) -> None:
+        pass
+
+    def record(self, rec: RequestRecord) -> None:
+        if rec.reason:
+            rec.reason = short_reason(rec.reason, self.redact)
+        if rec.message:
+            rec.message = short_reason(rec.message, self.redact, MESSAGE_LIMIT)
+
+    def flush(self) -> None:
+        pass
+
+    def end_phase(self) -> None:
+        pass
+
+
+@dataclass
+class Memory:
+    """The records in memory: the current phase's (for its statistics) and the run's sample (for the report)."""
+
+    slo: SLO
+    cap: int | None  # the scenario's client.records_in_memory
     run: RunSample = field(init=False)
-    progress: Progress | None = None
-    metrics: LiveMetrics | None = None
-    relay: Relay | None = None
-    warn: Callable[[str], None] = lambda _: None
-    _pending: list[RequestRecord] = field(default_factory=list)
-    _timer: asyncio.TimerHandle | None = None
-    _said: set[str] = field(default_factory=set)
+    phase: PhaseKeep = field(init=False)
 
     def __post_init__(self) -> None:
         self.run = RunSample(self.cap)
+        self.phase = PhaseKeep(self.slo, None)
+
+    def begin_phase(self, start: PhaseStart) -> None:
+        self.phase = next_phase(self.slo, self.cap, self.run, start.phase.warmup_s, start.phase.cooldown_s)
+
+    def record(self, rec: RequestRecord) -> None:
+        self.phase.add(rec)
+        self.run.add(rec)
+
+    def flush(self) -> None:
+        pass
+
+    def end_phase(self) -> None:
+        if self.phase.count:
+            self.phase.close()
+
+
+class RecordSink:
+    """Records are taken in batches, `FLUSH_S` after the first of a batch ended: the end of one request and
+    the next send of its closed-loop user stay free of file writes, and a wave of requests ending together
+    costs two writes to the OS, not two per record. A crash loses at most the last `FLUSH_S` of records."""
+
+    def __init__(self, writer: RecordWriter, redact: Callable[[str], str], slo: SLO | None = None,
+                 cap: int | None = None, watchers: Sequence[tuple[str, RecordObserver]] = (),
+                 warn: Callable[[str], None] = lambda _: None) -> None:
+        self.memory = Memory(slo or SLO(), cap)
+        self.out = FanOut([Redaction(redact), self.memory, writer], watchers, warn)
+        self._pending: list[RequestRecord] = []
+        self._timer: asyncio.TimerHandle | None = None
+
+    @property
+    def run(self) -> RunSample:
+        return self.memory.run
+
+    @property
+    def phase(self) -> PhaseKeep:
+        return self.memory.phase
 
     def __call__(self, rec: RequestRecord) -> None:
         self._pending.append(rec)
@@ -64,48 +106,13 @@ class RecordSink:
             self._timer = None
         pending, self._pending = self._pending, []
         for rec in pending:
-            self._take(rec)
+            self.out.record(rec)
         if pending:
-            self.writer.flush()
-            if self.relay is not None:
-                self.relay.flush()
+            self.out.flush()
 
-    def _take(self, rec: RequestRecord) -> None:
-        if rec.reason:
-            rec.reason = short_reason(rec.reason, self.redact)  # before anyone reads it: servers echo keys
-        if rec.message:
-            rec.message = short_reason(rec.message, self.redact, MESSAGE_LIMIT)
-        self.phase.add(rec)
-        self.run.add(rec)
-        self.writer.write(rec)
-        for name, watcher in (("the progress line", self.progress), ("the live exporter", self.metrics),
-                              ("the relay to the parent", self.relay)):
-            if watcher is not None:
-                try:
-                    watcher.record(rec)
-                except Exception as exc:
-                    self._failed(name, exc)
+    def begin_phase(self, start: PhaseStart) -> None:
+        self.out.begin_phase(start)
 
-    def _failed(self, name: str, exc: Exception) -> None:
-        """Said once per watcher and kind of failure: one line, never a line per record."""
-        kind = f"{name}: {type(exc).__name__}"
-        if kind not in self._said:
-            self._said.add(kind)
-            self.warn(f"{name} failed on a record ({type(exc).__name__}: {exc}); the record is kept, {name} misses it")
-
-    def begin_phase(self, phase: Phase, plan: PhasePlan, launched: Callable[[], int]) -> None:
-        self.phase = next_phase(self.slo, self.cap, self.run, phase.warmup_s, phase.cooldown_s)
-        if self.relay is not None:
-            self.relay.phase(phase.name)
-        announce_phase(phase, plan, launched, self.progress, self.metrics)
-
-
-def announce_phase(phase: Phase, plan: PhasePlan, launched: Callable[[], int], progress: Progress | None,
-                   metrics: LiveMetrics | None) -> None:
-    """Tell the progress line and the live exporter that `phase` (planned as `plan`) begins."""
-    if progress is not None:
-        progress.begin_phase(phase.name, goal(plan))
-    if metrics is not None:
-        offsets = plan.offsets_ns if isinstance(plan, OpenLoopPlan | SessionPlan) else None
-        metrics.begin_phase(phase.name, describe(phase.load), None if offsets is None else span_rate(offsets.tolist()),
-                            launched)
+    def end_phase(self) -> None:
+        self.flush()
+        self.out.end_phase()

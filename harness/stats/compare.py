@@ -26,22 +26,17 @@ from typing import Literal
 import numpy as np
 
 from harness.clock import NS_PER_MS, NS_PER_S
+from harness.config.metric_registry import metric
 from harness.records import RequestRecord
 from harness.stats.metrics import e2e_ns, itl_array_ns, tpot_ns, ttft_ns
 
 Verdict = Literal["regression", "improvement", "within tolerance", "inconclusive", "no data", "untrusted"]
 JUDGED = ("regression", "improvement", "within tolerance")  # verdicts that say something about the change
-LATENCY_NAMES = ("ttft", "itl", "tpot", "e2e")
-STATS = ("p50", "p90", "p99", "mean")
 # The defaults: relative, except error_rate (an absolute share). Tails are noisier than medians.
 DEFAULT_TOLERANCES: dict[str, float] = {
     "ttft_p50": 0.10, "ttft_p99": 0.20, "itl_p50": 0.05, "itl_p99": 0.15, "tpot_p50": 0.05, "e2e_p50": 0.10,
     "e2e_p99": 0.15, "output_tokens_per_s": 0.05, "error_rate": 0.01,
 }
-METRICS = [f"{n}_{s}" for n in LATENCY_NAMES for s in STATS] + ["output_tokens_per_s", "requests_per_s",
-                                                                 "error_rate"]
-HIGHER_IS_BETTER = {"output_tokens_per_s", "requests_per_s"}
-ABSOLUTE = {"error_rate"}
 RESAMPLES = 1000
 REPEATS_FOR_RUN_LEVEL = 3
 _T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
@@ -99,27 +94,34 @@ def blocks(records: Sequence[RequestRecord], start_ns: int, end_ns: int) -> list
     return [_block(measured[cuts[k]:cuts[k + 1]], (edges[i + 1] - edges[i]) / NS_PER_S) for i, k in enumerate(held)]
 
 
-def value(metric: str, drawn: Sequence[Block]) -> float | None:
+def _latency(name: str) -> tuple[str, float | None]:
+    """A compared latency's distribution and percentile (None: the mean)."""
+    entry = metric(name)
+    assert entry.latency is not None and entry.statistic is not None, f"{name}: not a latency"
+    return entry.latency, None if entry.statistic == "mean" else float(entry.statistic[1:].replace("_", "."))
+
+
+def value(name: str, drawn: Sequence[Block]) -> float | None:
     """The metric over the pooled requests of `drawn` (None: no data)."""
-    if metric == "error_rate":
+    if name == "error_rate":
         total = sum(b.total for b in drawn)
         return sum(b.failed for b in drawn) / total if total else None
-    if metric in ("output_tokens_per_s", "requests_per_s"):
+    if name in ("output_tokens_per_s", "requests_per_s"):
         seconds = sum(b.seconds for b in drawn)
         if seconds <= 0:
             return None
-        return (sum(b.tokens for b in drawn) if metric == "output_tokens_per_s" else
+        return (sum(b.tokens for b in drawn) if name == "output_tokens_per_s" else
                 sum(b.total - b.failed for b in drawn)) / seconds
-    name, stat = metric.rsplit("_", 1)
-    pooled = np.concatenate([b.latencies[name] for b in drawn] or [np.zeros(0)])
+    latency, q = _latency(name)
+    pooled = np.concatenate([b.latencies[latency] for b in drawn] or [np.zeros(0)])
     if not len(pooled):
         return None
-    return float(pooled.mean()) if stat == "mean" else float(np.percentile(pooled, float(stat[1:])))
+    return float(pooled.mean()) if q is None else float(np.percentile(pooled, q))
 
 
-def change(metric: str, base: float, current: float) -> float:
+def change(name: str, base: float, current: float) -> float:
     """Relative change (current / base − 1), or the absolute difference for a share like error_rate."""
-    if metric in ABSOLUTE:
+    if metric(name).absolute:
         return current - base
     return current / base - 1 if base else (0.0 if current == base else math.inf)
 
@@ -144,8 +146,8 @@ class PhaseChange:
     result: MetricChange
 
 
-def judge(metric: str, point: float, low: float, high: float, tolerance: float) -> Verdict:
-    worse, better = (low, high) if metric not in HIGHER_IS_BETTER else (-high, -low)
+def judge(name: str, point: float, low: float, high: float, tolerance: float) -> Verdict:
+    worse, better = (low, high) if not metric(name).higher_is_better else (-high, -low)
     if worse > tolerance:
         return "regression"
     if better < -tolerance:
@@ -159,19 +161,19 @@ def _multiplicities(rng: np.random.Generator, n: int) -> np.ndarray:
     return np.bincount(draws.ravel(), minlength=RESAMPLES * n).reshape(RESAMPLES, n).astype(np.float64)
 
 
-def resampled(metric: str, side: Sequence[Block], weights: np.ndarray) -> np.ndarray:
+def resampled(name: str, side: Sequence[Block], weights: np.ndarray) -> np.ndarray:
     """The metric in every resample at once (NaN where a resample has no data)."""
     with np.errstate(divide="ignore", invalid="ignore"):
-        if metric == "error_rate":
+        if name == "error_rate":
             return np.asarray(weights @ [b.failed for b in side] / (weights @ [b.total for b in side]))
-        if metric in ("output_tokens_per_s", "requests_per_s"):
-            done = [b.tokens if metric == "output_tokens_per_s" else b.total - b.failed for b in side]
+        if name in ("output_tokens_per_s", "requests_per_s"):
+            done = [b.tokens if name == "output_tokens_per_s" else b.total - b.failed for b in side]
             return np.asarray(weights @ done / (weights @ [b.seconds for b in side]))
-        name, stat = metric.rsplit("_", 1)
-        if stat == "mean":
-            return np.asarray(weights @ [float(b.latencies[name].sum()) for b in side]
-                              / (weights @ [len(b.latencies[name]) for b in side]))
-        return weighted_percentile([b.latencies[name] for b in side], weights, float(stat[1:]))
+        latency, q = _latency(name)
+        if q is None:
+            return np.asarray(weights @ [float(b.latencies[latency].sum()) for b in side]
+                              / (weights @ [len(b.latencies[latency]) for b in side]))
+        return weighted_percentile([b.latencies[latency] for b in side], weights, q)
 
 
 def _kth(parts: Sequence[np.ndarray], pooled: np.ndarray, weights: np.ndarray, k: np.ndarray) -> np.ndarray:
@@ -202,23 +204,23 @@ def weighted_percentile(parts: Sequence[np.ndarray], weights: np.ndarray, q: flo
     return np.where(size > 0, below + (h - first) * (above - below), np.nan)
 
 
-def bootstrap(metric: str, base: Sequence[Block], current: Sequence[Block], tolerance: float,
+def bootstrap(name: str, base: Sequence[Block], current: Sequence[Block], tolerance: float,
               seed: int = 0) -> MetricChange:
     method = f"block bootstrap ({len(base)} vs {len(current)} blocks)"
-    b0, c0 = value(metric, base), value(metric, current)
+    b0, c0 = value(name, base), value(name, current)
     if b0 is None or c0 is None:
-        return MetricChange(metric, b0, c0, None, None, None, tolerance, "no data", method)
-    point = change(metric, b0, c0)
+        return MetricChange(name, b0, c0, None, None, None, tolerance, "no data", method)
+    point = change(name, b0, c0)
     if min(len(base), len(current)) < MIN_BLOCKS:
-        return MetricChange(metric, b0, c0, point, None, None, tolerance, "inconclusive", method)
+        return MetricChange(name, b0, c0, point, None, None, tolerance, "inconclusive", method)
     rng = np.random.default_rng(seed)
     weights_b, weights_c = _multiplicities(rng, len(base)), _multiplicities(rng, len(current))
     with np.errstate(divide="ignore", invalid="ignore"):
-        b, c = resampled(metric, base, weights_b), resampled(metric, current, weights_c)
-        every = c - b if metric in ABSOLUTE else c / b - 1
+        b, c = resampled(name, base, weights_b), resampled(name, current, weights_c)
+        every = c - b if metric(name).absolute else c / b - 1
     draws = every[np.isfinite(every)]
     low, high = (float(np.percentile(draws, 2.5)), float(np.percentile(draws, 97.5))) if len(draws) else (point, point)
-    return MetricChange(metric, b0, c0, point, low, high, tolerance, judge(metric, point, low, high, tolerance), method)
+    return MetricChange(name, b0, c0, point, low, high, tolerance, judge(name, point, low, high, tolerance), method)
 
 
 def t975(df: float) -> float:
@@ -227,7 +229,7 @@ def t975(df: float) -> float:
     return _T975[k - 1] if k <= len(_T975) else 2.0 if k <= 60 else 1.96
 
 
-def across_runs(metric: str, base: Sequence[float], current: Sequence[float], tolerance: float) -> MetricChange:
+def across_runs(name: str, base: Sequence[float], current: Sequence[float], tolerance: float) -> MetricChange:
     """Welch's interval on the difference of the runs' means, relative to the baseline's mean."""
     method = f"runs ({len(base)} vs {len(current)})"
     b, c = np.asarray(base, dtype=np.float64), np.asarray(current, dtype=np.float64)
@@ -236,6 +238,6 @@ def across_runs(metric: str, base: Sequence[float], current: Sequence[float], to
     se = math.sqrt(vb + vc)
     df = (vb + vc) ** 2 / (vb ** 2 / (len(b) - 1) + vc ** 2 / (len(c) - 1)) if se > 0 else float(len(b) + len(c) - 2)
     half = t975(df) * se
-    scale = 1.0 if metric in ABSOLUTE else (mb or 1.0)
+    scale = 1.0 if metric(name).absolute else (mb or 1.0)
     point, low, high = (mc - mb) / scale, (mc - mb - half) / scale, (mc - mb + half) / scale
-    return MetricChange(metric, mb, mc, point, low, high, tolerance, judge(metric, point, low, high, tolerance), method)
+    return MetricChange(name, mb, mc, point, low, high, tolerance, judge(name, point, low, high, tolerance), method)

@@ -30,7 +30,6 @@ from harness.stats.fold import (
 from harness.stats.metrics import cause, distribution, meets_slo, schedule_lag_ns
 from harness.stats.schema import (
     Batches,
-    ClientHealth,
     Connections,
     Goodput,
     LatencyByStatus,
@@ -225,7 +224,7 @@ def _client_limited(lag_p99_ms: float | None, bound_ms: float, batches: Batches 
     return {
         "client_limited": name != "ok", "client_limited_reason": reason or None,
         "schedule_lag_bound_ms": bound_ms,
-        "client": ClientHealth(**health(client, name)),
+        "client": health(client, name),
     }
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from harness.config.load import BatchLoad, ConcurrencyLoad, Phase, RampLoad, TraceLoad
 from harness.config.scenario import Scenario
@@ -21,6 +21,7 @@ from harness.stats.schema import (
     RunHeader,
     ScrapeInfo,
     ServerPhase,
+    ShardInfo,
     Stress,
     Summary,
     Tokens,
@@ -40,7 +41,7 @@ class PhaseRun:
     phase: Phase
     records: Sequence[RequestRecord]
     client: ClientCheck | None = None
-    trace: Mapping[str, Any] | None = None
+    trace: TraceUse | Mapping[str, object] | None = None  # as the plan (a dict) or a saved summary gave it
     stress: Stress | None = None  # known without scraping (`harness predict` reads its engine)
     let_go: tuple[PhaseFold, tuple[int, int]] | None = None  # records folded and let go (harness.stats.keep)
 
@@ -64,11 +65,11 @@ def phase_summary(scenario: Scenario, run: PhaseRun, rows: Sequence[Row] = (),
     hardware = scenario.endpoint.hardware
     if stress is None and hardware is not None:
         stress = estimate(hardware, served_model, stats, None if server is None else server.running_mean)
-    load = stats.load.model_copy(update={"target_rps": target_rate(scenario, phase, run.trace)})
+    trace = None if run.trace is None else TraceUse.model_validate(run.trace)
+    load = stats.load.model_copy(update={"target_rps": target_rate(scenario, phase, trace)})
     return PhaseSummary(**{**dict(stats), "client": client, "load": load}, name=phase.name,
                         config=phase.model_dump(mode="json"),
-                        trace=None if run.trace is None else TraceUse.model_validate(run.trace), server=server,
-                        stress=stress,
+                        trace=trace, server=server, stress=stress,
                         sessions=fold.turns.stats(),
                         warnings=phase_warnings(scenario, stats.tokens) + connect_warnings(stats.connections)
                         + media_warnings(fold.media, fold.whole_n) + folded_warnings(fold, scenario),
@@ -86,7 +87,7 @@ def bottleneck(client_limited: bool, server: ServerPhase | None) -> Literal["cli
     return None
 
 
-def target_rate(scenario: Scenario, phase: Phase, trace: Mapping[str, Any] | None) -> float | None:
+def target_rate(scenario: Scenario, phase: Phase, trace: TraceUse | None) -> float | None:
     """The request rate the scenario asked of an open-loop phase (None where it asks for no rate)."""
     load = phase.load
     if scenario.workload.sessions is not None or isinstance(load, BatchLoad | ConcurrencyLoad):
@@ -94,8 +95,7 @@ def target_rate(scenario: Scenario, phase: Phase, trace: Mapping[str, Any] | Non
     if isinstance(load, RampLoad):
         return (load.start_rate + load.end_rate) / 2
     if isinstance(load, TraceLoad):
-        offered = (trace or {}).get("offered_rate")
-        return float(offered) if offered is not None else None
+        return None if trace is None else trace.offered_rate
     return float(load.rate)
 
 
@@ -147,45 +147,44 @@ def connect_warnings(connections: Connections | None) -> list[str]:
             "fewer new connections at once, removes it"]
 
 
-def build_summary(scenario: Scenario, header: Mapping[str, Any], phases: Sequence[PhaseRun],
-                  rows: Sequence[Row] = (), scraped: Mapping[str, Any] | None = None,
+def build_summary(scenario: Scenario, header: RunHeader, phases: Sequence[PhaseRun],
+                  rows: Sequence[Row] = (), scraped: ScrapeInfo | None = None,
                   ceiling_tokens_per_s: float | None = None) -> Summary:
     """The whole summary: header, phases, server series when scraped, and the comparison of the phases."""
-    served = (header.get("endpoint") or {}).get("model") or scenario.endpoint.model
+    served = (header.endpoint.model if header.endpoint else None) or scenario.endpoint.model
     entries = [phase_summary(scenario, p, rows, ceiling_tokens_per_s, served) for p in phases]
     names = [p.name for p in scenario.phases]
     cut = incomplete(header, names, [p.phase.name for p in phases])
     late = late_phases(header)
     entries = [e.model_copy(update={"incomplete": cut.get(e.name), "warnings": e.warnings + late.get(e.name, [])})
                for e in entries]
-    return Summary(run=RunHeader.model_validate(header), phases=entries,
-                   server_metrics=None if scraped is None else ScrapeInfo.model_validate(scraped),
-                   comparison=compare(entries))
+    return Summary(run=header, phases=entries, server_metrics=scraped, comparison=compare(entries))
 
 
-def incomplete(header: Mapping[str, Any], names: Sequence[str], ran: Sequence[str]) -> dict[str, str]:
+def incomplete(header: RunHeader, names: Sequence[str], ran: Sequence[str]) -> dict[str, str]:
     """Why each phase that ran lacks part of its load: the run was stopped in it (the last that ran), or a shard
     died in it or in a phase before it (its share of every later phase was never sent)."""
     out = {}
-    if header.get("stopped") and ran:
-        out[ran[-1]] = f"stopped ({header['stopped']})"
-    for shard in header.get("shards") or []:
-        died_in = (shard.get("loss") or {}).get("phase")
-        if died_in in names:
-            who = f"shard {shard['index']}/{shard['count']}"
+    if header.stopped and ran:
+        out[ran[-1]] = f"stopped ({header.stopped})"
+    for shard in header.shards or []:
+        died_in = shard.loss.phase if shard.loss else None
+        if died_in is not None and died_in in names:
+            who = f"shard {shard.index}/{shard.count}"
             for name in names[names.index(died_in):]:
                 out[name] = f"{who} died in it" if name == died_in else f"{who} died in phase {died_in}, before it"
     return out
 
 
-def late_phases(header: Mapping[str, Any]) -> dict[str, list[str]]:
+def late_phases(header: RunHeader) -> dict[str, list[str]]:
     """Shards by hand: phase -> a line for each shard that began it later than planned (it may overlap the
     previous phase on the other shards)."""
     out: dict[str, list[str]] = {}
-    for shard in header.get("shards") or [header.get("shard") or {}]:
-        for name, late in (shard.get("phase_late_ms") or {}).items():
+    shards: list[ShardInfo] = [*header.shards] if header.shards else ([header.shard] if header.shard else [])
+    for shard in shards:
+        for name, late in (shard.phase_late_ms or {}).items():
             if late > LATE_MS:
                 out.setdefault(name, []).append(
-                    f"shard {shard['index']}/{shard['count']} began it {late:,.0f} ms after its planned start: it "
+                    f"shard {shard.index}/{shard.count} began it {late:,.0f} ms after its planned start: it "
                     "may overlap the previous phase on other shards (a longer --phase-slack keeps the timeline)")
     return out

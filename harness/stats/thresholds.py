@@ -4,31 +4,37 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from harness.config.metric_registry import Metric, metric
 from harness.config.thresholds import Threshold, parse_thresholds
 from harness.stats.schema import PhaseStats, ThresholdResult
 
-UNITS = {"latency": "ms", "fraction": "", "rate": "/s"}
+
+def _at(phase: object, path: tuple[str, ...]) -> float | None:
+    for name in path:
+        phase = getattr(phase, name)
+    return None if phase is None else float(phase)  # type: ignore[arg-type]
 
 
-def observed(metric: str, phase: PhaseStats) -> float | None:
-    """The figure a threshold names, in its canonical unit (ms, a share, per second); None: no data."""
-    if metric == "error_rate":
-        return phase.requests.failed / phase.requests.total if phase.requests.total else None
-    if metric == "goodput_fraction":
-        return phase.goodput.fraction
-    if metric == "goodput_requests_per_s":
-        return phase.goodput.requests_per_s
-    if metric in ("output_tokens_per_s", "total_tokens_per_s", "requests_per_s"):
-        return float(getattr(phase.throughput, metric))
-    name, stat = metric.rsplit("_", 1)
-    value = getattr(getattr(phase.latency_ms, name), "p99_9" if stat == "p999" else stat)
-    return None if value is None else float(value)
+def read(entry: Metric, phase: PhaseStats) -> float | None:
+    """The registry's figure in a phase's summary, in its unit (ms, a share, per second); None: no data."""
+    if entry.latency is not None and entry.statistic is not None:
+        return _at(phase.latency_ms, (entry.latency, entry.statistic))
+    value = _at(phase, entry.field)
+    if entry.per:
+        whole = _at(phase, entry.per)
+        return value / whole if whole and value is not None else None
+    return value
+
+
+def observed(name: str, phase: PhaseStats) -> float | None:
+    """The figure a threshold (or a comparison, a repeat, the history) names."""
+    return read(metric(name), phase)
 
 
 def check(threshold: Threshold, phase: PhaseStats) -> ThresholdResult:
     value = observed(threshold.metric, phase)
     return ThresholdResult(metric=threshold.metric, limit=threshold.text, observed=value,
-                           unit=UNITS[threshold.kind], passed=value is not None and threshold.holds(value))
+                           unit=metric(threshold.metric).unit, passed=value is not None and threshold.holds(value))
 
 
 def evaluate(scenario_thresholds: Mapping[str, str], phase_thresholds: Mapping[str, str],

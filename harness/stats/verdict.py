@@ -11,7 +11,9 @@ A server whose queue fills is not the client's fault; `harness.stats.summary` sa
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
+
+from harness.stats.schema import ClientHealth, PhaseSummary
 
 Verdict = Literal["ok", "stalled", "not_scheduled", "saturated"]
 RANK: dict[Verdict, int] = {"ok": 0, "stalled": 1, "not_scheduled": 2, "saturated": 3}
@@ -80,9 +82,20 @@ def worst(*verdicts: tuple[Verdict, str]) -> tuple[Verdict, str]:
     return max(verdicts, key=lambda v: RANK[v[0]])
 
 
-def health(check: ClientCheck, name: Verdict | None = None) -> dict[str, Any]:
-    """A process's self-check over a stretch, as summary.json keeps it (`ClientHealth`), with its verdict
-    (given, or judged from the readings alone)."""
+def health(check: ClientCheck, name: Verdict | None = None) -> ClientHealth:
+    """A process's self-check over a stretch, as summary.json keeps it, with its verdict (given, or judged from
+    the readings alone)."""
     name = name or verdict(lateness(check), check)[0]
-    return {"loop_lag_p99_ms": check.loop_lag_p99_ms, "cpu_share": check.cpu_share, "cpu_seconds": check.cpu_seconds,
-            "runq_share": check.runq_share, "load_per_core": check.load_per_core, "verdict": name}
+    return ClientHealth(loop_lag_p99_ms=check.loop_lag_p99_ms, cpu_share=check.cpu_share,
+                        cpu_seconds=check.cpu_seconds, runq_share=check.runq_share,
+                        load_per_core=check.load_per_core, verdict=name)
+
+
+def saved_check(saved: PhaseSummary | None, loop_lag_bound_ms: float, cpu_bound: float) -> ClientCheck:
+    """A phase's self-check as its summary.json kept it (the live verdicts are not in the records), for a
+    summary rebuilt offline or merged from shards; none saved: a check that saw nothing."""
+    if saved is None:
+        return ClientCheck(loop_lag_bound_ms=loop_lag_bound_ms, cpu_bound=cpu_bound)
+    c = saved.client
+    return ClientCheck(c.loop_lag_p99_ms, c.cpu_share, loop_lag_bound_ms, cpu_bound, c.cpu_seconds, c.runq_share,
+                       c.load_per_core, c.verdict, saved.client_limited_reason or "")

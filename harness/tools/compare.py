@@ -10,7 +10,6 @@ requests.jsonl) or from the history, which keeps the same (harness.tools.history
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,12 +17,12 @@ from typing import Any
 
 import yaml
 
+from harness.config.metric_registry import COMPARED
 from harness.errors import ScenarioError
 from harness.records import RequestRecord, read_records
 from harness.report.files import run_dirs
 from harness.stats.compare import (
     DEFAULT_TOLERANCES,
-    METRICS,
     REPEATS_FOR_RUN_LEVEL,
     Block,
     PhaseChange,
@@ -32,13 +31,14 @@ from harness.stats.compare import (
     bootstrap,
     value,
 )
+from harness.stats.schema import ThresholdResult, read_summary
 
 
 @dataclass(frozen=True, slots=True)
 class PhaseBlocks:
     blocks: list[Block]  # the measured requests, in blocks of consecutive time (or one a batch)
     client_limited: str | None  # why the harness could not keep up (None: it could)
-    thresholds: list[dict[str, Any]] = field(default_factory=list)  # as in summary.json
+    thresholds: list[ThresholdResult] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,20 +56,18 @@ def shape_of(scenario: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _load_run(path: Path) -> Run:
+    summary = read_summary(path / "summary.json")
     try:
-        summary = json.loads((path / "summary.json").read_text(encoding="utf-8"))
         scenario = yaml.safe_load((path / "scenario.yaml").read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise ScenarioError(f"{path}: not a run directory ({exc})") from None
     by_phase: dict[str, list[RequestRecord]] = {}
     for rec in read_records(path / "requests.jsonl"):
         by_phase.setdefault(rec.phase, []).append(rec)
-    phases = {p["name"]: PhaseBlocks(blocks(by_phase.get(p["name"], []), p["window"]["start_ns"],
-                                            p["window"]["end_ns"]),
-                                     (p.get("client_limited_reason") or "late") if p.get("client_limited") else None,
-                                     p.get("thresholds", []))
-              for p in summary["phases"]}
-    return Run(summary["run"]["run_id"], str(path), shape_of(scenario), phases)
+    phases = {p.name: PhaseBlocks(blocks(by_phase.get(p.name, []), p.window.start_ns, p.window.end_ns),
+                                  (p.client_limited_reason or "late") if p.client_limited else None, p.thresholds)
+              for p in summary.phases}
+    return Run(summary.run.run_id, str(path), shape_of(scenario), phases)
 
 
 def load_runs(paths: Sequence[Path]) -> list[Run]:
@@ -92,9 +90,9 @@ def refusal(base: Sequence[Run], current: Sequence[Run]) -> str | None:
 
 
 def tolerances(overrides: Mapping[str, float]) -> dict[str, float]:
-    unknown = sorted(set(overrides) - set(METRICS))
+    unknown = sorted(set(overrides) - set(COMPARED))
     if unknown:
-        raise ValueError(f"{unknown[0]!r}: not a compared metric; one of {', '.join(METRICS)}")
+        raise ValueError(f"{unknown[0]!r}: not a compared metric; one of {', '.join(COMPARED)}")
     return {**DEFAULT_TOLERANCES, **overrides}
 
 

@@ -20,15 +20,14 @@ import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
+from harness.config.metric_registry import FOLLOWED
 from harness.errors import ScenarioError
 from harness.report.files import run_dirs
 from harness.stats.compare import Block
-from harness.stats.repeats import METRICS
-from harness.stats.schema import PhaseSummary
+from harness.stats.schema import ThresholdResult, read_summary
 from harness.stats.thresholds import observed
 from harness.tools.compare import PhaseBlocks, Run, load_runs
 
@@ -85,31 +84,30 @@ def _unpack(blob: bytes) -> np.ndarray:
 
 @dataclass(frozen=True, slots=True)
 class _Rows:
-    head: dict[str, Any]
+    head: dict[str, str | int | None]  # the runs table's columns
     figures: list[tuple[str, str, float]]
     phases: list[tuple[str, int, str | None, str]]
-    blocks: list[tuple[Any, ...]]
+    blocks: list[tuple[str | int | float | bytes, ...]]
 
 
 def _rows(run_dir: Path, flag: str | None) -> _Rows:
-    summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
-    run, phases = summary["run"], summary["phases"]
-    figures = []
-    for phase in phases:
-        stats = PhaseSummary.model_validate(phase)
-        figures += [(phase["name"], m, v) for m in METRICS if (v := observed(m, stats)) is not None]
+    summary = read_summary(run_dir / "summary.json")
+    run, phases = summary.run, summary.phases
+    figures = [(phase.name, m, v) for phase in phases for m in FOLLOWED if (v := observed(m, phase)) is not None]
     comparable = (run_dir / "requests.jsonl").is_file() and (run_dir / "scenario.yaml").is_file()
     loaded = load_runs([run_dir])[0] if comparable else None
-    head = {"run_id": run["run_id"], "scenario": run["scenario"], "started_at": run.get("started_at") or "",
-            "path": str(run_dir.resolve()), "complete": int(run.get("complete", True)),
-            "thresholds_passed": int(all(t["passed"] for p in phases for t in p.get("thresholds", []))),
-            "requests_ok": sum(p["requests"]["ok"] for p in phases),
-            "client_limited": int(any(p.get("client_limited") for p in phases)),
-            "shape": json.dumps(loaded.shape) if loaded else None, "flagged": flag, "accepted": 0}
-    rows = [(p["name"], k, (p.get("client_limited_reason") or "late") if p.get("client_limited") else None,
-             json.dumps(p.get("thresholds", []))) for k, p in enumerate(phases)]
-    packed = [(name, i, b.seconds, b.tokens, b.total, b.failed, *(_pack(b.latencies[k]) for k in _LATENCIES))
-              for name, phase in (loaded.phases.items() if loaded else []) for i, b in enumerate(phase.blocks)]
+    head: dict[str, str | int | None] = {
+        "run_id": run.run_id, "scenario": run.scenario, "started_at": run.started_at or "",
+        "path": str(run_dir.resolve()), "complete": int(run.complete),
+        "thresholds_passed": int(all(t.passed for p in phases for t in p.thresholds)),
+        "requests_ok": sum(p.requests.ok for p in phases),
+        "client_limited": int(any(p.client_limited for p in phases)),
+        "shape": json.dumps(loaded.shape) if loaded else None, "flagged": flag, "accepted": 0}
+    rows = [(p.name, k, (p.client_limited_reason or "late") if p.client_limited else None,
+             json.dumps([t.to_json() for t in p.thresholds])) for k, p in enumerate(phases)]
+    packed: list[tuple[str | int | float | bytes, ...]] = [
+        (name, i, b.seconds, b.tokens, b.total, b.failed, *(_pack(b.latencies[k]) for k in _LATENCIES))
+        for name, phase in (loaded.phases.items() if loaded else []) for i, b in enumerate(phase.blocks)]
     return _Rows(head, figures, rows, packed)
 
 
@@ -120,7 +118,7 @@ def add(db_path: Path, path: Path, flag: str | None = None) -> list[str]:
     with connect(db_path) as db:
         for run_dir in run_dirs(path):
             rows = _rows(run_dir, flag)
-            run_id = rows.head["run_id"]
+            run_id = str(rows.head["run_id"])
             db.execute("BEGIN IMMEDIATE")
             try:
                 db.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))  # cascades to its figures and blocks
@@ -202,7 +200,7 @@ def _ids(db: sqlite3.Connection, run: str) -> list[str]:
         return [run]
     path = Path(run)
     if path.is_dir():
-        ids = [json.loads((d / "summary.json").read_text(encoding="utf-8"))["run"]["run_id"] for d in run_dirs(path)]
+        ids = [read_summary(d / "summary.json").run.run_id for d in run_dirs(path)]
         known = [i for i in ids if db.execute("SELECT 1 FROM runs WHERE run_id = ?", (i,)).fetchone()]
         if known:
             return known
@@ -232,7 +230,7 @@ def _run_from_db(db: sqlite3.Connection, entry: Entry, where: str) -> Run:
                for seconds, tokens, total, failed, *blobs in db.execute(
                    "SELECT seconds, tokens, total, failed, ttft, tpot, e2e, itl FROM blocks "
                    "WHERE run_id = ? AND phase = ? ORDER BY idx", (entry.run_id, name))]
-        phases[name] = PhaseBlocks(cut, limited, json.loads(thresholds))
+        phases[name] = PhaseBlocks(cut, limited, [ThresholdResult.model_validate(t) for t in json.loads(thresholds)])
     return Run(entry.run_id, where, json.loads(shape), phases)
 
 

@@ -21,6 +21,7 @@ from harness.config.simulator import SimulatorConfig
 from harness.errors import ScenarioError
 from harness.run.simulator import check_fits
 from harness.stats.conclusion import KNEE_GOODPUT
+from harness.stats.schema import PhaseSummary
 from harness.tools.predict import predict_async
 from harness.tools.search import search
 
@@ -64,18 +65,19 @@ def device_label(accelerator: str) -> str:
     return acc.device if isinstance(acc, AsicAccelerator) else "GPU"
 
 
-def _phase_row(phase: dict[str, Any], kind: str, price: float | None, tp: int) -> dict[str, Any]:
-    tokens_per_s = phase["throughput"]["output_tokens_per_s"]
-    share = phase["goodput"]["fraction"]
+def _phase_row(phase: PhaseSummary, kind: str, price: float | None, tp: int) -> dict[str, Any]:
+    tokens_per_s = phase.throughput.output_tokens_per_s
+    share = phase.goodput.fraction
     good_tokens_per_s = tokens_per_s if kind == "batch" else tokens_per_s * share
-    stress = phase.get("stress") or {}
+    stress = phase.stress
     return {
-        "output_tokens_per_s": tokens_per_s, "ttft_p99_ms": phase["latency_ms"]["ttft"]["p99"],
-        "itl_p50_ms": phase["latency_ms"]["itl"]["p50"], "goodput_share": share,
+        "output_tokens_per_s": tokens_per_s, "ttft_p99_ms": phase.latency_ms.ttft.p99,
+        "itl_p50_ms": phase.latency_ms.itl.p50, "goodput_share": share,
         "good_tokens_per_s": good_tokens_per_s,
         "cost_per_m_tokens": None if price is None or good_tokens_per_s <= 0
         else price * tp / 3600 / good_tokens_per_s * 1e6,
-        "memory_bound_share": stress.get("memory_bound_share"), "mbu": stress.get("mbu"), "mfu": stress.get("mfu"),
+        "memory_bound_share": stress and stress.memory_bound_share, "mbu": stress and stress.mbu,
+        "mfu": stress and stress.mfu,
     }
 
 
@@ -88,7 +90,8 @@ async def _capacity(scenario: Scenario, slo: SLO) -> dict[str, Any] | None:
     c = CAPACITY
     found = await search(one, predict_async, slo, c["goodput"], c["low"], c["high"], c["duration_s"],
                          int(c["steps"]), int(c["repeats"]))
-    return {"phase": scenario.phases[index].name, "rps": found["capacity_rps"], "interval_rps": found["interval_rps"]}
+    return {"phase": scenario.phases[index].name, "rps": found.capacity_rps,
+            "interval_rps": None if found.interval_rps is None else list(found.interval_rps)}
 
 
 async def accelerator_matrix(scenario: Scenario, accelerators: Sequence[str], prices: Mapping[str, float],
@@ -111,7 +114,7 @@ async def accelerator_matrix(scenario: Scenario, accelerators: Sequence[str], pr
             continue
         summary = await predict_async(moved)
         tp, price = moved.simulator.tp, prices.get(name)
-        phases = {p["name"]: _phase_row(p, kinds[p["name"]], price, tp) for p in summary["phases"]}
+        phases = {p.name: _phase_row(p, kinds[p.name], price, tp) for p in summary.phases}
         column: dict[str, Any] = {"accelerator": name, "fits": True, "tp": tp, "price_per_hour": price,
                                   "device": device_label(name), "needs": needs(moved.simulator), "phases": phases}
         if capacity:

@@ -11,9 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
 
-from harness import __version__
 from harness.client.backend import RequestEvents
 from harness.client.sse import Chunk
 from harness.clock import NS_PER_S, FakeClock, cancel_quietly
@@ -21,13 +19,14 @@ from harness.config.presets import ACCELERATORS, FittedAccelerator
 from harness.config.scenario import Scenario
 from harness.records import RequestRecord
 from harness.run.dispatch import Dispatcher
+from harness.run.header import run_header
 from harness.run.runner import run_plan
 from harness.run.simulator import check_fits
 from harness.sim.build import build_engine, context_problem, model_context
 from harness.sim.engine import SimRequest, StepAccount
 from harness.sim.realtime import StepDriver
 from harness.sim.requests import finish_reason, make_request, output_length, parse_body
-from harness.stats.schema import Stress
+from harness.stats.schema import Stress, Summary
 from harness.stats.stress import account
 from harness.stats.summary import PhaseRun, build_summary
 from harness.tokens import token_text
@@ -147,24 +146,21 @@ def _discard(_: RequestRecord) -> None:
     pass
 
 
-async def predict_runs(scenario: Scenario) -> tuple[dict[str, Any], list[PhaseRun]]:
+async def predict_runs(scenario: Scenario) -> tuple[Summary, list[PhaseRun]]:
     """The predicted summary and each phase's records (what `harness compare` reads from a run directory)."""
     check_fits(scenario.simulator)
     clock = FakeClock()
     task = asyncio.ensure_future(_phases(scenario, clock))
     await clock.run_until_idle(task)
-    s = scenario.simulator
-    header = {"run_id": "predict", "scenario": scenario.name, "harness_version": __version__, "seed": scenario.seed,
-              "mode": "predict", "simulator": s.model_dump(), "complete": True}
     runs = await task
-    return build_summary(scenario, header, runs).to_json(), runs
+    return build_summary(scenario, run_header(scenario, "predict", mode="predict"), runs), runs
 
 
-async def predict_async(scenario: Scenario) -> dict[str, Any]:
+async def predict_async(scenario: Scenario) -> Summary:
     """`predict` inside a running event loop (`harness search --predict` runs its trials so)."""
     return (await predict_runs(scenario))[0]
 
 
-def predict(scenario: Scenario) -> dict[str, Any]:
+def predict(scenario: Scenario) -> Summary:
     """The summary `harness run` would give for `scenario` against its simulated accelerator, in virtual time."""
     return asyncio.run(predict_async(scenario))

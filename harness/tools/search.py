@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Awaitable, Callable
-from typing import Any
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
 from harness.config.scenario import SLO, Scenario, parse_scenario
+from harness.stats.schema import Summary
 
-Trial = Callable[[Scenario], Awaitable[dict[str, Any]]]
+Trial = Callable[[Scenario], Awaitable[Summary]]
 # A trial decides "≥ 95% goodput" on its own requests: with 20, one miss flips it; with 50, three do.
 MIN_REQUESTS = 50
 
@@ -57,17 +58,46 @@ def trial_scenario(base: Scenario, rate: float, duration_s: float, seed: int, sl
     return parse_scenario(data, "search")
 
 
-def _trial_record(summary: dict[str, Any], rate: float, seed: int, min_requests: int) -> dict[str, Any]:
-    (phase,) = summary["phases"]
-    measured = phase["requests"]["total"]
-    return {"rate": rate, "seed": seed, "goodput": phase["goodput"]["fraction"], "requests": measured,
-            "too_small": measured < min_requests, "output_tokens_per_s": phase["throughput"]["output_tokens_per_s"]}
+@dataclass(frozen=True, slots=True)
+class SearchTrial:
+    """One trial as the search saw it: its rate and seed, and what its one phase delivered."""
+
+    rate: float
+    seed: int
+    goodput: float
+    requests: int
+    too_small: bool  # fewer requests in its window than the search asks to decide on
+    output_tokens_per_s: float
+
+    @classmethod
+    def of(cls, summary: Summary, rate: float, seed: int, min_requests: int) -> SearchTrial:
+        (phase,) = summary.phases
+        measured = phase.requests.total
+        return cls(rate, seed, phase.goodput.fraction, measured, measured < min_requests,
+                   phase.throughput.output_tokens_per_s)
+
+
+@dataclass(frozen=True, slots=True)
+class Capacity:
+    """What the search found: the capacity with its interval over seeds, or why it found none."""
+
+    capacity_rps: float | None
+    interval_rps: tuple[float, float] | None
+    trials: list[SearchTrial] = field(default_factory=list)
+    per_seed_rps: list[float] | None = None
+    at_least_rps: float | None = None  # the highest rate tried still met the SLOs
+    note: str | None = None
+
+    def to_json(self) -> dict[str, object]:
+        """As `harness search --json` prints it: the optional parts only when they say something."""
+        out = {k: v for k, v in asdict(self).items() if v is not None or k in ("capacity_rps", "interval_rps")}
+        return {**out, "interval_rps": None if self.interval_rps is None else list(self.interval_rps)}
 
 
 class SearchStopped(Exception):
     """A trial was stopped (Ctrl-C, SIGTERM): no capacity can be claimed from it; `trials` are those that ended."""
 
-    def __init__(self, trials: list[dict[str, Any]]) -> None:
+    def __init__(self, trials: list[SearchTrial]) -> None:
         super().__init__("stopped during a trial")
         self.trials = trials
 
@@ -85,32 +115,31 @@ def trial_seconds(rate: float, duration_s: float, min_requests: int = MIN_REQUES
 async def search(base: Scenario, trial: Trial, slo: SLO, goodput: float, low: float, high: float,
                  duration_s: float, steps: int = 7, repeats: int = 3, *,
                  min_requests: int = MIN_REQUESTS,
-                 said: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+                 said: Callable[[SearchTrial], None] | None = None) -> Capacity:
     """Bisect [low, high] for the highest rate whose goodput share is ≥ `goodput`, then repeat the boundary.
 
     A trial whose window held fewer than `min_requests` requests (a run cut short, a long warm-up) is kept
     but marked too small to decide, and counts as missing the SLOs: capacity is never claimed on a few. A trial
     that was stopped raises `SearchStopped`: a cut trial decides nothing. `said` hears of each trial as it ends.
     """
-    trials: list[dict[str, Any]] = []
+    trials: list[SearchTrial] = []
 
     async def meets(rate: float, seed: int) -> bool:
         summary = await trial(trial_scenario(base, rate, duration_s, seed, slo, min_requests))
-        if (summary.get("run") or {}).get("stopped"):
+        if summary.run.stopped:
             raise SearchStopped(trials)
-        trials.append(_trial_record(summary, rate, seed, min_requests))
+        trials.append(SearchTrial.of(summary, rate, seed, min_requests))
         if said is not None:
             said(trials[-1])
-        return bool(trials[-1]["goodput"] >= goodput) and not trials[-1]["too_small"]
+        return trials[-1].goodput >= goodput and not trials[-1].too_small
 
     if not await meets(low, base.seed):
-        return {"capacity_rps": None, "interval_rps": None, "trials": trials,
-                "note": f"even {low:g} req/s misses the SLOs"}
+        return Capacity(None, None, trials, note=f"even {low:g} req/s misses the SLOs")
     lo, hi = low, high
     if await meets(high, base.seed):
-        return {"capacity_rps": None, "interval_rps": None, "trials": trials, "at_least_rps": high,
-                "note": f"the highest rate tried, {high:g} req/s, still meets the SLOs: capacity ≥ {high:g} req/s "
-                        "(raise --high to find it)"}
+        return Capacity(None, None, trials, at_least_rps=high,
+                        note=f"the highest rate tried, {high:g} req/s, still meets the SLOs: capacity ≥ {high:g} "
+                             "req/s (raise --high to find it)")
     for _ in range(steps):
         mid = (lo + hi) / 2
         if await meets(mid, base.seed):
@@ -130,5 +159,5 @@ async def search(base: Scenario, trial: Trial, slo: SLO, goodput: float, low: fl
         found.append(r_lo)
     arr = np.asarray(found)
     half = 1.96 * arr.std(ddof=1) / np.sqrt(len(arr)) if len(arr) > 1 else 0.0
-    return {"capacity_rps": float(arr.mean()), "interval_rps": [float(arr.mean() - half), float(arr.mean() + half)],
-            "per_seed_rps": [float(x) for x in arr], "trials": trials}
+    return Capacity(float(arr.mean()), (float(arr.mean() - half), float(arr.mean() + half)), trials,
+                    per_seed_rps=[float(x) for x in arr])

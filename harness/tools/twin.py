@@ -18,7 +18,6 @@ accelerator and sets the prediction beside the measurement.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -31,7 +30,9 @@ from harness.config.presets import ACCELERATORS, MODELS, FittedAccelerator, load
 from harness.config.scenario import Scenario, load_scenario
 from harness.errors import ScenarioError
 from harness.records import RequestRecord, read_records
+from harness.stats.schema import read_summary
 from harness.stats.server import Row, read_server_metrics
+from harness.stats.thresholds import observed
 from harness.tools.predict import predict, predict_runs
 
 MAX_SAMPLES = 200_000  # step gaps kept for the fit (a stride over more)
@@ -247,15 +248,9 @@ def _records(run_dir: Path) -> list[RequestRecord]:
     return list(read_records(path))
 
 
-COMPARED = (("TTFT p50 ms", ("latency_ms", "ttft", "p50")), ("TTFT p99 ms", ("latency_ms", "ttft", "p99")),
-            ("ITL p50 ms", ("latency_ms", "itl", "p50")), ("output tokens/s", ("throughput", "output_tokens_per_s")))
-
-
-def _get(phase: dict[str, Any], path: tuple[str, ...]) -> float | None:
-    value: Any = phase
-    for key in path:
-        value = value[key]
-    return None if value is None else float(value)
+# The figures a twin is judged on, as the metric registry names them
+COMPARED = (("TTFT p50 ms", "ttft_p50"), ("TTFT p99 ms", "ttft_p99"), ("ITL p50 ms", "itl_p50"),
+            ("output tokens/s", "output_tokens_per_s"))
 
 
 def on_twin(scenario: Scenario, accelerator: str, model: str | None) -> Scenario:
@@ -269,14 +264,14 @@ def on_twin(scenario: Scenario, accelerator: str, model: str | None) -> Scenario
 
 def validate_run(run_dir: Path, accelerator: str, model: str | None = None) -> list[dict[str, Any]]:
     """Per phase of the run: each compared figure, measured and predicted on `accelerator`, and the error."""
-    measured = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+    measured = read_summary(run_dir / "summary.json")
     predicted = predict(on_twin(load_scenario(run_dir / "scenario.yaml"), accelerator, model))
     rows = []
-    for m, p in zip(measured["phases"], predicted["phases"], strict=True):
-        for label, path in COMPARED:
-            got, want = _get(p, path), _get(m, path)
+    for m, p in zip(measured.phases, predicted.phases, strict=True):
+        for label, name in COMPARED:
+            got, want = observed(name, p), observed(name, m)
             error = None if got is None or not want else got / want - 1
-            rows.append({"run": str(run_dir), "phase": m["name"], "figure": label, "measured": want,
+            rows.append({"run": str(run_dir), "phase": m.name, "figure": label, "measured": want,
                          "predicted": got, "error": error})
     return rows
 

@@ -57,7 +57,7 @@ def test_default_run_is_the_quickstart_and_shows_the_thesis(tmp_path: Path) -> N
     assert batch["throughput"]["output_tokens_per_s"] > 2 * interactive["throughput"]["output_tokens_per_s"]
     assert interactive["latency_ms"]["ttft"]["p50"] * 5 < batch["latency_ms"]["ttft"]["p50"]
     # Virtual time predicts the same run: the real one adds only HTTP and the simulator's noise.
-    predicted = predict(load_scenario(ROOT / "scenarios" / "quickstart.yaml"))["phases"]
+    predicted = predict(load_scenario(ROOT / "scenarios" / "quickstart.yaml")).to_json()["phases"]
     for real, virtual in zip(summary["phases"], predicted, strict=True):
         for metric in ("output_tokens_per_s", "requests_per_s"):
             assert real["throughput"][metric] == pytest.approx(virtual["throughput"][metric], rel=0.1)

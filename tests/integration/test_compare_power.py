@@ -34,8 +34,8 @@ def _side(seed: int, accelerator: str = "h100-sxm") -> list[Block]:
         "simulator": {"accelerator": accelerator, "seed": seed},
         "phases": [{"name": "open", "load": {"type": "poisson", "rate": 8, "requests": 60}}]}, "test")
     summary, runs = asyncio.run(predict_runs(scenario))
-    window = summary["phases"][0]["window"]
-    return blocks(runs[0].records, window["start_ns"], window["end_ns"])
+    window = summary.phases[0].window
+    return blocks(runs[0].records, window.start_ns, window.end_ns)
 
 
 def _flags(base: list[Block], current: list[Block]) -> list[str]:

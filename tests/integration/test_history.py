@@ -20,7 +20,7 @@ from harness.tools.predict import predict
 def summary() -> dict:
     return predict(parse_scenario({"name": "hist", "workload": {"prompt_tokens": 32, "output_tokens": 8},
                                    "phases": [{"name": "open", "load": {"type": "constant", "rate": 10,
-                                                                        "requests": 10}}]}, "test"))
+                                                                        "requests": 10}}]}, "test")).to_json()
 
 
 def _runs(tmp: Path, summary: dict, n: int, prefix: str = "r", bad: frozenset[int] = frozenset()) -> list[Path]:

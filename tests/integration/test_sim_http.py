@@ -180,7 +180,7 @@ def test_predict_refuses_as_the_server_does() -> None:
     }, "test")
     over = scenario.model_copy(update={"workload": scenario.workload.model_copy(update={"prompt_tokens": 4000})})
     full = scenario.model_copy(update={"workload": scenario.workload.model_copy(update={"prompt_tokens": 4100})})
-    fits, past, refused = (predict(s)["phases"][0]["requests"] for s in (scenario, over, full))
+    fits, past, refused = (predict(s).to_json()["phases"][0]["requests"] for s in (scenario, over, full))
     assert fits["by_status"]["ok"] == 2
     assert past["by_status"]["http_error"] == 2 and refused["by_status"]["http_error"] == 2
 

@@ -8,8 +8,8 @@ import pytest
 
 from harness.config.scenario import load_scenario, parse_scenario
 from harness.errors import ScenarioError
-from harness.report.html import knee
 from harness.report.table import sweep_points
+from harness.stats.conclusion import knee
 from harness.tools.predict import predict
 from tests.helpers import harness
 
@@ -44,9 +44,9 @@ def test_the_knee_is_the_fastest_point_still_meeting_the_slos() -> None:
     summary = predict(load_scenario(ROOT / "scenarios" / "sweep.yaml"))
     (points,) = sweep_points(summary).values()
     best = knee(points)
-    assert best is not None and best["name"] == "poisson@rate=40"
-    assert all(p["goodput"]["fraction"] < 0.95 for p in points
-               if p["throughput"]["output_tokens_per_s"] > best["throughput"]["output_tokens_per_s"])
+    assert best is not None and best.name == "poisson@rate=40"
+    assert all(p.goodput.fraction < 0.95 for p in points
+               if p.throughput.output_tokens_per_s > best.throughput.output_tokens_per_s)
 
 
 def test_sweep_section_in_the_html_report(tmp_path: Path, sim_url: str) -> None:
@@ -78,6 +78,6 @@ def test_a_sweep_prints_as_one_row_per_point_with_its_capacity() -> None:
     lines = text.splitlines()
     assert lines[0] == "sweep poisson"  # no phase outside the sweep: no side-by-side table of 5 columns
     for p in points:
-        row = next(line for line in lines if line.strip().startswith(p["name"].partition("@")[2] + " "))
-        assert ("✓" if p["goodput"]["fraction"] >= 0.95 else "✗") in row
-    assert f"Capacity under the SLOs: {best['name']} at" in text
+        row = next(line for line in lines if line.strip().startswith(p.name.partition("@")[2] + " "))
+        assert ("✓" if p.goodput.fraction >= 0.95 else "✗") in row
+    assert f"Capacity under the SLOs: {best.name} at" in text

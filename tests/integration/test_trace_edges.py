@@ -34,7 +34,7 @@ def test_predict_and_run_agree_on_over_context_rows_and_first_token_timeouts(tmp
     (tmp_path / "slice.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     path = tmp_path / "edges.yaml"
     path.write_text(EDGES)
-    predicted = predict(load_scenario(path))["phases"][0]
+    predicted = predict(load_scenario(path)).to_json()["phases"][0]
     proc = harness("run", str(path), "--reports-dir", str(tmp_path / "r"))
     assert proc.returncode == 0, proc.stderr
     (run_dir,) = (tmp_path / "r").iterdir()
@@ -60,7 +60,7 @@ def test_a_converted_mooncake_trace_replays_with_the_same_prefix_hits(tmp_path: 
                                    "workload": {"cached_share_warning": None},
                                    "phases": [{"name": "p", "load": {"type": "trace", "file": str(file),
                                                                      "format": fmt, "requests": 120}}]}, "test")
-        (phase,) = predict(scenario)["phases"]
+        (phase,) = predict(scenario).to_json()["phases"]
         return int(phase["tokens"]["prompt_cached"])
 
     original = hits(MOONCAKE_TRACE, "mooncake")
@@ -73,7 +73,7 @@ def test_two_phases_replaying_the_same_rows_do_not_share_a_cache() -> None:
     scenario = parse_scenario({"name": "m", "simulator": {"accelerator": "h200"},
                                "workload": {"cached_share_warning": None},
                                "phases": [{"name": "first", "load": load}, {"name": "again", "load": load}]}, "test")
-    first, again = predict(scenario)["phases"]
+    first, again = predict(scenario).to_json()["phases"]
     # The second phase finds no more in the cache than the first did: its blocks are its own.
     assert again["tokens"]["prompt_cached"] <= first["tokens"]["prompt_cached"] * 1.05
     plans = [plan_phase(scenario, i, "r") for i in (0, 1)]
@@ -93,7 +93,7 @@ def test_max_idle_s_caps_a_long_silence(tmp_path: Path) -> None:
     assert (plan.offsets_ns / 1e9).tolist() == [0.0, 1.0, 2.0, 7.0, 8.0]
     assert plan.trace is not None and plan.trace["idle_capped"] == {"max_idle_s": 5.0, "gaps": 1,
                                                                      "seconds_removed": 195.0}
-    (phase,) = predict(scenario)["phases"]
+    (phase,) = predict(scenario).to_json()["phases"]
     assert phase["trace"]["idle_capped"]["gaps"] == 1
 
 

@@ -82,10 +82,19 @@ def test_workload_and_sweep_specs() -> None:
     assert sum(output["series"][0]["values"]) == 4  # two token-bearing chunks each
     assert [s["label"] for s in prompt["series"]] == ["a", "b"]
     assert sum(prompt["series"][0]["values"]) == 4 and sum(prompt["series"][1]["values"]) == 1
-    points = [{"name": f"s@rate={r}", "throughput": {"output_tokens_per_s": r * 100.0},
-               "latency_ms": {"ttft": {"p50": 10.0 * r, "p99": 20.0 * r}, "tpot": {"p50": 5.0, "p99": 6.0}}}
-              for r in (4, 1, 2)]
-    ttft, tpot = sweep_specs("s", points, {"ttft_ms": 50.0}, points[2])
+    from harness.config.scenario import SLO
+    from tests.helpers import phase_json, summary_of
+
+    base = phase_json(records, SLO())
+    phases = []
+    for r in (4, 1, 2):
+        lat = base["latency_ms"]
+        throughput = {**base["throughput"], "output_tokens_per_s": r * 100.0}
+        phases.append({**base, "name": f"s@rate={r}", "throughput": throughput,
+                       "latency_ms": {**lat, "ttft": {**lat["ttft"], "p50": 10.0 * r, "p99": 20.0 * r},
+                                      "tpot": {**lat["tpot"], "p50": 5.0, "p99": 6.0}}})
+    points = summary_of(phases).phases
+    ttft, tpot = sweep_specs("s", points, SLO(ttft_ms=50.0), points[2])
     assert ttft["x"] == [100.0, 200.0, 400.0] and ttft["series"][0]["values"] == [10.0, 20.0, 40.0]
     assert ttft["series"][2]["label"] == "SLO 50 ms" and ttft["title"].endswith("knee: s@rate=2")
     assert [s["label"] for s in tpot["series"]] == ["TPOT p50", "TPOT p99", "knee: s@rate=2"]  # no TPOT SLO line

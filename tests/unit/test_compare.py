@@ -122,7 +122,7 @@ def test_repeat_seeds_are_fresh_and_reproducible() -> None:
     seeds = [derived_seed(7, k) for k in range(5)]
     assert seeds[0] == 7 and len(set(seeds)) == 5 and seeds == [derived_seed(7, k) for k in range(5)]
     m = mean_interval([10.0, 12.0, 14.0])  # sd 2, n 3: half-width 4.303 · 2 / √3
-    assert m["mean"] == 12.0 and m["high"] - 12.0 == pytest.approx(4.303 * 2 / 3 ** 0.5)
+    assert m.mean == 12.0 and m.high - 12.0 == pytest.approx(4.303 * 2 / 3 ** 0.5)
 
 
 def test_resampled_percentiles_are_exact() -> None:
@@ -176,11 +176,12 @@ def test_untrusted_when_the_client_limited_a_run() -> None:
 
 def test_thresholds_are_test_cases_too() -> None:
     from harness.report.comparison import ThresholdOutcome
+    from harness.stats.schema import ThresholdResult
 
-    held = ThresholdOutcome("r1", "open", {"metric": "error_rate", "limit": "<1%", "observed": 0.0, "unit": "",
-                                    "passed": True})
-    broken = ThresholdOutcome("r1", "batch", {"metric": "ttft_p99", "limit": "<500ms", "observed": 812.4, "unit": "ms",
-                                       "passed": False})
+    held = ThresholdOutcome("r1", "open", ThresholdResult(metric="error_rate", limit="<1%", observed=0.0, unit="",
+                                                          passed=True))
+    broken = ThresholdOutcome("r1", "batch", ThresholdResult(metric="ttft_p99", limit="<500ms", observed=812.4,
+                                                             unit="ms", passed=False))
     suite = ET.fromstring(render_junit(RESULTS, thresholds=[held, broken]))
     assert suite.get("tests") == "5" and suite.get("failures") == "2"
     (case,) = [c for c in suite if c.get("classname") == "harness.thresholds.batch"]

@@ -45,7 +45,7 @@ def test_sharegpt_scenario_sends_the_history_as_chat_messages() -> None:
 
 def test_sharegpt_scenario_predicts_end_to_end() -> None:
     summary = predict(load_scenario(ROOT / "scenarios" / "sharegpt.yaml"))
-    assert summary["phases"][0]["requests"]["ok"] == 12
+    assert summary.phases[0].requests.ok == 12
 
 
 def test_shared_prefix_requests_share_one_of_n_system_prompts() -> None:
@@ -64,8 +64,8 @@ def test_shared_prefix_cuts_ttft_compared_with_unique_prompts() -> None:
     shared = load_scenario(ROOT / "scenarios" / "shared-prefix.yaml")
     unique = parse_scenario({**shared.model_dump(mode="json"), "workload": {
         "output_tokens": 64, "prompt_tokens": 2088}}, "test")
-    ttft_shared = predict(shared)["phases"][0]["latency_ms"]["ttft"]["mean"]
-    ttft_unique = predict(unique)["phases"][0]["latency_ms"]["ttft"]["mean"]
+    ttft_shared = predict(shared).to_json()["phases"][0]["latency_ms"]["ttft"]["mean"]
+    ttft_unique = predict(unique).to_json()["phases"][0]["latency_ms"]["ttft"]["mean"]
     assert ttft_shared < ttft_unique / 2
 
 

@@ -11,7 +11,7 @@ from harness.config.scenario import SLO, parse_scenario
 from harness.report.pushgateway import summary_registry
 from harness.run.exporter import LATENCY_BUCKETS_S, MAX_REASONS, LiveMetrics
 from harness.stats.metrics import itl_samples_ns
-from tests.helpers import phase_json, rec
+from tests.helpers import phase_json, rec, summary_of
 
 
 def _samples(metrics: LiveMetrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -23,7 +23,7 @@ def _samples(metrics: LiveMetrics) -> dict[tuple[str, tuple[tuple[str, str], ...
 def test_the_exporter_counts_what_the_records_say() -> None:
     metrics = LiveMetrics("sc")
     sent = [0]
-    metrics.begin_phase("open", "poisson 4 req/s, 3 requests", 4.0, lambda: sent[0])
+    metrics.open_phase("open", "poisson 4 req/s, 3 requests", 4.0, lambda: sent[0])
     ok = [rec(0, 1, [20, 30, 45], completion=3, idx=i) for i in range(3)]
     failed = rec(0, 1, [], status="timeout", idx=9)
     failed.reason = "first token timeout: 120 s"
@@ -59,7 +59,7 @@ def _le(k: int) -> str:
 
 def test_latency_buckets_carry_request_ids_as_exemplars() -> None:
     metrics = LiveMetrics("sc")
-    metrics.begin_phase("p", "batch 2 × 1", None, lambda: 2)
+    metrics.open_phase("p", "batch 2 × 1", None, lambda: 2)
     metrics.record(rec(0, 0, [5, 6], idx=1))
     metrics.record(rec(0, 0, [900, 905], idx=2))
     text = generate_latest(metrics.registry).decode()
@@ -72,7 +72,7 @@ def test_latency_buckets_carry_request_ids_as_exemplars() -> None:
 
 def test_failure_causes_are_a_bounded_label() -> None:
     metrics = LiveMetrics("sc")
-    metrics.begin_phase("p", "x", None, lambda: 0)
+    metrics.open_phase("p", "x", None, lambda: 0)
     for i in range(MAX_REASONS + 5):
         bad = rec(0, 0, [], status="transport_error", idx=i)
         bad.reason = f"cause {i}: detail"
@@ -94,8 +94,8 @@ def test_the_pushed_summary_holds_the_phase_figures() -> None:
     phase = {"name": "open", **phase_json(records, SLO(ttft_ms=105)),
              "thresholds": [{"metric": "ttft_p99", "limit": "<100ms", "observed": 109.0, "unit": "ms",
                              "passed": False}]}
-    summary = {"run": {"run_id": "abc", "scenario": "s", "complete": False,
-                       "started_at": "2026-11-30T00:00:00+00:00"}, "phases": [phase]}
+    summary = summary_of([phase], scenario="s", run_id="abc", complete=False,
+                         started_at="2026-11-30T00:00:00+00:00")
     text = generate_latest(summary_registry([summary])).decode()
     values = {(s.name, tuple(sorted(s.labels.items()))): s.value
               for family in text_string_to_metric_families(text) for s in family.samples}
@@ -119,7 +119,7 @@ def test_repeats_push_each_run_and_their_mean() -> None:
     for k, rate in enumerate((100.0, 200.0, 600.0)):
         phase = {"name": "open", **phase_json(records, SLO())}
         phase["throughput"] = {**phase["throughput"], "output_tokens_per_s": rate}
-        runs.append({"run": {"run_id": f"r{k}", "scenario": "s"}, "phases": [phase]})
+        runs.append(summary_of([phase], scenario="s", run_id=f"r{k}"))
     text = generate_latest(summary_registry(runs)).decode()
     tokens = {s.labels["repeat"]: s.value for family in text_string_to_metric_families(text) for s in family.samples
               if s.name == "harness_summary_output_tokens_per_second"}

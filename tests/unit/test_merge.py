@@ -14,8 +14,9 @@ from harness.cli import main
 from harness.config.scenario import parse_scenario
 from harness.errors import ScenarioError
 from harness.records import RecordWriter, RequestRecord
-from harness.report.merge import merge_shards
 from harness.report.notes import notes
+from harness.run.distributed.merge import merge_runs, merge_shards, read_shard
+from harness.stats.schema import Anchor, RunHeader, ShardInfo, ShardLoss
 from harness.stats.summary import PhaseRun, build_summary
 from harness.stats.verdict import ClientCheck
 from harness.tools.predict import predict_runs
@@ -29,25 +30,29 @@ SKEW_NS = 7_000_000_123  # shard 1's monotonic clock runs this far behind shard 
 def write_shard(run_dir: Path, records: list[RequestRecord], index: int, offset_ns: int, verdict: str) -> None:
     """A shard's run directory as `harness run --shard` leaves it, its clock `offset_ns` off shard 0's."""
     scenario = parse_scenario(SCENARIO, "test")
+    moved = [_shift(rec, -offset_ns) for rec in records]
     with RecordWriter(run_dir) as writer:
-        for rec in records:
-            writer.write(dataclasses.replace(rec, intended_ns=rec.intended_ns - offset_ns,
-                                             sent_ns=None if rec.sent_ns is None else rec.sent_ns - offset_ns,
-                                             first_token_ns=None if rec.first_token_ns is None
-                                             else rec.first_token_ns - offset_ns,
-                                             first_content_ns=None if rec.first_content_ns is None
-                                             else rec.first_content_ns - offset_ns,
-                                             last_token_ns=None if rec.last_token_ns is None
-                                             else rec.last_token_ns - offset_ns,
-                                             end_ns=rec.end_ns - offset_ns,
-                                             chunk_ns=[t - offset_ns for t in rec.chunk_ns]))
+        for rec in moved:
+            writer.write(rec)
     (run_dir / "scenario.yaml").write_text(scenario.to_yaml(), encoding="utf-8")
-    header = {"run_id": "abcd0123", "scenario": "m", "harness_version": "t", "seed": 5, "complete": True,
-              "anchor": {"monotonic_ns": 1_000 - offset_ns, "wall_ns": 1_000},
-              "shard": {"index": index, "count": 2, "start_at": 1.0}}
-    phases = [{"name": p, "client": {"loop_lag_p99_ms": 1.0 + index, "cpu_share": 0.2, "verdict": verdict},
-               "client_limited_reason": "" if verdict == "ok" else "saturated: CPU 97%"} for p in ("live", "bulk")]
-    (run_dir / "summary.json").write_text(json.dumps({"run": header, "phases": phases}), encoding="utf-8")
+    header = RunHeader(run_id="abcd0123", scenario="m", harness_version="t", seed=5,
+                       anchor=Anchor(monotonic_ns=1_000 - offset_ns, wall_ns=1_000),
+                       shard=ShardInfo(index=index, count=2, start_at=1.0))
+    check = ClientCheck(1.0 + index, 0.2, live_verdict=verdict,  # type: ignore[arg-type]
+                        live_reason="" if verdict == "ok" else "saturated: CPU 97%")
+    summary = build_summary(scenario, header, [PhaseRun(p, [r for r in moved if r.phase == p.name], check)
+                                               for p in scenario.phases])
+    (run_dir / "summary.json").write_text(json.dumps(summary.to_json()), encoding="utf-8")
+
+
+def _shift(rec: RequestRecord, by_ns: int) -> RequestRecord:
+    def moved(t: int | None) -> int | None:
+        return None if t is None else t + by_ns
+
+    return dataclasses.replace(rec, intended_ns=rec.intended_ns + by_ns, sent_ns=moved(rec.sent_ns),
+                               first_token_ns=moved(rec.first_token_ns), first_content_ns=moved(rec.first_content_ns),
+                               last_token_ns=moved(rec.last_token_ns), end_ns=rec.end_ns + by_ns,
+                               chunk_ns=[t + by_ns for t in rec.chunk_ns])
 
 
 @pytest.fixture
@@ -68,7 +73,7 @@ def test_merged_statistics_equal_one_run_of_the_same_records(shards: tuple[list[
     assert {r.request_id: r.chunk_ns for r in merged.records} == {r.request_id: r.chunk_ns for r in records}
     scenario = parse_scenario(SCENARIO, "test")
     worst = ClientCheck(2.0, 0.2, live_verdict="saturated", live_reason="saturated: CPU 97%")
-    alone = build_summary(scenario, {"run_id": "x", "scenario": "m", "harness_version": "t", "seed": 5},
+    alone = build_summary(scenario, RunHeader(run_id="x", scenario="m", harness_version="t", seed=5),
                           [PhaseRun(p, [r for r in records if r.phase == p.name], worst) for p in scenario.phases])
     for mine, theirs in zip(merged.summary.to_json()["phases"], alone.to_json()["phases"], strict=True):
         assert mine == theirs  # percentiles from the merged records, and client-limited as the worst shard
@@ -116,13 +121,15 @@ def test_a_late_phase_and_a_dead_shard_mark_the_phases_they_touch(
     dirs, _ = shards
     saved = json.loads((dirs[1] / "summary.json").read_text())
     saved["run"]["shard"] |= {"phase_slack_s": 5.0, "phase_late_ms": {"live": 20.0, "bulk": 400.0}}
-    saved["run"] |= {"loss": {"phase": "live", "sent": 9, "ended": 7, "in_flight": 2, "never_sent": 11},
-                     "complete": False, "stopped": "worker died (SIGKILL)"}
+    saved["run"] |= {"complete": False, "stopped": "worker died (SIGKILL)"}
     (dirs[1] / "summary.json").write_text(json.dumps(saved))
-    merged = merge_shards(dirs, tmp_path / "out").summary
+    shards_read = [read_shard(d) for d in dirs]  # what the parent of the workers saw of the one that died:
+    shards_read[1] = dataclasses.replace(shards_read[1], loss=ShardLoss(phase="live", sent=9, ended=7, in_flight=2,
+                                                                        never_sent=11))
+    merged = merge_runs(shards_read, tmp_path / "out").summary
     live, bulk = merged.phases
     assert live.warnings == [] and len(bulk.warnings) == 1 and "shard 1/2 began it 400 ms after" in bulk.warnings[0]
     assert live.incomplete == "shard 1/2 died in it" and bulk.incomplete == "shard 1/2 died in phase live, before it"
-    lines = notes(merged.to_json())
+    lines = notes(merged)
     assert "phase bulk is incomplete: shard 1/2 died in phase live, before it" in lines
     assert merged.run.shards is not None and merged.run.shards[1].phase_late_ms == {"live": 20.0, "bulk": 400.0}

@@ -38,7 +38,7 @@ def test_mean_ttft_follows_md1_at_low_load(max_num_seqs: int, rho: float, tolera
 
 def test_predict_is_deterministic_and_shows_the_thesis() -> None:
     scenario = load_scenario(ROOT / "scenarios" / "quickstart.yaml")
-    first, second = predict(scenario), predict(scenario)
+    first, second = predict(scenario).to_json(), predict(scenario).to_json()
     assert first == second
     interactive, batch = first["phases"]
     assert interactive["requests"]["ok"] == 60 and batch["requests"]["ok"] == 128
@@ -55,7 +55,7 @@ def test_predict_closed_loop_keeps_concurrency() -> None:
         "phases": [{"name": "c", "load": {"type": "concurrency", "concurrency": 4, "requests": 40,
                                           "think_s": "100ms"}}],
     }, "test")
-    (phase,) = predict(scenario)["phases"]
+    (phase,) = predict(scenario).to_json()["phases"]
     assert phase["requests"]["ok"] == 40
     # Four users, each: ~450 ms per request plus 100 ms thinking, ten requests in a row.
     assert phase["window"]["duration_s"] == pytest.approx(10 * 0.55, rel=0.15)
@@ -76,7 +76,7 @@ def test_target_offered_sent_and_completed_rates_mean_what_they_say() -> None:
     scenario = parse_scenario({"name": "rates", "workload": {"prompt_tokens": 64, "output_tokens": 64},
                                "phases": [{"name": "p", "load": {"type": "poisson", "rate": 50,
                                                                  "duration_s": "5s"}}]}, "test")
-    (phase,) = predict(scenario)["phases"]
+    (phase,) = predict(scenario).to_json()["phases"]
     load = phase["load"]
     n = phase["requests"]["total"]
     assert load["target_rps"] == 50.0

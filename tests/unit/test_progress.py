@@ -22,8 +22,8 @@ def done(i: int, status: str = "ok", ttft_ms: int = 20, tokens: int = 10) -> Req
 
 def test_progress_reports_counts_rates_median_ttft_and_place_in_the_plan() -> None:
     clock = FakeClock()
-    progress = Progress(clock, sent=lambda: 7, phases=2)
-    progress.begin_phase("interactive", Goal(requests=20, seconds=None))
+    progress = Progress(clock, phases=2)
+    progress.start("interactive", Goal(requests=20, seconds=None), lambda: 7)
     for i, ttft in enumerate((10, 20, 30, 40)):
         progress.record(done(i, ttft_ms=ttft))
     progress.record(done(9, status="timeout"))
@@ -31,7 +31,7 @@ def test_progress_reports_counts_rates_median_ttft_and_place_in_the_plan() -> No
     assert progress.how() == "sent 7  done 5  2.5 req/s  20 tok/s  TTFT p50 25.0 ms  errors 1"
     # 5 of 20 done in 2 s: a quarter of the bar, 15 more at 2.5/s is about 6 s.
     assert progress.where() == "phase 1/2 interactive  ███░░░░░░░░░ 5/20 req  ~6 s left"
-    progress.begin_phase("batch", Goal(requests=None, seconds=90.0))
+    progress.start("batch", Goal(requests=None, seconds=90.0), lambda: 7)
     assert "done 0" in progress.how() and "TTFT p50 -" in progress.how()
     clock.advance_to(32 * NS_PER_S)
     assert progress.where() == "phase 2/2 batch  ████░░░░░░░░ 30 s/1:30  1:00 left"
@@ -57,8 +57,8 @@ def test_goal_counts_what_each_load_model_plans() -> None:
 async def test_line_display_prints_plain_lines_and_warnings_as_they_come() -> None:
     out = io.StringIO()
     display = LineDisplay(out, every_s=0.01)
-    progress = Progress(FakeClock(), sent=lambda: 3, phases=1)
-    progress.begin_phase("p", Goal(10, None))
+    progress = Progress(FakeClock(), phases=1)
+    progress.start("p", Goal(10, None), lambda: 3)
     display.follow(progress)
     await asyncio.sleep(0.05)
     display.warn("something happened")

@@ -5,18 +5,26 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from collections.abc import Callable
 
 import pytest
 
 from harness.config.scenario import parse_scenario
 from harness.records import RequestRecord, record_fields
+from harness.run.distributed.hub import Hub
+from harness.run.observe import FanOut, PhaseStart
 from harness.run.relay import Relay, parse_line, relay_line
-from harness.tools.hub import Hub
+from harness.workload.plan import plan_phase
 
 SCENARIO = parse_scenario({
     "name": "two", "workload": {"prompt_tokens": 10, "output_tokens": 4},
     "phases": [{"name": "chat", "load": {"type": "poisson", "rate": 5, "requests": 6}},
                {"name": "batch", "load": {"type": "batch", "size": 4, "batches": 3}}]}, "test")
+PLANS = [plan_phase(SCENARIO, i, "count") for i in range(len(SCENARIO.phases))]
+
+
+def hub_of(n: int, send: Callable[[int, bytes], None], seen: Counts | None = None) -> Hub:
+    return Hub(SCENARIO, PLANS, n, send, FanOut(watchers=[("the live exporter", seen)] if seen else []))
 
 
 def rec(phase: str, i: int) -> RequestRecord:
@@ -66,9 +74,12 @@ class Counts:
         self.begun: list[str] = []
         self.seen: list[tuple[str, str]] = []
 
-    def begin_phase(self, name: str, *_: object) -> None:
-        self.phase = name
-        self.begun.append(name)
+    def begin_phase(self, start: PhaseStart) -> None:
+        self.phase = start.phase.name
+        self.begun.append(start.phase.name)
+
+    def flush(self) -> None:
+        pass
 
     def end_phase(self) -> None:
         pass
@@ -83,7 +94,7 @@ def say(hub: Hub, worker: int, message: dict[str, object]) -> None:
 
 def test_the_barrier_waits_for_every_live_worker_and_a_dead_one_never_holds_it() -> None:
     fake = FakeWorkers()
-    hub = Hub(SCENARIO, 3, fake.send)
+    hub = hub_of(3, fake.send)
     say(hub, 0, {"k": "at", "name": "batch", "batch": 1, "sent": 2})
     say(hub, 2, {"k": "at", "name": "batch", "batch": 1, "sent": 1})
     assert fake.got == []  # worker 1 has not ended its share of batch 0
@@ -100,7 +111,7 @@ def test_the_barrier_waits_for_every_live_worker_and_a_dead_one_never_holds_it()
 
 def test_records_are_kept_per_worker_and_counted_under_their_own_phase() -> None:
     metrics = Counts()
-    hub = Hub(SCENARIO, 2, FakeWorkers().send, metrics=metrics)  # type: ignore[arg-type]
+    hub = hub_of(2, FakeWorkers().send, metrics)
     say(hub, 0, {"k": "phase", "name": "chat", "sent": 0, "anchor": {"monotonic_ns": 5, "wall_ns": 9}})
     say(hub, 1, {"k": "phase", "name": "chat", "sent": 0})
     assert hub.anchors == {0: {"monotonic_ns": 5, "wall_ns": 9}}  # what a dead worker's records are merged on
@@ -119,7 +130,7 @@ def test_records_are_kept_per_worker_and_counted_under_their_own_phase() -> None
 @pytest.mark.parametrize("dead_first", [True, False])
 def test_a_phase_begins_when_every_live_worker_has_begun_it(dead_first: bool) -> None:
     seen = Counts()
-    hub = Hub(SCENARIO, 2, FakeWorkers().send, metrics=seen)  # type: ignore[arg-type]
+    hub = hub_of(2, FakeWorkers().send, seen)
     if dead_first:
         hub.ended(1)
     say(hub, 0, {"k": "phase", "name": "chat", "sent": 0})
@@ -148,7 +159,7 @@ async def test_a_worker_whose_parent_is_gone_goes_on_alone() -> None:
 def test_a_silent_worker_is_named_and_its_longest_silence_kept() -> None:
     import time
 
-    hub = Hub(SCENARIO, 3, FakeWorkers().send)
+    hub = hub_of(3, FakeWorkers().send)
     for worker in (0, 1):
         assert hub.feed(worker, relay_line({"k": "beat", "sent": 0}))
     now = time.monotonic()
@@ -190,7 +201,7 @@ async def test_a_worker_measures_its_clock_against_the_parents() -> None:
 
 def test_the_hub_answers_a_clock_round_at_once() -> None:
     fake = FakeWorkers()
-    hub = Hub(SCENARIO, 2, fake.send)
+    hub = hub_of(2, fake.send)
     say(hub, 1, {"k": "clock", "n": 3, "sent": 0})
     ((worker, answer),) = fake.got
     assert worker == 1 and answer is not None and answer["k"] == "clock" and answer["n"] == 3

@@ -76,6 +76,6 @@ def test_a_trace_with_a_session_column_replays_as_conversations() -> None:
     rows = [line for line in (ROOT / "scenarios" / "data" / "generic-sample.jsonl").read_text().splitlines() if line]
     conversations = {line.split('"conversation": "')[1].split('"')[0] for line in rows}
     talk = base.model_copy(update={"workload": Workload(sessions=Sessions(think_s=0.1))})
-    (phase,) = predict(talk)["phases"]
+    (phase,) = predict(talk).to_json()["phases"]
     assert phase["sessions"]["conversations"] == len(conversations)
     assert phase["sessions"]["turns"] == phase["requests"]["ok"] == len(rows)

@@ -1,16 +1,20 @@
 from harness.config.scenario import SLO
 from harness.report.table import render_table
-from tests.helpers import MS, phase_json, rec
+from harness.stats.schema import Summary
+from tests.helpers import MS, phase_json, rec, summary_of
 
 
-def _summary() -> dict:
+def _phase() -> dict:
     records = [rec(0, 0, [100, 110], completion=2, idx=i) for i in range(3)]
     records += [rec(0, 0, [], status="timeout", idx=3), rec(0, 0, [], status="http_error", idx=4)]
     records += [rec(0, 0, [50], status="cancelled", idx=5)]
     for r in records[3:]:
         r.end_ns = 60 * MS
-    phase = {"name": "steady", **phase_json(records, SLO(ttft_ms=50))}
-    return {"run": {"scenario": "tiny", "mode": "run"}, "phases": [phase], "comparison": {"conclusion": ["Done."]}}
+    return {"name": "steady", **phase_json(records, SLO(ttft_ms=50))}
+
+
+def _summary(*names: str) -> Summary:
+    return summary_of([{**_phase(), "name": name} for name in names or ("steady",)], ["Done."])
 
 
 def test_table_shows_each_outcome_and_ends_with_the_conclusion() -> None:
@@ -25,17 +29,13 @@ def test_table_shows_each_outcome_and_ends_with_the_conclusion() -> None:
 
 
 def test_table_never_wraps_however_many_phases() -> None:
-    summary = _summary()
-    summary["phases"] = [dict(summary["phases"][0], name=f"phase-number-{i}") for i in range(12)]
-    text = render_table(summary)
+    text = render_table(_summary(*(f"phase-number-{i}" for i in range(12))))
     header = next(line for line in text.splitlines() if "phase-number-0" in line)
     assert all(f"phase-number-{i}" in header for i in range(12))
 
 
 def test_two_phases_fit_an_80_column_terminal() -> None:
-    summary = _summary()
-    phase = summary["phases"][0]
-    summary["phases"] = [dict(phase, name="interactive"), dict(phase, name="training-batch")]
+    summary = _summary("interactive", "training-batch")
     assert max(len(line) for line in render_table(summary).splitlines()[:-2]) <= 80  # the table, not the prose
 
 
@@ -53,9 +53,11 @@ def test_slos_failures_and_rows_that_apply() -> None:
     summary = predict(scenario)
     text = render_table(summary)
     assert "TTFT p99 ≤ 40 ms" in text and "TPOT p99 ≤ 50 ms" in text
-    ttft_p99 = summary["phases"][0]["latency_ms"]["ttft"]["p99"]
+    ttft_p99 = summary.phases[0].latency_ms.ttft.p99
+    assert ttft_p99 is not None
     assert ("✓" if ttft_p99 <= 40 else "✗") in text.split("TTFT p99 ≤ 40 ms")[1].splitlines()[0]
     assert "batch time" not in text and "failures, top causes" not in text
-    summary["phases"][0]["requests"]["failure_reasons"] = {"HTTP 404 not_found_error": 10, "timeout": 2, "x": 1}
-    line = next(row for row in render_table(summary).splitlines() if "failures, top causes" in row)
+    data = summary.to_json()
+    data["phases"][0]["requests"]["failure_reasons"] = {"HTTP 404 not_found_error": 10, "timeout": 2, "x": 1}
+    line = next(row for row in render_table(Summary.from_json(data)).splitlines() if "failures, top causes" in row)
     assert "HTTP 404 not_found_error ×10, timeout ×2" in line and "x ×1" not in line

@@ -2,11 +2,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from harness.config.metric_registry import LATENCIES, REGISTRY, STATISTICS
 from harness.config.scenario import SLO, ScenarioError, parse_scenario
-from harness.config.thresholds import FRACTIONS, LATENCIES, METRICS, RATES, STATISTICS, parse_threshold
+from harness.config.thresholds import parse_threshold
 from harness.stats.schema import PhaseStats
 from harness.stats.thresholds import evaluate, observed
 from tests.helpers import phase_json, rec
+
+FRACTIONS = [m.name for m in REGISTRY.values() if m.kind == "fraction"]
+RATES = [m.name for m in REGISTRY.values() if m.kind == "rate"]
+METRICS = list(REGISTRY)
 
 OPS = st.sampled_from(["<", "<=", ">", ">="])
 NUMBERS = st.floats(min_value=0, max_value=1e6, allow_nan=False).map(lambda v: round(v, 3))

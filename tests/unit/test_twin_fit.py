@@ -77,7 +77,7 @@ def test_a_fitted_request_time_delays_every_first_token_by_itself_in_virtual_tim
                 "name": "spaced", "workload": {"prompt_tokens": 200, "output_tokens": 8},
                 "simulator": {"accelerator": "twin-test", "noise_sigma": 0},
                 "phases": [{"name": "p", "load": {"type": "constant", "rate": 2, "requests": 6}}]}, "test")
-            latency[request_ms] = predict(scenario)["phases"][0]["latency_ms"]
+            latency[request_ms] = predict(scenario).to_json()["phases"][0]["latency_ms"]
         finally:
             del ACCELERATORS["twin-test"]
     for stat in ("p50", "max"):

@@ -14,19 +14,28 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from harness.config.scenario import Scenario, load_scenario
 from harness.errors import ScenarioError
 from harness.records import RecordWriter, RequestRecord, read_records, write_parquet
-from harness.report.offline import saved_check
-from harness.run.runner import SHARD_HEADER, RunResult
+from harness.run.distributed.sharding import SHARD_HEADER
+from harness.run.runner import RunResult
+from harness.stats.schema import (
+    Comparison,
+    MergedShard,
+    PhaseSummary,
+    RunHeader,
+    ShardInfo,
+    ShardLoss,
+    Summary,
+    read_summary,
+)
 from harness.stats.server import read_server_metrics
 from harness.stats.summary import PhaseRun, build_summary
-from harness.stats.verdict import RANK, ClientCheck
+from harness.stats.verdict import RANK, ClientCheck, saved_check
 from harness.workload.shards import SKEW_MS
 
-# What each shard measured of its own start, and of its phases' starts (by hand)
-_MEASURED = ("late_ms", "clock_offset_ms", "clock_uncertainty_ms", "phase_slack_s", "phase_late_ms")
-_PER_SHARD = ("loss", "silent_max_s", "records_at")  # what the parent of workers says of each one
 _TIMES = ("intended_ns", "sent_ns", "first_token_ns", "first_content_ns", "last_token_ns", "end_ns")
 
 
@@ -34,22 +43,37 @@ _TIMES = ("intended_ns", "sent_ns", "first_token_ns", "first_content_ns", "last_
 class ShardRun:
     run_dir: Path
     scenario_text: str
-    saved: dict[str, Any]
+    saved: Summary
     records: list[RequestRecord]
+    # What the parent of --workers/--ray saw of this worker (by hand: nothing)
+    loss: ShardLoss | None = None  # it died: what was lost
+    silent_max_s: float | None = None  # its longest silence past 5 s
+    records_at: str | None = None  # where it wrote its own records
 
     @property
-    def shard(self) -> dict[str, Any]:
-        return dict(self.saved["run"].get("shard") or {})
+    def shard(self) -> ShardInfo:
+        assert self.saved.run.shard is not None, "read_shard refuses a run that is not a shard"
+        return self.saved.run.shard
 
     @property
     def clock_offset_ns(self) -> int:
         """Monotonic to the coordinator's wall time: the anchor, and the measured skew to the coordinator where
         it is known to exceed both its uncertainty and the tolerance (a parent slow to answer makes a long round
         trip and an offset that means nothing: then the wall clocks, NTP-synchronised, are trusted)."""
-        anchor = self.saved["run"]["anchor"]
-        offset, uncertainty = self.shard.get("clock_offset_ms") or 0.0, self.shard.get("clock_uncertainty_ms") or 0.0
+        anchor = self.saved.run.anchor
+        assert anchor is not None, "a shard's header always has its anchor"
+        offset, uncertainty = self.shard.clock_offset_ms or 0.0, self.shard.clock_uncertainty_ms or 0.0
         skew_ms = offset if abs(offset) > uncertainty + SKEW_MS else 0.0
-        return int(anchor["wall_ns"]) - int(anchor["monotonic_ns"]) + int(skew_ms * 1e6)
+        return anchor.wall_ns - anchor.monotonic_ns + int(skew_ms * 1e6)
+
+    def phase(self, name: str) -> PhaseSummary | None:
+        return next((p for p in self.saved.phases if p.name == name), None)
+
+
+def killed_summary(header: RunHeader, stopped: str) -> Summary:
+    """A shard that ended before writing its summary: its header, said incomplete, and no phases."""
+    run = header.model_copy(update={"complete": False, "stopped": stopped})
+    return Summary(run=run, phases=[], comparison=Comparison(phases=[], conclusion=[]))
 
 
 def read_shard(run_dir: Path, warn: Callable[[str], None] | None = None) -> ShardRun:
@@ -57,16 +81,18 @@ def read_shard(run_dir: Path, warn: Callable[[str], None] | None = None) -> Shar
     its records) is read as an incomplete shard."""
     summary, records = run_dir / "summary.json", run_dir / "requests.jsonl"
     if summary.is_file() and records.is_file():
-        saved = json.loads(summary.read_text(encoding="utf-8"))
+        saved = read_summary(summary)
     elif (run_dir / SHARD_HEADER).is_file():
-        header = json.loads((run_dir / SHARD_HEADER).read_text(encoding="utf-8"))["run"]
-        saved = {"run": {**header, "complete": False, "stopped": "the shard ended before writing its summary"},
-                 "phases": []}
+        try:
+            header = RunHeader.model_validate(json.loads((run_dir / SHARD_HEADER).read_text(encoding="utf-8"))["run"])
+        except (ValueError, KeyError, ValidationError) as exc:
+            raise ScenarioError(f"{run_dir / SHARD_HEADER}: not a shard's header ({type(exc).__name__})") from None
+        saved = killed_summary(header, "the shard ended before writing its summary")
         if warn is not None:
             warn(f"{run_dir}: no summary.json (the shard was killed?): its records are merged, the run is incomplete")
     else:
         raise ScenarioError(f"{run_dir}: not a finished run directory (no summary.json or requests.jsonl)")
-    if not (saved.get("run") or {}).get("shard"):
+    if saved.run.shard is None:
         raise ScenarioError(f"{run_dir}: not a shard (run with --shard i/N)")
     return ShardRun(run_dir, (run_dir / "scenario.yaml").read_text(encoding="utf-8"), saved,
                     list(read_records(records, warn)) if records.is_file() else [])
@@ -75,13 +101,13 @@ def read_shard(run_dir: Path, warn: Callable[[str], None] | None = None) -> Shar
 def _check_complete(shards: Sequence[ShardRun]) -> None:
     """One run's shards, every one of them, each once."""
     first = shards[0]
-    count = first.shard["count"]
+    count = first.shard.count
     for s in shards:
-        if s.saved["run"]["run_id"] != first.saved["run"]["run_id"] or s.shard["count"] != count:
+        if s.saved.run.run_id != first.saved.run.run_id or s.shard.count != count:
             raise ScenarioError(f"{s.run_dir}: a shard of another run than {first.run_dir} (run id or N differs)")
         if s.scenario_text != first.scenario_text:
             raise ScenarioError(f"{s.run_dir}: its scenario.yaml differs from {first.run_dir}'s")
-    seen = sorted(s.shard["index"] for s in shards)
+    seen = sorted(s.shard.index for s in shards)
     if seen != list(range(count)):
         missing = sorted(set(range(count)) - set(seen))
         raise ScenarioError(f"shards of {count}: {'missing ' + str(missing) if missing else 'one given twice'}")
@@ -114,9 +140,20 @@ def merge_shards(run_dirs: Sequence[Path], out: Path, warn: Callable[[str], None
     return merge_runs([read_shard(d, warn) for d in run_dirs], out)
 
 
+def merged_header(shards: Sequence[ShardRun], update: dict[str, Any] | None = None) -> RunHeader:
+    """The first shard's header for the run, with one line per shard (what it measured of its own start, how it
+    ended, what its parent saw of it), complete only if every shard was; `update` overrides run fields."""
+    per = [MergedShard(**{**s.shard.model_dump(), "run_dir": str(s.run_dir), "records": len(s.records),
+                          "complete": s.saved.run.complete, "stopped": s.saved.run.stopped, "loss": s.loss,
+                          "silent_max_s": s.silent_max_s, "records_at": s.records_at}) for s in shards]
+    return shards[0].saved.run.model_copy(update={
+        "shard": None, "shards": per, "complete": all(s.saved.run.complete for s in shards),
+        "stopped": next((s.saved.run.stopped for s in shards if s.saved.run.stopped), None), **(update or {})})
+
+
 def merge_runs(shards: Sequence[ShardRun], out: Path, header_update: dict[str, Any] | None = None) -> RunResult:
     """The shards (every one of one run) as one run directory `out`; `header_update` overrides run fields."""
-    shards = sorted(shards, key=lambda s: s.shard["index"])
+    shards = sorted(shards, key=lambda s: s.shard.index)
     _check_complete(shards)
     out.mkdir(parents=True, exist_ok=True)
     (out / "scenario.yaml").write_text(shards[0].scenario_text, encoding="utf-8")
@@ -125,17 +162,9 @@ def merge_runs(shards: Sequence[ShardRun], out: Path, header_update: dict[str, A
     records = sorted((_shifted(r, by) for s, by in zip(shards, offsets, strict=True) for r in s.records),
                      key=lambda r: (r.intended_ns, r.request_id))
     phases = _phase_runs(scenario, shards, records)
-    header = {**{k: v for k, v in shards[0].saved["run"].items() if k not in _PER_SHARD}, "shard": None,
-              "shards": [{"index": s.shard["index"], "count": s.shard["count"], "run_dir": str(s.run_dir),
-                          "records": len(s.records), **{k: s.shard.get(k) for k in _MEASURED},
-                          "complete": s.saved["run"].get("complete"), "stopped": s.saved["run"].get("stopped"),
-                          **{k: s.saved["run"].get(k) for k in _PER_SHARD}}
-                         for s in shards],
-              "complete": all(s.saved["run"].get("complete") for s in shards),
-              "stopped": next((s.saved["run"]["stopped"] for s in shards if s.saved["run"].get("stopped")), None),
-              **(header_update or {})}
+    header = merged_header(shards, header_update)
     rows = read_server_metrics(shards[0].run_dir)  # every shard scraped the same server: the first one's
-    summary = build_summary(scenario, header, phases, rows, shards[0].saved.get("server_metrics"))
+    summary = build_summary(scenario, header, phases, rows, shards[0].saved.server_metrics)
     with RecordWriter(out) as writer:
         for rec in records:
             writer.write(rec)
@@ -151,10 +180,10 @@ def _phase_runs(scenario: Scenario, shards: Sequence[ShardRun], records: list[Re
         mine = [r for r in records if r.phase == phase.name]
         if not mine:
             continue
-        saved: list[dict[str, Any]] = [next((p for p in s.saved.get("phases", []) if p["name"] == phase.name), {})
-                                       for s in shards]
-        checks = [saved_check(p, scenario.client) for p in saved]
-        runs.append(PhaseRun(phase, mine, worst(checks), saved[0].get("trace")))
+        saved = [s.phase(phase.name) for s in shards]
+        cfg = scenario.client
+        checks = [saved_check(p, cfg.loop_lag_bound_ms, cfg.cpu_bound) for p in saved]
+        runs.append(PhaseRun(phase, mine, worst(checks), saved[0].trace if saved[0] else None))
     return runs
 
 

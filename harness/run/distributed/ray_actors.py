@@ -33,7 +33,7 @@ from harness.client.backend import Endpoint
 from harness.config.presets import loaded_files
 from harness.config.scenario import Scenario
 from harness.errors import UsageError
-from harness.tools.workers import Link, child_setup, common_start, key_env, worker_args, worker_scenario
+from harness.run.distributed.workers import Link, child_setup, common_start, key_env, worker_args, worker_scenario
 from harness.workload.shards import Shard
 
 POLL_S = 0.05

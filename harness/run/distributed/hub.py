@@ -1,39 +1,39 @@
 """The parent's end of its workers' relay lines (`--workers`, `--ray`; `harness/run/relay.py` is the other end).
 
 One merged stream: each record, as its worker's request ends, is kept under its shard and fed to the parent's
-progress line and live exporter. A phase begins in the parent's view when every live worker has begun it (each
-worker's lines come in order, so none of the phase before is still to come); records of a phase some workers
-have begun before the others wait for it, so every record is counted under its own phase. Fixed
-batches keep one barrier across the shards: batch b starts when every live shard has ended its share of the
-batches before it. A worker that has ended (finished or died) never holds the others at a barrier.
+progress line and live exporter (one `FanOut`, as a run's own records have). A phase begins in the parent's
+view when every live worker has begun it (each worker's lines come in order, so none of the phase before is
+still to come); records of a phase some workers have begun before the others wait for it, so every record is
+counted under its own phase. Fixed batches keep one barrier across the shards: batch b starts when every live
+shard has ended its share of the batches before it. A worker that has ended (finished or died) never holds the
+others at a barrier.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
 
 from harness.config.scenario import Scenario
 from harness.records import RequestRecord
-from harness.run.exporter import LiveMetrics
-from harness.run.progress import Progress
+from harness.run.observe import FanOut, PhaseStart
 from harness.run.relay import parse_line, relay_line
-from harness.run.sink import announce_phase
-from harness.workload.plan import plan_phase
+from harness.stats.schema import ClientHealth
+from harness.workload.plan import PhasePlan
 
 Send = Callable[[int, bytes], None]  # a line to worker i's stdin
 
 
 class Hub:
-    def __init__(self, scenario: Scenario, n: int, send: Send, progress: Progress | None = None,
-                 metrics: LiveMetrics | None = None) -> None:
-        self.scenario = scenario
+    def __init__(self, scenario: Scenario, plans: list[PhasePlan], n: int, send: Send,
+                 out: FanOut | None = None) -> None:
+        """`plans`: each phase planned whole, once, by the parent (what it announces and counts)."""
+        self.scenario, self.plans = scenario, plans
         self.records: list[list[RequestRecord]] = [[] for _ in range(n)]
         self.alive = set(range(n))
         self.released: list[tuple[str, int]] = []  # barriers passed, in order
         self.anchors: dict[int, dict[str, int]] = {}  # each worker's clock against wall time, as it said
-        self.progress, self.metrics = progress, metrics
+        self.out = out or FanOut()
         self._send = send
         self._sent = [0] * n  # each worker's requests sent in its current phase
         self._sent_before = [0] * n  # … and in the phases before it
@@ -41,7 +41,7 @@ class Hub:
         # When each worker last said anything (it beats every second from its start; None: not started yet).
         self.seen: list[float | None] = [None] * n
         self.silent_max: dict[int, float] = {}  # the longest silence past SILENT_S of each worker, seconds
-        self.coordinator: dict[str, Any] | None = None  # the parent's own self-check over the run
+        self.coordinator: ClientHealth | None = None  # the parent's own self-check over the run
         self._begun: dict[str, set[int]] = {}
         self._current = -1  # the phase the parent's view is in
         self._early: list[RequestRecord] = []  # records of phases the parent's view has not begun
@@ -96,23 +96,26 @@ class Hub:
         self._advance()
         self._release()
 
+    def close(self) -> None:
+        """Every worker has ended: the last phase too, for the live view and exporter."""
+        if self._current >= 0:
+            self.out.end_phase()
+
     def _advance(self) -> None:
         phases = self.scenario.phases
         while self._current + 1 < len(phases) and (
                 begun := self._begun.get(phases[self._current + 1].name)) and self.alive <= begun:
+            if self._current >= 0:
+                self.out.end_phase()
             self._current += 1
-            announce_phase(phases[self._current], plan_phase(self.scenario, self._current, "count"), self.sent,
-                           self.progress, self.metrics)
+            self.out.begin_phase(PhaseStart(phases[self._current], self.plans[self._current], self.sent))
             name = phases[self._current].name
             for rec in [r for r in self._early if r.phase == name]:
                 self._show(rec)
             self._early = [r for r in self._early if r.phase != name]
 
     def _show(self, rec: RequestRecord) -> None:
-        if self.progress is not None:
-            self.progress.record(rec)
-        if self.metrics is not None:
-            self.metrics.record(rec)
+        self.out.record(rec)
 
     def _release(self) -> None:
         for key, arrived in list(self._at.items()):

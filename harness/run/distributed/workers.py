@@ -2,9 +2,9 @@
 
 Each worker is a `harness run --shard i/N --start-at T --relay` of the scenario against the endpoint this
 process resolved (the bundled simulator is started once, here): with `--workers` a local process pinned to its
-own core where there are enough, with `--ray` one on a Ray actor (`harness/tools/ray_workers.py`). Either is
+own core where there are enough, with `--ray` one on a Ray actor (`harness/run/distributed/ray_actors.py`). Either is
 a `Link`: the worker's output lines, a way to answer it, its exit. Records stream back as they end
-(`harness/tools/hub.py` keeps them, feeds the live view and exporter, and holds the fixed-batch barrier); when
+(`harness/run/distributed/hub.py` keeps them, feeds the live view and exporter, and holds the fixed-batch barrier); when
 all have ended the shards are merged into the run directory (`harness merge`'s code). A worker that dies is
 named with its exit, the records it streamed kept and the requests it never sent counted; the merged run is
 then incomplete.
@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
-import json
 import os
 import signal
 import sys
@@ -29,14 +28,15 @@ from harness.clock import MonotonicClock
 from harness.config.presets import loaded_files
 from harness.config.scenario import Scenario
 from harness.records import RecordWriter, RequestRecord
-from harness.report.merge import ShardRun, merge_runs
 from harness.run.display import Display
+from harness.run.distributed.hub import Hub
+from harness.run.distributed.merge import ShardRun, killed_summary, merge_runs
 from harness.run.runner import RunResult
 from harness.run.selfcheck import SelfCheck
 from harness.run.simulator import given_cores
+from harness.stats.schema import Anchor, ShardLoss, read_summary
 from harness.stats.verdict import health
-from harness.tools.hub import Hub
-from harness.workload.plan import BatchPlan, ClosedLoopPlan, OpenLoopPlan, PhasePlan, plan_phase
+from harness.workload.plan import BatchPlan, ClosedLoopPlan, OpenLoopPlan, PhasePlan
 from harness.workload.shards import Shard, shard_plan
 
 STARTUP_S = 3.0  # for the workers to start, build their first requests and open connections
@@ -215,11 +215,11 @@ def _keep_streamed(link: Link, records: list[RequestRecord]) -> None:
                 writer.write(rec)
 
 
-def planned(scenario: Scenario, shard: Shard) -> int | None:
+def planned(plans: Sequence[PhasePlan], shard: Shard) -> int | None:
     """Requests a shard was to send (None: a phase bound by time, or sessions, has no count up front)."""
     total = 0
-    for i in range(len(scenario.phases)):
-        plan: PhasePlan = shard_plan(plan_phase(scenario, i, "count"), shard)
+    for whole in plans:
+        plan = shard_plan(whole, shard)
         if isinstance(plan, OpenLoopPlan | BatchPlan):
             total += len(plan.specs)
         elif isinstance(plan, ClosedLoopPlan) and plan.requests is not None:
@@ -233,24 +233,31 @@ def _finished(link: Link, hub: Hub, text: str) -> ShardRun | None:
     run_dir = shard_dir(link.reports)
     if link.returncode != 0 or run_dir is None or not (run_dir / "summary.json").is_file():
         return None
-    saved = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
-    return ShardRun(run_dir, text, saved, hub.records[link.index])
+    return ShardRun(run_dir, text, read_summary(run_dir / "summary.json"), hub.records[link.index],
+                    silent_max_s=_silence(hub, link.index), records_at=link.where)
+
+
+def _silence(hub: Hub, index: int) -> float | None:
+    seconds = hub.silent_max.get(index)
+    return None if seconds is None else round(seconds, 1)
 
 
 def _dead(link: Link, like: ShardRun, hub: Hub, text: str, share: int | None) -> ShardRun:
     """A worker that died: the records it streamed back, on its own clock's anchor (as it said when it began),
     and what it lost: the requests it had sent that never ended, and its share it never sent."""
-    anchor = hub.anchors.get(link.index, like.saved["run"]["anchor"])
+    said = hub.anchors.get(link.index)
+    anchor = like.saved.run.anchor if said is None else Anchor.model_validate(said)
     sent, ended = hub.sent_by(link.index), len(hub.records[link.index])
-    loss = {"phase": hub.phase_of[link.index], "sent": sent, "ended": ended, "in_flight": max(sent - ended, 0),
-            "never_sent": None if share is None else max(share - sent, 0)}
-    run = {**like.saved["run"], "shard": {**like.shard, "index": link.index}, "complete": False,
-           "stopped": f"worker died ({link.death()})", "anchor": anchor, "loss": loss, "records_at": link.where}
-    return ShardRun(shard_dir(link.reports) or link.reports, text, {"run": run, "phases": []},
-                    hub.records[link.index])
+    loss = ShardLoss(phase=hub.phase_of[link.index], sent=sent, ended=ended, in_flight=max(sent - ended, 0),
+                     never_sent=None if share is None else max(share - sent, 0))
+    header = like.saved.run.model_copy(update={"shard": like.shard.model_copy(update={"index": link.index}),
+                                               "anchor": anchor})
+    return ShardRun(shard_dir(link.reports) or link.reports, text,
+                    killed_summary(header, f"worker died ({link.death()})"), hub.records[link.index], loss=loss,
+                    silent_max_s=_silence(hub, link.index), records_at=link.where)
 
 
-def merge_workers(scenario: Scenario, links: Sequence[Link], hub: Hub, run_dir: Path,
+def merge_workers(scenario: Scenario, plans: Sequence[PhasePlan], links: Sequence[Link], hub: Hub, run_dir: Path,
                   bundled: bool) -> tuple[RunResult, list[str]]:
     """The workers' shards as one run in `run_dir`, and a line for each worker that died."""
     text = scenario.to_yaml()
@@ -258,23 +265,19 @@ def merge_workers(scenario: Scenario, links: Sequence[Link], hub: Hub, run_dir: 
     if not done:
         raise RuntimeError("every worker died: " + "; ".join(f"{w.index}: exit {w.returncode}" for w in links))
     alive = list(done.values())
-    for index, seconds in hub.silent_max.items():  # each shard's longest silence, into its line of the merge
-        if index in done:
-            done[index].saved["run"]["silent_max_s"] = round(seconds, 1)
-    for link in links:
-        if link.index in done:
-            done[link.index].saved["run"]["records_at"] = link.where
     died, lines = [], []
     for link in links:
         if link.index not in done:
-            shard = _dead(link, alive[0], hub, text, planned(scenario, Shard(link.index, len(links))))
+            shard = _dead(link, alive[0], hub, text, planned(plans, Shard(link.index, len(links))))
             died.append(shard)
-            loss = shard.saved["run"]["loss"]
-            never = "" if loss["never_sent"] is None else f", {loss['never_sent']} never sent"
-            lines.append(f"worker {link.index} died ({link.death()}) in phase {loss['phase']}: its {loss['ended']} "
-                         f"finished records kept, {loss['in_flight']} in flight lost{never}; log: {link.log}")
+            loss = shard.loss
+            assert loss is not None
+            never = "" if loss.never_sent is None else f", {loss.never_sent} never sent"
+            lines.append(f"worker {link.index} died ({link.death()}) in phase {loss.phase}: its {loss.ended} "
+                         f"finished records kept, {loss.in_flight} in flight lost{never}; log: {link.log}")
     # A death is said per shard (`run.shards[].stopped`); the run's own `stopped` stays a signal's.
-    header = {"endpoint": {**alive[0].saved["run"]["endpoint"], "bundled_simulator": bundled},
+    endpoint = alive[0].saved.run.endpoint
+    header = {"endpoint": endpoint and endpoint.model_copy(update={"bundled_simulator": bundled}),
               "coordinator": hub.coordinator,
-              "stopped": next((s.saved["run"]["stopped"] for s in alive if s.saved["run"].get("stopped")), None)}
+              "stopped": next((s.saved.run.stopped for s in alive if s.saved.run.stopped), None)}
     return merge_runs([*alive, *died], run_dir, header), lines

@@ -1,0 +1,63 @@
+"""`harness run --workers N [--ray ADDRESS]`, conducted: the endpoint resolved once (the bundled simulator
+started here), each phase planned once (what the parent announces and counts), N workers started as local
+processes or Ray actors, their records followed into the live view and exporter, and their shards merged into
+the run directory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.client.backend import Api, Endpoint
+from harness.clock import MonotonicClock
+from harness.config.scenario import Scenario
+from harness.run.display import Display, plan_lines
+from harness.run.distributed.hub import Hub
+from harness.run.distributed.ray_actors import start_ray_workers
+from harness.run.distributed.workers import Link, follow, merge_workers, start_workers
+from harness.run.exporter import LiveMetrics
+from harness.run.observe import FanOut, RecordObserver
+from harness.run.progress import Progress
+from harness.run.runner import RunResult
+from harness.run.target import target
+from harness.workload.plan import plan_phase
+
+
+async def run_workers(scenario: Scenario, run_dir: Path, url: str | None, model: str | None, api: Api | None,
+                      key: str | None, display: Display, metrics: LiveMetrics | None, n: int,
+                      ray_address: str | None) -> tuple[RunResult, list[str]]:
+    """The merged run, and a line for each worker that died."""
+    async with target(scenario, url=url, model=model, api=api, api_key=key, pin=False, log=display.warn) as (
+            endpoint, bundled):
+        for line in plan_lines(scenario, endpoint, bundled, run_dir):
+            display.say(line)
+        plans = [plan_phase(scenario, i, "count") for i in range(len(scenario.phases))]
+        work = run_dir / "workers"
+        links = await _start(scenario, endpoint, work, n, ray_address, bundled, display)
+        progress = Progress(MonotonicClock(), len(scenario.phases))
+        watchers: list[tuple[str, RecordObserver]] = [("the progress line", progress)]
+        if metrics is not None:
+            watchers.append(("the live exporter", metrics))
+        hub = Hub(scenario, plans, n, lambda i, line: links[i].send(line), FanOut(watchers=watchers, warn=display.warn))
+        display.follow(progress)
+        try:
+            await follow(links, hub, display, work)
+        finally:
+            hub.close()
+            await display.stop()
+            for link in links:  # stopped or failed here: the workers stop too (SIGTERM: their records kept)
+                link.stop()
+            for link in links:
+                await link.finish()
+        return merge_workers(scenario, plans, links, hub, run_dir, bundled)
+
+
+async def _start(scenario: Scenario, endpoint: Endpoint, work: Path, n: int, ray_address: str | None,
+                 bundled: bool, display: Display) -> list[Link]:
+    if ray_address is None:
+        display.say(f"  {n} worker processes, one shard each: {work}")
+        return await start_workers(scenario, endpoint, work, n, spare_last_core=bundled)
+    display.say(f"  {n} Ray actors (cluster {ray_address}), one shard each: {work}")
+    links = await start_ray_workers(scenario, endpoint, work, n, ray_address)
+    for link in links:  # kept on the node whatever happens to this driver
+        display.say(f"  worker {link.index} writes its records at {link.where}")
+    return links

@@ -1,0 +1,76 @@
+"""One shard's side of a run split across processes or hosts (`--shard i/N --start-at T`, by hand or as a
+worker of `--workers`/`--ray`): when it starts, how it lines its phases up with the other shards', and what it
+measured of its own lateness and clock, into its header. `shard.json`, written before the first request, is
+what lets `harness merge` join a shard killed before its summary."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.config.load import Phase
+from harness.run.relay import Relay
+from harness.run.timeline import PhaseGate, manual_gate
+from harness.stats.schema import RunHeader, ShardInfo
+from harness.workload.plan import PhasePlan
+from harness.workload.shards import LATE_MS, PHASE_SLACK_S, SKEW_MS, Shard
+
+SHARD_HEADER = "shard.json"
+
+
+@dataclass(frozen=True, slots=True)
+class Sharding:
+    """This process runs one shard of a run split across processes or hosts, all starting at `start_at`."""
+
+    shard: Shard
+    start_at: float  # Unix time, seconds
+    relay: Relay | None = None  # the line to a parent that started this shard (`--workers`, `--ray`)
+    slack_s: float = PHASE_SLACK_S  # by hand (no relay): planned after each phase's schedule (run.timeline)
+
+    def info(self) -> ShardInfo:
+        return ShardInfo(index=self.shard.index, count=self.shard.count, start_at=self.start_at,
+                         phase_slack_s=None if self.relay is not None else self.slack_s)
+
+    def gate(self, phases: list[Phase], whole: list[PhasePlan], warn: Callable[[str], None]) -> PhaseGate:
+        """When each phase begins: the parent's barrier, or (by hand) the planned timetable."""
+        if self.relay is not None:
+            return PhaseGate(relay=self.relay)
+        if self.shard.count == 1:
+            return PhaseGate()
+        return manual_gate(phases, whole, self.start_at, self.slack_s, warn)
+
+    async def wait(self, run_dir: Path, header: RunHeader, warn: Callable[[str], None]) -> RunHeader:
+        """Until the common start (hosts are assumed NTP-synchronised); at once if it has passed, saying by how
+        much (`shard.late_ms` in the summary; `harness merge` names it). The run's header goes to `shard.json`
+        first: a shard killed before its summary can still be merged. The header, with what was measured."""
+        (run_dir / SHARD_HEADER).write_text(json.dumps({"run": header.to_json()}), encoding="utf-8")
+        shard = header.shard or self.info()
+        if self.relay is not None:
+            self.relay.start_beats()
+            shard = await self._clock(shard, warn)
+        delay = self.start_at - time.time()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        late_ms = max(0.0, (time.time() - self.start_at) * 1000)
+        if late_ms > LATE_MS:
+            warn(f"shard {self.shard} started {late_ms:,.0f} ms after the common start (--start-at): its share "
+                 "of the load is late by as much")
+        return header.model_copy(update={"shard": shard.model_copy(update={"late_ms": round(late_ms, 1)})})
+
+
+    async def _clock(self, shard: ShardInfo, warn: Callable[[str], None]) -> ShardInfo:
+        """This host's clock against the coordinator's (the parent of --workers/--ray)."""
+        assert self.relay is not None
+        measured = await self.relay.clock_offset()
+        if measured is None:
+            return shard
+        offset, uncertainty = measured
+        if abs(offset) - uncertainty > SKEW_MS:
+            warn(f"shard {self.shard}: this host's clock is {offset:+,.1f} ms (±{uncertainty:.1f}) off the "
+                 "coordinator's: the merge moves its records onto the coordinator's clock; latencies are unaffected")
+        return shard.model_copy(update={"clock_offset_ms": round(offset, 3),
+                                        "clock_uncertainty_ms": round(uncertainty, 3)})
