@@ -5,18 +5,17 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
 
 import click
 
 from harness.cli.errors import guarded
 from harness.cli.grouped import examples
-from harness.tools.twin import fit_runs, known_model, load_twin, validate_run
+from harness.tools.twin import ValidationRow, fit_runs, known_model, load_twin, validate_run
 
 _run_dir = click.Path(path_type=Path, file_okay=False, exists=True)
 
 
-def _print_validation(rows: list[dict[str, Any]]) -> None:
+def _print_validation(rows: list[ValidationRow]) -> None:
     def num(value: float | None) -> str:
         return "-" if value is None else f"{value:,.1f}"
 

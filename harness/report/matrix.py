@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import html
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
 
 from rich import box
 from rich.table import Table
 
 from harness.report.table import plain_lines
+from harness.stats.schema.matrix import Matrix, MatrixColumn, MatrixRow
 
-Column = tuple[str, Callable[[Mapping[str, Any], Mapping[str, Any]], str]]
+Column = tuple[str, Callable[[MatrixColumn, MatrixRow], str]]
 _BY = {"cost": "the cheapest million output tokens",
        "tokens/s": "the most output tokens/s",
        "capacity": "the highest request rate still within the SLOs (searched)",
@@ -22,15 +22,15 @@ def _num(value: float | None, fmt: str) -> str:
     return "-" if value is None else format(value, fmt)
 
 
-def _stress(row: Mapping[str, Any]) -> str:
+def _stress(row: MatrixRow) -> str:
     if row["memory_bound_share"] is None:
         return "-"
     return f"{row['memory_bound_share']:.0%} · {_num(row['mbu'], '.0%')} / {_num(row['mfu'], '.1%')}"
 
 
-def _capacity(column: Mapping[str, Any], _: Mapping[str, Any]) -> str:
-    found = column.get("capacity") or {}
-    return _num(found.get("rps"), ".2f")
+def _capacity(column: MatrixColumn, _: MatrixRow | None = None) -> str:
+    found = column.get("capacity")
+    return _num(None if found is None else found["rps"], ".2f")
 
 
 COLUMNS: list[Column] = [
@@ -44,9 +44,9 @@ COLUMNS: list[Column] = [
 ]
 
 
-def phase_table(result: Mapping[str, Any], phase: str) -> Table:
+def phase_table(result: Matrix, phase: str) -> Table:
     cols = [c for c in COLUMNS if c[0] != "$ / M tok" or _priced(result)]
-    if any((c.get("capacity") or {}).get("phase") == phase for c in result["columns"]):
+    if any((found := c.get("capacity")) is not None and found["phase"] == phase for c in result["columns"]):
         cols.append(("capacity req/s", _capacity))
     kind = result["phase_kinds"][phase]
     table = Table(title=f"{phase} ({kind})", box=box.SIMPLE_HEAD, title_justify="left")
@@ -63,11 +63,11 @@ def phase_table(result: Mapping[str, Any], phase: str) -> Table:
     return table
 
 
-def _priced(result: Mapping[str, Any]) -> bool:
+def _priced(result: Matrix) -> bool:
     return any(c.get("price_per_hour") is not None for c in result["columns"])
 
 
-def sentences(result: Mapping[str, Any]) -> list[str]:
+def sentences(result: Matrix) -> list[str]:
     """One per phase: the accelerator to choose, by what, and what came next."""
     lines = []
     for phase, choice in result["best"].items():
@@ -81,12 +81,12 @@ def sentences(result: Mapping[str, Any]) -> list[str]:
         figure = {"cost": f"${_num(row['cost_per_m_tokens'], ',.2f')} per million{within}",
                   "tokens/s": f"{row['good_tokens_per_s']:,.0f} output tokens/s",
                   "capacity": f"{_capacity(column, row)} req/s",
-                  "TTFT p99": f"{_num(row['ttft_p99_ms'], ',.0f')} ms"}[choice["by"]]
+                  "TTFT p99": f"{_num(row['ttft_p99_ms'], ',.0f')} ms"}[choice["by"] or "TTFT p99"]
         after = f"; next: {choice['runner_up']}" if choice["runner_up"] else ""
         stress = "" if row["memory_bound_share"] is None else (
             f" Its steps there are {row['memory_bound_share']:.0%} memory-bound (MBU {_num(row['mbu'], '.0%')}).")
         lines.append(f"For {phase} ({result['phase_kinds'][phase]}), choose {choice['accelerator']} "
-                     f"({_devices(column)}): {_BY[choice['by']]}, {figure}{after}.{stress}")
+                     f"({_devices(column)}): {_BY[choice['by'] or 'TTFT p99']}, {figure}{after}.{stress}")
     unfit = [c["accelerator"] for c in result["columns"] if not c["fits"]]
     if unfit:
         lines.append(f"Cannot hold the model (weights, and a KV cache for one request of its max_model_len, as "
@@ -94,12 +94,12 @@ def sentences(result: Mapping[str, Any]) -> list[str]:
     return lines + _footnotes(result)
 
 
-def _devices(column: Mapping[str, Any]) -> str:
+def _devices(column: MatrixColumn) -> str:
     n, device = column["tp"], column.get("device", "GPU")
     return f"{n} × {device}" + (f", tp {n}" if device == "GPU" and n > 1 else "")
 
 
-def _footnotes(result: Mapping[str, Any]) -> list[str]:
+def _footnotes(result: Matrix) -> list[str]:
     """What a row's devices are when not GPUs, what a price is per, and what a starred row depends on."""
     out = [f"{c['accelerator']}: one device is a {c['device']}; a row prices {c['tp']} of them."
            for c in result["columns"] if c.get("fits") and c.get("device", "GPU") != "GPU"]
@@ -108,7 +108,7 @@ def _footnotes(result: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def render_matrix(result: Mapping[str, Any], advice: bool = True) -> str:
+def render_matrix(result: Matrix, advice: bool = True) -> str:
     slo = ", ".join(f"{k.removesuffix('_ms')} ≤ {v:g} ms" for k, v in result["slo"].items()) or "none"
     out = [f"{result['scenario']} on each accelerator (predicted in virtual time; SLOs: {slo}; $ / M tok: "
            "per million output tokens, of an interactive phase those within the SLOs)"]
@@ -138,7 +138,7 @@ def _bars(title: str, labels: Sequence[str], values: Sequence[float | None], uni
             f"<text x='0' y='14' font-weight='bold'>{html.escape(title)}</text>{''.join(rows)}</svg>")
 
 
-def matrix_html(result: Mapping[str, Any]) -> str:
+def matrix_html(result: Matrix) -> str:
     """One page: the text, and per phase bars of SLO-meeting tokens/s (and cost, with prices)."""
     fitting = [c for c in result["columns"] if c["fits"]]
     charts = []
@@ -146,7 +146,8 @@ def matrix_html(result: Mapping[str, Any]) -> str:
         shown = [c for c in fitting if phase in c["phases"]]
         labels = [c["accelerator"] for c in shown]
         within = " within the SLOs" if result["phase_kinds"][phase] == "interactive" else ""
-        chosen = result["best"].get(phase, {}).get("accelerator")
+        choice = result["best"].get(phase)
+        chosen = None if choice is None else choice["accelerator"]
         charts.append(_bars(f"{phase}: output tokens/s{within}", labels,
                             [c["phases"][phase]["good_tokens_per_s"] for c in shown], "tok/s", chosen))
         if _priced(result):

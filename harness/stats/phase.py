@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypedDict
 
 import numpy as np
 
@@ -30,6 +30,7 @@ from harness.stats.fold import (
 from harness.stats.metrics import cause, distribution, meets_slo, schedule_lag_ns
 from harness.stats.schema import (
     Batches,
+    ClientHealth,
     Connections,
     Goodput,
     LatencyByStatus,
@@ -206,8 +207,15 @@ def fold_phase(
     return fold.stats(whole, window, lag_bound_ms, warmup_s, cooldown_s, client or ClientCheck()), fold
 
 
+class _ClientFields(TypedDict):
+    client_limited: bool
+    client_limited_reason: str | None
+    schedule_lag_bound_ms: float
+    client: ClientHealth
+
+
 def _client_limited(lag_p99_ms: float | None, bound_ms: float, batches: Batches | None,
-                    client: ClientCheck) -> dict[str, Any]:
+                    client: ClientCheck) -> _ClientFields:
     """Whether the client's own lateness or load could distort the phase, why, and whose fault it is.
 
     Late means: schedule lag p99 above its bound (open and closed loop; fixed batches are sent from one

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 import aiohttp
 import numpy as np
@@ -26,7 +27,7 @@ from harness.records import RequestRecord, read_records
 from harness.run.runner import run_scenario
 from harness.run.simulator import bundled_simulator
 from harness.stats.metrics import tpot_ns, ttft_ns
-from harness.tools.calibration_store import machine, save_calibration
+from harness.tools.calibration_store import Calibration, Ceiling, Level, Spread, machine, save_calibration
 
 MS = 1e6
 SHAPES = ("token", "step")  # one event a write (vLLM, llama.cpp, TGI); a step's tokens in one write
@@ -42,10 +43,28 @@ def _scenario(concurrency: int, seconds: float, out_tokens: int, stagger_s: floa
     }, "calibrate")
 
 
-async def ground_truth(base_url: str, ids: list[str]) -> dict[str, dict[str, Any]]:
+class Truth(TypedDict):
+    """What the simulator recorded of one request (`/sim/truth`): when it read it, when it wrote each token."""
+
+    request_id: str
+    arrival_ns: int
+    token_ns: list[int]
+
+
+class Errors(TypedDict):
+    requests_compared: int
+    ttft_error_ms: Spread
+    tpot_error_ms: Spread
+    chunk_gap_error_ms: Spread
+    token_delivery_ms: Spread
+    first_token_late_ms: Spread
+    server_read_ms: Spread
+
+
+async def ground_truth(base_url: str, ids: list[str]) -> dict[str, Truth]:
     """What the simulator at `base_url` recorded for these request ids: arrival and every token's write."""
     url = base_url.removesuffix("/v1") + "/sim/truth"
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, Truth] = {}
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as session:
         for i in range(0, len(ids), 2000):
             async with session.post(url, json={"ids": ids[i:i + 2000]}) as resp:
@@ -54,7 +73,7 @@ async def ground_truth(base_url: str, ids: list[str]) -> dict[str, dict[str, Any
     return out
 
 
-def errors(records: list[RequestRecord], truth: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def errors(records: list[RequestRecord], truth: dict[str, Truth]) -> Errors:
     """Harness measurement minus the simulator's ground truth, per request and per token gap.
 
     The TTFT error splits in two, both clocks being one: how long the simulator took to read a request the
@@ -85,7 +104,7 @@ def errors(records: list[RequestRecord], truth: dict[str, dict[str, Any]]) -> di
         gaps.extend(np.diff(seen) - np.diff(tokens))
         delivery.extend(seen - tokens)
 
-    def pct(values: list[Any], q: float) -> float | None:
+    def pct(values: Sequence[float], q: float) -> float | None:
         return float(np.percentile(np.abs(values), q)) / MS if values else None
 
     return {
@@ -100,7 +119,7 @@ def errors(records: list[RequestRecord], truth: dict[str, dict[str, Any]]) -> di
 
 
 async def _level(sim: SimulatorConfig, concurrency: int, seconds: float, out_tokens: int,
-                 run_dir: Path, pin: bool, lockstep: bool = False) -> dict[str, Any]:
+                 run_dir: Path, pin: bool, lockstep: bool = False) -> Level:
     """`lockstep`: every user starts at once, so each wave of requests ends, and starts again, together."""
     stagger_s = 0.0 if lockstep else (sim.fixed_ttft_ms + sim.fixed_itl_ms * out_tokens) / 1e3
     tune_for_timing()  # what the previous level left behind must not be scanned during this one
@@ -132,7 +151,7 @@ async def _level(sim: SimulatorConfig, concurrency: int, seconds: float, out_tok
 async def calibrate(levels: list[int], seconds: float, reports_dir: Path, ttft_ms: float = 50.0,
                     itl_ms: float = 10.0, out_tokens: int = 128, ceiling_streams: int = 64,
                     ceiling_tokens: int = 512, pin: bool = True, lockstep_levels: tuple[int, ...] = ()
-                    ) -> dict[str, Any]:
+                    ) -> Calibration:
     """Fidelity at `levels` (users staggered) and `lockstep_levels` (every wave together), with the simulator
     writing every event on its own as vLLM, llama.cpp and TGI do; the ceiling in both stream shapes."""
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
@@ -141,14 +160,15 @@ async def calibrate(levels: list[int], seconds: float, reports_dir: Path, ttft_m
     results = [await _level(fixed, n, seconds, out_tokens, base / f"fidelity-{n}", pin) for n in levels]
     results += [await _level(fixed, n, seconds, out_tokens, base / f"lockstep-{n}", pin, lockstep=True)
                 for n in lockstep_levels]
-    ceilings = {}
+    ceilings: dict[str, Ceiling] = {}
     for shape in SHAPES:
         instant = SimulatorConfig(timing="fixed", fixed_ttft_ms=0.0, fixed_itl_ms=0.0, stream_writes=shape)
         level = await _level(instant, ceiling_streams, seconds, ceiling_tokens, base / f"ceiling-{shape}", pin)
         ceilings[shape] = {"streams": ceiling_streams, "output_tokens": ceiling_tokens, "stream_writes": shape,
-                           **{k: level[k] for k in ("output_tokens_per_s", "requests_per_s",
-                                                    "harness_cpu_ms_per_1k_tokens")}}
-    report = {
+                           "output_tokens_per_s": level["output_tokens_per_s"],
+                           "requests_per_s": level["requests_per_s"],
+                           "harness_cpu_ms_per_1k_tokens": level["harness_cpu_ms_per_1k_tokens"]}
+    report: Calibration = {
         "schema": "harness.calibration/1", "machine": machine(), "created": stamp,
         "fidelity": {"ttft_ms": ttft_ms, "itl_ms": itl_ms, "output_tokens": out_tokens, "stream_writes": "token",
                      "levels": results},
@@ -160,7 +180,7 @@ async def calibrate(levels: list[int], seconds: float, reports_dir: Path, ttft_m
     return report
 
 
-def render(report: dict[str, Any]) -> str:
+def render(report: Calibration) -> str:
     def f(v: float | None, spec: str = ".2f") -> str:
         return "-" if v is None else format(v, spec)
 
@@ -181,8 +201,7 @@ def render(report: dict[str, Any]) -> str:
             f"{f(lv.get('schedule_lag_p99_ms')):>8} "
             f"{lv['output_tokens_per_s']:>9,.0f} {f(lv['harness_cpu_ms_per_1k_tokens']):>14}  "
             f"{lv['client_limited_reason'] or 'no'}")
-    for key, shape in (("ceiling", "one event a write"), ("ceiling_step", "a step's tokens a write")):
-        c = report.get(key)
+    for c, shape in ((report["ceiling"], "one event a write"), (report.get("ceiling_step"), "a step's tokens a write")):
         if c is None:
             continue
         lines.append(f"ceiling, {shape} ({c['streams']} streams, {c['output_tokens']} tokens, zero simulated delay): "

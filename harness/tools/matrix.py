@@ -12,7 +12,7 @@ rate still meeting the SLOs.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Literal
 
 from harness.config.load import BatchLoad
 from harness.config.presets import ACCELERATORS, AsicAccelerator, batch_defaults, device_counts
@@ -22,6 +22,7 @@ from harness.errors import ScenarioError
 from harness.run.simulator import check_fits
 from harness.stats.conclusion import KNEE_GOODPUT
 from harness.stats.schema import PhaseSummary
+from harness.stats.schema.matrix import Choice, FoundCapacity, Matrix, MatrixColumn, MatrixRow, Ranking
 from harness.tools.predict import predict_async
 from harness.tools.search import search
 
@@ -65,7 +66,7 @@ def device_label(accelerator: str) -> str:
     return acc.device if isinstance(acc, AsicAccelerator) else "GPU"
 
 
-def _phase_row(phase: PhaseSummary, kind: str, price: float | None, tp: int) -> dict[str, Any]:
+def _phase_row(phase: PhaseSummary, kind: str, price: float | None, tp: int) -> MatrixRow:
     tokens_per_s = phase.throughput.output_tokens_per_s
     share = phase.goodput.fraction
     good_tokens_per_s = tokens_per_s if kind == "batch" else tokens_per_s * share
@@ -76,12 +77,12 @@ def _phase_row(phase: PhaseSummary, kind: str, price: float | None, tp: int) -> 
         "good_tokens_per_s": good_tokens_per_s,
         "cost_per_m_tokens": None if price is None or good_tokens_per_s <= 0
         else price * tp / 3600 / good_tokens_per_s * 1e6,
-        "memory_bound_share": stress and stress.memory_bound_share, "mbu": stress and stress.mbu,
-        "mfu": stress and stress.mfu,
+        "memory_bound_share": None if stress is None else stress.memory_bound_share,
+        "mbu": None if stress is None else stress.mbu, "mfu": None if stress is None else stress.mfu,
     }
 
 
-async def _capacity(scenario: Scenario, slo: SLO) -> dict[str, Any] | None:
+async def _capacity(scenario: Scenario, slo: SLO) -> FoundCapacity | None:
     """The highest Poisson rate of the first open-loop phase whose goodput meets the SLOs."""
     index = next((i for i, p in enumerate(scenario.phases) if not isinstance(p.load, BatchLoad)), None)
     if index is None or not slo.model_dump(exclude_none=True):
@@ -96,15 +97,16 @@ async def _capacity(scenario: Scenario, slo: SLO) -> dict[str, Any] | None:
 
 async def accelerator_matrix(scenario: Scenario, accelerators: Sequence[str], prices: Mapping[str, float],
                              slo: SLO, capacity: bool = False,
-                             said: Callable[[str], None] | None = None) -> dict[str, Any]:
+                             said: Callable[[str], None] | None = None) -> Matrix:
     """Per accelerator: the TP it needs and each phase's figures; then the best choice per phase. `said` hears
     which accelerator is being predicted (a capacity search on each takes a while)."""
     unknown = [a for a in [*accelerators, *prices] if a not in ACCELERATORS]
     if unknown:
         raise ScenarioError(f"--accelerators: unknown accelerator {unknown[0]!r}; known: "
                             f"{', '.join(sorted(ACCELERATORS))}")
-    kinds = {p.name: "batch" if isinstance(p.load, BatchLoad) else "interactive" for p in scenario.phases}
-    columns = []
+    kinds: dict[str, Literal["batch", "interactive"]] = {
+        p.name: "batch" if isinstance(p.load, BatchLoad) else "interactive" for p in scenario.phases}
+    columns: list[MatrixColumn] = []
     for k, name in enumerate(accelerators, 1):
         if said is not None:
             said(f"predicting {k}/{len(accelerators)}: {name}{' and its capacity' if capacity else ''}…")
@@ -115,7 +117,7 @@ async def accelerator_matrix(scenario: Scenario, accelerators: Sequence[str], pr
         summary = await predict_async(moved)
         tp, price = moved.simulator.tp, prices.get(name)
         phases = {p.name: _phase_row(p, kinds[p.name], price, tp) for p in summary.phases}
-        column: dict[str, Any] = {"accelerator": name, "fits": True, "tp": tp, "price_per_hour": price,
+        column: MatrixColumn = {"accelerator": name, "fits": True, "tp": tp, "price_per_hour": price,
                                   "device": device_label(name), "needs": needs(moved.simulator), "phases": phases}
         if capacity:
             column["capacity"] = await _capacity(moved, slo)
@@ -124,13 +126,13 @@ async def accelerator_matrix(scenario: Scenario, accelerators: Sequence[str], pr
             "columns": columns, "best": best_choices(columns, kinds)}
 
 
-def best_choices(columns: Sequence[Mapping[str, Any]], kinds: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+def best_choices(columns: Sequence[MatrixColumn], kinds: Mapping[str, str]) -> dict[str, Choice]:
     """Per phase, the accelerator to choose and the one after it (None: no accelerator met an interactive phase's
     SLOs for 95% of its requests, the only ones an interactive phase is ranked among). With prices: the cheapest
     million output tokens (among the priced). Without: for a batch phase the most output tokens/s; for an
     interactive one the highest searched capacity when there is one, else the lowest TTFT p99 (at a fixed
     offered rate every device that keeps up delivers the same tokens/s)."""
-    best: dict[str, dict[str, Any]] = {}
+    best: dict[str, Choice] = {}
     for phase, kind in kinds.items():
         rows = [(c, c["phases"][phase]) for c in columns if c["fits"] and phase in c["phases"]]
         # An interactive phase is served only where the SLOs hold (for 95% of its requests, as `search` asks).
@@ -148,17 +150,26 @@ def best_choices(columns: Sequence[Mapping[str, Any]], kinds: Mapping[str, str])
     return best
 
 
-Ranked = tuple[Mapping[str, Any], Mapping[str, Any]]
+Ranked = tuple[MatrixColumn, MatrixRow]
 
 
-def _ranking(rows: Sequence[Ranked], kind: str) -> tuple[str | None, Any]:
+def _ranking(rows: Sequence[Ranked], kind: str) -> tuple[Ranking | None, Callable[[Ranked], float]]:
     """What the phase's accelerators are ranked by, and the sort key (best first)."""
     if not rows:
-        return None, None
+        return None, lambda _: 0.0
     if any(r["cost_per_m_tokens"] is not None for _, r in rows):
-        return "cost", lambda cr: cr[1]["cost_per_m_tokens"] if cr[1]["cost_per_m_tokens"] is not None else 1e300
+        return "cost", lambda cr: _or_last(cr[1]["cost_per_m_tokens"])
     if kind == "batch":
         return "tokens/s", lambda cr: -cr[1]["good_tokens_per_s"]
-    if all((c.get("capacity") or {}).get("rps") is not None for c, _ in rows):
-        return "capacity", lambda cr: -cr[0]["capacity"]["rps"]
-    return "TTFT p99", lambda cr: cr[1]["ttft_p99_ms"]
+    if all(_rps(c) is not None for c, _ in rows):
+        return "capacity", lambda cr: -_or_last(_rps(cr[0]))
+    return "TTFT p99", lambda cr: _or_last(cr[1]["ttft_p99_ms"])
+
+
+def _rps(column: MatrixColumn) -> float | None:
+    found = column.get("capacity")
+    return None if found is None else found["rps"]
+
+
+def _or_last(value: float | None) -> float:
+    return 1e300 if value is None else value

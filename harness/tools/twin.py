@@ -21,7 +21,7 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 import numpy as np
 import yaml
@@ -262,11 +262,22 @@ def on_twin(scenario: Scenario, accelerator: str, model: str | None) -> Scenario
     return scenario.model_copy(update={"simulator": sim})
 
 
-def validate_run(run_dir: Path, accelerator: str, model: str | None = None) -> list[dict[str, Any]]:
+class ValidationRow(TypedDict):
+    """One figure of one phase of a run: measured, predicted by the twin, and the error (None: no data)."""
+
+    run: str
+    phase: str
+    figure: str
+    measured: float | None
+    predicted: float | None
+    error: float | None
+
+
+def validate_run(run_dir: Path, accelerator: str, model: str | None = None) -> list[ValidationRow]:
     """Per phase of the run: each compared figure, measured and predicted on `accelerator`, and the error."""
     measured = read_summary(run_dir / "summary.json")
     predicted = predict(on_twin(load_scenario(run_dir / "scenario.yaml"), accelerator, model))
-    rows = []
+    rows: list[ValidationRow] = []
     for m, p in zip(measured.phases, predicted.phases, strict=True):
         for label, name in COMPARED:
             got, want = observed(name, p), observed(name, m)

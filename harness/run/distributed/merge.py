@@ -12,7 +12,6 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from pydantic import ValidationError
 
@@ -22,7 +21,9 @@ from harness.records import RecordWriter, RequestRecord, read_records, write_par
 from harness.run.distributed.sharding import SHARD_HEADER
 from harness.run.runner import RunResult
 from harness.stats.schema import (
+    ClientHealth,
     Comparison,
+    EndpointInfo,
     MergedShard,
     PhaseSummary,
     RunHeader,
@@ -140,19 +141,30 @@ def merge_shards(run_dirs: Sequence[Path], out: Path, warn: Callable[[str], None
     return merge_runs([read_shard(d, warn) for d in run_dirs], out)
 
 
-def merged_header(shards: Sequence[ShardRun], update: dict[str, Any] | None = None) -> RunHeader:
+@dataclass(frozen=True, slots=True)
+class ParentSaw:
+    """What the parent of --workers/--ray knows of the whole run that no shard's header holds."""
+
+    endpoint: EndpointInfo | None  # as the parent resolved it (the bundled simulator is its own)
+    coordinator: ClientHealth | None  # its own self-check
+    stopped: str | None  # a signal it was stopped by (a worker's death is said per shard)
+
+
+def merged_header(shards: Sequence[ShardRun], parent: ParentSaw | None = None) -> RunHeader:
     """The first shard's header for the run, with one line per shard (what it measured of its own start, how it
-    ended, what its parent saw of it), complete only if every shard was; `update` overrides run fields."""
+    ended, what its parent saw of it), complete only if every shard was; with a parent, what it saw."""
     per = [MergedShard(**{**s.shard.model_dump(), "run_dir": str(s.run_dir), "records": len(s.records),
                           "complete": s.saved.run.complete, "stopped": s.saved.run.stopped, "loss": s.loss,
                           "silent_max_s": s.silent_max_s, "records_at": s.records_at}) for s in shards]
     return shards[0].saved.run.model_copy(update={
         "shard": None, "shards": per, "complete": all(s.saved.run.complete for s in shards),
-        "stopped": next((s.saved.run.stopped for s in shards if s.saved.run.stopped), None), **(update or {})})
+        "stopped": next((s.saved.run.stopped for s in shards if s.saved.run.stopped), None),
+        **({} if parent is None else {"endpoint": parent.endpoint, "coordinator": parent.coordinator,
+                                      "stopped": parent.stopped})})
 
 
-def merge_runs(shards: Sequence[ShardRun], out: Path, header_update: dict[str, Any] | None = None) -> RunResult:
-    """The shards (every one of one run) as one run directory `out`; `header_update` overrides run fields."""
+def merge_runs(shards: Sequence[ShardRun], out: Path, parent: ParentSaw | None = None) -> RunResult:
+    """The shards (every one of one run) as one run directory `out`."""
     shards = sorted(shards, key=lambda s: s.shard.index)
     _check_complete(shards)
     out.mkdir(parents=True, exist_ok=True)
@@ -162,7 +174,7 @@ def merge_runs(shards: Sequence[ShardRun], out: Path, header_update: dict[str, A
     records = sorted((_shifted(r, by) for s, by in zip(shards, offsets, strict=True) for r in s.records),
                      key=lambda r: (r.intended_ns, r.request_id))
     phases = _phase_runs(scenario, shards, records)
-    header = merged_header(shards, header_update)
+    header = merged_header(shards, parent)
     rows = read_server_metrics(shards[0].run_dir)  # every shard scraped the same server: the first one's
     summary = build_summary(scenario, header, phases, rows, shards[0].saved.server_metrics)
     with RecordWriter(out) as writer:

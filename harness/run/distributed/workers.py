@@ -30,7 +30,7 @@ from harness.config.scenario import Scenario
 from harness.records import RecordWriter, RequestRecord
 from harness.run.display import Display
 from harness.run.distributed.hub import Hub
-from harness.run.distributed.merge import ShardRun, killed_summary, merge_runs
+from harness.run.distributed.merge import ParentSaw, ShardRun, killed_summary, merge_runs
 from harness.run.runner import RunResult
 from harness.run.selfcheck import SelfCheck
 from harness.run.simulator import given_cores
@@ -277,7 +277,6 @@ def merge_workers(scenario: Scenario, plans: Sequence[PhasePlan], links: Sequenc
                          f"finished records kept, {loss.in_flight} in flight lost{never}; log: {link.log}")
     # A death is said per shard (`run.shards[].stopped`); the run's own `stopped` stays a signal's.
     endpoint = alive[0].saved.run.endpoint
-    header = {"endpoint": endpoint and endpoint.model_copy(update={"bundled_simulator": bundled}),
-              "coordinator": hub.coordinator,
-              "stopped": next((s.saved.run.stopped for s in alive if s.saved.run.stopped), None)}
-    return merge_runs([*alive, *died], run_dir, header), lines
+    parent = ParentSaw(None if endpoint is None else endpoint.model_copy(update={"bundled_simulator": bundled}),
+                       hub.coordinator, next((s.saved.run.stopped for s in alive if s.saved.run.stopped), None))
+    return merge_runs([*alive, *died], run_dir, parent), lines
