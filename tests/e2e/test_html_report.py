@@ -122,14 +122,14 @@ def test_a_phase_of_failures_still_gets_its_figures() -> None:
     """Every request failed, some never sent: the page renders, with the failures plotted by status."""
     from harness.config.scenario import SLO
     from harness.report.html import render_html
-    from tests.helpers import MS, phase_json, rec
+    from tests.helpers import MS, phase_json, rec, summary_of
 
     records = [rec(0, i, [], status="http_error", idx=i) for i in range(5)]
     records += [rec(0, 5, [8, 9], status="bad_stream", idx=5), rec(0, 0, [], status="cancelled", idx=6)]
     records[-1].sent_ns = None
     for r in records:
         r.end_ns += 3 * MS
-    summary = {"run": {"scenario": "broken"}, "phases": [{"name": "p", **phase_json(records, SLO())}]}
+    summary = summary_of([{"name": "p", **phase_json(records, SLO())}], scenario="broken")
     page = render_html(summary, records)
     # The prompt lengths sent; no CDF, no per-request chart and no output lengths: nothing succeeded.
     assert "title='prompt tokens (counted by the server where it said)'" in page

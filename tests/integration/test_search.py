@@ -3,16 +3,26 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
 from harness.cli import main
 from harness.config.scenario import SLO, Scenario, load_scenario
-from harness.tools.search import MIN_REQUESTS, parse_slo, search, trial_scenario
+from harness.stats.schema import Summary
+from harness.tools.search import MIN_REQUESTS, SearchTrial, parse_slo, search, trial_scenario
+from tests.helpers import phase_json, rec, summary_of
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def trial_summary(goodput: float, requests: int, tokens_per_s: float) -> Summary:
+    """A trial's summary as a fake server would make it: one phase with the figures the search reads."""
+    phase = phase_json([rec(0, 0, [5, 6], completion=2)], SLO()) | {"name": "trial"}
+    phase["goodput"] |= {"fraction": goodput}
+    phase["requests"] |= {"total": requests}
+    phase["throughput"] |= {"output_tokens_per_s": tokens_per_s}
+    return summary_of([phase])
 
 
 def test_slo_text_parses_with_units() -> None:
@@ -26,19 +36,19 @@ def test_slo_text_parses_with_units() -> None:
 async def test_bisection_finds_a_known_capacity_and_an_interval_around_it() -> None:
     calls: list[tuple[float, int]] = []
 
-    async def fake(s: Scenario) -> dict[str, Any]:
+    async def fake(s: Scenario) -> Summary:
         rate = s.phases[0].load.rate  # type: ignore[union-attr]
         capacity = 10.0 + (s.seed - 1) * 0.5  # each seed's capacity differs a little, as real runs do
         calls.append((rate, s.seed))
-        return {"phases": [{"goodput": {"fraction": 1.0 if rate <= capacity else 0.5},
-                            "requests": {"total": s.phases[0].load.requests},  # type: ignore[union-attr]
-                            "throughput": {"output_tokens_per_s": rate * 100}}]}
+        return trial_summary(1.0 if rate <= capacity else 0.5, s.phases[0].load.requests,  # type: ignore[union-attr]
+                             rate * 100)
 
     base = load_scenario(ROOT / "scenarios" / "quickstart.yaml").model_copy(update={"seed": 1})
     found = await search(base, fake, SLO(ttft_ms=100), 0.95, 1.0, 64.0, 10.0, steps=8, repeats=3)
-    assert found["per_seed_rps"] == pytest.approx([10.0, 10.5, 11.0], abs=0.3)
-    lo, hi = found["interval_rps"]
-    assert lo < found["capacity_rps"] < hi and lo < 10.5 < hi
+    assert found.per_seed_rps == pytest.approx([10.0, 10.5, 11.0], abs=0.3)
+    assert found.interval_rps is not None and found.capacity_rps is not None
+    lo, hi = found.interval_rps
+    assert lo < found.capacity_rps < hi and lo < 10.5 < hi
     assert {seed for _, seed in calls} == {1, 2, 3}
 
 
@@ -51,15 +61,14 @@ def test_every_trial_sends_enough_requests_to_decide() -> None:
 
 
 async def test_a_trial_with_too_few_requests_decides_nothing() -> None:
-    async def cut_short(s: Scenario) -> dict[str, Any]:  # every run stopped after 12 requests, all good
-        return {"phases": [{"goodput": {"fraction": 1.0}, "requests": {"total": 12},
-                            "throughput": {"output_tokens_per_s": 1.0}}]}
+    async def cut_short(s: Scenario) -> Summary:  # every run stopped after 12 requests, all good
+        return trial_summary(1.0, 12, 1.0)
 
     base = load_scenario(ROOT / "scenarios" / "quickstart.yaml")
     found = await search(base, cut_short, SLO(ttft_ms=100), 0.95, 1.0, 8.0, 10.0, steps=2, repeats=1)
-    assert found["capacity_rps"] is None
-    assert found["trials"] == [{"rate": 1.0, "seed": base.seed, "goodput": 1.0, "requests": 12, "too_small": True,
-                                "output_tokens_per_s": 1.0}]
+    assert found.capacity_rps is None
+    assert found.trials == [SearchTrial(rate=1.0, seed=base.seed, goodput=1.0, requests=12, too_small=True,
+                                        output_tokens_per_s=1.0)]
 
 
 def test_search_command_in_virtual_time() -> None:

@@ -136,7 +136,7 @@ async def scrape_for(url: str, tmp_path: Path, seconds: float, key: str | None =
     scraper = ServerScraper(url, MonotonicClock(), 0.05, tmp_path, key)
     scraper.start()
     await asyncio.sleep(seconds)
-    return scraper, await scraper.stop()
+    return scraper, (await scraper.stop()).to_json()
 
 
 async def test_scraper_writes_every_reading_to_disk_as_it_goes(serve, tmp_path: Path) -> None:

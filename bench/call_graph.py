@@ -1,0 +1,84 @@
+"""Which of the package's modules a quick `harness run` actually calls into, and how often a call runs back up
+a layer (a lower layer calling a higher one: a callback, a hook, a collaborator attached after the fact) —
+docs/architecture.md, "The import graph, measured".
+
+The run is a real one, in this process, against the bundled simulator (its own process, not counted): every
+Python call between two of the package's modules, in every thread, is seen by a profile hook. An edge is a
+(caller module, callee module) pair, counted once however many calls cross it.
+
+    .venv/bin/python bench/call_graph.py [--requests 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import threading
+from pathlib import Path
+from types import FrameType
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.import_graph import LAYERS, layer  # noqa: E402
+
+PACKAGE = str(ROOT / "harness") + "/"
+
+
+def _module(filename: str) -> str | None:
+    if not filename.startswith(PACKAGE):
+        return None
+    parts = Path(filename).relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def trace(argv: list[str]) -> tuple[set[str], set[tuple[str, str]]]:
+    called: set[str] = set()
+    edges: set[tuple[str, str]] = set()
+    cache: dict[str, str | None] = {}
+
+    def hook(frame: FrameType, event: str, _: object) -> None:
+        if event != "call" or frame.f_back is None:
+            return
+        callee = cache.setdefault(frame.f_code.co_filename, _module(frame.f_code.co_filename))
+        if callee is None:
+            return
+        called.add(callee)
+        caller = cache.setdefault(frame.f_back.f_code.co_filename, _module(frame.f_back.f_code.co_filename))
+        if caller is not None and caller != callee:
+            edges.add((caller, callee))
+
+    from harness.cli import main
+
+    threading.setprofile(hook)  # type: ignore[arg-type]
+    sys.setprofile(hook)  # type: ignore[arg-type]
+    try:
+        main.main(argv, standalone_mode=False)
+    finally:
+        sys.setprofile(None)
+        threading.setprofile(None)  # type: ignore[arg-type]
+    return called, edges
+
+
+def _up(caller: str, callee: str) -> bool:
+    a, b = layer(caller), layer(callee)
+    return "sim" not in (a, b) and caller != "harness.__main__" and LAYERS.index(b) > LAYERS.index(a)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=20)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as reports:
+        called, edges = trace(["run", "--rate", "20", "--requests", str(args.requests), "--output-tokens", "16",
+                               "--prompt-tokens", "32", "--progress", "off", "--reports-dir", reports])
+    up = sorted(f"{a} -> {b}" for a, b in edges if _up(a, b))
+    print(f"a quick `harness run` of {args.requests} requests calls into {len(called)} of the package's modules, "
+          f"across {len(edges)} module-to-module edges; {len(up)} of them run back up a layer:")
+    for line in up:
+        print(f"  {line}")
+
+
+if __name__ == "__main__":
+    main()
