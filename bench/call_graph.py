@@ -12,6 +12,7 @@ Python call between two of the package's modules, in every thread, is seen by a 
 from __future__ import annotations
 
 import argparse
+import inspect
 import sys
 import tempfile
 import threading
@@ -39,8 +40,8 @@ def trace(argv: list[str]) -> tuple[set[str], set[tuple[str, str]]]:
     cache: dict[str, str | None] = {}
 
     def hook(frame: FrameType, event: str, _: object) -> None:
-        if event != "call" or frame.f_back is None:
-            return
+        if event != "call" or frame.f_back is None or not frame.f_code.co_flags & inspect.CO_NEWLOCALS:
+            return  # a module's or a class's body runs once, at import: not a call the run makes
         callee = cache.setdefault(frame.f_code.co_filename, _module(frame.f_code.co_filename))
         if callee is None:
             return

@@ -98,3 +98,13 @@ def test_summary_reference_is_generated_from_the_types() -> None:
 
     docs = PACKAGE.parent / "docs" / "summary.md"
     assert docs.read_text(encoding="utf-8") == reference(), "run: python -m harness.stats.reference > docs/summary.md"
+
+
+def test_the_run_command_parses_and_delegates() -> None:
+    """`cli/run.py` once imported 29 of the package's modules and hosted the orchestration of repeats, shards
+    and workers; those live in run/ and report/ now, and its imports stay few (issue 33)."""
+    direct = {m for m in _imports(MODULES["harness.cli.run"]) if m in MODULES}
+    assert len(direct) <= 30, sorted(direct)
+    assert not any(m.startswith("harness.run.distributed.") and m not in {"harness.run.distributed.conduct",
+                                                                         "harness.run.distributed.sharding"}
+                   for m in direct), "the run command reaches into the workers: go through run.distributed.conduct"
