@@ -108,3 +108,11 @@ def test_the_run_command_parses_and_delegates() -> None:
     assert not any(m.startswith("harness.run.distributed.") and m not in {"harness.run.distributed.conduct",
                                                                          "harness.run.distributed.sharding"}
                    for m in direct), "the run command reaches into the workers: go through run.distributed.conduct"
+
+
+def test_every_part_of_the_summary_says_what_it_is() -> None:
+    """The schema's classes each carry a docstring (docs/summary.md shows its first line): none cut to fit."""
+    bare = [f"{path.name}:{node.name}" for path in sorted((PACKAGE / "stats" / "schema").glob("*.py"))
+            for node in ast.parse(path.read_text(encoding="utf-8")).body
+            if isinstance(node, ast.ClassDef) and not ast.get_docstring(node)]
+    assert not bare, f"schema classes without a docstring: {bare}"

@@ -10,6 +10,8 @@ Ranking = Literal["cost", "tokens/s", "capacity", "TTFT p99"]
 
 
 class MatrixRow(TypedDict):
+    """One phase on one accelerator: the figures its predicted summary gave, and their price."""
+
     output_tokens_per_s: float
     ttft_p99_ms: float | None
     itl_p50_ms: float | None
@@ -22,12 +24,16 @@ class MatrixRow(TypedDict):
 
 
 class FoundCapacity(TypedDict):
+    """The highest Poisson rate within the SLOs that `harness search` found on this accelerator."""
+
     phase: str  # the first open-loop phase, searched
     rps: float | None
     interval_rps: list[float] | None
 
 
 class MatrixColumn(TypedDict, total=False):
+    """One accelerator: whether the model fits, on how many devices, and each phase's row."""
+
     accelerator: Required[str]
     fits: Required[bool]  # False: no tensor parallelism up to 8 holds the model; nothing else is set
     tp: int
@@ -39,12 +45,16 @@ class MatrixColumn(TypedDict, total=False):
 
 
 class Choice(TypedDict):
+    """Per phase, the accelerator to choose, by what, and the one after it."""
+
     accelerator: str | None  # None: none met an interactive phase's SLOs
     by: Ranking | None
     runner_up: str | None
 
 
 class Matrix(TypedDict):
+    """The whole matrix: the scenario, its SLOs, each phase's kind, a column per accelerator, the choices."""
+
     scenario: str
     slo: dict[str, float]
     phase_kinds: dict[str, Literal["batch", "interactive"]]
