@@ -29,8 +29,9 @@ demo: install
 check:
 	$(BIN)/ruff check harness tests bench
 	$(BIN)/mypy harness bench
-	$(BIN)/pytest -q -n 2 tests/unit  # in-process and pure: two at once; the rest alone (they time things)
-	$(BIN)/pytest -q tests/integration tests/e2e
+	$(BIN)/pytest -q -n 2 tests/unit  # in-process and pure: two at once
+	$(BIN)/pytest -q -n 2 --durations=10 -m "not timing" tests/integration tests/e2e  # real processes, no clock judged
+	$(BIN)/pytest -q --durations=10 -m timing tests/integration tests/e2e  # alone: judged only on a quiet machine
 
 test: install-test browser prometheus check
 

@@ -15,11 +15,14 @@ from pathlib import Path
 
 import aiohttp
 import numpy as np
+import pytest
 
 from harness.client.backend import Endpoint
 from harness.config.scenario import parse_scenario
 from harness.records import read_records
 from harness.run.runner import run_scenario
+
+pytestmark = pytest.mark.timing  # measured TTFT and ITL against the simulator's ground truth
 
 SCENARIO = {
     "name": "fidelity",

@@ -29,6 +29,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+pytestmark = pytest.mark.timing  # the nightly job judges latency changes between runs on this machine
+
 ROOT = Path(__file__).resolve().parents[2]
 # Tolerant client bounds: a shared CI machine's stalls must not make every night "untrusted"; the starved night
 # below still checks that what is measured then is not called a regression.

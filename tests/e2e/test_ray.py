@@ -25,6 +25,8 @@ import pytest
 from tests.helpers import ROOT, free_port, harness, only_run_dir
 from tests.helpers import WORKER_QUICK as QUICK
 
+pytestmark = pytest.mark.timing  # shards on Ray actors on one timeline
+
 pytest.importorskip("ray", reason="Ray is an optional extra (pip install 'harness[ray]'); `make test` installs it")
 
 

@@ -20,6 +20,8 @@ from harness.workload.plan import plan_phase
 from harness.workload.shards import Shard
 from tests.helpers import ROOT, WORKER_QUICK, free_port, only_run_dir
 
+pytestmark = pytest.mark.timing  # shards on one timeline: how close together processes send
+
 QUICK = WORKER_QUICK
 
 

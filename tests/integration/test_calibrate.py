@@ -11,6 +11,8 @@ from harness.records import RequestRecord
 from harness.tools.calibrate import calibrate, errors, render
 from harness.tools.calibration_store import load_calibration
 
+pytestmark = pytest.mark.timing  # calibration measures the client's timing error against the simulator
+
 MS = 1_000_000
 
 

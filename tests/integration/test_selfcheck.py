@@ -9,6 +9,8 @@ from harness.run.selfcheck import SelfCheck
 from harness.stats.verdict import ClientCheck
 from tests.helpers import phase_json, rec
 
+pytestmark = pytest.mark.timing  # the self-check measures this machine's CPU and event-loop lag
+
 
 class FakeCPU:
     def __init__(self) -> None:

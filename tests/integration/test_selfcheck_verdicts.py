@@ -20,7 +20,8 @@ from harness.run.display import Display
 from harness.run.runner import RunResult, run_scenario
 from tests.helpers import ROOT
 
-pytestmark = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores: harness and server apart")
+pytestmark = [pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores: harness and server apart"),
+              pytest.mark.timing]  # the verdicts are readings of this machine's CPU
 HOG = "import time\nend = time.time() + 12\nwhile time.time() < end:\n    pass\n"
 
 

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from aiohttp import web
 
 from harness.client.backend import Endpoint
@@ -72,6 +73,7 @@ async def test_each_turn_follows_the_answer_it_carries(server, tmp_path: Path) -
     assert stats.prompt_tokens_by_turn_mean["2"] > stats.prompt_tokens_by_turn_mean["0"]
 
 
+@pytest.mark.timing
 def test_a_multi_turn_scenario_against_the_simulator_matches_its_prediction(tmp_path: Path) -> None:
     path = ROOT / "scenarios" / "multi-turn.yaml"
     proc = harness("run", str(path), "--reports-dir", str(tmp_path))

@@ -57,6 +57,7 @@ async def truth(url: str, rid: str) -> dict:
         return await resp.json()
 
 
+@pytest.mark.timing
 async def test_fixed_timing_releases_tokens_on_an_exact_schedule(start_sim: Start) -> None:
     url = await start_sim(timing="fixed", fixed_ttft_ms=40, fixed_itl_ms=5)
     records = await harness_requests(url, 8, out=20)

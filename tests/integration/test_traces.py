@@ -147,6 +147,7 @@ def test_trace_inspect_and_convert_commands(tmp_path: Path) -> None:
     assert result.exit_code == 2 and f"{bad}:2:" in result.output
 
 
+@pytest.mark.timing
 async def test_replaying_azure_against_the_simulator_delivers_its_lengths_in_order(tmp_path: Path) -> None:
     import asyncio
 
