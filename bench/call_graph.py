@@ -20,9 +20,9 @@ from pathlib import Path
 from types import FrameType
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
-from bench.import_graph import LAYERS, layer  # noqa: E402
+from import_graph import LAYERS, layer  # noqa: E402
 
 PACKAGE = str(ROOT / "harness") + "/"
 
