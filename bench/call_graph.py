@@ -52,13 +52,13 @@ def trace(argv: list[str]) -> tuple[set[str], set[tuple[str, str]]]:
 
     from harness.cli import main
 
-    threading.setprofile(hook)  # type: ignore[arg-type]
-    sys.setprofile(hook)  # type: ignore[arg-type]
+    threading.setprofile(hook)
+    sys.setprofile(hook)
     try:
         main.main(argv, standalone_mode=False)
     finally:
         sys.setprofile(None)
-        threading.setprofile(None)  # type: ignore[arg-type]
+        threading.setprofile(None)
     return called, edges
 
 
