@@ -51,7 +51,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     report = outcome.get_result()
     busy = item.stash.get(_BUSY, None)
     if report.when == "call" and report.failed and busy is not None:
-        failure = str(call.excinfo.value).splitlines()[0][:200] if call.excinfo else ""
+        crash = getattr(report.longrepr, "reprcrash", None)
+        failure = crash.message.splitlines()[0][:200] if crash is not None and crash.message else "(no message)"
         report.outcome = "skipped"
         report.longrepr = (str(item.path), item.location[1] or 0, f"{busy}; it failed with: {failure}")
 

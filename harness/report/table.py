@@ -16,6 +16,7 @@ from rich.text import Text
 
 from harness.stats.conclusion import KNEE_GOODPUT, knee, sweeps
 from harness.stats.schema import PhaseSummary, ServerPhase, Stress, Summary, ThresholdResult
+from harness.stats.thresholds import observed
 
 Cell = Callable[[PhaseSummary], str | Text]
 TableRow = tuple[str, Cell | None]  # no cell: a heading over the rows below it
@@ -29,8 +30,7 @@ def _ms(value: float | None) -> str:
 
 def _latency_row(label: str, metric: str) -> TableRow:
     def cell(phase: PhaseSummary) -> str:
-        d = getattr(phase.latency_ms, metric)
-        return " / ".join(_ms(v) for v in (d.p50, d.p90, d.p99))
+        return " / ".join(_ms(observed(f"{metric}_{q}", phase)) for q in ("p50", "p90", "p99"))
     return (f"  {label}", cell)
 
 
@@ -87,7 +87,7 @@ def _slo_rows(phases: list[PhaseSummary]) -> list[TableRow]:
             continue
 
         def cell(phase: PhaseSummary, metric: str = metric, limit: float = limit) -> Text:
-            p99 = getattr(phase.latency_ms, metric).p99
+            p99 = observed(f"{metric}_p99", phase)
             if p99 is None:
                 return Text("-")
             ok = p99 <= limit

@@ -26,6 +26,7 @@ from prometheus_client.samples import Exemplar
 
 from harness.clock import NS_PER_S
 from harness.config.load import describe
+from harness.config.metric_registry import LATENCIES
 from harness.records import RequestRecord
 from harness.run.observe import PhaseStart
 from harness.stats.metrics import cause, e2e_ns, itl_array_ns, schedule_lag_ns, tpot_ns, ttft_ns
@@ -41,13 +42,7 @@ LATENCY_BUCKETS_S = (0.00025, 0.0005, *(round(0.001 * 2 ** (k / 16), 9) for k in
 _LES = (*(f"{b:g}" for b in LATENCY_BUCKETS_S), "+Inf")  # the `le` labels, formatted once
 MAX_REASONS = 20  # distinct failure causes a run may add as label values; the rest count as "other"
 _BOUNDS = np.asarray(LATENCY_BUCKETS_S)
-_HISTOGRAMS = {
-    "ttft": "time to first token: first token-bearing chunk − sent",
-    "itl": "inter-token latency: gaps between token-bearing chunks, token-normalised",
-    "tpot": "time per output token: (last − first token) / (output tokens − 1), per request",
-    "e2e": "end-to-end latency: last token − sent",
-    "schedule_lag": "sent − intended send time (the client's own lateness)",
-}
+_HISTOGRAMS = {name: LATENCIES[name] for name in ("ttft", "itl", "tpot", "e2e", "schedule_lag")}  # the registry's
 
 
 def _status(rec: RequestRecord) -> str:

@@ -30,7 +30,7 @@ from harness.run.display import Display
 from harness.run.distributed.sharding import Sharding
 from harness.run.exporter import LiveMetrics
 from harness.run.header import run_header
-from harness.run.observe import PhaseStart
+from harness.run.observe import PhaseStart, RecordObserver
 from harness.run.progress import Progress
 from harness.run.relay import Relay
 from harness.run.rescue import rescue, save_parquet
@@ -40,6 +40,7 @@ from harness.run.server_tokens import server_words
 from harness.run.signals import Stopper
 from harness.run.sink import RecordSink
 from harness.run.timeline import PhaseGate
+from harness.stats.keep import RunSample
 from harness.stats.schema import RecordsFile, RunHeader, ScrapeInfo, Summary
 from harness.stats.server import Row, metrics_url, same_origin, series_names
 from harness.stats.summary import PhaseRun, build_summary
@@ -180,13 +181,9 @@ class _Run:
             if dispatcher is not None:
                 dispatcher.stop()
 
-        progress = Progress(self.clock, len(self.plans))
-        self.display.follow(progress)
-        watchers = [(name, w) for name, w in (("the progress line", progress), ("the live exporter", self.metrics),
-                                              ("the relay to the parent", self.relay)) if w is not None]
         with RecordWriter(self.run_dir, cannot_write) as writer, builder or contextlib.nullcontext():
             sink = RecordSink(writer, redactor(self.endpoint.api_key), self.scenario.slo, cfg.records_in_memory,
-                              watchers, self.display.warn)
+                              self._watchers(), self.display.warn)
             dispatcher = Dispatcher(backend, self.clock, sink, builder, cfg.lookahead_requests,
                                     int(cfg.lookahead_s * NS_PER_S), keep_records=False)
             stopper = Stopper(dispatcher, self.display.warn)
@@ -211,12 +208,23 @@ class _Run:
                                             failure=writer.failure, rescued_to=None)
             if writer.failure is not None:
                 self._rescue(writer, sink)  # while the records file is still open: it may be all there is of it
-        if sink.run.over:
-            self.display.warn(f"the run ended {sink.run.count:,} requests, more than client.records_in_memory "
-                              f"({sink.run.cap:,}): requests.parquet is not written and report.html draws 1 record in "
-                              f"{sink.run.every} (requests.jsonl holds them all)")
+        self._table(sink.run)
+
+    def _watchers(self) -> list[tuple[str, RecordObserver]]:
+        """Who follows the records besides the run itself: the progress line (shown), the exporter, the relay."""
+        progress = Progress(self.clock, len(self.plans))
+        self.display.follow(progress)
+        return [(name, w) for name, w in (("the progress line", progress), ("the live exporter", self.metrics),
+                                          ("the relay to the parent", self.relay)) if w is not None]
+
+    def _table(self, run: RunSample) -> None:
+        """requests.parquet, from the records in memory; past records_in_memory there is only a sample: said."""
+        if run.over:
+            self.display.warn(f"the run ended {run.count:,} requests, more than client.records_in_memory "
+                              f"({run.cap:,}): requests.parquet is not written and report.html draws 1 record in "
+                              f"{run.every} (requests.jsonl holds them all)")
         else:
-            save_parquet(self.run_dir / "requests.parquet", sink.run.records)
+            save_parquet(self.run_dir / "requests.parquet", run.records)
 
     def _rescue(self, writer: RecordWriter, sink: RecordSink) -> None:
         """Every record into a fallback folder: from memory, or — past records_in_memory — back from the records
