@@ -85,6 +85,10 @@ COMPARED = (*(f"{n}_{s}" for n in ("ttft", "itl", "tpot", "e2e") for s in ("p50"
 FOLLOWED = ("ttft_p50", "ttft_p99", "itl_p50", "itl_p99", "tpot_p50", "e2e_p50", "e2e_p99", "output_tokens_per_s",
             "requests_per_s", "error_rate", "goodput_fraction")
 
+# The scenario's per-request SLOs (scenario.slo fields) and the latency each limits, as the table and the
+# report's cards judge a phase by: its p99 of that latency within the limit.
+SLO_LATENCIES = (("ttft_ms", "ttft", "TTFT"), ("tpot_ms", "tpot", "TPOT"), ("e2e_ms", "e2e", "E2E"))
+
 
 def metric(name: str) -> Metric:
     """The entry, or a ValueError naming the nearest names."""

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import html
 
+from harness.config.metric_registry import SLO_LATENCIES
 from harness.report.charts import Spec, json_values, series_spec
 from harness.report.table import sweep_points
 from harness.stats.conclusion import knee
 from harness.stats.schema import PhaseSummary, Summary
-
-_SLO_METRICS = (("ttft_ms", "ttft", "TTFT"), ("tpot_ms", "tpot", "TPOT"), ("e2e_ms", "e2e", "E2E"))
 
 
 def header_facts(summary: Summary) -> list[tuple[str, str]]:
@@ -38,7 +37,7 @@ def _slo(summary: Summary) -> dict[str, float]:
     if not summary.phases:
         return {}
     slo = summary.phases[0].goodput.slo
-    return {key: v for key, _, _ in _SLO_METRICS if (v := getattr(slo, key)) is not None}
+    return {key: v for key, _, _ in SLO_LATENCIES if (v := getattr(slo, key)) is not None}
 
 
 def _lengths(phases: list[PhaseSummary]) -> str:
@@ -81,7 +80,7 @@ def _phase_sentence(p: PhaseSummary) -> str:
 def _card(p: PhaseSummary, slo: dict[str, float]) -> str:
     """One phase: ✓ when every SLO's p99 is within its limit (the table's rule) and every threshold passed."""
     lines, good = [], True
-    for key, metric, label in _SLO_METRICS:
+    for key, metric, label in SLO_LATENCIES:
         limit, p99 = slo.get(key), getattr(p.latency_ms, metric).p99
         if limit is None:
             continue

@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from harness.config.metric_registry import SLO_LATENCIES
 from harness.stats.conclusion import KNEE_GOODPUT, knee, sweeps
 from harness.stats.schema import PhaseSummary, ServerPhase, Stress, Summary, ThresholdResult
 from harness.stats.thresholds import observed
@@ -75,13 +76,12 @@ def _failures(phase: PhaseSummary) -> str:
     return ", ".join(f"{cause} ×{n}" for cause, n in reasons[:2]) or "-"
 
 
-_SLO_METRICS = (("ttft_ms", "ttft", "TTFT"), ("tpot_ms", "tpot", "TPOT"), ("e2e_ms", "e2e", "E2E"))
 
 
 def _slo_rows(phases: list[PhaseSummary]) -> list[TableRow]:
     """One row per SLO the scenario set: each phase's p99 of that metric, ✓ within the limit, ✗ over it."""
     rows: list[TableRow] = []
-    for key, metric, label in _SLO_METRICS:
+    for key, metric, label in SLO_LATENCIES:
         limit = getattr(phases[0].goodput.slo, key) if phases else None
         if limit is None:
             continue
