@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from harness.config.units import as_millis, as_seconds
 
@@ -19,3 +19,10 @@ PositiveMillis = Annotated[float, BeforeValidator(as_millis), Field(gt=0)]
 
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def first_error(exc: ValidationError) -> str:
+    """A validation error in one line: where (the dotted field path) and what, pydantic's prefix taken off."""
+    err = exc.errors()[0]
+    where = ".".join(str(part) for part in err["loc"])
+    return f"{where + ': ' if where else ''}{str(err['msg']).removeprefix('Value error, ')}"

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from harness.config.base import PositiveMillis, PositiveSeconds, Seconds, Strict
+from harness.config.base import PositiveMillis, PositiveSeconds, Seconds, Strict, first_error
 from harness.config.load import LOAD_TAGS, Phase
 from harness.config.presets import resolve_accelerator, resolve_model
 from harness.config.simulator import SimulatorConfig
@@ -70,9 +70,7 @@ def parse_hardware(text: str) -> Hardware:
     try:
         return Hardware.model_validate(fields)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(part) for part in err["loc"])
-        raise ValueError(f"{where + ': ' if where else ''}{str(err['msg']).removeprefix('Value error, ')}") from None
+        raise ValueError(first_error(exc)) from None
 
 
 class EndpointConfig(Strict):

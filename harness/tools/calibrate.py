@@ -27,7 +27,7 @@ from harness.records import RequestRecord, read_records
 from harness.run.runner import run_scenario
 from harness.run.simulator import bundled_simulator
 from harness.stats.metrics import tpot_ns, ttft_ns
-from harness.tools.calibration_store import Calibration, Ceiling, Level, Spread, machine, save_calibration
+from harness.tools.calibration_store import Calibration, Ceiling, Errors, Level, machine, save_calibration
 
 MS = 1e6
 SHAPES = ("token", "step")  # one event a write (vLLM, llama.cpp, TGI); a step's tokens in one write
@@ -49,16 +49,6 @@ class Truth(TypedDict):
     request_id: str
     arrival_ns: int
     token_ns: list[int]
-
-
-class Errors(TypedDict):
-    requests_compared: int
-    ttft_error_ms: Spread
-    tpot_error_ms: Spread
-    chunk_gap_error_ms: Spread
-    token_delivery_ms: Spread
-    first_token_late_ms: Spread
-    server_read_ms: Spread
 
 
 async def ground_truth(base_url: str, ids: list[str]) -> dict[str, Truth]:

@@ -23,7 +23,19 @@ class Spread(TypedDict):
     max: NotRequired[float | None]
 
 
-class Level(TypedDict):
+class Errors(TypedDict):
+    """The client's timing against the simulator's ground truth, over the requests compared."""
+
+    requests_compared: int
+    ttft_error_ms: Spread
+    tpot_error_ms: Spread
+    chunk_gap_error_ms: Spread
+    token_delivery_ms: Spread
+    first_token_late_ms: Spread
+    server_read_ms: Spread
+
+
+class Level(Errors):
     """One number of streams: the client's fidelity against the simulator's ground truth, and its cost."""
 
     concurrency: int
@@ -36,13 +48,6 @@ class Level(TypedDict):
     harness_cpu_ms_per_1k_tokens: float | None
     client_limited: bool
     client_limited_reason: str | None
-    requests_compared: int
-    ttft_error_ms: Spread
-    tpot_error_ms: Spread
-    chunk_gap_error_ms: Spread
-    token_delivery_ms: Spread
-    first_token_late_ms: Spread
-    server_read_ms: Spread
 
 
 class Ceiling(TypedDict):

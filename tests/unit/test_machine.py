@@ -60,18 +60,18 @@ import pytest
 
 LOOP = [sys.executable, "-c", "while True: pass"]
 
-def _stranger():
+def _busy_elsewhere(seconds):
     out = subprocess.run(["sh", "-c", f"{LOOP[0]} -c 'while True: pass' >/dev/null 2>&1 & echo $!"],
                          capture_output=True, text=True, check=True)
-    return int(out.stdout.strip())
+    pid = int(out.stdout.strip())
+    try:
+        time.sleep(seconds)
+    finally:
+        os.kill(pid, signal.SIGKILL)
 
 @pytest.mark.timing
 def test_late_on_a_busy_machine():
-    pid = _stranger()
-    try:
-        time.sleep(1.5)
-    finally:
-        os.kill(pid, signal.SIGKILL)
+    _busy_elsewhere(1.5)
     assert False, "a timer fired 40 ms late"
 
 @pytest.mark.timing
@@ -79,11 +79,7 @@ def test_late_on_a_quiet_machine():
     assert False, "a timer fired 40 ms late"
 
 def test_not_about_timing_on_a_busy_machine():
-    pid = _stranger()
-    try:
-        time.sleep(1.5)
-    finally:
-        os.kill(pid, signal.SIGKILL)
+    _busy_elsewhere(1.5)
     assert False, "a wrong count"
 '''
 

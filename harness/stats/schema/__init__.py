@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import Field, ValidationError
 
+from harness.config.base import first_error
 from harness.errors import ScenarioError
 from harness.stats.schema.base import ClientHealth, Distribution, Section, Stress
 from harness.stats.schema.comparison import Comparison, PhaseComparison
@@ -88,6 +89,4 @@ def read_summary(path: Path) -> Summary:
     try:
         return Summary.from_json(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise ScenarioError(f"{path}: {where}: {first['msg']}") from None
+        raise ScenarioError(f"{path}: {first_error(exc)}") from None
