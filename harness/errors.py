@@ -32,6 +32,11 @@ class HarnessError(RuntimeError):
     exit_code = EXIT_HARNESS
     hint = "the run could not go on"
 
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        if hint is not None:  # what to do about this one, where the kind's own hint would mislead
+            self.hint = hint
+
 
 class UsageError(HarnessError, ValueError):
     """Bad input; the message names the file, field or flag."""

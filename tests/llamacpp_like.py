@@ -38,6 +38,11 @@ class LlamaCppLike:
     api_key: str | None = None
     metric_prefix: str = "llamacpp:"  # another engine's names, for the user-mapping test
     error_message: str | None = None  # every completion fails with HTTP 500 and this message
+    reset_tokenize_every: int = 0  # every k-th /tokenize: the connection reset before any answer (1: all)
+    slots: int = 0  # requests decoded at once (llama-server's -np); beyond them a request waits (0: no limit)
+    token_s: float = 0.001  # between two tokens of a stream
+    deferred: int = 0
+    tokenize_calls: int = 0
     seen: list[list[int]] = field(default_factory=list)  # prompts (as tokens) in the cache
     prompt_total: int = 0
     cached_total: int = 0
@@ -91,12 +96,16 @@ class LlamaCppLike:
     async def _stream(self, request: web.Request, prompt: int, cached: int, n: int) -> web.StreamResponse:
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)
+        while self.slots and self.processing >= self.slots:  # every slot busy: the request waits for one
+            self.deferred += 1
+            await asyncio.sleep(0.01)
+            self.deferred -= 1
         self.processing += 1
         try:
             for _ in range(n):
                 event = {"choices": [{"index": 0, "delta": {"content": " x"}, "finish_reason": None}]}
                 await resp.write(b"data: " + json.dumps(event).encode() + b"\n\n")  # one token per write
-                await asyncio.sleep(0.001)
+                await asyncio.sleep(self.token_s)
                 self.predicted_total += 1
             last = {"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}],
                     "usage": {"prompt_tokens": prompt, "completion_tokens": n, "total_tokens": prompt + n},
@@ -107,6 +116,11 @@ class LlamaCppLike:
         return resp
 
     async def tokenize(self, request: web.Request) -> web.Response:
+        self.tokenize_calls += 1
+        if self.reset_tokenize_every and self.tokenize_calls % self.reset_tokenize_every == 0:
+            assert request.transport is not None
+            request.transport.abort()  # RST: what a server shedding a connection it was keeping alive sends
+            return web.Response()
         body = await request.json()
         text = str(body.get("content", body.get("prompt", "")))
         special = [1] if body.get("add_special") else []
@@ -119,7 +133,7 @@ class LlamaCppLike:
                  f"{p}prompt_tokens_cached_total {self.cached_total}",
                  f"# TYPE {p}tokens_predicted_total counter", f"{p}tokens_predicted_total {self.predicted_total}",
                  f"# TYPE {p}requests_processing gauge", f"{p}requests_processing {self.processing}",
-                 f"# TYPE {p}requests_deferred gauge", f"{p}requests_deferred 0"]
+                 f"# TYPE {p}requests_deferred gauge", f"{p}requests_deferred {self.deferred}"]
         return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")
 
     async def models(self, request: web.Request) -> web.Response:

@@ -3,7 +3,8 @@ report.html shows the same ones, so the two never disagree."""
 
 from __future__ import annotations
 
-from harness.stats.schema import MergedShard, RunHeader, ShardInfo, Summary
+from harness.stats.schema import MergedShard, RunHeader, ScrapeInfo, ShardInfo, Summary
+from harness.stats.server import SERIES
 from harness.workload.shards import LATE_MS
 
 
@@ -19,17 +20,36 @@ def notes(summary: Summary) -> list[str]:
         out.append(f"the parent of the workers was late ({coordinator.verdict}"
                    f"{f', event-loop lag p99 {lag:.1f} ms' if lag is not None else ''}): barriers and phase starts "
                    "across workers may have waited for it; latencies are the workers' own")
-    scraped = summary.server_metrics
-    if scraped is not None and scraped.unavailable is not None:
-        out.append(f"no server-side series: {scraped.url} gave {scraped.unavailable} (set "
-                   "endpoint.metrics_url or endpoint.server_metrics, or endpoint.scrape_interval_s: 0 to stop trying)")
+    out += _scrape_notes(summary.server_metrics)
     for phase in summary.phases:
         if phase.client_limited:
             out.append(f"phase {phase.name} was client-limited: {phase.client_limited_reason}")
         if phase.incomplete:
             out.append(f"phase {phase.name} is incomplete: {phase.incomplete}")
         out += [f"phase {phase.name}: {message}" for message in phase.warnings]
+        out += [f"phase {phase.name}: {why} ×{phase.requests.failure_reasons.get(why, 0)}: the server said "
+                f"\"{_line(said)}\"" for why, said in phase.requests.failure_messages.items()]
     return out
+
+
+# The table's server rows, and the series each needs (harness.stats.server names them per engine).
+_SERVER_ROWS = (("running", "running / waiting"), ("waiting", "running / waiting"),
+                ("kv_cache_usage", "KV cache usage"), ("generation_tokens_total", "generated tokens/s"))
+
+
+def _scrape_notes(scraped: ScrapeInfo | None) -> list[str]:
+    """A /metrics that could not be read, or that lacks a series a row of the table shows: why it is empty."""
+    if scraped is None:
+        return []
+    if scraped.unavailable is not None:
+        return [f"no server-side series: {scraped.url} gave {scraped.unavailable} (set endpoint.metrics_url or "
+                "endpoint.server_metrics, or endpoint.scrape_interval_s: 0 to stop trying)"]
+    if not scraped.scrapes:
+        return []
+    missing = [(series, row) for series, row in _SERVER_ROWS if series not in scraped.series]
+    return [f"the server's {scraped.url} has no {series} series (none of {', '.join(SERIES[series])}): the table's "
+            f"\"{row}\" row shows - (map the engine's own name with endpoint.server_metrics)"
+            for series, row in missing]
 
 
 def _run_notes(run: RunHeader) -> list[str]:
@@ -66,6 +86,12 @@ def _shard_notes(shard: ShardInfo) -> list[str]:
         out.append(f"{name} started {shard.late_ms:,.0f} ms after the common start: its share of the load was late "
                    "by as much")
     return out
+
+
+def _line(text: str, limit: int = 240) -> str:
+    """A server's sentence on one line of a terminal: whitespace folded, cut with an ellipsis."""
+    one = " ".join(text.split())
+    return one if len(one) <= limit else one[:limit - 1] + "…"
 
 
 def _signal(name: str) -> str:

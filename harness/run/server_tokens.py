@@ -27,6 +27,8 @@ WANTED = 256  # one-token words enough for varied prompts; discovery stops here
 MIN_WORDS = 32
 _PARALLEL = 16
 _CHECK_TOKENS = 100
+_TRIES = 4  # a reset connection is tried again, as a request on a dead pooled connection is
+_RETRY_S = 0.05
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,15 +62,11 @@ class _Counter:
         # Both servers' fields at once: llama.cpp reads content/add_special, vLLM prompt/add_special_tokens.
         body = {"model": self.endpoint.model, "prompt": text, "content": text, "add_special": False,
                 "add_special_tokens": False}
-        try:
-            async with self.session.post(self.url, json=body, headers=self.headers) as resp:
-                if resp.status != 200:
-                    raise EndpointError(f"POST {self.url} answered HTTP {resp.status}: the endpoint cannot count "
-                                        "tokens for --tokenizer server (give a local tokenizer.json instead)")
-                data = await resp.json(content_type=None)
-        except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
-            raise EndpointError(f"POST {self.url} failed ({type(exc).__name__}): --tokenizer server needs the "
-                                "endpoint's /tokenize") from None
+        status, data = await post_json(self.session, self.url, body, self.headers, "--tokenizer server needs the "
+                                       "endpoint's /tokenize")
+        if status != 200:
+            raise EndpointError(f"POST {self.url} answered HTTP {status}: the endpoint cannot count tokens for "
+                                "--tokenizer server", hint="give a local tokenizer.json instead")
         return _token_count(data, self.url)
 
     async def one_token_words(self, candidates: Sequence[str]) -> list[str]:
@@ -100,19 +98,44 @@ async def _prompt_tokens(session: aiohttp.ClientSession, endpoint: Endpoint, tex
     else:
         body["prompt"] = text
     headers = {"Authorization": f"Bearer {endpoint.api_key}"} if endpoint.api_key else {}
+    why = "cannot measure the prompt template for --tokenizer server"
+    status, data = await post_json(session, endpoint.url, body, headers, why)
     try:
-        async with session.post(endpoint.url, json=body, headers=headers) as resp:
-            data = await resp.json(content_type=None)
         return int(data["usage"]["prompt_tokens"])
-    except (aiohttp.ClientError, TimeoutError, ValueError, KeyError, TypeError) as exc:
-        raise EndpointError(f"POST {endpoint.url} gave no usage.prompt_tokens ({type(exc).__name__}): cannot "
-                            "measure the prompt template for --tokenizer server") from None
+    except (KeyError, TypeError, ValueError):
+        raise EndpointError(f"POST {endpoint.url} answered HTTP {status} without usage.prompt_tokens: {why}",
+                            hint="the endpoint must report usage on a non-streamed request") from None
+
+
+async def post_json(session: aiohttp.ClientSession, url: str, body: dict[str, object], headers: dict[str, str],
+                    why: str) -> tuple[int, Any]:
+    """(status, JSON body) of a POST. A connection the server closed or reset before answering — a keep-alive
+    it dropped as we reused it, a server shedding connections — is tried again on a fresh one, as requests
+    are; the last cause is named when every try failed."""
+    for attempt in range(_TRIES):
+        try:
+            async with session.post(url, json=body, headers=headers) as resp:
+                return resp.status, await resp.json(content_type=None)
+        except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
+            if attempt + 1 < _TRIES:
+                await asyncio.sleep(_RETRY_S * (attempt + 1))
+                continue
+            raise EndpointError(f"POST {url}: the server closed the connection before answering, {_TRIES} times "
+                                f"({type(exc).__name__}: {exc}): {why}",
+                                hint="the server drops connections: check its logs, its connection limit and "
+                                     "keep-alive timeout") from None
+        except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+            raise EndpointError(f"POST {url} failed ({type(exc).__name__}: {exc}): {why}") from None
+    raise AssertionError("unreachable")
 
 
 async def server_words(endpoint: Endpoint, timeout_s: float = 30.0) -> ServerWords:
     """Ask the endpoint which words are one token and what it adds around a prompt; check the result."""
     timeout = aiohttp.ClientTimeout(total=timeout_s)
-    async with aiohttp.ClientSession(timeout=timeout) as session:
+    # One connection a probe, closed after its answer: no idle keep-alive of ours holds one of a small server's
+    # HTTP threads (llama.cpp's) when the run's own connections arrive.
+    connector = aiohttp.TCPConnector(force_close=True, limit=_PARALLEL)
+    async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
         counter = _Counter(session, endpoint)
         words = await counter.one_token_words(VOCAB)
         if len(words) < MIN_WORDS:

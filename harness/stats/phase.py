@@ -73,6 +73,7 @@ class PhaseFold:
     groups: dict[str, Group] = field(default_factory=lambda: {g: Group() for g in ("ok", "errored", "cancelled")})
     statuses: Counter[str] = field(default_factory=Counter)
     causes: Counter[str] = field(default_factory=Counter)
+    said: dict[str, str] = field(default_factory=dict)  # cause → the server's own sentence, the first it gave
     retried: int = 0
     measured: int = 0
     good: int = 0
@@ -107,7 +108,10 @@ class PhaseFold:
             self.connect.add(r.connect_ms * NS_PER_MS)
             self.slow_connects += r.connect_ms >= SLOW_CONNECT_MS
         if r.status != "ok":
-            self.causes[cause(r)] += 1
+            why = cause(r)
+            self.causes[why] += 1
+            if r.message and why not in self.said:
+                self.said[why] = r.message
             return
         self.prompts.add(r)
         self.flow.add(r, *window)
@@ -149,7 +153,8 @@ class PhaseFold:
         return PhaseStats(
             requests=Requests(total=self.measured, ok=ok.count, failed=self.measured - ok.count,
                               by_status={s: self.statuses.get(s, 0) for s in STATUSES},
-                              failure_reasons=dict(self.causes), retried=self.retried),
+                              failure_reasons=dict(self.causes), retried=self.retried,
+                              failure_messages=dict(self.said)),
             window=MeasuredWindow(**window.to_json(), warmup_s=warmup_s, cooldown_s=cooldown_s),
             load=Load(offered_rps=self.intended.rate(), sent_rps=self.sent.rate(), completed_rps=ok.count / d),
             latency_ms=PhaseLatencies(**dict(ok_latencies), schedule_lag=lag),

@@ -46,20 +46,36 @@ def from_simulator(rows: Sequence[Row], start_ns: int, end_ns: int) -> Stress | 
     return account(memory, compute, read, done, 1.0, peaks)  # rates: one second's worth
 
 
+def unestimated(hardware: Hardware, model_name: str | None, stats: PhaseStats) -> str | None:
+    """Why `estimate` can say nothing of a phase on the declared accelerator (None: it can), in words."""
+    declared = f"--hardware {hardware.accelerator}"
+    if not isinstance(resolve_accelerator(hardware.accelerator), Accelerator):
+        return f"{declared}: no stress estimate: that preset has no roofline (an SRAM system or a fitted twin)"
+    if not stats.requests.ok or not stats.latency_ms.itl.p50:
+        return f"{declared}: no stress estimate: no request of the phase streamed two tokens to time a step by"
+    value = hardware.model if hardware.model is not None else model_name
+    try:
+        if value is None:
+            raise ValueError("no model named")
+        resolve_model(value)
+    except ValueError:
+        return (f"{declared}: no stress estimate: the endpoint serves {value!r}, which is no model preset; declare "
+                f"the architecture it runs: --hardware {hardware.accelerator},model=llama-3.1-8b (see `harness sim "
+                "presets`)")
+    return None
+
+
 def estimate(hardware: Hardware, model_name: str | None, stats: PhaseStats, running: float | None) -> Stress | None:
     """The stress of a phase on a declared accelerator, from what was measured: a decode step lasts one ITL
     (p50), reads every weight and the KV cache of each running request's context, and does 2 FLOPs a weight and
     the attention's per token. `running`: the server's mean running batch (scraped), else Little's law from
     the client's own records. None when the accelerator has no roofline or nothing was measured."""
-    accelerator = resolve_accelerator(hardware.accelerator)
-    model_value = hardware.model if hardware.model is not None else model_name
-    itl_ms, ok = stats.latency_ms.itl.p50, stats.requests.ok
-    if not isinstance(accelerator, Accelerator) or model_value is None or not itl_ms or not ok:
+    if unestimated(hardware, model_name, stats) is not None:
         return None
-    try:
-        model = resolve_model(model_value)
-    except ValueError:
-        return None  # the endpoint's model is no preset, and none was declared
+    accelerator = resolve_accelerator(hardware.accelerator)
+    model = resolve_model(hardware.model if hardware.model is not None else str(model_name))  # checked above
+    assert isinstance(accelerator, Accelerator)
+    itl_ms, ok = float(stats.latency_ms.itl.p50 or 0.0), stats.requests.ok
     source = "scraped"
     if running is None:
         running, source = stats.throughput.requests_per_s * (stats.latency_ms.e2e.mean or 0.0) / 1e3, "Little's law"

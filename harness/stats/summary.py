@@ -17,6 +17,7 @@ from harness.stats.phase import PhaseFold, fold_phase
 from harness.stats.schema import (
     ClientHealth,
     Connections,
+    PhaseStats,
     PhaseSummary,
     RunHeader,
     ScrapeInfo,
@@ -28,7 +29,7 @@ from harness.stats.schema import (
     TraceUse,
 )
 from harness.stats.server import Row, phase_server_summary
-from harness.stats.stress import estimate, from_simulator
+from harness.stats.stress import estimate, from_simulator, unestimated
 from harness.stats.thresholds import evaluate
 from harness.stats.verdict import ClientCheck
 from harness.workload.shards import LATE_MS
@@ -61,10 +62,12 @@ def phase_summary(scenario: Scenario, run: PhaseRun, rows: Sequence[Row] = (),
                                  "ceiling_share": share})
     whole = stats.whole_run.window
     server = ServerPhase(**phase_server_summary(rows, whole.start_ns, whole.end_ns)) if rows else None
-    stress = run.stress or (from_simulator(rows, whole.start_ns, whole.end_ns) if rows else None)
-    hardware = scenario.endpoint.hardware
-    if stress is None and hardware is not None:
-        stress = estimate(hardware, served_model, stats, None if server is None else server.running_mean)
+    stress, unsaid = _stress(scenario, run, rows, stats, server, served_model)
+    held = server_held(stats, server)
+    if held is not None:  # the client's lateness was small beside what it measured; the server kept a queue
+        stats = stats.model_copy(update={"client_limited": False, "client_limited_reason": None,
+                                         "client": stats.client.model_copy(update={"verdict": "ok"})})
+        unsaid.append(held)
     trace = None if run.trace is None else TraceUse.model_validate(run.trace)
     load = stats.load.model_copy(update={"target_rps": target_rate(scenario, phase, trace)})
     return PhaseSummary(**{**dict(stats), "client": client, "load": load}, name=phase.name,
@@ -72,9 +75,48 @@ def phase_summary(scenario: Scenario, run: PhaseRun, rows: Sequence[Row] = (),
                         trace=trace, server=server, stress=stress,
                         sessions=fold.turns.stats(),
                         warnings=phase_warnings(scenario, stats.tokens) + connect_warnings(stats.connections)
-                        + media_warnings(fold.media, fold.whole_n) + folded_warnings(fold, scenario),
+                        + media_warnings(fold.media, fold.whole_n) + folded_warnings(fold, scenario) + unsaid,
                         thresholds=evaluate(scenario.thresholds, phase.thresholds, stats),
-                        bottleneck=bottleneck(stats.client_limited, server))
+                        bottleneck="server" if held else bottleneck(stats.client_limited, server))
+
+
+def _stress(scenario: Scenario, run: PhaseRun, rows: Sequence[Row], stats: PhaseStats, server: ServerPhase | None,
+            served_model: str | None) -> tuple[Stress | None, list[str]]:
+    """Where the phase's stress landed: the engine's own account (predict), the bundled simulator's scraped
+    one, or an estimate for a declared accelerator — and, when that cannot be made, why (a warning)."""
+    whole = stats.whole_run.window
+    stress = run.stress or (from_simulator(rows, whole.start_ns, whole.end_ns) if rows else None)
+    hardware = scenario.endpoint.hardware
+    if stress is not None or hardware is None:
+        return stress, []
+    stress = estimate(hardware, served_model, stats, None if server is None else server.running_mean)
+    said = None if stress is not None else unestimated(hardware, served_model, stats)
+    return stress, [said] if said else []
+
+
+# The harness's own lateness that cannot move a figure: a twentieth of the median ITL and of the median TTFT.
+NEGLIGIBLE_LATE = 0.05
+
+
+def server_held(stats: PhaseStats, server: ServerPhase | None) -> str | None:
+    """Why a phase the self-check found late is not client-limited after all, or None: the server kept requests
+    waiting (scraped), the harness's CPU was not full, and its lateness — event-loop lag p99 and schedule lag
+    p99 — was under 5% of the median ITL and TTFT it measured, so it cannot have shaped them. Against a slow
+    server on the same machine (llama.cpp on CPU takes every core) the harness waits for a CPU now and then;
+    a few ms late on 100 ms tokens is not the client limiting the run, the server's queue is."""
+    client, lat = stats.client, stats.latency_ms
+    waited = server is not None and (server.waiting_max or 0) > 0
+    if not stats.client_limited or not waited or client.verdict == "saturated":
+        return None
+    itl, ttft = lat.itl.p50, lat.ttft.p50
+    late = max(client.loop_lag_p99_ms or 0.0, lat.schedule_lag.p99 or 0.0)
+    if itl is None or ttft is None or late > NEGLIGIBLE_LATE * min(itl, ttft):
+        return None
+    assert server is not None
+    return (f"the server set the pace, not the client: it held up to {server.waiting_max:.0f} requests waiting "
+            f"(mean {server.waiting_mean or 0:.1f}) while the harness was late by at most {late:.1f} ms, under "
+            f"{NEGLIGIBLE_LATE:.0%} of the median ITL ({itl:.1f} ms) and TTFT ({ttft:.1f} ms); the self-check had "
+            f"said: {stats.client_limited_reason}")
 
 
 def bottleneck(client_limited: bool, server: ServerPhase | None) -> Literal["client", "server"] | None:

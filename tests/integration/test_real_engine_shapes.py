@@ -4,12 +4,18 @@ that cuts answers short, error messages of its own."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from harness.client.backend import Endpoint
 from harness.config.scenario import parse_scenario
+from harness.errors import EndpointError
 from harness.records import read_records
+from harness.report.notes import notes
 from harness.run.runner import RunResult, run_scenario
 from tests.llamacpp_like import CHAT_TEMPLATE, LlamaCppLike, serving
 
@@ -60,6 +66,10 @@ async def test_llama_cpp_metrics_fill_the_server_view(tmp_path: Path) -> None:
     # llama.cpp counts the cached and the computed prompt tokens: the share is hits / (hits + computed).
     share = phase.server.prefix_cache_hit_share
     assert share is not None and 0 < share < 0.2
+    # This llama.cpp exports no KV cache gauge: the empty row says why, and only that row does.
+    said = [n for n in notes(result.summary) if "series" in n]
+    assert len(said) == 1 and "no kv_cache_usage series" in said[0] and "llamacpp:kv_cache_usage_ratio" in said[0]
+    assert '"KV cache usage" row shows -' in said[0]
 
 
 async def test_an_engine_nobody_mapped_is_read_through_the_scenario(tmp_path: Path) -> None:
@@ -88,6 +98,20 @@ async def test_tokenizer_server_makes_every_prompt_the_length_asked(tmp_path: Pa
         assert result.summary.run.tokenizer.template_overhead == overhead
 
 
+async def test_a_connection_reset_while_probing_tokenize_is_tried_again_and_the_run_goes_on(tmp_path: Path) -> None:
+    """The keep-alive race seen against llama.cpp (15 of 62 runs failed before any load): a reset during the
+    `/tokenize` probing is retried like a request; a server that resets every time is named for what it does."""
+    flaky = LlamaCppLike(reset_tokenize_every=3)
+    result = await run(flaky, tmp_path, "flaky", workload={"tokenizer": "server"})
+    (phase,) = result.summary.phases
+    assert phase.requests.ok == 12 and phase.tokens.prompt_mismatched == 0
+    assert flaky.tokenize_calls > 3  # some were reset, and tried again
+    with pytest.raises(EndpointError) as refused:
+        await run(LlamaCppLike(reset_tokenize_every=1), tmp_path, "dead", workload={"tokenizer": "server"})
+    assert "closed the connection before answering, 4 times" in str(refused.value)
+    assert "drops connections" in refused.value.hint and "API key" not in refused.value.hint
+
+
 async def test_the_context_limit_cuts_answers_and_refuses_prompts_in_its_own_words(tmp_path: Path) -> None:
     too_long = await run(LlamaCppLike(), tmp_path, "long", workload={"prompt_tokens": 3000}, requests=2)
     rec = next(iter(read_records(too_long.run_dir / "requests.jsonl")))
@@ -110,3 +134,41 @@ async def test_a_long_error_message_is_kept_capped_and_without_the_key(tmp_path:
         assert rec.reason == "HTTP 500 server_error"
         assert rec.message.startswith("upstream rejected key [REDACTED]: xxx") and len(rec.message) <= 500
     assert SECRET not in (result.run_dir / "requests.jsonl").read_text()
+    # The sentence reaches summary.json beside its cause, and the notes the terminal and report.html show.
+    (phase,) = result.summary.phases
+    assert phase.requests.failure_reasons == {"HTTP 500 server_error": 3}
+    said = phase.requests.failure_messages["HTTP 500 server_error"]
+    assert said.startswith("upstream rejected key [REDACTED]: xxx") and len(said) <= 500 and SECRET not in said
+    line = next(n for n in notes(result.summary) if "the server said" in n)
+    assert line.startswith('phase p: HTTP 500 server_error ×3: the server said "upstream rejected key [REDACTED]')
+    assert len(line) < 320 and SECRET not in line
+
+
+async def _lag_the_loop(every_s: float, block_s: float) -> None:
+    """The harness's event loop held now and then, as a CPU-bound server on the same machine would hold it."""
+    while True:
+        await asyncio.sleep(every_s)
+        time.sleep(block_s)
+
+
+async def _late_run(server: LlamaCppLike, tmp: Path, name: str) -> RunResult:
+    lag = asyncio.ensure_future(_lag_the_loop(0.05, 0.008))
+    try:
+        return await run(server, tmp, name, requests=8, workload={"output_tokens": 6})
+    finally:
+        lag.cancel()
+
+
+@pytest.mark.timing
+async def test_a_server_whose_queue_grows_while_the_harness_idles_is_the_bottleneck(tmp_path: Path) -> None:
+    """Two slots, 250 ms a token: requests wait at the server (its deferred gauge rises) while the harness, a
+    little late now and then (8 ms), uses almost no CPU. The self-check sees the lateness; set beside 250 ms
+    tokens and a queue at the server, the phase is server-limited, not client-limited. The same lateness against
+    a fast server (1 ms tokens, no queue) stays the client's."""
+    (slow,) = (await _late_run(LlamaCppLike(slots=2, token_s=0.25), tmp_path, "slow")).summary.phases
+    assert slow.server is not None and (slow.server.waiting_max or 0) > 0
+    assert (slow.client.loop_lag_p99_ms or 0) > 5.0  # the self-check did see the harness late…
+    assert not slow.client_limited and slow.bottleneck == "server"  # … and the server's queue explains the run
+    assert any("the server set the pace, not the client" in w for w in slow.warnings)
+    (fast,) = (await _late_run(LlamaCppLike(), tmp_path, "fast")).summary.phases
+    assert fast.client_limited and fast.bottleneck == "client"

@@ -14,7 +14,7 @@ from harness.sim.engine import Engine, EngineConfig, SimRequest
 from harness.sim.perfmodel import RooflineModel, build_model
 from harness.stats.schema import PhaseStats
 from harness.stats.server import Row
-from harness.stats.stress import estimate, from_simulator
+from harness.stats.stress import estimate, from_simulator, unestimated
 
 # Llama-3.1-8B: 8.03 B parameters less the 128,256 × 4,096 embedding table, bf16; KV 2·32·8·128·2 B a token.
 WEIGHT_BYTES = (8.03e9 - 128256 * 4096) * 2
@@ -122,6 +122,15 @@ def test_an_estimate_for_a_declared_accelerator_by_hand() -> None:
     assert estimate(Hardware(accelerator="h100-sxm", model=custom), "served-name", stats, 16.0) == got.model_copy(
         update={"basis": got.basis.replace("llama-3.1-8b", "custom")})
     assert estimate(Hardware(accelerator="h100-sxm"), "my-finetune", stats, 16.0) is None
+    # … and says why, with what to declare; nothing to say where there is an estimate.
+    why = unestimated(Hardware(accelerator="h100-sxm"), "gemma-3-270m-q4", stats)
+    assert why is not None and "serves 'gemma-3-270m-q4', which is no model preset" in why
+    assert "--hardware h100-sxm,model=" in why
+    assert unestimated(Hardware(accelerator="h100-sxm"), "llama-3.1-8b", stats) is None
+    assert unestimated(Hardware(accelerator="h100-sxm", model=custom), "served-name", stats) is None
+    assert "no roofline" in str(unestimated(Hardware(accelerator="cerebras-cs3"), "llama-3.1-8b", stats))
+    assert "two tokens" in str(unestimated(Hardware(accelerator="h100-sxm"), "llama-3.1-8b",
+                                           phase(0.0, 0, 0, 0, 0.0, 0.0)))
 
 
 @pytest.mark.parametrize(("text", "problem"), [

@@ -20,6 +20,9 @@ class Requests(Section):
     by_status: dict[str, int]
     failure_reasons: dict[str, int] = Field(description="short, low-cardinality causes and their counts")
     retried: int = Field(0, description="requests sent again because a pooled connection was dead before any answer")
+    failure_messages: dict[str, str] = Field(default_factory=dict, description="cause → the server's own sentence "
+                                             "for it, as the first request failing so was told (the API key taken "
+                                             "out, at most 500 characters)")
 
 
 class Window(Section):
