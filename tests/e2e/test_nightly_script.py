@@ -29,6 +29,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests import machine
+
 pytestmark = pytest.mark.timing  # the nightly job judges latency changes between runs on this machine
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -172,8 +174,9 @@ def test_seven_nights(tmp_path: Path, sims: dict[str, str], repeat: int) -> None
     assert "this run starts the baseline" in nights.markdown()
     good = {1: _added(first)}
     for night in (2, 3, 4):
-        proc = nights.run(sims["usual"])
-        assert proc.returncode == 0, _said(proc)
+        with machine.judging(f"night {night}, a clean one"):
+            proc = nights.run(sims["usual"])
+            assert proc.returncode == 0, _said(proc)
         md = nights.markdown()
         assert "no regression" in md and "| open | itl_p50 |" in md, md
         named = _baseline_ids(md)
@@ -189,8 +192,9 @@ def test_seven_nights(tmp_path: Path, sims: dict[str, str], repeat: int) -> None
     bad = _added(fifth)
     assert len(bad) == repeat
 
-    sixth = nights.run(sims["usual"])
-    assert sixth.returncode == 0, _said(sixth)
+    with machine.judging("night 6, after a regression"):
+        sixth = nights.run(sims["usual"])
+        assert sixth.returncode == 0, _said(sixth)
     assert _baseline_ids(nights.markdown()) and not _baseline_ids(nights.markdown()) & bad
 
     shown = subprocess.run([sys.executable, "-m", "harness", "history", "show", "--db", str(nights.history)],
@@ -211,8 +215,9 @@ def test_seven_nights(tmp_path: Path, sims: dict[str, str], repeat: int) -> None
 
     for folder in tmp_path.glob("runner*"):
         shutil.rmtree(folder)
-    seventh = nights.run(sims["usual"])
-    assert seventh.returncode == 0, _said(seventh)
+    with machine.judging("night 7, on a fresh runner after a starved night"):
+        seventh = nights.run(sims["usual"])
+        assert seventh.returncode == 0, _said(seventh)
     md = nights.markdown()
     assert "no regression" in md and _baseline_ids(md) and not _baseline_ids(md) & bad
 

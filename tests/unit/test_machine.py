@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -39,15 +38,9 @@ def test_a_process_the_test_started_is_its_own_load_and_a_stranger_is_not() -> N
         child.wait()
     assert (after.own - before.own) / TICK >= 0.3  # the child's CPU counts as the test's own
     # A busy loop that is nobody's child here (its parent, a shell, exits at once): another process's load.
-    shell = subprocess.run(["sh", "-c", f"{LOOP[0]} -c 'while True: pass' >/dev/null 2>&1 & echo $!"],
-                           capture_output=True, text=True, check=True)
-    stranger = int(shell.stdout.strip())
-    try:
-        before = machine.read()
-        time.sleep(1.5)
-        after = machine.read()
-    finally:
-        os.kill(stranger, signal.SIGKILL)
+    before = machine.read()
+    machine.busy_elsewhere(1.5)
+    after = machine.read()
     held = machine.others_cores(before, after)
     assert held is not None and held >= 0.3
 
@@ -55,23 +48,13 @@ def test_a_process_the_test_started_is_its_own_load_and_a_stranger_is_not() -> N
 pytest_plugins = ["pytester"]
 
 _INNER = '''
-import os, signal, subprocess, sys, time
 import pytest
 
-LOOP = [sys.executable, "-c", "while True: pass"]
-
-def _busy_elsewhere(seconds):
-    out = subprocess.run(["sh", "-c", f"{LOOP[0]} -c 'while True: pass' >/dev/null 2>&1 & echo $!"],
-                         capture_output=True, text=True, check=True)
-    pid = int(out.stdout.strip())
-    try:
-        time.sleep(seconds)
-    finally:
-        os.kill(pid, signal.SIGKILL)
+from tests.machine import busy_elsewhere
 
 @pytest.mark.timing
 def test_late_on_a_busy_machine():
-    _busy_elsewhere(1.5)
+    busy_elsewhere(1.5)
     assert False, "a timer fired 40 ms late"
 
 @pytest.mark.timing
@@ -79,7 +62,7 @@ def test_late_on_a_quiet_machine():
     assert False, "a timer fired 40 ms late"
 
 def test_not_about_timing_on_a_busy_machine():
-    _busy_elsewhere(1.5)
+    busy_elsewhere(1.5)
     assert False, "a wrong count"
 '''
 
@@ -105,3 +88,16 @@ def test_a_timing_failure_on_a_busy_machine_is_a_skip_with_its_reason(pytester: 
     assert "FAILED tests/test_inner.py::test_not_about_timing_on_a_busy_machine" in text
     if busy_here is None:
         assert "FAILED tests/test_inner.py::test_late_on_a_quiet_machine" in text
+
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc (Linux)")
+def test_a_stretch_of_a_long_test_is_judged_on_its_own() -> None:
+    """One night of the nightly test's week: a failure inside it while another process held a core is a skip
+    naming the stretch; a passing stretch is silent whatever the load."""
+    skipped = pytest.raises(pytest.skip.Exception, match=r"too busy to judge timing.*\(night 7\); it failed with")
+    with skipped, machine.judging("night 7"):
+        machine.busy_elsewhere(1.0)
+        raise AssertionError("a tail moved by 35%")
+    with machine.judging("night 8"):
+        machine.busy_elsewhere(0.3)
