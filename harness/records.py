@@ -71,6 +71,8 @@ class RequestRecord:
     connect_ms: float | None = None  # opening a new connection for it took this long (None: a pooled one)
     content_type: str | None = None  # the answer's Content-Type, kept only when it was not text/event-stream
     cached_tokens: int | None = None  # prompt tokens the server served from its cache, when it says
+    server_prompt_ms: float | None = None  # the server's own time on the prompt, when it says (llama.cpp)
+    server_decode_ms: float | None = None  # … and on the answer's tokens
     finish_reason: str | None = None  # the server's, from the last choice that gave one
     message: str = ""  # the server's own error message (redacted of the API key, capped)
     session: str | None = None  # multi-turn sessions: the conversation and the turn (0 first)

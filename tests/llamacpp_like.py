@@ -109,7 +109,8 @@ class LlamaCppLike:
                 self.predicted_total += 1
             last = {"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}],
                     "usage": {"prompt_tokens": prompt, "completion_tokens": n, "total_tokens": prompt + n},
-                    "timings": {"cache_n": cached, "prompt_n": prompt - cached, "predicted_n": n}}
+                    "timings": {"cache_n": cached, "prompt_n": prompt - cached, "predicted_n": n,
+                                "prompt_ms": 0.05 * (prompt - cached), "predicted_ms": n * self.token_s * 1e3}}
             await resp.write(b"data: " + json.dumps(last).encode() + b"\n\ndata: [DONE]\n\n")
         finally:
             self.processing -= 1

@@ -10,7 +10,8 @@ import click
 
 from harness.cli.errors import guarded
 from harness.cli.grouped import examples
-from harness.tools.twin import ValidationRow, fit_runs, known_model, load_twin, validate_run
+from harness.tools.twin import fit_runs, known_model, load_twin
+from harness.tools.twin_validate import ValidationRow, fit_warnings, outside_fitted, validate_run
 
 _run_dir = click.Path(path_type=Path, file_okay=False, exists=True)
 
@@ -37,26 +38,37 @@ _EXAMPLES1 = examples(
               help="The preset file to write (use with --presets on sim serve, predict, search).")
 @click.option("--name", default="twin", show_default=True, help="The fitted accelerator's name in the preset.")
 @click.option("--model", help="Model preset for the twin's context length (default: each run's simulator model).")
+@click.option("--slots", type=click.IntRange(min=1), help="Requests the engine decodes at once (llama-server's "
+              "-np); default: the most it ran while others waited, where the runs scraped that, else none.")
+@click.option("--batch-tokens", type=click.IntRange(min=1), help="Tokens one step processes at most (llama.cpp's "
+              "n_batch, vLLM's max_num_batched_tokens): prompts are processed in chunks of it.")
 @click.option("--json", "as_json", is_flag=True, help="Print the fit and its errors as JSON.")
 @guarded
-def fit_cmd(run_dirs: tuple[Path, ...], out: Path, name: str, model: str | None, as_json: bool) -> None:
+def fit_cmd(run_dirs: tuple[Path, ...], out: Path, name: str, model: str | None, slots: int | None,
+            batch_tokens: int | None, as_json: bool) -> None:
     """Fit a `kind: fitted` accelerator to RUN_DIRS (two or more load levels of one endpoint), write it to
-    --out, and replay each run on it to show the fit's error."""
-    fit = fit_runs(run_dirs, name, known_model(model))
+    --out, and replay each run on it to show the fit's error; say where the fit's assumptions failed."""
+    fit = fit_runs(run_dirs, name, known_model(model), slots, batch_tokens)
     out.write_text(fit.preset_yaml(run_dirs), encoding="utf-8")
     accelerator = load_twin(out, name)
     rows = [row for d in run_dirs for row in validate_run(d, accelerator, known_model(model))]
+    warnings = fit_warnings(fit, rows)
     if as_json:
         click.echo(json.dumps({"accelerator": asdict(fit.accelerator), "samples": fit.samples,
-                               "kv_measured": fit.kv_measured, "errors": rows}, indent=2))
+                               "kv_measured": fit.kv_measured, "errors": rows, "warnings": warnings}, indent=2))
         return
     a = fit.accelerator
+    shape = (f"; {a.slots} slots" if a.slots else "") + (f", steps of {a.batch_tokens} tokens" if a.batch_tokens
+                                                          else "") + ("; first token one step after its prompt's"
+                                                                      if a.first_token_step else "")
     click.echo(f"fitted {a.name} on {fit.samples:,} step gaps: step {a.step_ms:.2f} ms + {a.per_seq_ms:.3f} ms a "
                f"sequence + {a.per_context_ktoken_ms:.3f} ms per 1k context tokens + hypot({a.weights_ms:.2f} ms, "
                f"{a.per_ktoken_ms:.2f} ms per 1k tokens) + {a.request_ms:.2f} ms a request outside the steps; "
-               f"KV {a.kv_tokens:,} tokens{fit.kv_note}")
+               f"KV {a.kv_tokens:,} tokens{fit.kv_note}{shape}")
     click.echo(f"wrote {out}\n")
     _print_validation(rows)
+    for line in warnings:
+        click.echo(f"warning: {line}", err=True)
 
 
 _EXAMPLES2 = examples(
@@ -78,7 +90,10 @@ def validate_cmd(preset: Path, run_dirs: tuple[Path, ...], accelerator: str | No
     print predicted against measured TTFT p50/p99, ITL p50 and output tokens/s, with the errors."""
     name = load_twin(preset, accelerator)
     rows = [row for d in run_dirs for row in validate_run(d, name, known_model(model))]
+    beyond = [line for d in run_dirs for line in outside_fitted(d, name)]
     if as_json:
-        click.echo(json.dumps(rows, indent=2))
-    else:
-        _print_validation(rows)
+        click.echo(json.dumps({"errors": rows, "outside_fitted": beyond}, indent=2))
+        return
+    _print_validation(rows)
+    for line in beyond:
+        click.echo(f"note: {line}: an extrapolation, not a validation", err=True)

@@ -91,6 +91,8 @@ class Chunk:
     error: str | None = None
     finish_reason: str | None = None
     cached_tokens: int | None = None  # usage.prompt_tokens_details.cached_tokens, or llama.cpp's timings.cache_n
+    server_prompt_ms: float | None = None  # llama.cpp's timings: its own time on the prompt …
+    server_decode_ms: float | None = None  # … and on generating the answer
     text: str | None = None  # the answer's text, only when asked for (multi-turn sessions carry it forward)
     plain: bool = False  # a token and nothing else a reader must look at: the fast path's chunks
 
@@ -200,9 +202,18 @@ def _parse(payload: bytes) -> Chunk:
         if isinstance(details, dict):
             chunk.cached_tokens = _count(details, "cached_tokens", payload, "usage.prompt_tokens_details")
     timings = obj.get("timings")  # llama.cpp's llama-server
-    if chunk.cached_tokens is None and isinstance(timings, dict):
-        chunk.cached_tokens = _count(timings, "cache_n", payload, "timings")
+    if isinstance(timings, dict):
+        if chunk.cached_tokens is None:
+            chunk.cached_tokens = _count(timings, "cache_n", payload, "timings")
+        chunk.server_prompt_ms, chunk.server_decode_ms = _ms(timings.get("prompt_ms")), _ms(timings.get("predicted_ms"))
     return chunk
+
+
+def _ms(value: object) -> float | None:
+    """A server's own timing in ms, when it is one (a number ≥ 0); anything else is not kept."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1e9:
+        return None
+    return float(value)
 
 
 def _text(value: object) -> bool:

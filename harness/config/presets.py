@@ -70,9 +70,19 @@ class FittedAccelerator:
     per_context_ktoken_ms: float  # per 1,000 tokens of decode context
     kv_tokens: int  # KV cache capacity, in tokens
     # Time of each request outside the engine's steps (HTTP, parsing, tokenising, the server's loop), part of
-    # every measured TTFT. Virtual-time replays (`predict`, `sim validate`) add it; `sim serve` does not, its
-    # own HTTP adds the real thing.
+    # every measured TTFT, added before the request reaches the engine: by virtual-time replays (`predict`,
+    # `sim validate`) and by `sim serve --presets` alike.
     request_ms: float = 0.0
+    # The engine's shape, where it is not vLLM's: how many requests it decodes at once (llama-server's slots,
+    # `-np`; beyond them a request waits for one), how many tokens one step processes at most (its `n_batch`:
+    # a prompt is processed in chunks of it, inside the steps the running streams decode in), and whether a new
+    # request's first token leaves one step after the step that processed its prompt (llama.cpp: 1; vLLM: 0).
+    slots: int | None = None
+    batch_tokens: int | None = None
+    first_token_step: int = 0
+    # The loads the fit saw, offered requests per second (lowest, highest): `sim validate` says when a load lies
+    # outside them.
+    fitted_rps: list[float] | None = None  # [lowest, highest]
 
 
 Device = Accelerator | AsicAccelerator | FittedAccelerator
@@ -183,7 +193,7 @@ def _build(cls: type[Any], name: str, entry: object, source: str) -> Any:
 
 # Fields that may be zero (no growth, no time outside the steps); every other number must be above it.
 _MAY_BE_ZERO = {"growth_per_seq", "request_ms", "per_seq_ms", "per_context_ktoken_ms", "weights_ms", "step_ms",
-                "per_ktoken_ms"}
+                "per_ktoken_ms", "first_token_step"}
 _ABSURD = 1e15  # past any device or model: a typo, or a unit mistaken
 
 
@@ -192,6 +202,13 @@ def _number_problem(name: str, value: object) -> str | None:
     read as a number, a zero, a negative, an infinity)."""
     if value is None or name in ("kind",):
         return None
+    if name == "fitted_rps":  # the fitted loads: [lowest, highest] requests per second
+        ok = isinstance(value, list) and len(value) == 2 and all(
+            isinstance(v, int | float) and not isinstance(v, bool) and 0 < v < _ABSURD for v in value)
+        return None if ok and value[0] <= value[1] else (  # type: ignore[index]
+            f"{str(value)[:40]!r} is not [lowest, highest] requests/s")
+    if name == "first_token_step" and value not in (0, 1):
+        return f"{value!r}: 0 (the first token leaves with its prompt's step) or 1 (with the step after)"
     if isinstance(value, bool) or not isinstance(value, int | float):
         return f"{str(value)[:30]!r} is not a number (YAML reads 1e30 as text: write 1.0e+30)"
     if not math.isfinite(value) or value < 0 or (value == 0 and name not in _MAY_BE_ZERO) or value > _ABSURD:
@@ -280,6 +297,8 @@ def batch_defaults(accelerator: str) -> tuple[int, int]:
     70 GiB, and any A100, 256 / 2,048; 160 GiB or more (B200, MI300X) 1,024 / 16,384; between (H100, H200)
     1,024 / 8,192. Custom GPUs follow the same table; a fitted twin or an SRAM system (not vLLM's) the middle."""
     device = ACCELERATORS[accelerator]
+    if isinstance(device, FittedAccelerator):
+        return device.slots or 1024, device.batch_tokens or 8192
     if not isinstance(device, Accelerator):
         return 1024, 8192
     if "a100" in accelerator.lower() or device.reported_bytes < 70 * 2**30:

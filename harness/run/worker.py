@@ -124,6 +124,8 @@ class RecordStamper:
             rec.finish_reason = chunk.finish_reason
         if chunk.cached_tokens is not None:
             rec.cached_tokens = chunk.cached_tokens
+        if chunk.server_prompt_ms is not None:
+            rec.server_prompt_ms, rec.server_decode_ms = chunk.server_prompt_ms, chunk.server_decode_ms
 
 
 async def run_request(backend: Backend, clock: Clock, spec: RequestSpec, intended_ns: int,

@@ -37,6 +37,8 @@ class EngineConfig:
     compat: Compat = "0.33"
     # vLLM 0.33 schedules step n+1 while step n runs: a request arriving during step n joins step n+2.
     async_scheduling: bool = False
+    # llama.cpp: a request's first token leaves with the step after the one that processed its prompt.
+    first_token_delay: bool = False
 
 
 @dataclass(eq=False, slots=True)
@@ -58,6 +60,7 @@ class SimRequest:
     finished: bool = False
     aborted: bool = False
     finish_reason: str = "stop"  # what the server will say when it finishes: "length" at its cap
+    primed: bool = False  # its prompt is processed and its first token held for the next step (first_token_delay)
 
     def __post_init__(self) -> None:
         self.table = BlockTable(self.block_hashes)
@@ -283,6 +286,9 @@ class Engine:
                 self.pool.promote(req.table, req.computed)  # 0.11: cached once computed, at the step's end
             if req.computed < req.total_tokens:
                 continue  # mid-prefill chunk: nothing sampled yet
+            if self.config.first_token_delay and req.generated == 0 and not req.primed:
+                req.primed = True  # it rides the next step (counted among its sequences) and leaves at its end
+                continue
             if self.tokens.emit(req, now_ns):
                 self.running.remove(req)
                 self.pool.release(req.table)

@@ -15,7 +15,7 @@ from typing import cast
 from aiohttp import web
 
 from harness.clock import NS_PER_MS, NS_PER_S, MonotonicClock, cancel_quietly
-from harness.config.presets import MODELS
+from harness.config.presets import ACCELERATORS, MODELS, FittedAccelerator
 from harness.config.simulator import ERROR_TYPES, FaultConfig, SimulatorConfig
 from harness.sim.build import build_engine, context_problem, model_context
 from harness.sim.engine import SimRequest
@@ -51,6 +51,10 @@ class SimServer:
             self.max_model_len = model_context(cfg)
             self.driver = StepDriver(engine, self.clock, self._observe_lateness)
         self.faults = FaultInjector(cfg.faults)
+        device = ACCELERATORS.get(cfg.accelerator)
+        # A fitted twin's time outside its steps, as predict adds it: what the fitted endpoint spent on each
+        # request before its engine saw it (its own HTTP and parsing, beyond this server's).
+        self._overhead_s = device.request_ms / 1e3 if isinstance(device, FittedAccelerator) else 0.0
         self.ground_truth: OrderedDict[str, SimRequest] = OrderedDict()
         self._ids = itertools.count()
         self._ready_ns = self.clock.now_ns() + int(cfg.startup_delay_s * NS_PER_S)
@@ -216,6 +220,9 @@ class SimServer:
         """Run `req` through the driver, calling `emit(first, count)` as its tokens are released."""
         wake = asyncio.Event()
         req.on_token = lambda _: wake.set()
+        if self._overhead_s:
+            await asyncio.sleep(self._overhead_s)
+            req.arrival_ns = self.clock.now_ns()
         self.driver.submit(req)
         seen = 0
         try:

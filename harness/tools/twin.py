@@ -21,7 +21,6 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import TypedDict
 
 import numpy as np
 import yaml
@@ -32,8 +31,7 @@ from harness.errors import ScenarioError
 from harness.records import RequestRecord, read_records
 from harness.stats.schema import read_summary
 from harness.stats.server import Row, read_server_metrics
-from harness.stats.thresholds import observed
-from harness.tools.predict import predict, predict_runs
+from harness.tools.predict import predict_runs
 
 MAX_SAMPLES = 200_000  # step gaps kept for the fit (a stride over more)
 UNMEASURED_KV_TOKENS = 10_000_000  # no KV usage scraped: the twin never runs out
@@ -74,22 +72,25 @@ class Streams:
             [[0.0], np.cumsum(self.count[by_last])])[ended]
         return (started - ended).astype(np.float64), prompt_started - prompt_ended + generated
 
-    def prefilled(self, start: np.ndarray, end: np.ndarray) -> np.ndarray:
-        """Prompt tokens of the requests whose first token came in (start, end]: prefilled in that step."""
+    def prefilled(self, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The requests whose first token came in (start, end] — prefilled in that step — and their prompt
+        tokens."""
         order = np.argsort(self.first)
         cum = np.concatenate([[0.0], np.cumsum(self.prompt[order])])
         firsts = self.first[order]
-        return np.asarray(cum[np.searchsorted(firsts, end, side="right")]
-                          - cum[np.searchsorted(firsts, start, side="right")])
+        hi, lo = np.searchsorted(firsts, end, side="right"), np.searchsorted(firsts, start, side="right")
+        return (hi - lo).astype(np.float64), np.asarray(cum[hi] - cum[lo])
 
 
-def step_samples(records: Sequence[RequestRecord]) -> np.ndarray:
+def step_samples(records: Sequence[RequestRecord], first_token_step: int = 0) -> np.ndarray:
     """One row per chunk gap: [gap ms, sequences, context/1000, prefill tokens/1000].
 
     A prefill's first token leaves with its step's other tokens but reaches the client a little before or after
     them, so each step owns the first tokens nearest its end: from half its own gap before the end to half the
     next gap after it. Consecutive steps of a stream thus share the timeline out without overlap (a long
-    prefill step does not also claim the first tokens of the short steps after it)."""
+    prefill step does not also claim the first tokens of the short steps after it). With `first_token_step` 1
+    (llama.cpp) a first token leaves one step after the step that processed its prompt: each step owns the
+    first tokens around the end of the step after it."""
     streams = Streams.of(records)
     parts = []
     for r in records:
@@ -97,7 +98,8 @@ def step_samples(records: Sequence[RequestRecord]) -> np.ndarray:
             c = np.asarray(r.chunk_ns, dtype=np.int64)
             gaps = np.diff(c)
             after = np.append(gaps[1:], gaps[-1])  # the last step: as far after as its own half
-            parts.append(np.column_stack([c[:-1], c[1:], c[1:] - gaps // 2, c[1:] + after // 2]))
+            lead = after * first_token_step  # owned first tokens: around this step's end, or the next one's
+            parts.append(np.column_stack([c[:-1], c[1:], c[1:] - gaps // 2 + lead, c[1:] + after // 2 + lead]))
     if not parts:
         return np.zeros((0, 4))
     rows = np.concatenate(parts)
@@ -105,7 +107,8 @@ def step_samples(records: Sequence[RequestRecord]) -> np.ndarray:
         rows = rows[np.linspace(0, len(rows) - 1, MAX_SAMPLES).astype(np.int64)]
     start, end, owned_from, owned_to = rows.T
     seqs, context = streams.held((start + end) // 2)
-    return np.column_stack([(end - start) / 1e6, seqs, context / 1e3, streams.prefilled(owned_from, owned_to) / 1e3])
+    prefilling, prompts = streams.prefilled(owned_from, owned_to)  # sequences of the step too, as the engine counts
+    return np.column_stack([(end - start) / 1e6, seqs + prefilling, context / 1e3, prompts / 1e3])
 
 
 def _design(samples: np.ndarray, weights_ms: float, per_ktoken_ms: float) -> tuple[np.ndarray, np.ndarray]:
@@ -134,7 +137,9 @@ def fit_steps(samples: np.ndarray) -> dict[str, float]:
     below zero for the rest; then once more without the gaps more than five median deviations off the fit."""
     gaps = samples[:, 0]
     weights = np.linspace(0.0, float(np.percentile(gaps, 5)), 24)
-    per_ktoken = np.concatenate([[0.0], np.geomspace(0.1, 1000.0, 40)])
+    # Up to 20 s per 1,000 tokens: a CPU processes a prompt at a few hundred tokens/s (llama.cpp on 2 cores:
+    # ~3,300–6,500 ms per 1k), a GPU at tens of thousands.
+    per_ktoken = np.concatenate([[0.0], np.geomspace(0.1, 20_000.0, 64)])
     _, w, k = _search(samples, weights, per_ktoken)
     for _ in range(2):  # refine around the best point
         weights = np.linspace(max(0.0, w * 0.8), w * 1.2 + 1e-6, 9)
@@ -142,12 +147,17 @@ def fit_steps(samples: np.ndarray) -> dict[str, float]:
         _, w, k = _search(samples, weights, per_ktoken)
     x, y = _design(samples, w, k)
     residual = y - x @ _nonnegative(x, y)
-    mad = float(np.median(np.abs(residual - np.median(residual)))) or 1e-9
+    # Stalls are five median deviations off; never closer than 1% of the median gap (exact data has none).
+    mad = max(float(np.median(np.abs(residual - np.median(residual)))), 0.01 * float(np.median(gaps)))
     kept = samples[np.abs(residual) <= 5 * mad]
     x, y = _design(kept, w, k)
-    step, per_seq, per_context = (float(c) for c in _nonnegative(x, y))
+    coef = _nonnegative(x, y)
+    step, per_seq, per_context = (float(c) for c in coef)
+    # How well the model explains every gap, stalls included: a wrong attribution of the prompts leaves their
+    # long steps unexplained (the refit above would drop them as outliers and look better than it is).
+    x_all, y_all = _design(samples, w, k)
     return {"step_ms": step, "weights_ms": w, "per_ktoken_ms": k, "per_seq_ms": per_seq,
-            "per_context_ktoken_ms": per_context}
+            "per_context_ktoken_ms": per_context, "rms_ms": float(np.sqrt(np.mean((y_all - x_all @ coef) ** 2)))}
 
 
 def _nonnegative(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -163,6 +173,7 @@ def _nonnegative(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 KV_MIN_USAGE = 0.05  # below this the cache holds too few blocks for held tokens / usage to mean much
+KV_FULL = 0.9  # requests waiting while the cache is this full wait for memory, not for a slot
 
 
 def kv_capacity(records: Sequence[RequestRecord], rows: Sequence[Row]) -> int | None:
@@ -182,6 +193,7 @@ class Fit:
     samples: int
     kv_measured: bool
     kv_usage_max: float | None = None  # the highest KV cache usage the runs scraped (None: they scraped none)
+    server_prompt_ms_per_ktoken: float | None = None  # the server's own account (llama.cpp's timings), median
 
     @property
     def kv_note(self) -> str:
@@ -201,21 +213,57 @@ class Fit:
                                      sort_keys=False)
 
 
-def fit_runs(run_dirs: Sequence[Path], name: str, model: str | None = None) -> Fit:
+def server_prompt_rate(records: Sequence[RequestRecord]) -> float | None:
+    """ms per 1,000 prompt tokens as the server timed its own prompt processing (llama.cpp's `timings`): the
+    median over the requests that said so and had 64 or more tokens to process."""
+    rates = [r.server_prompt_ms / n * 1e3 for r in records if r.server_prompt_ms is not None
+             and (n := (r.prompt_tokens or 0) - (r.cached_tokens or 0)) >= 64]
+    return float(np.median(rates)) if rates else None
+
+
+def fit_runs(run_dirs: Sequence[Path], name: str, model: str | None = None, slots: int | None = None,
+             batch_tokens: int | None = None) -> Fit:
     records = [rec for d in run_dirs for rec in _records(d)]
-    samples = step_samples(records)
-    if len(samples) < 20:
-        raise ScenarioError(f"{', '.join(map(str, run_dirs))}: too few streamed tokens to fit ({len(samples)} "
+    shapes = {lead: step_samples(records, lead) for lead in (0, 1)}
+    if len(shapes[0]) < 20:
+        raise ScenarioError(f"{', '.join(map(str, run_dirs))}: too few streamed tokens to fit ({len(shapes[0])} "
                             "gaps; runs need ok requests of two or more chunks)")
     scraped = [read_server_metrics(d) for d in run_dirs]
     kv = [k for d, rows in zip(run_dirs, scraped, strict=True)
           if (k := kv_capacity(list(_records(d)), rows)) is not None]
     usage = [v for rows in scraped for r in rows if (v := r.values.get("kv_cache_usage")) is not None]
-    coefficients = fit_steps(samples)
+    # Which step a first token leaves with is the engine's (vLLM: its prompt's; llama.cpp: the next): the
+    # attribution whose step times the model explains better.
+    fits = {lead: fit_steps(samples) for lead, samples in shapes.items()}
+    lead = min(fits, key=lambda k: fits[k]["rms_ms"])
+    coefficients = {k: v for k, v in fits[lead].items() if k != "rms_ms"}
     kv_tokens = int(np.median(kv)) if kv else UNMEASURED_KV_TOKENS
-    steps_only = FittedAccelerator(name, **coefficients, kv_tokens=kv_tokens)
-    return Fit(replace(steps_only, request_ms=request_overhead_ms(steps_only, run_dirs, model)), len(samples),
-               bool(kv), max(usage) if usage else None)
+    steps_only = FittedAccelerator(name, kv_tokens=kv_tokens, slots=slots or queue_cap(scraped),
+                                   batch_tokens=batch_tokens, first_token_step=lead, fitted_rps=offered_range(run_dirs),
+                                   **coefficients)
+    return Fit(replace(steps_only, request_ms=request_overhead_ms(steps_only, run_dirs, model)), len(shapes[lead]),
+               bool(kv), max(usage) if usage else None, server_prompt_rate(records))
+
+
+def queue_cap(scraped: Sequence[Sequence[Row]]) -> int | None:
+    """The engine's concurrency, where the runs show it: a plateau of running requests while others waited and
+    the KV cache had room — at least half the scrapes that saw a queue saw the most requests ever running, as a
+    slot cap holds them (requests waiting for a step's token budget, or for memory, leave no such plateau);
+    None when the runs show none."""
+    rows = [r.values for rows in scraped for r in rows if "running" in r.values]
+    if not rows:
+        return None
+    top = max(v["running"] for v in rows)
+    queued = [v["running"] for v in rows if v.get("waiting", 0.0) > 0 and v.get("kv_cache_usage", 0.0) < KV_FULL]
+    at_top = sum(abs(r - top) < 0.5 for r in queued)
+    return round(top) if queued and at_top >= max(2, len(queued) / 2) else None
+
+
+def offered_range(run_dirs: Sequence[Path]) -> list[float] | None:
+    """The lowest and the highest offered rate (requests/s) of the fitted runs' open-loop phases."""
+    rates = [p.load.offered_rps for d in run_dirs if (d / "summary.json").is_file()
+             for p in read_summary(d / "summary.json").phases if p.load.offered_rps]
+    return [round(min(rates), 4), round(max(rates), 4)] if rates else None
 
 
 def request_overhead_ms(steps_only: FittedAccelerator, run_dirs: Sequence[Path], model: str | None) -> float:
@@ -248,11 +296,6 @@ def _records(run_dir: Path) -> list[RequestRecord]:
     return list(read_records(path))
 
 
-# The figures a twin is judged on, as the metric registry names them
-COMPARED = (("TTFT p50 ms", "ttft_p50"), ("TTFT p99 ms", "ttft_p99"), ("ITL p50 ms", "itl_p50"),
-            ("output tokens/s", "output_tokens_per_s"))
-
-
 def on_twin(scenario: Scenario, accelerator: str, model: str | None) -> Scenario:
     data = scenario.simulator.model_dump(mode="json")
     for key in ("max_num_seqs", "max_num_batched_tokens", "tp", "dtype"):
@@ -260,31 +303,6 @@ def on_twin(scenario: Scenario, accelerator: str, model: str | None) -> Scenario
     sim = scenario.simulator.model_validate({**data, "accelerator": accelerator,
                                              "model": model or scenario.simulator.model})
     return scenario.model_copy(update={"simulator": sim})
-
-
-class ValidationRow(TypedDict):
-    """One figure of one phase of a run: measured, predicted by the twin, and the error (None: no data)."""
-
-    run: str
-    phase: str
-    figure: str
-    measured: float | None
-    predicted: float | None
-    error: float | None
-
-
-def validate_run(run_dir: Path, accelerator: str, model: str | None = None) -> list[ValidationRow]:
-    """Per phase of the run: each compared figure, measured and predicted on `accelerator`, and the error."""
-    measured = read_summary(run_dir / "summary.json")
-    predicted = predict(on_twin(load_scenario(run_dir / "scenario.yaml"), accelerator, model))
-    rows: list[ValidationRow] = []
-    for m, p in zip(measured.phases, predicted.phases, strict=True):
-        for label, name in COMPARED:
-            got, want = observed(name, p), observed(name, m)
-            error = None if got is None or not want else got / want - 1
-            rows.append({"run": str(run_dir), "phase": m.name, "figure": label, "measured": want,
-                         "predicted": got, "error": error})
-    return rows
 
 
 def load_twin(preset: Path, accelerator: str | None) -> str:

@@ -71,13 +71,19 @@ def test_the_fit_recovers_the_hidden_device_and_predicts_a_held_out_level(runs: 
     # Each fitted run replayed on the twin: the fit's own error, reported per run.
     assert {r["run"] for r in fit["errors"]} == {str(runs[4]), str(runs[16])}
     assert "kind: fitted" in preset.read_text()
+    # A vLLM-shaped engine: the first token leaves with its prompt's step; no slot cap was ever reached.
+    assert twin["first_token_step"] == 0 and twin["slots"] is None
+    assert twin["fitted_rps"][0] == pytest.approx(4, rel=0.5) and twin["fitted_rps"][1] == pytest.approx(16, rel=0.5)
+    assert fit["warnings"] == [], fit["warnings"]  # its assumptions held: nothing to warn of
     print("fitted:", twin)
     # Real HTTP, the client's parsing and the simulator's own loop lie outside the steps; the fit sees them.
     assert 0 < twin["request_ms"] < 20
 
     checked = harness("sim", "validate", str(preset), str(runs[10]), "--json")
     assert checked.returncode == 0, checked.stdout + checked.stderr
-    errors = {r["figure"]: r["error"] for r in json.loads(checked.stdout)}
+    validated = json.loads(checked.stdout)
+    errors = {r["figure"]: r["error"] for r in validated["errors"]}
+    assert validated["outside_fitted"] == []  # 10 req/s lies between the fitted 4 and 16
     print("held-out errors:", errors)
     for figure in ("ITL p50 ms", "output tokens/s"):
         assert abs(errors[figure]) < 0.10, (figure, errors)

@@ -70,6 +70,11 @@ async def test_llama_cpp_metrics_fill_the_server_view(tmp_path: Path) -> None:
     said = [n for n in notes(result.summary) if "series" in n]
     assert len(said) == 1 and "no kv_cache_usage series" in said[0] and "llamacpp:kv_cache_usage_ratio" in said[0]
     assert '"KV cache usage" row shows -' in said[0]
+    # llama.cpp's own timings of each request are kept with its record.
+    records = list(read_records(result.run_dir / "requests.jsonl"))
+    assert all(r.server_prompt_ms is not None and r.server_decode_ms is not None for r in records)
+    assert {round(r.server_prompt_ms or 0, 2) for r in records} == {
+        round(0.05 * ((r.prompt_tokens or 0) - (r.cached_tokens or 0)), 2) for r in records}
 
 
 async def test_an_engine_nobody_mapped_is_read_through_the_scenario(tmp_path: Path) -> None:

@@ -31,7 +31,7 @@ def test_a_prefill_belongs_to_the_step_it_ended_and_each_gap_knows_the_batch() -
     gaps_of_a = rows[:5]
     assert list(gaps_of_a[:, 0]) == [10.0] * 5
     assert list(gaps_of_a[:, 3] * 1e3) == [0, 0, 500, 0, 0]  # only the (30, 40] step computed B's prompt
-    assert list(gaps_of_a[:, 1]) == [1, 1, 1, 2, 2]  # from the step after its prefill, B decodes too
+    assert list(gaps_of_a[:, 1]) == [1, 1, 2, 2, 2]  # B counts in the step prefilling it, as the engine counts
     # Context at 45 ms: A's 100 + 4 tokens, B's 500 + 1.
     assert gaps_of_a[3, 2] * 1e3 == pytest.approx(605)
 
