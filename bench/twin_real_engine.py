@@ -1,0 +1,90 @@
+"""A digital twin against a real engine (issue 34): llama.cpp's `llama-server` (bench/llamacpp.py: built from
+the PyPI sdist's vendored source, Gemma 3 270M Q4_K_M, CPU, N slots) measured at two Poisson loads, fitted with
+`harness sim fit`, and validated with `harness sim validate` on a third Poisson load, a closed loop of 8 and a
+batch of 8. Never run by CI (it needs the built server and takes minutes).
+
+    .venv/bin/python bench/llamacpp.py build && .venv/bin/python bench/llamacpp.py model
+    .venv/bin/python bench/twin_real_engine.py [--slots 8] [--requests 24] [--out /tmp/twin-bench]
+
+Prints each step's command, the fit and its own errors, and the held-out errors; docs/simulator.md keeps the
+figures ("Against a real engine").
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import llamacpp
+
+HARNESS = [sys.executable, "-m", "harness"]
+WORKLOAD = ["--prompt-tokens", "128", "--output-tokens", "64", "--tokenizer", "server", "--progress", "off"]
+
+
+def _wait(url: str, limit_s: float = 120.0) -> None:
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url + "/health", timeout=2) as resp:
+                if resp.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.5)
+    raise SystemExit(f"llama-server did not come up at {url}")
+
+
+def _run(name: str, out: Path, endpoint: str, load: list[str]) -> Path:
+    where = out / name
+    cmd = [*HARNESS, "run", "--endpoint", endpoint, *load, *WORKLOAD, "--reports-dir", str(where)]
+    print("$", " ".join(cmd), flush=True)
+    subprocess.run(cmd, check=True)
+    (run_dir,) = [d for d in where.iterdir() if d.is_dir()]
+    return run_dir
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--slots", type=int, default=8)
+    parser.add_argument("--requests", type=int, default=24, help="requests per open-loop level")
+    parser.add_argument("--out", type=Path, default=Path("/tmp/twin-bench"))
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    server = subprocess.Popen(llamacpp.serve_command(args.slots), stdout=subprocess.DEVNULL,
+                              stderr=open(args.out / "llama-server.log", "wb"))  # noqa: SIM115
+    base = f"http://127.0.0.1:{llamacpp.PORT}"
+    try:
+        _wait(base)
+        endpoint = base + "/v1"
+        n = str(args.requests)
+        fit_dirs = [_run(f"fit-{rate}", args.out, endpoint, ["--rate", rate, "--requests", n])
+                    for rate in ("0.2", "0.5")]
+        held = [_run("held-0.35", args.out, endpoint, ["--rate", "0.35", "--requests", n]),
+                _run("held-closed-8", args.out, endpoint, ["--concurrency", "8", "--requests", "24"]),
+                _run("held-batch-8", args.out, endpoint, ["--rate", "0.2", "--requests", "1", "--batch", "8",
+                                                           "--batches", "2"])]
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    preset = args.out / "twin.yaml"
+    fit = [*HARNESS, "sim", "fit", *map(str, fit_dirs), "--out", str(preset), "--slots", str(args.slots),
+           "--model", "llama-3.1-8b"]
+    print("$", " ".join(fit), flush=True)
+    subprocess.run(fit, check=True)
+    validate = [*HARNESS, "sim", "validate", str(preset), *map(str, held), "--model", "llama-3.1-8b", "--json"]
+    print("$", " ".join(validate), flush=True)
+    done = subprocess.run(validate, check=True, capture_output=True, text=True)
+    (args.out / "validate.json").write_text(done.stdout)
+    subprocess.run([*validate[:-1]], check=True)
+    print(json.dumps(json.loads(done.stdout)["outside_fitted"], indent=2))
+
+
+if __name__ == "__main__":
+    main()
