@@ -63,7 +63,7 @@ def phase_summary(scenario: Scenario, run: PhaseRun, rows: Sequence[Row] = (),
     whole = stats.whole_run.window
     server = ServerPhase(**phase_server_summary(rows, whole.start_ns, whole.end_ns)) if rows else None
     stress, unsaid = _stress(scenario, run, rows, stats, server, served_model)
-    held = server_held(stats, server)
+    held = negligible_lateness(stats, server)
     if held is not None:  # the client's lateness was small beside what it measured; the server kept a queue
         stats = stats.model_copy(update={"client_limited": False, "client_limited_reason": None,
                                          "client": stats.client.model_copy(update={"verdict": "ok"})})
@@ -77,7 +77,8 @@ def phase_summary(scenario: Scenario, run: PhaseRun, rows: Sequence[Row] = (),
                         warnings=phase_warnings(scenario, stats.tokens) + connect_warnings(stats.connections)
                         + media_warnings(fold.media, fold.whole_n) + folded_warnings(fold, scenario) + unsaid,
                         thresholds=evaluate(scenario.thresholds, phase.thresholds, stats),
-                        bottleneck="server" if held else bottleneck(stats.client_limited, server))
+                        bottleneck="server" if held and held.startswith("the server") else bottleneck(
+                            stats.client_limited, server))
 
 
 def _stress(scenario: Scenario, run: PhaseRun, rows: Sequence[Row], stats: PhaseStats, server: ServerPhase | None,
@@ -98,25 +99,26 @@ def _stress(scenario: Scenario, run: PhaseRun, rows: Sequence[Row], stats: Phase
 NEGLIGIBLE_LATE = 0.05
 
 
-def server_held(stats: PhaseStats, server: ServerPhase | None) -> str | None:
-    """Why a phase the self-check found late is not client-limited after all, or None: the server kept requests
-    waiting (scraped), the harness's CPU was not full, and its lateness — event-loop lag p99 and schedule lag
-    p99 — was under 5% of the median ITL and TTFT it measured, so it cannot have shaped them. Against a slow
-    server on the same machine (llama.cpp on CPU takes every core) the harness waits for a CPU now and then;
-    a few ms late on 100 ms tokens is not the client limiting the run, the server's queue is."""
+def negligible_lateness(stats: PhaseStats, server: ServerPhase | None) -> str | None:
+    """Why a phase the self-check found late is not client-limited after all, or None: the harness's CPU was not
+    full and its lateness — event-loop lag p99 and schedule lag p99 — was under 5% of the median ITL and TTFT
+    it measured, so it cannot have shaped them; when the server kept requests waiting (scraped), the server set
+    the pace. Against a slow server on the same machine (llama.cpp on CPU takes every core) the harness waits
+    for a CPU now and then: a few ms late on 100 ms tokens is not the client limiting the run."""
     client, lat = stats.client, stats.latency_ms
-    waited = server is not None and (server.waiting_max or 0) > 0
-    if not stats.client_limited or not waited or client.verdict == "saturated":
+    if not stats.client_limited or client.verdict == "saturated":
         return None
     itl, ttft = lat.itl.p50, lat.ttft.p50
     late = max(client.loop_lag_p99_ms or 0.0, lat.schedule_lag.p99 or 0.0)
     if itl is None or ttft is None or late > NEGLIGIBLE_LATE * min(itl, ttft):
         return None
-    assert server is not None
-    return (f"the server set the pace, not the client: it held up to {server.waiting_max:.0f} requests waiting "
-            f"(mean {server.waiting_mean or 0:.1f}) while the harness was late by at most {late:.1f} ms, under "
-            f"{NEGLIGIBLE_LATE:.0%} of the median ITL ({itl:.1f} ms) and TTFT ({ttft:.1f} ms); the self-check had "
-            f"said: {stats.client_limited_reason}")
+    small = (f"the harness was late by at most {late:.1f} ms, under {NEGLIGIBLE_LATE:.0%} of the median ITL "
+             f"({itl:.1f} ms) and TTFT ({ttft:.1f} ms): too little to shape them; the self-check had said: "
+             f"{stats.client_limited_reason}")
+    if server is not None and (server.waiting_max or 0) > 0:
+        return (f"the server set the pace, not the client: it held up to {server.waiting_max:.0f} requests "
+                f"waiting (mean {server.waiting_mean or 0:.1f}) while {small}")
+    return f"not client-limited: {small}"
 
 
 def bottleneck(client_limited: bool, server: ServerPhase | None) -> Literal["client", "server"] | None:

@@ -131,19 +131,23 @@ def _search(samples: np.ndarray, weights: np.ndarray, per_ktoken: np.ndarray) ->
     return best
 
 
-def fit_steps(samples: np.ndarray) -> dict[str, float]:
+def fit_steps(samples: np.ndarray, prompt_ms_per_ktoken: float | None = None) -> dict[str, float]:
     """The step model's five coefficients: a grid search over the roofline part (the weights' read time and the
     compute time per 1,000 tokens, blended as the simulator blends them), least squares with no coefficient
-    below zero for the rest; then once more without the gaps more than five median deviations off the fit."""
+    below zero for the rest; then once more without the gaps more than five median deviations off the fit.
+    `prompt_ms_per_ktoken`: the server's own timing of its prompts (llama.cpp's), which then fixes the compute
+    per 1,000 tokens instead of the search."""
     gaps = samples[:, 0]
     weights = np.linspace(0.0, float(np.percentile(gaps, 5)), 24)
     # Up to 20 s per 1,000 tokens: a CPU processes a prompt at a few hundred tokens/s (llama.cpp on 2 cores:
     # ~3,300–6,500 ms per 1k), a GPU at tens of thousands.
-    per_ktoken = np.concatenate([[0.0], np.geomspace(0.1, 20_000.0, 64)])
+    per_ktoken = (np.array([prompt_ms_per_ktoken]) if prompt_ms_per_ktoken is not None
+                  else np.concatenate([[0.0], np.geomspace(0.1, 20_000.0, 64)]))
     _, w, k = _search(samples, weights, per_ktoken)
     for _ in range(2):  # refine around the best point
         weights = np.linspace(max(0.0, w * 0.8), w * 1.2 + 1e-6, 9)
-        per_ktoken = np.linspace(max(0.0, k * 0.8), k * 1.2 + 1e-6, 9)
+        if prompt_ms_per_ktoken is None:
+            per_ktoken = np.linspace(max(0.0, k * 0.8), k * 1.2 + 1e-6, 9)
         _, w, k = _search(samples, weights, per_ktoken)
     x, y = _design(samples, w, k)
     residual = y - x @ _nonnegative(x, y)
@@ -215,10 +219,19 @@ class Fit:
 
 def server_prompt_rate(records: Sequence[RequestRecord]) -> float | None:
     """ms per 1,000 prompt tokens as the server timed its own prompt processing (llama.cpp's `timings`): the
-    median over the requests that said so and had 64 or more tokens to process."""
-    rates = [r.server_prompt_ms / n * 1e3 for r in records if r.server_prompt_ms is not None
-             and (n := (r.prompt_tokens or 0) - (r.cached_tokens or 0)) >= 64]
-    return float(np.median(rates)) if rates else None
+    median over the requests that said so, had 64 or more tokens to process, and were alone in it — no other
+    request between its send and its first token (a prompt batched with others is timed for the whole batch)."""
+    timed = [r for r in records if r.server_prompt_ms is not None and r.sent_ns is not None
+             and r.first_token_ns is not None and (r.prompt_tokens or 0) - (r.cached_tokens or 0) >= 64]
+    spans = sorted((r.sent_ns or 0, r.first_token_ns or 0) for r in records
+                   if r.sent_ns is not None and r.first_token_ns is not None)
+    rates = []
+    for r in timed:
+        start, end = r.sent_ns or 0, r.first_token_ns or 0
+        overlapping = sum(1 for s, e in spans if s < end and e > start)
+        if overlapping == 1:  # itself only
+            rates.append((r.server_prompt_ms or 0.0) / ((r.prompt_tokens or 0) - (r.cached_tokens or 0)) * 1e3)
+    return float(np.median(rates)) if len(rates) >= 5 else None
 
 
 def fit_runs(run_dirs: Sequence[Path], name: str, model: str | None = None, slots: int | None = None,
@@ -234,7 +247,8 @@ def fit_runs(run_dirs: Sequence[Path], name: str, model: str | None = None, slot
     usage = [v for rows in scraped for r in rows if (v := r.values.get("kv_cache_usage")) is not None]
     # Which step a first token leaves with is the engine's (vLLM: its prompt's; llama.cpp: the next): the
     # attribution whose step times the model explains better.
-    fits = {lead: fit_steps(samples) for lead, samples in shapes.items()}
+    said = server_prompt_rate(records)  # the server's own prompt timing, where it gives one, over the search's
+    fits = {lead: fit_steps(samples, said) for lead, samples in shapes.items()}
     lead = min(fits, key=lambda k: fits[k]["rms_ms"])
     coefficients = {k: v for k, v in fits[lead].items() if k != "rms_ms"}
     kv_tokens = int(np.median(kv)) if kv else UNMEASURED_KV_TOKENS
@@ -242,7 +256,7 @@ def fit_runs(run_dirs: Sequence[Path], name: str, model: str | None = None, slot
                                    batch_tokens=batch_tokens, first_token_step=lead, fitted_rps=offered_range(run_dirs),
                                    **coefficients)
     return Fit(replace(steps_only, request_ms=request_overhead_ms(steps_only, run_dirs, model)), len(shapes[lead]),
-               bool(kv), max(usage) if usage else None, server_prompt_rate(records))
+               bool(kv), max(usage) if usage else None, said)
 
 
 def queue_cap(scraped: Sequence[Sequence[Row]]) -> int | None:
