@@ -63,7 +63,8 @@ def fit_cmd(run_dirs: tuple[Path, ...], out: Path, name: str, model: str | None,
                                                                       if a.first_token_step else "")
     click.echo(f"fitted {a.name} on {fit.samples:,} step gaps: step {a.step_ms:.2f} ms + {a.per_seq_ms:.3f} ms a "
                f"sequence + {a.per_context_ktoken_ms:.3f} ms per 1k context tokens + hypot({a.weights_ms:.2f} ms, "
-               f"{a.per_ktoken_ms:.2f} ms per 1k tokens) + {a.request_ms:.2f} ms a request outside the steps; "
+               f"{a.per_ktoken_ms:.2f} ms per 1k tokens) + {a.prompt_step_ms:.2f} ms a step with prompts in it + "
+               f"{a.request_ms:.2f} ms a request outside the steps; "
                f"KV {a.kv_tokens:,} tokens{fit.kv_note}{shape}")
     click.echo(f"wrote {out}\n")
     _print_validation(rows)

@@ -80,6 +80,7 @@ class FittedAccelerator:
     slots: int | None = None
     batch_tokens: int | None = None
     first_token_step: int = 0
+    prompt_step_ms: float = 0.0  # a step that processes prompt tokens costs this much more (its own setup)
     # The loads the fit saw, offered requests per second (lowest, highest): `sim validate` says when a load lies
     # outside them.
     fitted_rps: list[float] | None = None  # [lowest, highest]
@@ -193,7 +194,7 @@ def _build(cls: type[Any], name: str, entry: object, source: str) -> Any:
 
 # Fields that may be zero (no growth, no time outside the steps); every other number must be above it.
 _MAY_BE_ZERO = {"growth_per_seq", "request_ms", "per_seq_ms", "per_context_ktoken_ms", "weights_ms", "step_ms",
-                "per_ktoken_ms", "first_token_step"}
+                "per_ktoken_ms", "first_token_step", "prompt_step_ms"}
 _ABSURD = 1e15  # past any device or model: a typo, or a unit mistaken
 
 

@@ -199,6 +199,7 @@ class FittedModel:
     def step_seconds(self, load: StepLoad) -> float:
         a = self.accelerator
         return (a.step_ms + a.per_seq_ms * load.seqs + a.per_context_ktoken_ms * load.decode_context / 1e3
+                + (a.prompt_step_ms if load.prefill_attn > 0 else 0.0)
                 + math.hypot(a.weights_ms, a.per_ktoken_ms * load.tokens / 1e3)) / 1e3
 
     def kv_capacity_tokens(self, gpu_memory_utilization: float = 0.9, budget: Budget = Budget()) -> int:

@@ -108,14 +108,34 @@ def step_samples(records: Sequence[RequestRecord], first_token_step: int = 0) ->
     start, end, owned_from, owned_to = rows.T
     seqs, context = streams.held((start + end) // 2)
     prefilling, prompts = streams.prefilled(owned_from, owned_to)  # sequences of the step too, as the engine counts
-    return np.column_stack([(end - start) / 1e6, seqs + prefilling, context / 1e3, prompts / 1e3])
+    gaps = np.column_stack([(end - start) / 1e6, seqs + prefilling, context / 1e3, prompts / 1e3])
+    return np.concatenate([gaps, lone_prompts(records, first_token_step)])
+
+
+def lone_prompts(records: Sequence[RequestRecord], first_token_step: int = 0) -> np.ndarray:
+    """A prompt's step seen whole: the TTFT of a request that had the engine to itself (no other request between
+    its send and its last token), less the step its first token waited for (`first_token_step`, priced at its
+    own median gap). At a low load most prompts are alone, and no other stream's gap shows their steps."""
+    ok = [r for r in records if r.status == "ok" and r.sent_ns is not None and len(r.chunk_ns) >= 3]
+    spans = sorted((r.sent_ns or 0, r.chunk_ns[-1]) for r in ok)
+    rows = []
+    for r in ok:
+        begin, first = r.sent_ns or 0, r.chunk_ns[0]
+        if sum(1 for s, e in spans if s < first and e > begin) != 1:  # someone else ran meanwhile
+            continue
+        step_ms = float(np.median(np.diff(np.asarray(r.chunk_ns, dtype=np.int64)))) / 1e6
+        prompt = (r.prompt_tokens or r.prompt_tokens_requested) - (r.cached_tokens or 0)
+        rows.append([(first - begin) / 1e6 - first_token_step * step_ms, 1.0, prompt / 1e3, prompt / 1e3])
+    return np.asarray(rows, dtype=np.float64).reshape(-1, 4)
 
 
 def _design(samples: np.ndarray, weights_ms: float, per_ktoken_ms: float) -> tuple[np.ndarray, np.ndarray]:
-    """With the roofline part fixed, the rest is linear: y − hypot(…) = step + per_seq·seqs + per_context·ctx."""
+    """With the roofline part fixed, the rest is linear: y − hypot(…) = step + per_seq·seqs + per_context·ctx
+    + prompt_step·[the step processed prompt tokens]."""
     tokens_k = samples[:, 1] / 1e3 + samples[:, 3]  # one decode token a sequence, and the prompts prefilled
     y = samples[:, 0] - np.hypot(weights_ms, per_ktoken_ms * tokens_k)
-    return np.column_stack([np.ones(len(samples)), samples[:, 1], samples[:, 2]]), y
+    prompts = (samples[:, 3] > 0).astype(np.float64)
+    return np.column_stack([np.ones(len(samples)), samples[:, 1], samples[:, 2], prompts]), y
 
 
 def _search(samples: np.ndarray, weights: np.ndarray, per_ktoken: np.ndarray) -> tuple[float, float, float]:
@@ -156,12 +176,13 @@ def fit_steps(samples: np.ndarray, prompt_ms_per_ktoken: float | None = None) ->
     kept = samples[np.abs(residual) <= 5 * mad]
     x, y = _design(kept, w, k)
     coef = _nonnegative(x, y)
-    step, per_seq, per_context = (float(c) for c in coef)
+    step, per_seq, per_context, prompt_step = (float(c) for c in coef)
     # How well the model explains every gap, stalls included: a wrong attribution of the prompts leaves their
     # long steps unexplained (the refit above would drop them as outliers and look better than it is).
     x_all, y_all = _design(samples, w, k)
     return {"step_ms": step, "weights_ms": w, "per_ktoken_ms": k, "per_seq_ms": per_seq,
-            "per_context_ktoken_ms": per_context, "rms_ms": float(np.sqrt(np.mean((y_all - x_all @ coef) ** 2)))}
+            "per_context_ktoken_ms": per_context, "prompt_step_ms": prompt_step,
+            "rms_ms": float(np.sqrt(np.mean((y_all - x_all @ coef) ** 2)))}
 
 
 def _nonnegative(x: np.ndarray, y: np.ndarray) -> np.ndarray:

@@ -12,7 +12,7 @@ from harness.records import RequestRecord
 from harness.sim.engine import Engine, EngineConfig, SimRequest
 from harness.sim.perfmodel import FittedModel
 from harness.sim.virtual import run_virtual
-from harness.tools.twin import fit_steps, step_samples
+from harness.tools.twin import fit_steps, lone_prompts, step_samples
 
 MS = 1_000_000
 # 10 ms a step, +2 ms a sequence, +1 ms per 100 tokens processed (10 ms per 1k): no roofline blend (weights 0).
@@ -98,3 +98,17 @@ def test_the_fit_finds_which_step_a_first_token_leaves_with() -> None:
         fits = {lead: fit_steps(step_samples(records, lead)) for lead in (0, 1)}
         assert fits[right]["rms_ms"] < fits[1 - right]["rms_ms"], (delay, fits)
         assert fits[right]["per_ktoken_ms"] == pytest.approx(10.0, rel=0.15), (delay, fits[right])
+
+
+def test_a_prompt_alone_is_seen_whole_through_its_ttft() -> None:
+    """At a low load no other stream's gap shows a prompt's step; its own TTFT does, less the step its first
+    token waited for (llama.cpp's shape: priced at its own median gap)."""
+    for delay in (False, True):
+        alone = SimRequest("alone", 300, 6, 0)
+        run_virtual(engine(delay), [alone])
+        record = RequestRecord("alone", "p", 0, 300, 6, 0, sent_ns=0, first_token_ns=alone.token_ns[0],
+                               last_token_ns=alone.token_ns[-1], end_ns=alone.token_ns[-1],
+                               chunk_ns=list(alone.token_ns), prompt_tokens=300)
+        (row,) = lone_prompts([record], int(delay))
+        expected = step_ms(1, 300) + (step_ms(1, 0) - step_ms(1, 1) if delay else 0.0)
+        assert row[0] == pytest.approx(expected, abs=1e-6) and list(row[1:]) == [1.0, 0.3, 0.3]
