@@ -156,10 +156,11 @@ async def _lag_the_loop(every_s: float, block_s: float) -> None:
         time.sleep(block_s)
 
 
-async def _late_run(server: LlamaCppLike, tmp: Path, name: str) -> RunResult:
-    lag = asyncio.ensure_future(_lag_the_loop(0.05, 0.008))
+async def _late_run(server: LlamaCppLike, tmp: Path, name: str, block_s: float = 0.008,
+                    requests: int = 8) -> RunResult:
+    lag = asyncio.ensure_future(_lag_the_loop(0.05, block_s))
     try:
-        return await run(server, tmp, name, requests=8, workload={"output_tokens": 6})
+        return await run(server, tmp, name, requests=requests, workload={"output_tokens": 6})
     finally:
         lag.cancel()
 
@@ -175,5 +176,8 @@ async def test_a_server_whose_queue_grows_while_the_harness_idles_is_the_bottlen
     assert (slow.client.loop_lag_p99_ms or 0) > 5.0  # the self-check did see the harness late…
     assert not slow.client_limited and slow.bottleneck == "server"  # … and the server's queue explains the run
     assert any("the server set the pace, not the client" in w for w in slow.warnings)
-    (fast,) = (await _late_run(LlamaCppLike(), tmp_path, "fast")).summary.phases
-    assert fast.client_limited and fast.bottleneck == "client"
+    # Against 1 ms tokens the phase lasts a fraction of a second: a longer one, and lateness well past the
+    # self-check's 5 ms bound, so that it surely sees it (its p99 over a few samples may miss an 8 ms block).
+    (fast,) = (await _late_run(LlamaCppLike(), tmp_path, "fast", block_s=0.015, requests=40)).summary.phases
+    assert (fast.client.loop_lag_p99_ms or 0) > 5.0, fast.client
+    assert fast.client_limited and fast.bottleneck == "client", fast.warnings
