@@ -112,21 +112,21 @@ async def post_json(session: aiohttp.ClientSession, url: str, body: dict[str, ob
     """(status, JSON body) of a POST. A connection the server closed or reset before answering — a keep-alive
     it dropped as we reused it, a server shedding connections — is tried again on a fresh one, as requests
     are; the last cause is named when every try failed."""
-    for attempt in range(_TRIES):
+    attempt = 0
+    while True:
         try:
             async with session.post(url, json=body, headers=headers) as resp:
                 return resp.status, await resp.json(content_type=None)
         except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
-            if attempt + 1 < _TRIES:
-                await asyncio.sleep(_RETRY_S * (attempt + 1))
-                continue
-            raise EndpointError(f"POST {url}: the server closed the connection before answering, {_TRIES} times "
-                                f"({type(exc).__name__}: {exc}): {why}",
-                                hint="the server drops connections: check its logs, its connection limit and "
-                                     "keep-alive timeout") from None
+            attempt += 1
+            if attempt >= _TRIES:
+                raise EndpointError(f"POST {url}: the server closed the connection before answering, {_TRIES} "
+                                    f"times ({type(exc).__name__}: {exc}): {why}",
+                                    hint="the server drops connections: check its logs, its connection limit and "
+                                         "keep-alive timeout") from None
+            await asyncio.sleep(_RETRY_S * attempt)
         except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
             raise EndpointError(f"POST {url} failed ({type(exc).__name__}: {exc}): {why}") from None
-    raise AssertionError("unreachable")
 
 
 async def server_words(endpoint: Endpoint, timeout_s: float = 30.0) -> ServerWords:

@@ -63,11 +63,14 @@ def phase_summary(scenario: Scenario, run: PhaseRun, rows: Sequence[Row] = (),
     whole = stats.whole_run.window
     server = ServerPhase(**phase_server_summary(rows, whole.start_ns, whole.end_ns)) if rows else None
     stress, unsaid = _stress(scenario, run, rows, stats, server, served_model)
-    held = negligible_lateness(stats, server)
-    if held is not None:  # the client's lateness was small beside what it measured; the server kept a queue
-        stats = stats.model_copy(update={"client_limited": False, "client_limited_reason": None,
-                                         "client": stats.client.model_copy(update={"verdict": "ok"})})
-        unsaid.append(held)
+    excused = negligible_lateness(stats, server)
+    pace = bottleneck(stats.client_limited, server)
+    if excused is not None:  # the client's lateness was small beside what it measured
+        why, queued = excused
+        client = client.model_copy(update={"verdict": "ok"})
+        stats = stats.model_copy(update={"client_limited": False, "client_limited_reason": None, "client": client})
+        pace = "server" if queued else bottleneck(False, server)
+        unsaid.append(why)
     trace = None if run.trace is None else TraceUse.model_validate(run.trace)
     load = stats.load.model_copy(update={"target_rps": target_rate(scenario, phase, trace)})
     return PhaseSummary(**{**dict(stats), "client": client, "load": load}, name=phase.name,
@@ -77,8 +80,7 @@ def phase_summary(scenario: Scenario, run: PhaseRun, rows: Sequence[Row] = (),
                         warnings=phase_warnings(scenario, stats.tokens) + connect_warnings(stats.connections)
                         + media_warnings(fold.media, fold.whole_n) + folded_warnings(fold, scenario) + unsaid,
                         thresholds=evaluate(scenario.thresholds, phase.thresholds, stats),
-                        bottleneck="server" if held and held.startswith("the server") else bottleneck(
-                            stats.client_limited, server))
+                        bottleneck=pace)
 
 
 def _stress(scenario: Scenario, run: PhaseRun, rows: Sequence[Row], stats: PhaseStats, server: ServerPhase | None,
@@ -99,8 +101,9 @@ def _stress(scenario: Scenario, run: PhaseRun, rows: Sequence[Row], stats: Phase
 NEGLIGIBLE_LATE = 0.05
 
 
-def negligible_lateness(stats: PhaseStats, server: ServerPhase | None) -> str | None:
-    """Why a phase the self-check found late is not client-limited after all, or None: the harness's CPU was not
+def negligible_lateness(stats: PhaseStats, server: ServerPhase | None) -> tuple[str, bool] | None:
+    """Why a phase the self-check found late is not client-limited after all, and whether the server kept a queue
+    meanwhile (it then set the pace), or None: the harness's CPU was not
     full and its lateness — event-loop lag p99 and schedule lag p99 — was under 5% of the median ITL and TTFT
     it measured, so it cannot have shaped them; when the server kept requests waiting (scraped), the server set
     the pace. Against a slow server on the same machine (llama.cpp on CPU takes every core) the harness waits
@@ -117,8 +120,8 @@ def negligible_lateness(stats: PhaseStats, server: ServerPhase | None) -> str | 
              f"{stats.client_limited_reason}")
     if server is not None and (server.waiting_max or 0) > 0:
         return (f"the server set the pace, not the client: it held up to {server.waiting_max:.0f} requests "
-                f"waiting (mean {server.waiting_mean or 0:.1f}) while {small}")
-    return f"not client-limited: {small}"
+                f"waiting (mean {server.waiting_mean or 0:.1f}) while {small}"), True
+    return f"not client-limited: {small}", False
 
 
 def bottleneck(client_limited: bool, server: ServerPhase | None) -> Literal["client", "server"] | None:

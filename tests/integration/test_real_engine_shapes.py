@@ -175,6 +175,7 @@ async def test_a_server_whose_queue_grows_while_the_harness_idles_is_the_bottlen
     assert slow.server is not None and (slow.server.waiting_max or 0) > 0
     assert (slow.client.loop_lag_p99_ms or 0) > 5.0  # the self-check did see the harness late…
     assert not slow.client_limited and slow.bottleneck == "server"  # … and the server's queue explains the run
+    assert slow.client.verdict == "ok"  # the summary says one thing: the verdict follows the excuse
     assert any("the server set the pace, not the client" in w for w in slow.warnings)
     # Against 1 ms tokens the phase lasts a fraction of a second: a longer one, and lateness well past the
     # self-check's 5 ms bound, so that it surely sees it (its p99 over a few samples may miss an 8 ms block).
