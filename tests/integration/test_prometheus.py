@@ -133,6 +133,9 @@ def _run_dir(reports: Path) -> Path:
     return run_dir
 
 
+# Alone, with the timing tests: once in five clean-clone runs two at once, the batch phase's ITL p99 from the
+# histogram came 13% off the exact one (cause not found; see the closing note of issue 33).
+@pytest.mark.timing
 def test_exporter_scraped_by_a_real_prometheus_feeds_every_dashboard_panel(tmp_path: Path, faulty_sim: str) -> None:
     exporter = _free_port()
     sim = urllib.parse.urlsplit(faulty_sim).netloc
