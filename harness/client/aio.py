@@ -15,6 +15,7 @@ from types import SimpleNamespace
 import aiohttp
 
 from harness.client.backend import (
+    WARM_ANSWER_S,
     Endpoint,
     RequestEvents,
     error_message,
@@ -201,14 +202,15 @@ async def warm_connections(session: aiohttp.ClientSession, base_url: str, count:
     """Open up to `count` pooled connections before a phase's clock starts; returns how many answered.
 
     Connection set-up is the client's cost, not the server's latency: without this, the first
-    batch of a fixed-batch phase pays a TCP handshake per request inside its schedule lag.
+    batch of a fixed-batch phase pays a TCP handshake per request inside its schedule lag. A GET unanswered
+    within `WARM_ANSWER_S` is abandoned with its connection (see `H1Backend.warm`).
     """
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     url = f"{base_url.rstrip('/')}/models"
 
     async def one() -> bool:
         try:
-            async with session.get(url, headers=headers, timeout=aiohttp.ClientTimeout(total=10)) as resp:
+            async with session.get(url, headers=headers, timeout=aiohttp.ClientTimeout(total=WARM_ANSWER_S)) as resp:
                 await resp.read()
                 return resp.status == 200
         except (aiohttp.ClientError, TimeoutError):

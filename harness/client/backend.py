@@ -69,6 +69,10 @@ class PooledBackend(Backend, Protocol):
     async def close(self) -> None: ...
 
 
+# How long a connection opened ahead of a phase has to answer a GET before it is closed instead of pooled.
+WARM_ANSWER_S = 2.0
+
+
 @dataclass(frozen=True, slots=True)
 class Endpoint:
     base_url: str  # e.g. http://127.0.0.1:8000/v1

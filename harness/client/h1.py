@@ -22,6 +22,7 @@ import httptools
 import orjson
 
 from harness.client.backend import (
+    WARM_ANSWER_S,
     Endpoint,
     RequestEvents,
     error_message,
@@ -74,6 +75,7 @@ class _Connection(asyncio.Protocol):
         self.parser = httptools.HttpResponseParser(self)
         self._idle = idle
         self.return_when_complete = False
+        self.probe: asyncio.Future[bool] | None = None  # a warm-up's GET: answered, and kept alive
 
     # -- asyncio protocol --
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -94,6 +96,8 @@ class _Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
+        if self.probe is not None and not self.probe.done():
+            self.probe.set_result(False)
         if self.exchange is None and self in self._idle:
             self._idle.remove(self)  # closed by the server while idle: out of the pool at once
         ex = self.exchange
@@ -158,6 +162,8 @@ class _Connection(asyncio.Protocol):
     def on_message_complete(self) -> None:
         ex = self.exchange
         if ex is None:
+            if self.probe is not None and not self.probe.done():
+                self.probe.set_result(self.parser.should_keep_alive())
             return
         ex.complete = True
         ex.keep_alive = self.parser.should_keep_alive()
@@ -206,6 +212,8 @@ class H1Backend:
         auth = f"Authorization: Bearer {endpoint.api_key}\r\n" if endpoint.api_key else ""
         self._head = (f"POST {self.path} HTTP/1.1\r\nHost: {host_header}\r\nContent-Type: application/json\r\n"
                       f"Accept: text/event-stream\r\n{auth}")
+        models = urlsplit(endpoint.base_url).path.rstrip("/") + "/models"
+        self._probe = f"GET {models} HTTP/1.1\r\nHost: {host_header}\r\n{auth}\r\n".encode()
 
     def prepare(self, spec: RequestSpec) -> None:
         body = orjson.dumps(request_body(spec, self.endpoint.model, self.endpoint.api, self.continuous_usage))
@@ -213,22 +221,41 @@ class H1Backend:
         self._prepared[spec.request_id] = head.encode() + body
 
     async def warm(self, count: int) -> int:
-        """Have `count` idle connections open ahead of a phase, opening at most `WARM_AT_ONCE` at a time (a burst
-        of a thousand handshakes overflows a server's listen queue: dropped SYNs come back a second later, inside
-        the phase); returns how many are open."""
+        """Have `count` idle connections open ahead of a phase, each one answered (`GET …/models`) within
+        `WARM_ANSWER_S`, opening at most `WARM_AT_ONCE` at a time (a burst of a thousand handshakes overflows a
+        server's listen queue: dropped SYNs come back a second later, inside the phase); returns how many are
+        open. A connection the server accepted but did not answer is closed, not pooled: a server with a fixed
+        pool of HTTP threads (llama-server's) serves it only when a thread frees — after another connection's
+        keep-alive times out, 5 s — and a request sent on it would wait that long before the server saw it."""
         gate = asyncio.Semaphore(WARM_AT_ONCE)
 
         async def one() -> _Connection | None:
             async with gate:
                 try:
-                    return await self._connect()
+                    conn = await self._connect()
                 except (OSError, TimeoutError):
                     return None
+                if await self._answered(conn):
+                    return conn
+                if conn.transport is not None:
+                    conn.transport.close()
+                return None
 
         alive = [c for c in self._idle if c.usable]
         opened = [c for c in await asyncio.gather(*(one() for _ in range(count - len(alive)))) if c is not None]
         self._idle.extend(opened)
         return len(alive) + len(opened)
+
+    async def _answered(self, conn: _Connection) -> bool:
+        probe = conn.probe = asyncio.get_running_loop().create_future()
+        assert conn.transport is not None
+        conn.transport.write(self._probe)
+        try:
+            return await asyncio.wait_for(probe, WARM_ANSWER_S) and conn.usable
+        except TimeoutError:
+            return False
+        finally:
+            conn.probe = None
 
     async def close(self) -> None:
         """Close every connection this backend opened, idle or still draining a response."""
