@@ -55,9 +55,11 @@ def main() -> None:
     parser.add_argument("--slots", type=int, default=8)
     parser.add_argument("--requests", type=int, default=24, help="requests per open-loop level")
     parser.add_argument("--out", type=Path, default=Path("/tmp/twin-bench"))
+    parser.add_argument("--no-kv-unified", dest="unified", action="store_false",
+                        help="a KV cache per slot: step times then depend on which slots are busy")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    server = subprocess.Popen(llamacpp.serve_command(args.slots), stdout=subprocess.DEVNULL,
+    server = subprocess.Popen(llamacpp.serve_command(args.slots, unified=args.unified), stdout=subprocess.DEVNULL,
                               stderr=open(args.out / "llama-server.log", "wb"))  # noqa: SIM115
     base = f"http://127.0.0.1:{llamacpp.PORT}"
     try:

@@ -10,8 +10,9 @@ import click
 
 from harness.cli.errors import guarded
 from harness.cli.grouped import examples
+from harness.config.presets import FittedAccelerator
 from harness.tools.twin import fit_runs, known_model, load_twin
-from harness.tools.twin_validate import ValidationRow, fit_warnings, outside_fitted, validate_run
+from harness.tools.twin_validate import ValidationRow, best_fit, fit_warnings, outside_fitted, validate_run
 
 _run_dir = click.Path(path_type=Path, file_okay=False, exists=True)
 
@@ -48,10 +49,10 @@ def fit_cmd(run_dirs: tuple[Path, ...], out: Path, name: str, model: str | None,
             batch_tokens: int | None, as_json: bool) -> None:
     """Fit a `kind: fitted` accelerator to RUN_DIRS (two or more load levels of one endpoint), write it to
     --out, and replay each run on it to show the fit's error; say where the fit's assumptions failed."""
-    fit = fit_runs(run_dirs, name, known_model(model), slots, batch_tokens)
+    fit, rows = best_fit(fit_runs(run_dirs, name, known_model(model), slots, batch_tokens), run_dirs,
+                         known_model(model))
     out.write_text(fit.preset_yaml(run_dirs), encoding="utf-8")
-    accelerator = load_twin(out, name)
-    rows = [row for d in run_dirs for row in validate_run(d, accelerator, known_model(model))]
+    load_twin(out, name)
     warnings = fit_warnings(fit, rows)
     if as_json:
         click.echo(json.dumps({"accelerator": asdict(fit.accelerator), "samples": fit.samples,
@@ -61,15 +62,24 @@ def fit_cmd(run_dirs: tuple[Path, ...], out: Path, name: str, model: str | None,
     shape = (f"; {a.slots} slots" if a.slots else "") + (f", steps of {a.batch_tokens} tokens" if a.batch_tokens
                                                           else "") + ("; first token one step after its prompt's"
                                                                       if a.first_token_step else "")
-    click.echo(f"fitted {a.name} on {fit.samples:,} step gaps: step {a.step_ms:.2f} ms + {a.per_seq_ms:.3f} ms a "
-               f"sequence + {a.per_context_ktoken_ms:.3f} ms per 1k context tokens + hypot({a.weights_ms:.2f} ms, "
-               f"{a.per_ktoken_ms:.2f} ms per 1k tokens) + {a.prompt_step_ms:.2f} ms a step with prompts in it + "
-               f"{a.request_ms:.2f} ms a request outside the steps; "
-               f"KV {a.kv_tokens:,} tokens{fit.kv_note}{shape}")
+    click.echo(f"fitted {a.name} on {fit.samples:,} step gaps: {step_model(a)} + {a.request_ms:.2f} ms a request "
+               f"outside the steps; KV {a.kv_tokens:,} tokens{fit.kv_note}{shape}")
     click.echo(f"wrote {out}\n")
     _print_validation(rows)
     for line in warnings:
         click.echo(f"warning: {line}", err=True)
+
+
+def step_model(a: FittedAccelerator) -> str:
+    """The fitted step model in words."""
+    if a.decode_ms:
+        table = ", ".join(f"{v:.1f}" for v in a.decode_ms)
+        return (f"decode steps of 1–{len(a.decode_ms)} sequences [{table}] ms (+{a.per_seq_ms:.2f} ms a sequence "
+                f"past them) + {a.prompt_step_ms:.2f} ms a step with prompts in it + {a.per_ktoken_ms:.2f} ms per 1k "
+                "prompt tokens")
+    return (f"step {a.step_ms:.2f} ms + {a.per_seq_ms:.3f} ms a sequence + {a.per_context_ktoken_ms:.3f} ms per 1k "
+            f"context tokens + hypot({a.weights_ms:.2f} ms, {a.per_ktoken_ms:.2f} ms per 1k tokens) + "
+            f"{a.prompt_step_ms:.2f} ms a step with prompts in it")
 
 
 _EXAMPLES2 = examples(

@@ -81,6 +81,11 @@ class FittedAccelerator:
     batch_tokens: int | None = None
     first_token_step: int = 0
     prompt_step_ms: float = 0.0  # a step that processes prompt tokens costs this much more (its own setup)
+    # Where the decode step's time is not linear in its sequences (a CPU's kernels change with the batch; CUDA
+    # graphs come in batch-size buckets), the measured time of a step of n decoding sequences, n = 1, 2, …; a
+    # step then costs decode_ms[n − 1] (per_seq_ms a sequence more past the table) + prompt_step_ms +
+    # per_ktoken_ms per 1,000 prompt tokens + per_context_ktoken_ms per 1,000 context tokens.
+    decode_ms: list[float] | None = None
     # The loads the fit saw, offered requests per second (lowest, highest): `sim validate` says when a load lies
     # outside them.
     fitted_rps: list[float] | None = None  # [lowest, highest]
@@ -208,6 +213,10 @@ def _number_problem(name: str, value: object) -> str | None:
             isinstance(v, int | float) and not isinstance(v, bool) and 0 < v < _ABSURD for v in value)
         return None if ok and value[0] <= value[1] else (  # type: ignore[index]
             f"{str(value)[:40]!r} is not [lowest, highest] requests/s")
+    if name == "decode_ms":  # a decode step's time by sequence count, 1, 2, …
+        fine = isinstance(value, list) and value and all(
+            isinstance(v, int | float) and not isinstance(v, bool) and 0 < v < _ABSURD for v in value)
+        return None if fine else f"{str(value)[:40]!r} is not a list of step times in ms, above zero"
     if name == "first_token_step" and value not in (0, 1):
         return f"{value!r}: 0 (the first token leaves with its prompt's step) or 1 (with the step after)"
     if isinstance(value, bool) or not isinstance(value, int | float):

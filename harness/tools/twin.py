@@ -1,18 +1,17 @@
 """A simulator fitted to a measured endpoint ("digital twin"): `harness sim fit` and `harness sim validate`.
 
-The fit reads what a run's records already hold. Every gap between two streamed chunks of a request is one
-engine step; while it lasted, the other records say how many requests were decoding, how many tokens of
-context they held and which prompts were being prefilled (a request's first token ends its prefill's step).
-A fit of the gaps to
+The fit reads what a run's records already hold, as rows of engine steps (`twin_samples`). A fit of the steps to
 
     step ms = step + per_seq · sequences + per_context · context/1000 + hypot(weights, per_ktoken · tokens/1000)
 
 (tokens: one a decoding sequence plus the prompts prefilled; the roofline's blend of reading the weights and
 computing on every token, so prompts cost little until a step turns compute-bound; no coefficient below zero;
 gaps more than five median deviations off refitted without) gives the step-time model of a `kind: fitted`
-accelerator. Its KV capacity is the tokens held over the server's KV usage, where
-the run scraped `kv_cache_usage`. Validation replays a run's own scenario in virtual time on the fitted
-accelerator and sets the prediction beside the measurement.
+accelerator; where the decode step is not linear in its batch, a table of measured steps by batch size
+(`twin_curve`) is fitted too, and the one that reproduces the runs better kept (`twin_validate.best_fit`). Its
+KV capacity is the tokens held over the server's KV usage, where the run scraped `kv_cache_usage`. Validation
+replays a run's own scenario in virtual time on the fitted accelerator and sets the prediction beside the
+measurement.
 """
 
 from __future__ import annotations
@@ -32,112 +31,10 @@ from harness.records import RequestRecord, read_records
 from harness.stats.schema import read_summary
 from harness.stats.server import Row, read_server_metrics
 from harness.tools.predict import predict_runs
+from harness.tools.twin_curve import fit_curve
+from harness.tools.twin_samples import Streams, overlapping, server_batches, step_samples
 
-MAX_SAMPLES = 200_000  # step gaps kept for the fit (a stride over more)
 UNMEASURED_KV_TOKENS = 10_000_000  # no KV usage scraped: the twin never runs out
-
-
-@dataclass(frozen=True)
-class Streams:
-    """The ok requests of a run as sorted arrays: when each decoded, what it held, what it prefilled."""
-
-    sent: np.ndarray  # request sent, ns
-    first: np.ndarray  # first token, ns
-    last: np.ndarray  # last token, ns
-    prompt: np.ndarray  # prompt tokens
-    chunks: np.ndarray  # every token-bearing chunk of every request, sorted
-    count: np.ndarray  # chunks per request
-
-    @classmethod
-    def of(cls, records: Sequence[RequestRecord]) -> Streams:
-        ok = [r for r in records if r.status == "ok" and len(r.chunk_ns) >= 2]
-        prompt = [r.prompt_tokens or r.prompt_tokens_requested for r in ok]
-        return cls(np.array([r.sent_ns or r.chunk_ns[0] for r in ok], dtype=np.int64),
-                   np.array([r.chunk_ns[0] for r in ok], dtype=np.int64),
-                   np.array([r.chunk_ns[-1] for r in ok], dtype=np.int64), np.array(prompt, dtype=np.float64),
-                   np.sort(np.concatenate([np.asarray(r.chunk_ns, dtype=np.int64) for r in ok]
-                                          or [np.zeros(0, dtype=np.int64)])),
-                   np.array([len(r.chunk_ns) for r in ok], dtype=np.float64))
-
-    def held(self, t: np.ndarray, since_sent: bool = False) -> tuple[np.ndarray, np.ndarray]:
-        """At each time: the requests decoding (`since_sent`: sent and not finished), and the tokens of context
-        they hold (prompt + generated)."""
-        start = self.sent if since_sent else self.first
-        by_first, by_last = np.argsort(start), np.argsort(self.last)
-        started = np.searchsorted(start[by_first], t, side="right")
-        ended = np.searchsorted(self.last[by_last], t, side="right")
-        prompt_started = np.concatenate([[0.0], np.cumsum(self.prompt[by_first])])[started]
-        prompt_ended = np.concatenate([[0.0], np.cumsum(self.prompt[by_last])])[ended]
-        generated = np.searchsorted(self.chunks, t, side="right") - np.concatenate(
-            [[0.0], np.cumsum(self.count[by_last])])[ended]
-        return (started - ended).astype(np.float64), prompt_started - prompt_ended + generated
-
-    def prefilled(self, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The requests whose first token came in (start, end] — prefilled in that step — and their prompt
-        tokens."""
-        order = np.argsort(self.first)
-        cum = np.concatenate([[0.0], np.cumsum(self.prompt[order])])
-        firsts = self.first[order]
-        hi, lo = np.searchsorted(firsts, end, side="right"), np.searchsorted(firsts, start, side="right")
-        return (hi - lo).astype(np.float64), np.asarray(cum[hi] - cum[lo])
-
-
-def step_samples(records: Sequence[RequestRecord], first_token_step: int = 0) -> np.ndarray:
-    """One row per chunk gap: [gap ms, sequences, context/1000, prefill tokens/1000].
-
-    A prefill's first token leaves with its step's other tokens but reaches the client a little before or after
-    them, so each step owns the first tokens nearest its end: from half its own gap before the end to half the
-    next gap after it. Consecutive steps of a stream thus share the timeline out without overlap (a long
-    prefill step does not also claim the first tokens of the short steps after it). With `first_token_step` 1
-    (llama.cpp) a first token leaves one step after the step that processed its prompt: each step owns the
-    first tokens around the end of the step after it."""
-    streams = Streams.of(records)
-    parts = []
-    for r in records:
-        if r.status == "ok" and len(r.chunk_ns) >= 2:
-            c = np.asarray(r.chunk_ns, dtype=np.int64)
-            gaps = np.diff(c)
-            after = np.append(gaps[1:], gaps[-1])  # the last step: as far after as its own half
-            lead = after * first_token_step  # owned first tokens: around this step's end, or the next one's
-            parts.append(np.column_stack([c[:-1], c[1:], c[1:] - gaps // 2 + lead, c[1:] + after // 2 + lead]))
-    if not parts:
-        return np.zeros((0, 4))
-    rows = np.concatenate(parts)
-    if len(rows) > MAX_SAMPLES:
-        rows = rows[np.linspace(0, len(rows) - 1, MAX_SAMPLES).astype(np.int64)]
-    start, end, owned_from, owned_to = rows.T
-    seqs, context = streams.held((start + end) // 2)
-    prefilling, prompts = streams.prefilled(owned_from, owned_to)  # sequences of the step too, as the engine counts
-    gaps = np.column_stack([(end - start) / 1e6, seqs + prefilling, context / 1e3, prompts / 1e3])
-    return np.concatenate([gaps, lone_prompts(records, first_token_step)])
-
-
-def _overlapping(spans: Sequence[tuple[int, int]], windows: Sequence[tuple[int, int]]) -> np.ndarray:
-    """For each window (begin, end), how many spans (start, stop) overlap it (start < end and stop > begin): the
-    spans started before its end less those stopped by its begin — sorted once, O(n log n) for a long run."""
-    starts = np.sort(np.array([s for s, _ in spans], dtype=np.int64))
-    stops = np.sort(np.array([e for _, e in spans], dtype=np.int64))
-    begin = np.array([b for b, _ in windows], dtype=np.int64)
-    end = np.array([e for _, e in windows], dtype=np.int64)
-    return np.searchsorted(starts, end, side="left") - np.searchsorted(stops, begin, side="right")
-
-
-def lone_prompts(records: Sequence[RequestRecord], first_token_step: int = 0) -> np.ndarray:
-    """A prompt's step seen whole: the TTFT of a request that had the engine to itself (no other request between
-    its send and its last token), less the step its first token waited for (`first_token_step`, priced at its
-    own median gap). At a low load most prompts are alone, and no other stream's gap shows their steps."""
-    ok = [r for r in records if r.status == "ok" and r.sent_ns is not None and len(r.chunk_ns) >= 3]
-    meanwhile = _overlapping([(r.sent_ns or 0, r.chunk_ns[-1]) for r in ok],
-                             [(r.sent_ns or 0, r.chunk_ns[0]) for r in ok])
-    rows = []
-    for r, others in zip(ok, meanwhile, strict=True):
-        if others != 1:  # someone else ran meanwhile (1: itself)
-            continue
-        begin, first = r.sent_ns or 0, r.chunk_ns[0]
-        step_ms = float(np.median(np.diff(np.asarray(r.chunk_ns, dtype=np.int64)))) / 1e6
-        prompt = (r.prompt_tokens or r.prompt_tokens_requested) - (r.cached_tokens or 0)
-        rows.append([(first - begin) / 1e6 - first_token_step * step_ms, 1.0, prompt / 1e3, prompt / 1e3])
-    return np.asarray(rows, dtype=np.float64).reshape(-1, 4)
 
 
 def _design(samples: np.ndarray, weights_ms: float, per_ktoken_ms: float) -> tuple[np.ndarray, np.ndarray]:
@@ -258,13 +155,16 @@ def server_prompt_rate(records: Sequence[RequestRecord]) -> float | None:
     spans = [(r.sent_ns or 0, r.first_token_ns or 0) for r in records
              if r.sent_ns is not None and r.first_token_ns is not None]
     rates = [(r.server_prompt_ms or 0.0) / ((r.prompt_tokens or 0) - (r.cached_tokens or 0)) * 1e3
-             for r, n in zip(timed, _overlapping(spans, [(r.sent_ns or 0, r.first_token_ns or 0) for r in timed]),
+             for r, n in zip(timed, overlapping(spans, [(r.sent_ns or 0, r.first_token_ns or 0) for r in timed]),
                              strict=True) if n == 1]  # itself only
     return float(np.median(rates)) if len(rates) >= 5 else None
 
 
 def fit_runs(run_dirs: Sequence[Path], name: str, model: str | None = None, slots: int | None = None,
-             batch_tokens: int | None = None) -> Fit:
+             batch_tokens: int | None = None) -> list[Fit]:
+    """The fits of the runs: the linear step model, and the decode table (`twin_curve`) where the runs have
+    enough decode steps at two or more batch sizes — `twin_validate.best_fit` keeps the one that reproduces
+    the runs better."""
     records = [rec for d in run_dirs for rec in _records(d)]
     shapes = {lead: step_samples(records, lead) for lead in (0, 1)}
     if len(shapes[0]) < 20:
@@ -276,16 +176,24 @@ def fit_runs(run_dirs: Sequence[Path], name: str, model: str | None = None, slot
     usage = [v for rows in scraped for r in rows if (v := r.values.get("kv_cache_usage")) is not None]
     # Which step a first token leaves with is the engine's (vLLM: its prompt's; llama.cpp: the next): the
     # attribution whose step times the model explains better.
-    said = server_prompt_rate(records)  # the server's own prompt timing, where it gives one, over the search's
-    fits = {lead: fit_steps(samples, said) for lead, samples in shapes.items()}
+    said = server_prompt_rate(records)  # the server's own prompt timing: a check of the fit (its samples are in)
+    fits = {lead: fit_steps(samples) for lead, samples in shapes.items()}
     lead = min(fits, key=lambda k: fits[k]["rms_ms"])
-    coefficients = {k: v for k, v in fits[lead].items() if k != "rms_ms"}
+    f = fits[lead]
+    timed = server_batches([r for r in records if r.status == "ok" and r.server_prompt_ms is not None
+                            and len(r.chunk_ns) >= 3], Streams.of(records), lead)
+    curve = fit_curve(shapes[lead], np.asarray(timed, dtype=np.float64).reshape(-1, 5))
     kv_tokens = int(np.median(kv)) if kv else UNMEASURED_KV_TOKENS
-    steps_only = FittedAccelerator(name, kv_tokens=kv_tokens, slots=slots or queue_cap(scraped),
-                                   batch_tokens=batch_tokens, first_token_step=lead, fitted_rps=offered_range(run_dirs),
-                                   **coefficients)
-    return Fit(replace(steps_only, request_ms=request_overhead_ms(steps_only, run_dirs, model)), len(shapes[lead]),
-               bool(kv), max(usage) if usage else None, said)
+    base = FittedAccelerator(name, kv_tokens=kv_tokens, slots=slots or queue_cap(scraped), batch_tokens=batch_tokens,
+                             first_token_step=lead, fitted_rps=offered_range(run_dirs), step_ms=f["step_ms"],
+                             weights_ms=f["weights_ms"], per_ktoken_ms=f["per_ktoken_ms"], per_seq_ms=f["per_seq_ms"],
+                             per_context_ktoken_ms=f["per_context_ktoken_ms"], prompt_step_ms=f["prompt_step_ms"])
+    shapes_tried = [base] if curve is None else [base, replace(
+        base, step_ms=0.0, weights_ms=0.0, per_context_ktoken_ms=0.0, per_seq_ms=curve.per_seq_ms,
+        per_ktoken_ms=curve.per_ktoken_ms, prompt_step_ms=curve.prompt_step_ms,
+        decode_ms=[round(v, 3) for v in curve.decode_ms])]
+    return [Fit(replace(a, request_ms=request_overhead_ms(a, run_dirs, model)), len(shapes[lead]), bool(kv),
+                max(usage) if usage else None, said) for a in shapes_tried]
 
 
 def queue_cap(scraped: Sequence[Sequence[Row]]) -> int | None:

@@ -10,7 +10,8 @@ from harness.config.scenario import parse_scenario
 from harness.records import RequestRecord
 from harness.stats.server import Row
 from harness.tools.predict import predict
-from harness.tools.twin import fit_steps, kv_capacity, step_samples
+from harness.tools.twin import fit_steps, kv_capacity
+from harness.tools.twin_samples import step_samples
 
 MS = 1_000_000
 

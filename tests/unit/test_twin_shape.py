@@ -12,7 +12,8 @@ from harness.records import RequestRecord
 from harness.sim.engine import Engine, EngineConfig, SimRequest
 from harness.sim.perfmodel import FittedModel
 from harness.sim.virtual import run_virtual
-from harness.tools.twin import fit_steps, lone_prompts, step_samples
+from harness.tools.twin import fit_steps
+from harness.tools.twin_samples import lone_prompts, step_samples
 
 MS = 1_000_000
 # 10 ms a step, +2 ms a sequence, +1 ms per 100 tokens processed (10 ms per 1k): no roofline blend (weights 0).
@@ -111,4 +112,4 @@ def test_a_prompt_alone_is_seen_whole_through_its_ttft() -> None:
                                chunk_ns=list(alone.token_ns), prompt_tokens=300)
         (row,) = lone_prompts([record], int(delay))
         expected = step_ms(1, 300) + (step_ms(1, 0) - step_ms(1, 1) if delay else 0.0)
-        assert row[0] == pytest.approx(expected, abs=1e-6) and list(row[1:]) == [1.0, 0.3, 0.3]
+        assert row[0] == pytest.approx(expected, abs=1e-6) and list(row[1:]) == [1.0, 0.3, 0.3, 1.0]

@@ -1,0 +1,112 @@
+"""The decode table of a fitted twin (issue 34): a step priced by how many sequences it decodes as measured,
+not as a line — llama.cpp on a CPU steps in 24 ms with one stream, 31 with two, 52 with three, 51 with four —
+fitted from step gaps, with the prompts' cost taken from the server's own timing where it gives one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from harness.config.presets import ACCELERATORS, FittedAccelerator, load_presets
+from harness.errors import PresetError
+from harness.records import RequestRecord
+from harness.sim.perfmodel import FittedModel, StepLoad
+from harness.tools.twin_curve import fit_curve
+from harness.tools.twin_samples import Streams, server_batches
+
+MS = 1_000_000
+TABLE = [24.0, 31.0, 52.0, 51.0, 70.0, 62.0]
+TWIN = FittedAccelerator("curve-twin", step_ms=0.0, weights_ms=0.0, per_ktoken_ms=2000.0, per_seq_ms=10.0,
+                         per_context_ktoken_ms=0.0, kv_tokens=1_000_000, prompt_step_ms=30.0, decode_ms=TABLE)
+
+
+def step(decodes: int, prompt_tokens: int = 0) -> float:
+    load = StepLoad(tokens=decodes + prompt_tokens, seqs=decodes + (prompt_tokens > 0), decodes=decodes)
+    return FittedModel(TWIN).step_seconds(load) * 1e3
+
+
+def test_a_step_costs_the_table_entry_of_its_decodes_and_its_prompts_on_top() -> None:
+    assert step(1) == pytest.approx(24.0)
+    assert step(3) == pytest.approx(52.0) and step(4) == pytest.approx(51.0)  # not a line: four cost less than three
+    assert step(8) == pytest.approx(62.0 + 2 * 10.0)  # past the table: per_seq_ms a sequence more
+    assert step(0, 137) == pytest.approx(30.0 + 2.0 * 137)  # a prompt alone: its step's setup and its tokens
+    assert step(2, 137) == pytest.approx(31.0 + 30.0 + 2.0 * 137)  # inside two streams' decode step
+
+
+def _samples(rng: np.random.Generator, mislabeled: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """Gap rows [ms, sequences, context/1000, prompt tokens/1000, prompts] of the engine above, 1% noise; and the
+    server's own rows of its prompt steps. `mislabeled`: a share of decode gaps the fit is told held a prompt."""
+    decoders = rng.integers(1, 7, 4000)
+    prompts = np.where(rng.random(4000) < 0.1, rng.integers(1, 3, 4000), 0)
+    prompt_k = prompts * 0.137
+    gap = np.array([step(int(d), round(float(p) * 1000)) for d, p in zip(decoders, prompt_k, strict=True)])
+    gap *= np.exp(0.01 * rng.standard_normal(4000))
+    wrong = (prompts == 0) & (rng.random(4000) < mislabeled)
+    prompts = np.where(wrong, 1, prompts)
+    rows = np.column_stack([gap, decoders + prompts, decoders * 0.2, prompts * 0.137, prompts])
+    server_decoders = rng.integers(0, 5, 60)
+    server_prompts = rng.integers(1, 5, 60)
+    server = np.column_stack([[step(int(d), int(p) * 137) for d, p in zip(server_decoders, server_prompts,
+                                                                          strict=True)],
+                              server_decoders + server_prompts, server_decoders * 0.2, server_prompts * 0.137,
+                              server_prompts])
+    return rows, server
+
+
+def test_the_curve_fit_recovers_the_table_and_the_prompt_terms() -> None:
+    rows, _ = _samples(np.random.default_rng(3))
+    curve = fit_curve(rows)
+    assert curve is not None
+    assert curve.decode_ms == pytest.approx(TABLE, rel=0.02)
+    assert curve.per_ktoken_ms == pytest.approx(2000.0, rel=0.05)
+    assert curve.prompt_step_ms == pytest.approx(30.0, abs=8.0)
+
+
+def test_the_servers_own_prompt_timing_outweighs_gaps_given_a_prompt_they_did_not_hold() -> None:
+    """A late first token can hand its prompt to the wrong gap (in a llama-server run, more of them than held
+    one); the server's own timing cannot."""
+    rows, server = _samples(np.random.default_rng(4), mislabeled=0.3)
+    told = fit_curve(rows, server)
+    assert told is not None and told.per_ktoken_ms == pytest.approx(2000.0, rel=0.05)
+    assert told.prompt_step_ms == pytest.approx(30.0, abs=8.0)
+    guessed = fit_curve(rows)  # the mislabeled gaps alone drag the prompt terms off
+    assert guessed is not None and abs(guessed.per_ktoken_ms / 2000.0 - 1) > 0.10
+
+
+def test_too_few_batch_sizes_give_no_table() -> None:
+    rows = np.column_stack([np.full(50, 24.0), np.ones(50), np.full(50, 0.2), np.zeros(50), np.zeros(50)])
+    assert fit_curve(rows) is None  # one batch size: nothing a line would not do
+
+
+def timed(index: int, sent_ms: float, first_ms: float, prompt_ms: float, prompt: int = 137) -> RequestRecord:
+    chunks = [first_ms + 25.0 * k for k in range(6)]
+    return RequestRecord(f"r{index}", "p", index, prompt, 6, int(sent_ms * MS), sent_ns=int(sent_ms * MS),
+                         first_token_ns=int(chunks[0] * MS), last_token_ns=int(chunks[-1] * MS),
+                         chunk_ns=[int(c * MS) for c in chunks], prompt_tokens=prompt, server_prompt_ms=prompt_ms)
+
+
+def test_prompts_the_server_timed_together_are_one_batch_and_overlapped_ones_are_left_out() -> None:
+    records = [timed(0, 0, 300, 290),  # alone
+               timed(1, 1000, 1600, 590), timed(2, 1001, 1601, 589),  # one batch of two
+               timed(3, 3000, 3400, 390), timed(4, 3200, 3600, 300)]  # overlapping, not together
+    rows = server_batches(records, Streams.of(records), first_token_step=0)
+    assert [r[0] for r in rows] == [290.0, 589.5]
+    assert [r[4] for r in rows] == [1.0, 2.0] and rows[1][3] == pytest.approx(0.274)
+    # The step after the prompt's (llama.cpp) moves every window back one of the request's own steps: the same.
+    assert [r[4] for r in server_batches(records, Streams.of(records), first_token_step=1)] == [1.0, 2.0]
+
+
+def test_a_preset_names_a_decode_table_that_is_not_one(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text("accelerators:\n  t: {kind: fitted, step_ms: 0, weights_ms: 0, per_ktoken_ms: 1, per_seq_ms: 1, "
+                    "per_context_ktoken_ms: 0, kv_tokens: 9, decode_ms: [24, -1]}\n")
+    with pytest.raises(PresetError, match="decode_ms"):
+        load_presets(path)
+    path.write_text(path.read_text().replace("[24, -1]", "[24, 31.5]"))
+    try:
+        load_presets(path)
+        assert ACCELERATORS["t"].decode_ms == [24, 31.5]  # type: ignore[union-attr]
+    finally:
+        ACCELERATORS.pop("t", None)
