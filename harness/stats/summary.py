@@ -97,26 +97,30 @@ def _stress(scenario: Scenario, run: PhaseRun, rows: Sequence[Row], stats: Phase
     return stress, [said] if said else []
 
 
-# The harness's own lateness that cannot move a figure: a twentieth of the median ITL and of the median TTFT.
-NEGLIGIBLE_LATE = 0.05
+# The harness's own lateness that cannot move a figure: event-loop lag p99 (how late a token may be stamped)
+# under a tenth of the median ITL, schedule lag p99 (how late a request may be sent) under a twentieth of the
+# median TTFT.
+NEGLIGIBLE_LOOP_LAG = 0.10
+NEGLIGIBLE_SCHEDULE_LAG = 0.05
 
 
 def negligible_lateness(stats: PhaseStats, server: ServerPhase | None) -> tuple[str, bool] | None:
     """Why a phase the self-check found late is not client-limited after all, and whether the server kept a queue
-    meanwhile (it then set the pace), or None: the harness's CPU was not
-    full and its lateness — event-loop lag p99 and schedule lag p99 — was under 5% of the median ITL and TTFT
-    it measured, so it cannot have shaped them; when the server kept requests waiting (scraped), the server set
-    the pace. Against a slow server on the same machine (llama.cpp on CPU takes every core) the harness waits
-    for a CPU now and then: a few ms late on 100 ms tokens is not the client limiting the run."""
+    meanwhile (it then set the pace), or None: the harness's CPU was not full, its event-loop lag p99 was under
+    10% of the median ITL and its schedule lag p99 under 5% of the median TTFT it measured, so it cannot have
+    shaped them; when the server kept requests waiting (scraped), the server set the pace. Against a slow
+    server on the same machine (llama.cpp on CPU takes every core) the harness waits for a CPU now and then: a
+    few ms late on 50 ms tokens is not the client limiting the run."""
     client, lat = stats.client, stats.latency_ms
     if not stats.client_limited or client.verdict == "saturated":
         return None
     itl, ttft = lat.itl.p50, lat.ttft.p50
-    late = max(client.loop_lag_p99_ms or 0.0, lat.schedule_lag.p99 or 0.0)
-    if itl is None or ttft is None or late > NEGLIGIBLE_LATE * min(itl, ttft):
+    loop, sent = client.loop_lag_p99_ms or 0.0, lat.schedule_lag.p99 or 0.0
+    if itl is None or ttft is None or loop > NEGLIGIBLE_LOOP_LAG * itl or sent > NEGLIGIBLE_SCHEDULE_LAG * ttft:
         return None
-    small = (f"the harness was late by at most {late:.1f} ms, under {NEGLIGIBLE_LATE:.0%} of the median ITL "
-             f"({itl:.1f} ms) and TTFT ({ttft:.1f} ms): too little to shape them; the self-check had said: "
+    small = (f"the harness's event-loop lag p99 ({loop:.1f} ms) was under {NEGLIGIBLE_LOOP_LAG:.0%} of the median "
+             f"ITL ({itl:.1f} ms) and its schedule lag p99 ({sent:.1f} ms) under {NEGLIGIBLE_SCHEDULE_LAG:.0%} of the "
+             f"median TTFT ({ttft:.1f} ms): too little to shape them; the self-check had said: "
              f"{stats.client_limited_reason}")
     if server is not None and (server.waiting_max or 0) > 0:
         return (f"the server set the pace, not the client: it held up to {server.waiting_max:.0f} requests "
