@@ -189,7 +189,9 @@ def _build(cls: type[Any], name: str, entry: object, source: str) -> Any:
         field = sorted(unknown)[0]
         raise PresetError(f"{source}: {name}.{field}: unknown field (allowed: {', '.join(sorted(allowed))})")
     for field_name, value in entry.items():
-        if (problem := _number_problem(field_name, value)) is not None:
+        # A fitted twin's decode_ms is a table by batch size; an ASIC's, one number.
+        table = field_name == "decode_ms" and cls is FittedAccelerator
+        if (problem := _table_problem(value) if table else _number_problem(field_name, value)) is not None:
             raise PresetError(f"{source}: {name}.{field_name}: {problem}")
     try:
         return cls(name=name, **entry)
@@ -203,6 +205,13 @@ _MAY_BE_ZERO = {"growth_per_seq", "request_ms", "per_seq_ms", "per_context_ktoke
 _ABSURD = 1e15  # past any device or model: a typo, or a unit mistaken
 
 
+def _table_problem(value: object) -> str | None:
+    """Why a decode table (a step's ms with 1, 2, … sequences) is not one, or None."""
+    fine = value is None or (isinstance(value, list) and len(value) > 0 and all(
+        isinstance(v, int | float) and not isinstance(v, bool) and 0 < v < _ABSURD for v in value))
+    return None if fine else f"{str(value)[:40]!r} is not a list of step times in ms, above zero"
+
+
 def _number_problem(name: str, value: object) -> str | None:
     """Why a preset's numeric field is not a usable number, or None (a string like `1e30`, which YAML does not
     read as a number, a zero, a negative, an infinity)."""
@@ -213,10 +222,6 @@ def _number_problem(name: str, value: object) -> str | None:
             isinstance(v, int | float) and not isinstance(v, bool) and 0 < v < _ABSURD for v in value)
         return None if ok and value[0] <= value[1] else (  # type: ignore[index]
             f"{str(value)[:40]!r} is not [lowest, highest] requests/s")
-    if name == "decode_ms":  # a decode step's time by sequence count, 1, 2, …
-        fine = isinstance(value, list) and value and all(
-            isinstance(v, int | float) and not isinstance(v, bool) and 0 < v < _ABSURD for v in value)
-        return None if fine else f"{str(value)[:40]!r} is not a list of step times in ms, above zero"
     if name == "first_token_step" and value not in (0, 1):
         return f"{value!r}: 0 (the first token leaves with its prompt's step) or 1 (with the step after)"
     if isinstance(value, bool) or not isinstance(value, int | float):

@@ -105,8 +105,14 @@ def test_a_preset_names_a_decode_table_that_is_not_one(tmp_path: Path) -> None:
     with pytest.raises(PresetError, match="decode_ms"):
         load_presets(path)
     path.write_text(path.read_text().replace("[24, -1]", "[24, 31.5]"))
+    # An ASIC's decode_ms stays one number (its own field of the same name).
+    (tmp_path / "asic.yaml").write_text("accelerators:\n  a: {kind: asic, decode_ms: 0.3, decode_ms_per_b_params: "
+                                        "0.03, growth_per_seq: 0.001, prefill_tokens_per_s_8b: 40000, memory_gb: 44}\n")
     try:
         load_presets(path)
         assert ACCELERATORS["t"].decode_ms == [24, 31.5]  # type: ignore[union-attr]
+        load_presets(tmp_path / "asic.yaml")
+        assert ACCELERATORS["a"].decode_ms == 0.3  # type: ignore[union-attr]
     finally:
         ACCELERATORS.pop("t", None)
+        ACCELERATORS.pop("a", None)
