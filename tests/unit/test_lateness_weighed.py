@@ -4,7 +4,8 @@ the median ITL (a token stamped late), schedule lag p99 against the median TTFT 
 from __future__ import annotations
 
 from harness.config.scenario import SLO
-from harness.stats.phase import PhaseStats, phase_stats
+from harness.stats.phase import phase_stats
+from harness.stats.schema import PhaseStats
 from harness.stats.summary import negligible_lateness
 from harness.stats.verdict import ClientCheck
 from tests.helpers import rec
