@@ -12,7 +12,7 @@ from harness.cli.errors import guarded
 from harness.cli.grouped import examples
 from harness.config.presets import FittedAccelerator
 from harness.tools.twin import fit_runs, known_model, load_twin
-from harness.tools.twin_validate import ValidationRow, best_fit, fit_warnings, outside_fitted, validate_run
+from harness.tools.twin_validate import ValidationRow, fit_warnings, outside_fitted, validate_run
 
 _run_dir = click.Path(path_type=Path, file_okay=False, exists=True)
 
@@ -49,10 +49,10 @@ def fit_cmd(run_dirs: tuple[Path, ...], out: Path, name: str, model: str | None,
             batch_tokens: int | None, as_json: bool) -> None:
     """Fit a `kind: fitted` accelerator to RUN_DIRS (two or more load levels of one endpoint), write it to
     --out, and replay each run on it to show the fit's error; say where the fit's assumptions failed."""
-    fit, rows = best_fit(fit_runs(run_dirs, name, known_model(model), slots, batch_tokens), run_dirs,
-                         known_model(model))
+    fit = fit_runs(run_dirs, name, known_model(model), slots, batch_tokens)
     out.write_text(fit.preset_yaml(run_dirs), encoding="utf-8")
-    load_twin(out, name)
+    accelerator = load_twin(out, name)
+    rows = [row for d in run_dirs for row in validate_run(d, accelerator, known_model(model))]
     warnings = fit_warnings(fit, rows)
     if as_json:
         click.echo(json.dumps({"accelerator": asdict(fit.accelerator), "samples": fit.samples,

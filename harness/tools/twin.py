@@ -28,6 +28,7 @@ from harness.config.presets import ACCELERATORS, MODELS, FittedAccelerator, load
 from harness.config.scenario import Scenario, load_scenario
 from harness.errors import ScenarioError
 from harness.records import RequestRecord, read_records
+from harness.sim.perfmodel import FittedModel, StepLoad
 from harness.stats.schema import read_summary
 from harness.stats.server import Row, read_server_metrics
 from harness.tools.predict import predict_runs
@@ -160,11 +161,11 @@ def server_prompt_rate(records: Sequence[RequestRecord]) -> float | None:
     return float(np.median(rates)) if len(rates) >= 5 else None
 
 
+NONLINEAR = 0.10  # a decode step this far off the line at a measured batch size: the table replaces the line
+
+
 def fit_runs(run_dirs: Sequence[Path], name: str, model: str | None = None, slots: int | None = None,
-             batch_tokens: int | None = None) -> list[Fit]:
-    """The fits of the runs: the linear step model, and the decode table (`twin_curve`) where the runs have
-    enough decode steps at two or more batch sizes — `twin_validate.best_fit` keeps the one that reproduces
-    the runs better."""
+             batch_tokens: int | None = None) -> Fit:
     records = [rec for d in run_dirs for rec in _records(d)]
     shapes = {lead: step_samples(records, lead) for lead in (0, 1)}
     if len(shapes[0]) < 20:
@@ -180,20 +181,33 @@ def fit_runs(run_dirs: Sequence[Path], name: str, model: str | None = None, slot
     fits = {lead: fit_steps(samples) for lead, samples in shapes.items()}
     lead = min(fits, key=lambda k: fits[k]["rms_ms"])
     f = fits[lead]
-    timed = server_batches([r for r in records if r.status == "ok" and r.server_prompt_ms is not None
-                            and len(r.chunk_ns) >= 3], Streams.of(records), lead)
-    curve = fit_curve(shapes[lead], np.asarray(timed, dtype=np.float64).reshape(-1, 5))
     kv_tokens = int(np.median(kv)) if kv else UNMEASURED_KV_TOKENS
-    base = FittedAccelerator(name, kv_tokens=kv_tokens, slots=slots or queue_cap(scraped), batch_tokens=batch_tokens,
+    line = FittedAccelerator(name, kv_tokens=kv_tokens, slots=slots or queue_cap(scraped), batch_tokens=batch_tokens,
                              first_token_step=lead, fitted_rps=offered_range(run_dirs), step_ms=f["step_ms"],
                              weights_ms=f["weights_ms"], per_ktoken_ms=f["per_ktoken_ms"], per_seq_ms=f["per_seq_ms"],
                              per_context_ktoken_ms=f["per_context_ktoken_ms"], prompt_step_ms=f["prompt_step_ms"])
-    shapes_tried = [base] if curve is None else [base, replace(
-        base, step_ms=0.0, weights_ms=0.0, per_context_ktoken_ms=0.0, per_seq_ms=curve.per_seq_ms,
-        per_ktoken_ms=curve.per_ktoken_ms, prompt_step_ms=curve.prompt_step_ms,
-        decode_ms=[round(v, 3) for v in curve.decode_ms])]
-    return [Fit(replace(a, request_ms=request_overhead_ms(a, run_dirs, model)), len(shapes[lead]), bool(kv),
-                max(usage) if usage else None, said) for a in shapes_tried]
+    steps = with_table(line, shapes[lead], records)
+    return Fit(replace(steps, request_ms=request_overhead_ms(steps, run_dirs, model)), len(shapes[lead]), bool(kv),
+               max(usage) if usage else None, said)
+
+
+def with_table(line: FittedAccelerator, samples: np.ndarray, records: Sequence[RequestRecord]) -> FittedAccelerator:
+    """The fitted line, or the decode table (`twin_curve`) where the decode steps the runs measured depart from
+    the line by more than `NONLINEAR` at some batch size; its prompt terms from the server's own timing of its
+    prompt batches where it gave one."""
+    timed = server_batches([r for r in records if r.status == "ok" and r.server_prompt_ms is not None
+                            and len(r.chunk_ns) >= 3], Streams.of(records), line.first_token_step)
+    curve = fit_curve(samples, np.asarray(timed, dtype=np.float64).reshape(-1, 5))
+    model = FittedModel(line)
+
+    def decode_ms(n: int, context_k: float) -> float:
+        return model.step_seconds(StepLoad(tokens=n, seqs=n, decodes=n, decode_context=round(context_k * 1e3))) * 1e3
+
+    if curve is None or curve.departure(decode_ms) <= NONLINEAR:
+        return line
+    return replace(line, step_ms=0.0, weights_ms=0.0, per_context_ktoken_ms=0.0, per_seq_ms=curve.per_seq_ms,
+                   per_ktoken_ms=curve.per_ktoken_ms, prompt_step_ms=curve.prompt_step_ms,
+                   decode_ms=[round(v, 3) for v in curve.decode_ms])
 
 
 def queue_cap(scraped: Sequence[Sequence[Row]]) -> int | None:

@@ -10,6 +10,7 @@ to the steps that processed prompts once the decode part is taken off.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,7 +24,12 @@ class Curve:
     per_seq_ms: float  # past the table: this much a sequence more
     prompt_step_ms: float
     per_ktoken_ms: float  # per 1,000 prompt tokens
-    rms_ms: float  # over every sample, as `fit_steps` measures its own
+    seen: dict[int, float]  # batch sizes measured (not interpolated): the median context/1000 of their steps
+
+    def departure(self, line: Callable[[int, float], float]) -> float:
+        """The largest relative difference between the table and `line` (a linear model's decode step of n
+        sequences holding a context of so many thousand tokens), over the batch sizes the runs measured."""
+        return max(abs(self.decode_ms[n - 1] / line(n, ctx) - 1) for n, ctx in self.seen.items())
 
     def predict(self, decoders: np.ndarray, prompt_k: np.ndarray) -> np.ndarray:
         table = np.asarray(self.decode_ms)
@@ -46,17 +52,16 @@ def fit_curve(samples: np.ndarray, prompt_steps: np.ndarray | None = None) -> Cu
                if np.count_nonzero(decode_only & (decoders == n)) >= MIN_STEPS}
     if len(medians) < 2:
         return None
+    seen = {n: float(np.median(samples[decode_only & (decoders == n), 2])) for n in medians}
     known = np.array(sorted(medians))
     values = np.array([medians[int(n)] for n in known])
     table = np.interp(np.arange(1, known[-1] + 1), known, values)  # counts seen too rarely: between neighbours
     slope = max(0.0, float(np.polyfit(known, values, 1)[0]))
-    partial = Curve([float(v) for v in table], slope, 0.0, 0.0, 0.0)
+    partial = Curve([float(v) for v in table], slope, 0.0, 0.0, seen)
     prompts = samples[samples[:, 3] > 0] if prompt_steps is None or not len(prompt_steps) else prompt_steps
     rest = prompts[:, 0] - partial.predict(np.round(prompts[:, 1] - prompts[:, 4]), np.zeros(len(prompts)))
     step, per_k = _prompt_terms(rest, prompts[:, 3])
-    curve = Curve(partial.decode_ms, slope, step, per_k, 0.0)
-    error = samples[:, 0] - curve.predict(decoders, samples[:, 3])
-    return Curve(curve.decode_ms, slope, step, per_k, float(np.sqrt(np.mean(error ** 2))))
+    return Curve(partial.decode_ms, slope, step, per_k, seen)
 
 
 def _prompt_terms(rest: np.ndarray, prompt_k: np.ndarray) -> tuple[float, float]:

@@ -45,27 +45,6 @@ def validate_run(run_dir: Path, accelerator: str, model: str | None = None) -> l
     return rows
 
 
-SIMPLER_UNLESS = 0.75  # a later (richer) fit replaces an earlier one only when it cuts the error by a quarter
-
-
-def best_fit(fits: Sequence[Fit], run_dirs: Sequence[Path], model: str | None) -> tuple[Fit, list[ValidationRow]]:
-    """Of `fits`, simplest first, the one whose replays of its own runs come closest to what they measured (the
-    mean error over every compared figure, a p99's at half weight: its tolerance is twice a median's); a richer
-    fit must beat a simpler one by `SIMPLER_UNLESS`. Returns it with its rows."""
-    best: tuple[float, Fit, list[ValidationRow]] | None = None
-    for fit in fits:
-        ACCELERATORS[fit.accelerator.name] = fit.accelerator
-        rows = [row for d in run_dirs for row in validate_run(d, fit.accelerator.name, model)]
-        errors = [abs(r["error"]) * (0.5 if "p99" in r["figure"] else 1.0) for r in rows if r["error"] is not None]
-        score = sum(errors) / len(errors) if errors else 0.0
-        if best is None or score < SIMPLER_UNLESS * best[0]:
-            best = (score, fit, rows)
-    if best is None:
-        raise ValueError("no fit to choose from")
-    ACCELERATORS[best[1].accelerator.name] = best[1].accelerator
-    return best[1], best[2]
-
-
 # A fit is trusted when it reproduces its own runs this closely (the issue's acceptance, as in docs/simulator.md)
 P50_TOLERANCE, P99_TOLERANCE = 0.15, 0.30
 

@@ -116,3 +116,17 @@ def test_a_preset_names_a_decode_table_that_is_not_one(tmp_path: Path) -> None:
     finally:
         ACCELERATORS.pop("t", None)
         ACCELERATORS.pop("a", None)
+
+
+def test_the_table_departs_from_a_line_only_where_the_engine_does() -> None:
+    rows, _ = _samples(np.random.default_rng(5))
+    curve = fit_curve(rows)
+    assert curve is not None and sorted(curve.seen) == [1, 2, 3, 4, 5, 6]
+    # The best line through 24 … 62 ms misses three sequences (52 ms) by a fifth: the table is needed.
+    slope, intercept = np.polyfit(np.arange(1, 7), TABLE, 1)
+    assert curve.departure(lambda n, ctx: intercept + slope * n) > 0.10
+    # An engine that is a line (20 ms + 5 ms a sequence) gives a table that departs from it by noise only.
+    decoders = rows[:, 1] - rows[:, 4]
+    line = np.column_stack([20.0 + 5.0 * decoders, decoders, rows[:, 2], np.zeros((len(rows), 2))])
+    flat = fit_curve(line)
+    assert flat is not None and flat.departure(lambda n, ctx: 20.0 + 5.0 * n) < 0.02
