@@ -8,7 +8,7 @@ The fit reads what a run's records already hold, as rows of engine steps (`twin_
 computing on every token, so prompts cost little until a step turns compute-bound; no coefficient below zero;
 gaps more than five median deviations off refitted without) gives the step-time model of a `kind: fitted`
 accelerator; where the decode step is not linear in its batch, a table of measured steps by batch size
-(`twin_curve`) is fitted too, and the one that reproduces the runs better kept (`twin_validate.best_fit`). Its
+(`twin_curve`) replaces the line where the measured decode steps depart from it (`NONLINEAR`). Its
 KV capacity is the tokens held over the server's KV usage, where the run scraped `kv_cache_usage`. Validation
 replays a run's own scenario in virtual time on the fitted accelerator and sets the prediction beside the
 measurement.
