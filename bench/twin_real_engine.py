@@ -1,8 +1,8 @@
 """A digital twin against a real engine (issue 34): llama.cpp's `llama-server` (bench/llamacpp.py: built from
 the PyPI sdist's vendored source, Gemma 3 270M Q4_K_M, CPU, N slots) measured at two Poisson loads (0.2 and
-0.7 req/s: the higher one so that the fit sees every batch size up to the 8 slots), fitted with `harness sim
-fit`, and validated with `harness sim validate` on a third Poisson load (0.35), a closed loop of 8 and a batch
-of 8. Never run by CI (it needs the built server and takes minutes).
+0.7 req/s: the higher one so that the fit sees every batch size up to the 8 slots; prompts of 64–256 tokens),
+fitted with `harness sim fit`, and validated with `harness sim validate` on a third Poisson load (0.35), a
+closed loop of 8 and a batch of 8 (128-token prompts). Never run by CI (it needs the built server and takes minutes).
 
     .venv/bin/python bench/llamacpp.py build && .venv/bin/python bench/llamacpp.py model
     .venv/bin/python bench/twin_real_engine.py [--slots 8] [--requests 24] [--out /tmp/twin-bench]
@@ -26,7 +26,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import llamacpp
 
 HARNESS = [sys.executable, "-m", "harness"]
-WORKLOAD = ["--prompt-tokens", "128", "--output-tokens", "64", "--tokenizer", "server", "--progress", "off"]
+WORKLOAD = ["--output-tokens", "64", "--tokenizer", "server", "--progress", "off"]
+HELD_PROMPTS = ["--prompt-tokens", "128"]
+# The fit's prompts vary in length: with one size, a prompt step's own cost cannot be told from its tokens'.
+FIT_PROMPTS = ["--prompt-tokens", "uniform:64:256"]
 
 
 def _wait(url: str, limit_s: float = 120.0) -> None:
@@ -67,12 +70,12 @@ def main() -> None:
         _wait(base)
         endpoint = base + "/v1"
         n = str(args.requests)
-        fit_dirs = [_run(f"fit-{rate}", args.out, endpoint, ["--rate", rate, "--requests", n])
+        fit_dirs = [_run(f"fit-{rate}", args.out, endpoint, ["--rate", rate, "--requests", n, *FIT_PROMPTS])
                     for rate in ("0.2", "0.7")]
-        held = [_run("held-0.35", args.out, endpoint, ["--rate", "0.35", "--requests", n]),
-                _run("held-closed-8", args.out, endpoint, ["--concurrency", "8", "--requests", "24"]),
+        held = [_run("held-0.35", args.out, endpoint, ["--rate", "0.35", "--requests", n, *HELD_PROMPTS]),
+                _run("held-closed-8", args.out, endpoint, ["--concurrency", "8", "--requests", "24", *HELD_PROMPTS]),
                 _run("held-batch-8", args.out, endpoint, ["--rate", "0.2", "--requests", "1", "--batch", "8",
-                                                           "--batches", "2"])]
+                                                           "--batches", "2", *HELD_PROMPTS])]
     finally:
         server.terminate()
         server.wait(timeout=30)

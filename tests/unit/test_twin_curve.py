@@ -130,3 +130,17 @@ def test_the_table_departs_from_a_line_only_where_the_engine_does() -> None:
     line = np.column_stack([20.0 + 5.0 * decoders, decoders, rows[:, 2], np.zeros((len(rows), 2))])
     flat = fit_curve(line)
     assert flat is not None and flat.departure(lambda n, ctx: 20.0 + 5.0 * n) < 0.02
+
+
+def test_prompts_of_one_size_are_priced_per_token() -> None:
+    """Every prompt step held one 137-token prompt: a step's own cost cannot be told from its tokens', so all of
+    it goes per token — eight such prompts together then cost eight times one (as llama-server's do: 323 ms
+    for one, 2,561 for eight), not one step's setup and a little more."""
+    rng = np.random.default_rng(6)
+    decoders = rng.integers(1, 5, 2000)
+    one = rng.random(2000) < 0.1
+    gap = np.array([step(int(d), 137 if p else 0) for d, p in zip(decoders, one, strict=True)])
+    rows = np.column_stack([gap, decoders + one, decoders * 0.2, one * 0.137, one.astype(float)])
+    curve = fit_curve(rows)
+    assert curve is not None and curve.prompt_step_ms == 0.0
+    assert curve.per_ktoken_ms * 0.137 == pytest.approx(30.0 + 2.0 * 137, rel=0.02)  # one prompt's step, as measured
