@@ -1,8 +1,8 @@
 """A digital twin against a real engine (issue 34): llama.cpp's `llama-server` (bench/llamacpp.py: built from
 the PyPI sdist's vendored source, Gemma 3 270M Q4_K_M, CPU, N slots) measured at two Poisson loads (0.2 and
-0.7 req/s: the higher one so that the fit sees every batch size up to the 8 slots; prompts of 64–256 tokens),
-fitted with `harness sim fit`, and validated with `harness sim validate` on a third Poisson load (0.35), a
-closed loop of 8 and a batch of 8 (128-token prompts). Never run by CI (it needs the built server and takes minutes).
+0.7 req/s: the higher one so that the fit sees every batch size up to the 8 slots), fitted with `harness sim
+fit`, and validated with `harness sim validate` on a third Poisson load (0.35), a closed loop of 8 and a batch
+of 8; 128-token prompts throughout. Never run by CI (it needs the built server and takes minutes).
 
     .venv/bin/python bench/llamacpp.py build && .venv/bin/python bench/llamacpp.py model
     .venv/bin/python bench/twin_real_engine.py [--slots 8] [--requests 24] [--out /tmp/twin-bench]
@@ -27,9 +27,7 @@ import llamacpp
 
 HARNESS = [sys.executable, "-m", "harness"]
 WORKLOAD = ["--output-tokens", "64", "--tokenizer", "server", "--progress", "off"]
-HELD_PROMPTS = ["--prompt-tokens", "128"]
-# The fit's prompts vary in length: with one size, a prompt step's own cost cannot be told from its tokens'.
-FIT_PROMPTS = ["--prompt-tokens", "uniform:64:256"]
+HELD_PROMPTS = FIT_PROMPTS = ["--prompt-tokens", "128"]  # the issue's; prompts of 64–256 fitted worse (+24%)
 
 
 def _wait(url: str, limit_s: float = 120.0) -> None:

@@ -17,6 +17,7 @@ import numpy as np
 
 MIN_STEPS = 10  # decode-only steps at a sequence count for its median to enter the table
 ONE_SIZE = 1.5  # prompt steps whose token counts all lie within this ratio: one size, no per-step cost told apart
+MIN_OTHER_SIZE = 5  # prompt steps of another size it takes to tell them apart (two pairs decide nothing)
 
 
 @dataclass(frozen=True)
@@ -70,8 +71,8 @@ def _prompt_terms(rest: np.ndarray, prompt_k: np.ndarray) -> tuple[float, float]
     than five median deviations off (a stall in a prompt's step)."""
     if len(rest) == 0:
         return 0.0, 0.0
-    if prompt_k.max() < ONE_SIZE * prompt_k.min():
-        # Every step held prompts of about one size: their cost cannot be told per token from per step. Per
+    if np.count_nonzero(prompt_k > ONE_SIZE * prompt_k.min()) < MIN_OTHER_SIZE:
+        # (Nearly) every step held prompts of one size: their cost cannot be told per token from per step. Per
         # token, as a prompt's compute is (a batch of eight costs eight times one, not one step's cost).
         return 0.0, max(0.0, float(np.median(rest / prompt_k)))
     keep = np.ones(len(rest), dtype=bool)
