@@ -66,6 +66,8 @@ def main() -> None:
     base = f"http://127.0.0.1:{llamacpp.PORT}"
     try:
         _wait(base)
+        if server.poll() is not None:  # another server answered on the port: its figures would not be ours
+            raise SystemExit(f"llama-server exited ({args.out / 'llama-server.log'}): is port {llamacpp.PORT} in use?")
         endpoint = base + "/v1"
         n = str(args.requests)
         fit_dirs = [_run(f"fit-{rate}", args.out, endpoint, ["--rate", rate, "--requests", n, *FIT_PROMPTS])
