@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import socket
 import subprocess
 import sys
 import time
@@ -61,6 +62,9 @@ def main() -> None:
                         help="a KV cache per slot: step times then depend on which slots are busy")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
+    with socket.socket() as probe:
+        if probe.connect_ex(("127.0.0.1", llamacpp.PORT)) == 0:
+            raise SystemExit(f"port {llamacpp.PORT} is in use: another server would answer for ours")
     server = subprocess.Popen(llamacpp.serve_command(args.slots, unified=args.unified), stdout=subprocess.DEVNULL,
                               stderr=open(args.out / "llama-server.log", "wb"))  # noqa: SIM115
     base = f"http://127.0.0.1:{llamacpp.PORT}"
