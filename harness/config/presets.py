@@ -90,6 +90,12 @@ class FittedAccelerator:
     # outside them.
     fitted_rps: list[float] | None = None  # [lowest, highest]
 
+    def line_decode_ms(self, seqs: int, context_tokens: float) -> float:
+        """The linear step model's time for `seqs` sequences decoding and nothing else (`sim fit` sets it beside
+        the measured steps to decide whether a table is needed)."""
+        return (self.step_ms + self.per_seq_ms * seqs + self.per_context_ktoken_ms * context_tokens / 1e3
+                + math.hypot(self.weights_ms, self.per_ktoken_ms * seqs / 1e3))
+
 
 Device = Accelerator | AsicAccelerator | FittedAccelerator
 _KINDS: dict[str, type[Any]] = {"gpu": Accelerator, "asic": AsicAccelerator, "fitted": FittedAccelerator}

@@ -28,7 +28,6 @@ from harness.config.presets import ACCELERATORS, MODELS, FittedAccelerator, load
 from harness.config.scenario import Scenario, load_scenario
 from harness.errors import ScenarioError
 from harness.records import RequestRecord, read_records
-from harness.sim.perfmodel import FittedModel, StepLoad
 from harness.stats.schema import read_summary
 from harness.stats.server import Row, read_server_metrics
 from harness.tools.predict import predict_runs
@@ -198,12 +197,7 @@ def with_table(line: FittedAccelerator, samples: np.ndarray, records: Sequence[R
     timed = server_batches([r for r in records if r.status == "ok" and r.server_prompt_ms is not None
                             and len(r.chunk_ns) >= 3], Streams.of(records), line.first_token_step)
     curve = fit_curve(samples, np.asarray(timed, dtype=np.float64).reshape(-1, 5))
-    model = FittedModel(line)
-
-    def decode_ms(n: int, context_k: float) -> float:
-        return model.step_seconds(StepLoad(tokens=n, seqs=n, decodes=n, decode_context=round(context_k * 1e3))) * 1e3
-
-    if curve is None or curve.departure(decode_ms) <= NONLINEAR:
+    if curve is None or curve.departure(lambda n, context_k: line.line_decode_ms(n, context_k * 1e3)) <= NONLINEAR:
         return line
     return replace(line, step_ms=0.0, weights_ms=0.0, per_context_ktoken_ms=0.0, per_seq_ms=curve.per_seq_ms,
                    per_ktoken_ms=curve.per_ktoken_ms, prompt_step_ms=curve.prompt_step_ms,

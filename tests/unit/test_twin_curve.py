@@ -144,3 +144,12 @@ def test_prompts_of_one_size_are_priced_per_token() -> None:
     curve = fit_curve(rows)
     assert curve is not None and curve.prompt_step_ms == 0.0
     assert curve.per_ktoken_ms * 0.137 == pytest.approx(30.0 + 2.0 * 137, rel=0.02)  # one prompt's step, as measured
+
+
+def test_the_lines_decode_step_is_the_simulators() -> None:
+    """`sim fit` weighs the table against the line's decode step as the engine would price it."""
+    line = FittedAccelerator("line", step_ms=2.0, weights_ms=6.0, per_ktoken_ms=60.0, per_seq_ms=0.5,
+                             per_context_ktoken_ms=0.11, kv_tokens=1_000_000)
+    for n, context in ((1, 300), (8, 4000), (64, 90_000)):
+        load = StepLoad(tokens=n, seqs=n, decodes=n, decode_context=context)
+        assert line.line_decode_ms(n, context) == pytest.approx(FittedModel(line).step_seconds(load) * 1e3)
