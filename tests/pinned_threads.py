@@ -23,6 +23,7 @@ class PinnedThreads:
     served: int = 0  # connections that got a thread
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._writers.add(writer)
         async with self._pool:
             self.served += 1
             try:
@@ -68,9 +69,14 @@ class PinnedThreads:
     @asynccontextmanager
     async def serving(self) -> AsyncIterator[str]:
         self._pool = asyncio.Semaphore(self.threads)
+        self._writers: set[asyncio.StreamWriter] = set()
         server = await asyncio.start_server(self._connection, "127.0.0.1", 0)
         port = server.sockets[0].getsockname()[1]
         try:
             yield f"http://127.0.0.1:{port}/v1"
         finally:
             server.close()
+            for writer in self._writers:  # connections still waiting for a thread, or kept alive: closed here,
+                writer.close()  # not by the garbage collector after the loop has gone
+            await asyncio.gather(*(w.wait_closed() for w in self._writers), return_exceptions=True)
+            await server.wait_closed()
