@@ -3,6 +3,7 @@ report.html shows the same ones, so the two never disagree."""
 
 from __future__ import annotations
 
+from harness.report.table import SERVER_ROWS
 from harness.stats.schema import MergedShard, RunHeader, ScrapeInfo, ShardInfo, Summary
 from harness.stats.server import SERIES
 from harness.workload.shards import LATE_MS
@@ -33,10 +34,6 @@ def notes(summary: Summary) -> list[str]:
 
 
 # The table's server rows, and the series each needs (harness.stats.server names them per engine).
-_SERVER_ROWS = (("running", "running / waiting"), ("waiting", "running / waiting"),
-                ("kv_cache_usage", "KV cache usage"), ("generation_tokens_total", "generated tokens/s"))
-
-
 def _scrape_notes(scraped: ScrapeInfo | None) -> list[str]:
     """A /metrics that could not be read, or that lacks a series a row of the table shows: why it is empty."""
     if scraped is None:
@@ -46,7 +43,7 @@ def _scrape_notes(scraped: ScrapeInfo | None) -> list[str]:
                 "endpoint.server_metrics, or endpoint.scrape_interval_s: 0 to stop trying)"]
     if not scraped.scrapes:
         return []
-    missing = [(series, row) for series, row in _SERVER_ROWS if series not in scraped.series]
+    missing = [(series, row) for row, needs, _ in SERVER_ROWS for series in needs if series not in scraped.series]
     return [f"the server's {scraped.url} has no {series} series (none of {', '.join(SERIES[series])}): the table's "
             f"\"{row}\" row shows - (map the engine's own name with endpoint.server_metrics)"
             for series, row in missing]

@@ -147,14 +147,19 @@ PROMPT_ROWS: list[tuple[TableRow, Callable[[PhaseSummary], bool]]] = [
 ]
 
 
-# Shown when the endpoint's /metrics was scraped: the server's own account beside the client's.
-SERVER_SECTION: list[TableRow] = [
-    ("server (scraped /metrics)", None),
-    ("  running / waiting, mean", _server_cell(lambda s: f"{s.running_mean:.1f} / {s.waiting_mean:.1f}")),
-    ("  KV cache usage, max", _server_cell(lambda s: f"{s.kv_cache_usage_max:.0%}")),
-    ("  generated tokens/s", _server_cell(lambda s: f"{s.generation_tokens_per_s:,.0f}")),
-    ("  prefix cache hit share", _server_cell(lambda s: f"{s.prefix_cache_hit_share:.0%}")),
-]
+# Shown when the endpoint's /metrics was scraped: the server's own account beside the client's. Each row with
+# the scraped series it reads (the notes say why a row shows "-": a series the engine does not export); the
+# prefix row needs no one series (hits over queries, or the engine's own share).
+SERVER_ROWS: tuple[tuple[str, tuple[str, ...], Cell], ...] = (
+    ("running / waiting, mean", ("running", "waiting"),
+     _server_cell(lambda s: f"{s.running_mean:.1f} / {s.waiting_mean:.1f}")),
+    ("KV cache usage, max", ("kv_cache_usage",), _server_cell(lambda s: f"{s.kv_cache_usage_max:.0%}")),
+    ("generated tokens/s", ("generation_tokens_total",),
+     _server_cell(lambda s: f"{s.generation_tokens_per_s:,.0f}")),
+    ("prefix cache hit share", (), _server_cell(lambda s: f"{s.prefix_cache_hit_share:.0%}")),
+)
+SERVER_SECTION: list[TableRow] = [("server (scraped /metrics)", None),
+                                  *((f"  {label}", cell) for label, _, cell in SERVER_ROWS)]
 
 
 def _stress_cell(fmt: Callable[[Stress], str]) -> Cell:

@@ -69,7 +69,7 @@ async def test_llama_cpp_metrics_fill_the_server_view(tmp_path: Path) -> None:
     # This llama.cpp exports no KV cache gauge: the empty row says why, and only that row does.
     said = [n for n in notes(result.summary) if "series" in n]
     assert len(said) == 1 and "no kv_cache_usage series" in said[0] and "llamacpp:kv_cache_usage_ratio" in said[0]
-    assert '"KV cache usage" row shows -' in said[0]
+    assert '"KV cache usage, max" row shows -' in said[0]
     # llama.cpp's own timings of each request are kept with its record.
     records = list(read_records(result.run_dir / "requests.jsonl"))
     assert all(r.server_prompt_ms is not None and r.server_decode_ms is not None for r in records)
