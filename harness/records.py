@@ -68,6 +68,7 @@ class RequestRecord:
     reason: str = ""
     http_status: int | None = None
     retries: int = 0  # sent again after a pooled connection died before any answer
+    held_ns: int = 0  # of its schedule lag, the time an in-flight cap held it back by design (max_in_flight)
     connect_ms: float | None = None  # opening a new connection for it took this long (None: a pooled one)
     content_type: str | None = None  # the answer's Content-Type, kept only when it was not text/event-stream
     cached_tokens: int | None = None  # prompt tokens the server served from its cache, when it says

@@ -110,6 +110,9 @@ class ClientConfig(Strict):
     schedule_lag_bound_ms: PositiveMillis = 5.0
     loop_lag_bound_ms: PositiveMillis = 5.0
     cpu_bound: Annotated[float, Field(gt=0, le=1)] = 0.9
+    max_shift: Annotated[float, Field(gt=0, lt=1)] = Field(
+        0.05, description="a figure the harness's own lateness could have moved by more than this share is "
+        "untrusted (client_limited_metrics); the lag bounds above then only judge runs without that estimate")
     lookahead_requests: Annotated[int, Field(ge=1)] = Field(
         256, description="requests built ahead of their time on a worker thread, at most")
     lookahead_s: PositiveSeconds = Field(2.0, description="and at most this far ahead on the schedule")

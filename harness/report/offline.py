@@ -50,7 +50,8 @@ def rebuild(run_dir: Path, warn: Callable[[str], None] | None = None) -> Rebuilt
         saved_phase = saved_phases.get(phase.name)
         if saved_phase is not None and saved_phase.client.ceiling_tokens_per_s is not None:
             ceiling = saved_phase.client.ceiling_tokens_per_s
-        phases.append(PhaseRun(phase, keep.held, saved_check(saved_phase, cfg.loop_lag_bound_ms, cfg.cpu_bound),
+        phases.append(PhaseRun(phase, keep.held, saved_check(saved_phase, cfg.loop_lag_bound_ms, cfg.cpu_bound,
+                                                               cfg.max_shift),
                                saved_phase.trace if saved_phase else None, let_go=keep.let_go))
     # Without a saved summary the run never finished (killed): say so rather than leave the header blank.
     header = saved.run if saved else unknown_header(scenario)

@@ -29,10 +29,22 @@ def _ms(value: float | None) -> str:
     return f"{value:,.1f}" if value < 1000 else f"{value:,.0f}"
 
 
+UNTRUSTED = "*"  # beside a figure the harness's own lateness could have moved by more than client.max_shift
+
+
+def _mark(phase: PhaseSummary, metric: str, text: str) -> str:
+    return text + UNTRUSTED if phase.client_limited_metrics and phase.untrusted(metric) else text
+
+
 def _latency_row(label: str, metric: str) -> TableRow:
     def cell(phase: PhaseSummary) -> str:
-        return " / ".join(_ms(observed(f"{metric}_{q}", phase)) for q in ("p50", "p90", "p99"))
+        return " / ".join(_mark(phase, f"{metric}_{q}", _ms(observed(f"{metric}_{q}", phase)))
+                          for q in ("p50", "p90", "p99"))
     return (f"  {label}", cell)
+
+
+def _rate_row(label: str, metric: str, fmt: Callable[[PhaseSummary], str]) -> TableRow:
+    return (label, lambda p: _mark(p, metric, fmt(p)))
 
 
 def _outcomes(phase: PhaseSummary) -> Text:
@@ -56,7 +68,7 @@ def _batch_time(phase: PhaseSummary) -> str:
 
 def _goodput(phase: PhaseSummary) -> str:
     g = phase.goodput
-    return f"{g.requests_per_s:.2f} ({g.fraction:.0%})"
+    return _mark(phase, "goodput_fraction", f"{g.requests_per_s:.2f} ({g.fraction:.0%})")
 
 
 def _prompt_off(phase: PhaseSummary) -> str:
@@ -98,7 +110,19 @@ def _slo_rows(phases: list[PhaseSummary]) -> list[TableRow]:
 
 
 def _limited(phase: PhaseSummary) -> Text:
-    return Text("YES", style="bold red") if phase.client_limited else Text("no", style="green")
+    if not phase.client_limited:
+        return Text("no", style="green")
+    marked = phase.client_limited_metrics
+    return Text(f"YES, rows with {UNTRUSTED}" if marked else "YES, every row", style="bold red")
+
+
+def _cap(phase: PhaseSummary) -> str:
+    cap = phase.config.get("max_in_flight")
+    return "-" if cap is None else f"{cap}"
+
+
+def _held(phase: PhaseSummary) -> bool:
+    return phase.config.get("max_in_flight") is not None
 
 
 SECTIONS: list[list[TableRow]] = [
@@ -118,12 +142,13 @@ SECTIONS: list[list[TableRow]] = [
         ("batch time p50 / max ms (n)", _batch_time),
     ],
     [
-        ("output tokens/s", lambda p: f"{p.throughput.output_tokens_per_s:,.0f}"),
-        ("total tokens/s", lambda p: f"{p.throughput.total_tokens_per_s:,.0f}"),
-        ("requests/s", lambda p: f"{p.throughput.requests_per_s:.2f}"),
+        _rate_row("output tokens/s", "output_tokens_per_s", lambda p: f"{p.throughput.output_tokens_per_s:,.0f}"),
+        _rate_row("total tokens/s", "total_tokens_per_s", lambda p: f"{p.throughput.total_tokens_per_s:,.0f}"),
+        _rate_row("requests/s", "requests_per_s", lambda p: f"{p.throughput.requests_per_s:.2f}"),
         ("goodput req/s (share)", _goodput),
     ],
     [
+        ("in-flight cap", _cap),
         ("schedule lag p99 ms", lambda p: _ms(p.latency_ms.schedule_lag.p99)),
         ("client limited", _limited),
     ],
@@ -188,6 +213,8 @@ def _applicable(sections: list[list[TableRow]], phases: list[PhaseSummary]) -> l
         skip.add("batch time p50 / max ms (n)")
     if not any(p.requests.failure_reasons for p in phases):
         skip.add("  failures, top causes")
+    if not any(_held(p) for p in phases):
+        skip.add("in-flight cap")
     return [[row for row in rows if row[0] not in skip] for rows in sections]
 
 
@@ -233,7 +260,7 @@ def build_table(summary: Summary) -> Table:
     prompt_rows = [row for row, shown in PROMPT_ROWS if any(shown(p) for p in phases)]
     slo_rows = _slo_rows(phases)
     sections = [*_applicable(SECTIONS[:2], phases), [*SECTIONS[2], *([("SLOs", None), *slo_rows] if slo_rows else [])],
-                [*SECTIONS[3], *prompt_rows],
+                [*_applicable([SECTIONS[3]], phases)[0], *prompt_rows],
                 *([SERVER_SECTION] if any(p.server for p in phases) else []),
                 *([STRESS_SECTION] if any(p.stress for p in phases) else [])]
     for i, rows in enumerate(sections):
@@ -259,7 +286,7 @@ def threshold_lines(summary: Summary, failed_only: bool = False) -> list[str]:
     rows = [(p.name, r) for p in summary.phases for r in p.thresholds if not (failed_only and r.passed)]
     width = 0 if failed_only else max((len(name) for name, _ in rows), default=0)
     return [f"{'✓' if r.passed else '✗'} {name:<{width}}{'  ' if width else ' '}{r.metric} {r.limit}: "
-            f"{observed_text(r)}"
+            f"{observed_text(r)}{' (untrusted: the client could have moved it)' if r.untrusted else ''}"
             for name, r in rows]
 
 

@@ -105,16 +105,17 @@ class Dispatcher:
         if tasks:
             await asyncio.wait(tasks)
 
-    def _launch(self, spec: RequestSpec, intended_ns: int, answer: list[str] | None = None
+    def _launch(self, spec: RequestSpec, intended_ns: int, answer: list[str] | None = None, held_ns: int = 0
                 ) -> asyncio.Task[RequestRecord]:
         self.launched += 1
-        task = asyncio.ensure_future(self._one(spec, intended_ns, answer))
+        task = asyncio.ensure_future(self._one(spec, intended_ns, answer, held_ns))
         self._in_flight.add(task)
         task.add_done_callback(self._in_flight.discard)
         return task
 
-    async def _one(self, spec: RequestSpec, intended_ns: int, answer: list[str] | None) -> RequestRecord:
-        return await run_request(self.backend, self.clock, spec, intended_ns, self._finished, answer)
+    async def _one(self, spec: RequestSpec, intended_ns: int, answer: list[str] | None,
+                   held_ns: int) -> RequestRecord:
+        return await run_request(self.backend, self.clock, spec, intended_ns, self._finished, answer, held_ns)
 
     def _finished(self, rec: RequestRecord) -> None:
         if self.keep_records:
@@ -134,16 +135,22 @@ class Dispatcher:
         await feed.prime(self.max_ahead)  # the first requests are ready before the schedule starts
         spec = await feed.next()
         start = self.clock.now_ns()
+        released = start  # when the in-flight cap last let a held request go
         for k, offset in enumerate(offsets_ns):
             deadline = start + int(offset)
             if k:  # the worker has until this request is due (less a build's worth) to have it ready
                 spec = await feed.next(max(0.0, (deadline - self.clock.now_ns()) / NS_PER_S - _BUILD_MARGIN_S))
             assert spec is not None
             await self.clock.sleep_until(deadline)
-            if max_in_flight is not None:
+            # The cap's doing, not the client's lateness: the wait for a free slot, and the time this request's
+            # turn came while the sender was still held for an earlier one. Only waking later than that is late.
+            woke = self.clock.now_ns()
+            late = max(0, woke - max(deadline, released))
+            if max_in_flight is not None and len(self._in_flight) >= max_in_flight:
                 while len(self._in_flight) >= max_in_flight:
                     await asyncio.wait(set(self._in_flight), return_when=asyncio.FIRST_COMPLETED)
-            self._launch(spec, deadline)
+                released = self.clock.now_ns()
+            self._launch(spec, deadline, held_ns=max(0, self.clock.now_ns() - deadline - late))
 
     async def fixed_batch(self, batches: Sequence[Sequence[RequestSpec]], grace_s: float = 30.0,
                           barrier: Barrier | None = None) -> list[RequestRecord]:

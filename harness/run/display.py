@@ -101,8 +101,14 @@ def plan_lines(scenario: Scenario, endpoint: Endpoint, bundled: bool, run_dir: P
     width = max(len(p.name) for p in phases)
     return [f"run {scenario.name} against {target}",
             f"  model {endpoint.model}, {endpoint.api} API, {len(phases)} phase{'s' * (len(phases) > 1)}:",
-            *(f"  {i}/{len(phases)} {p.name:<{width}}  {describe(p.load)}" for i, p in enumerate(phases, 1)),
+            *(f"  {i}/{len(phases)} {p.name:<{width}}  {describe(p.load)}{_cap(p.max_in_flight)}"
+              for i, p in enumerate(phases, 1)),
             f"  records → {run_dir}"]
+
+
+def _cap(max_in_flight: int | None) -> str:
+    """An in-flight cap, said up front: the requests it holds back wait by design (not client lateness)."""
+    return "" if max_in_flight is None else f", at most {max_in_flight} in flight (the cap's wait is not lateness)"
 
 
 def make_display(mode: str, out: TextIO | None = None) -> Display:

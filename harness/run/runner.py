@@ -256,7 +256,7 @@ def _self_check(cfg: ClientConfig, clock: Clock, warn: Callable[[str], None],
                 metrics: LiveMetrics | None) -> SelfCheck:
     """The harness watching itself; each late second also sets the live exporter's client-limited gauge."""
     return SelfCheck(clock, cfg.loop_lag_bound_ms, cfg.cpu_bound, warn,
-                     late=None if metrics is None else metrics.client_late)
+                     late=None if metrics is None else metrics.client_late, max_shift=cfg.max_shift)
 
 
 async def run_scenario(

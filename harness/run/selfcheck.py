@@ -5,14 +5,15 @@ how late it wakes (the event loop's lag); the loop thread's CPU time over wall t
 the loop burns (the thread that builds requests ahead runs only on idle CPU, so it is counted in the
 process's CPU seconds but not in the share);
 the kernel's run-queue delay of the main thread (`/proc/self/schedstat`) says how long it waited for a CPU.
-Every second the same rule that gives a phase its verdict (`harness.stats.verdict`) judges the last second:
-the first window that is not ok is warned about once, and a phase's verdict is never milder than the worst
-window inside it, so the warning and the verdict cannot contradict each other.
+Every second the wait a token met for the loop (time-weighted, `harness.stats.distortion.wait_quantiles`) is
+judged against the lag bound: the first second that is not ok is warned about once. A phase's verdict is then
+made figure by figure (how far that wait could have moved each one), so the warning says the figures come later.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import time
 from collections.abc import Callable
@@ -21,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from harness.clock import NS_PER_MS, NS_PER_S, Clock, cancel_quietly
+from harness.stats.distortion import LAG_P99, wait_quantiles
 from harness.stats.verdict import RANK, ClientCheck, Verdict, lateness, verdict
 
 _TICK_NS = 10 * NS_PER_MS
@@ -68,10 +70,11 @@ class SelfCheck:
                  sched: Callable[[], tuple[int, int] | None] = schedstat,
                  load: Callable[[], float | None] = load_per_core,
                  late: Callable[[], None] | None = None,
-                 idle: Callable[[], float | None] = machine_idle_s) -> None:
+                 idle: Callable[[], float | None] = machine_idle_s, max_shift: float = 0.05) -> None:
         self.clock = clock
         self.loop_lag_bound_ms = loop_lag_bound_ms
         self.cpu_bound = cpu_bound
+        self.max_shift = max_shift
         self._warn = warn
         self._cpu_time = cpu_time
         # The mark and the check run on the event loop's thread: its own CPU clock is the loop's.
@@ -119,6 +122,9 @@ class SelfCheck:
             loop_lag_bound_ms=self.loop_lag_bound_ms, cpu_bound=self.cpu_bound, cpu_seconds=cpu_s,
             runq_share=runq, load_per_core=self._load(), live_verdict=live_verdict, live_reason=live_reason,
             idle_cores=None if idle0 is None or idle1 is None or wall_s <= 0 else (idle1 - idle0) / wall_s,
+            loop_wait_quantiles_ms=wait_quantiles(np.asarray(lags, dtype=np.float64) / NS_PER_MS,
+                                                  _TICK_NS / NS_PER_MS),
+            max_shift=self.max_shift,
         )
 
     async def _tick(self) -> None:
@@ -132,6 +138,8 @@ class SelfCheck:
                 window = self.mark()
 
     def _check(self, check: ClientCheck) -> None:
+        if check.loop_wait_quantiles_ms is not None:  # judged by the wait a token met, as the phase's figures are
+            check = dataclasses.replace(check, loop_lag_p99_ms=check.loop_wait_quantiles_ms[LAG_P99])
         name, reason = verdict(lateness(check), check)
         if name == "ok":
             return
@@ -140,4 +148,5 @@ class SelfCheck:
             self._late()
         if not self.warned and self._warn is not None:
             self.warned = True
-            self._warn(f"{reason}; latencies it reports may be inflated (see client_limited in summary.json)")
+            self._warn(f"{reason}; the figures it could have moved are named when the phase ends "
+                       "(client_limited_metrics in summary.json)")

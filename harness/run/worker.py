@@ -129,11 +129,12 @@ class RecordStamper:
 
 
 async def run_request(backend: Backend, clock: Clock, spec: RequestSpec, intended_ns: int,
-                      sink: Callable[[RequestRecord], None], answer: list[str] | None = None) -> RequestRecord:
+                      sink: Callable[[RequestRecord], None], answer: list[str] | None = None,
+                      held_ns: int = 0) -> RequestRecord:
     """Send one request; its closed record goes to `sink` however it ends (a cancelled one as `cancelled`).
-    With `answer`, the answer's text is appended to it as it arrives."""
+    With `answer`, the answer's text is appended to it as it arrives; `held_ns`, how long an in-flight cap held it."""
     rec = RequestRecord(spec.request_id, spec.phase, spec.index, spec.prompt_tokens, spec.max_tokens, intended_ns,
-                        batch=spec.batch, session=spec.session, turn=spec.turn)
+                        batch=spec.batch, session=spec.session, turn=spec.turn, held_ns=held_ns)
     events = RecordStamper(rec, clock, answer)
     try:
         await backend.execute(spec, events)

@@ -102,6 +102,11 @@ def schedule_lag_ns(rec: RequestRecord) -> int | None:
     return None if rec.sent_ns is None else rec.sent_ns - rec.intended_ns
 
 
+def client_late_ns(rec: RequestRecord) -> int | None:
+    """The schedule lag that was the client's own: less the time an in-flight cap held the request by design."""
+    return None if rec.sent_ns is None else max(0, rec.sent_ns - rec.intended_ns - rec.held_ns)
+
+
 def meets_slo(rec: RequestRecord, slo: SLO) -> bool:
     """An ok request within every limit the SLO sets (DistServe's goodput)."""
     if rec.status != "ok":

@@ -16,6 +16,7 @@ import numpy as np
 from harness.clock import NS_PER_MS, NS_PER_S
 from harness.config.scenario import SLO
 from harness.records import STATUSES, RequestRecord
+from harness.stats.distortion import LAG_P99, Lateness, flagged, latency_shifts, rate_shift
 from harness.stats.fold import (
     EVERYTHING,
     SLOW_CONNECT_MS,
@@ -27,7 +28,7 @@ from harness.stats.fold import (
     Span,
     Turns,
 )
-from harness.stats.metrics import cause, distribution, meets_slo, schedule_lag_ns
+from harness.stats.metrics import cause, client_late_ns, distribution, meets_slo, schedule_lag_ns
 from harness.stats.schema import (
     Batches,
     ClientHealth,
@@ -78,6 +79,7 @@ class PhaseFold:
     measured: int = 0
     good: int = 0
     lag: Samples = field(default_factory=Samples)
+    late: Samples = field(default_factory=Samples)  # the schedule lag that was the client's (less any cap's hold)
     connect: Samples = field(default_factory=Samples)
     slow_connects: int = 0
     intended: Span = field(default_factory=Span)
@@ -104,6 +106,7 @@ class PhaseFold:
         if r.sent_ns is not None:
             self.sent.add(r.sent_ns)
             self.lag.add(float(schedule_lag_ns(r) or 0))
+            self.late.add(float(client_late_ns(r) or 0))
         if r.connect_ms is not None:
             self.connect.add(r.connect_ms * NS_PER_MS)
             self.slow_connects += r.connect_ms >= SLOW_CONNECT_MS
@@ -133,7 +136,7 @@ class PhaseFold:
 
     def to_histograms(self) -> None:
         """Every metric's values into its histogram: memory stops growing with the records."""
-        samples = [self.lag, self.connect, *self.turns.ttft.values()]
+        samples = [self.lag, self.late, self.connect, *self.turns.ttft.values()]
         samples += [s for g in self.groups.values() for s in g.values.values()]
         for s in samples:
             s.to_histogram()
@@ -168,8 +171,26 @@ class PhaseFold:
             batches=batches,
             connections=Connections(opened=self.connect.count, connect_ms=self.connect.distribution(),
                                     slow=self.slow_connects) if self.connect.count else None,
-            **_client_limited(lag.p99, lag_bound_ms, batches, client),
+            **self._client_limited(lag_bound_ms, batches, client),
         )
+
+    def _client_limited(self, bound_ms: float, batches: Batches | None, client: ClientCheck) -> _ClientFields:
+        """Figure by figure where the event-loop lag's shape is known (harness.stats.distortion); else the
+        phase as a whole, against the lag bounds."""
+        late = self.late.distribution()
+        if client.loop_wait_quantiles_ms is None:
+            return _client_limited(late.p99, bound_ms, batches, client)
+        ok = self.groups["ok"]
+        values = {name: v for name, samples in ok.values.items()
+                  if name != "duration" and (v := samples.exact_values()) is not None}
+        late_ms = self.late.exact_values()
+        lateness = Lateness(client.loop_wait_quantiles_ms,
+                            np.zeros(0) if late_ms is None else late_ms / NS_PER_MS,
+                            ok.output_tokens / ok.count if ok.count else 1.0)
+        moved = latency_shifts({k: v / NS_PER_MS for k, v in values.items()}, lateness)
+        rate = None if batches is not None else rate_shift(self.intended.rate(), self.sent.rate())
+        saturated = (client.cpu_share or 0.0) >= client.cpu_bound
+        return _judged(moved, rate, saturated, late.p99, bound_ms, client)
 
     def _batches(self) -> Batches | None:
         """Fixed-batch phases: time from a batch's send to its last completion, and its tokens/s."""
@@ -212,11 +233,39 @@ def fold_phase(
     return fold.stats(whole, window, lag_bound_ms, warmup_s, cooldown_s, client or ClientCheck()), fold
 
 
-class _ClientFields(TypedDict):
+class _ClientFields(TypedDict, total=False):
     client_limited: bool
     client_limited_reason: str | None
+    client_limited_metrics: list[str]
+    client_moved: dict[str, float]
     schedule_lag_bound_ms: float
     client: ClientHealth
+
+
+def _judged(moved: dict[str, float], rate: float | None, saturated: bool, late_p99_ms: float | None,
+            bound_ms: float, client: ClientCheck) -> _ClientFields:
+    """The phase's figures the client could have moved by more than its share, and why it was late."""
+    limited = flagged(moved, rate, saturated, client.max_shift)
+    shown = {k: round(v, 4) for k, v in moved.items() if v >= 0.01}
+    if rate is not None and rate >= 0.01:
+        shown["sent_rate"] = round(rate, 4)
+    if not limited:
+        return {"client_limited": False, "client_limited_reason": None, "client_limited_metrics": [],
+                "client_moved": shown, "schedule_lag_bound_ms": bound_ms, "client": health(client, "ok")}
+    loop = client.loop_wait_quantiles_ms
+    said = [f"waits for its event loop p99 {loop[LAG_P99]:.1f} ms" if loop else "",
+            f"sending lateness p99 {late_p99_ms:.1f} ms" if late_p99_ms else ""]
+    name, why = verdict("; ".join(w for w in said if w) or "late", client)
+    worst_moved = sorted(((v, k) for k, v in moved.items() if k in limited), reverse=True)[:3]
+    figures = ", ".join(f"{k} by ~{v:.0%}" for v, k in worst_moved)
+    if rate is not None and rate > client.max_shift:
+        figures = ", ".join(w for w in (figures, f"the sent rate by {rate:.0%}") if w)
+    elif saturated:
+        figures = ", ".join(w for w in (figures, "the rates (its core was full)") if w)
+    reason = f"{why}; it could have moved {figures} (over {client.max_shift:.0%}: those figures are untrusted)"
+    return {"client_limited": True, "client_limited_reason": reason, "client_limited_metrics": limited,
+            "client_moved": shown, "schedule_lag_bound_ms": bound_ms,
+            "client": health(client, "stalled" if name == "ok" else name)}
 
 
 def _client_limited(lag_p99_ms: float | None, bound_ms: float, batches: Batches | None,

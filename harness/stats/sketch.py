@@ -60,6 +60,10 @@ class Samples:
             self._hist = _Histogram()
             self._flush()
 
+    def exact_values(self) -> np.ndarray | None:
+        """Every value, while they are all held (None once counted in buckets)."""
+        return self._values() if self._hist is None else None
+
     def distribution(self) -> Distribution:
         if self._hist is None:
             return distribution(self._values())

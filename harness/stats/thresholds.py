@@ -34,7 +34,8 @@ def observed(name: str, phase: PhaseStats) -> float | None:
 def check(threshold: Threshold, phase: PhaseStats) -> ThresholdResult:
     value = observed(threshold.metric, phase)
     return ThresholdResult(metric=threshold.metric, limit=threshold.text, observed=value,
-                           unit=metric(threshold.metric).unit, passed=value is not None and threshold.holds(value))
+                           unit=metric(threshold.metric).unit, passed=value is not None and threshold.holds(value),
+                           untrusted=phase.untrusted(threshold.metric))
 
 
 def evaluate(scenario_thresholds: Mapping[str, str], phase_thresholds: Mapping[str, str],

@@ -10,6 +10,7 @@ from harness.clock import NS_PER_MS, FakeClock
 from harness.config.workload import Workload
 from harness.records import RequestRecord
 from harness.run.dispatch import Dispatcher
+from harness.stats.metrics import client_late_ns
 from tests.helpers import build_requests
 
 MS = NS_PER_MS
@@ -110,6 +111,9 @@ async def test_in_flight_cap_holds_requests_back_and_the_wait_shows_as_lag() -> 
     # 0 and 1 go on time; 2 (due at 20 ms) waits for 0 to end at 100 ms, 3 (due 30) for 1 at 110,
     # 4 (due 40) for 2 at 200, 5 (due 50) for 3 at 210.
     assert lags == [0, 0, 80, 80, 160, 160]
+    # All of it the cap's doing: held by design, none of it the client's own lateness.
+    assert [r.held_ns // MS for r in records] == lags
+    assert [client_late_ns(r) for r in records] == [0] * 6
 
 
 async def test_stop_ends_sending_and_lets_requests_in_flight_finish() -> None:

@@ -131,10 +131,13 @@ def worst(checks: Sequence[ClientCheck]) -> ClientCheck:
 
     bad = max(checks, key=lambda c: RANK[c.live_verdict])
     cpu = [c.cpu_seconds for c in checks if c.cpu_seconds is not None]
+    curves = [c.loop_wait_quantiles_ms for c in checks if c.loop_wait_quantiles_ms is not None]
+    # Each quantile at its worst shard's: a lag no shard's tokens exceeded more often than that.
+    lag = tuple(max(q) for q in zip(*curves, strict=True)) if len(curves) == len(checks) else None
     return ClientCheck(most([c.loop_lag_p99_ms for c in checks]), most([c.cpu_share for c in checks]),
                        checks[0].loop_lag_bound_ms, checks[0].cpu_bound, sum(cpu) if cpu else None,
                        most([c.runq_share for c in checks]), most([c.load_per_core for c in checks]),
-                       bad.live_verdict, bad.live_reason)
+                       bad.live_verdict, bad.live_reason, loop_wait_quantiles_ms=lag, max_shift=checks[0].max_shift)
 
 
 def merge_shards(run_dirs: Sequence[Path], out: Path, warn: Callable[[str], None] | None = None) -> RunResult:
@@ -194,7 +197,7 @@ def _phase_runs(scenario: Scenario, shards: Sequence[ShardRun], records: list[Re
             continue
         saved = [s.phase(phase.name) for s in shards]
         cfg = scenario.client
-        checks = [saved_check(p, cfg.loop_lag_bound_ms, cfg.cpu_bound) for p in saved]
+        checks = [saved_check(p, cfg.loop_lag_bound_ms, cfg.cpu_bound, cfg.max_shift) for p in saved]
         runs.append(PhaseRun(phase, mine, worst(checks), saved[0].trace if saved[0] else None))
     return runs
 

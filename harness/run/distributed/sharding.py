@@ -45,8 +45,9 @@ class Sharding:
 
     async def wait(self, run_dir: Path, header: RunHeader, warn: Callable[[str], None]) -> RunHeader:
         """Until the common start (hosts are assumed NTP-synchronised); at once if it has passed, saying by how
-        much (`shard.late_ms` in the summary; `harness merge` names it). The run's header goes to `shard.json`
-        first: a shard killed before its summary can still be merged. The header, with what was measured."""
+        much for a shard by hand (`shard.late_ms` in the summary; `harness merge` names it). The run's header
+        goes to `shard.json` first: a shard killed before its summary can still be merged.
+        The header, with what was measured."""
         (run_dir / SHARD_HEADER).write_text(json.dumps({"run": header.to_json()}), encoding="utf-8")
         shard = header.shard or self.info()
         if self.relay is not None:
@@ -55,6 +56,10 @@ class Sharding:
         delay = self.start_at - time.time()
         if delay > 0:
             await asyncio.sleep(delay)
+        if self.relay is not None:
+            # The parent's phase-0 barrier comes next and releases every shard together: time spent reaching the
+            # common start is waited off there, so a shard with a parent is never late (it has no `late_ms`).
+            return header.model_copy(update={"shard": shard})
         late_ms = max(0.0, (time.time() - self.start_at) * 1000)
         if late_ms > LATE_MS:
             warn(f"shard {self.shard} started {late_ms:,.0f} ms after the common start (--start-at): its share "

@@ -194,12 +194,24 @@ class PhaseStats(Section):
     tokens: Tokens
     whole_run: WholeRun
     batches: Batches | None
-    client_limited: bool
+    client_limited: bool = Field(description="the harness's own lateness could have moved some figure of the "
+                                 "phase by more than client.max_shift (those are client_limited_metrics)")
     client_limited_reason: str | None
+    client_limited_metrics: list[str] = Field(default_factory=list, description="the figures (metric names) the "
+        "lateness could have moved by more than client.max_shift: untrusted in the table, compare and thresholds; "
+        "empty with client_limited: the whole phase (judged against the lag bounds, no per-figure estimate)")
+    client_moved: dict[str, float] = Field(default_factory=dict, description="metric -> the share by which the "
+        "harness's lateness could have moved it, where 1% or more (harness.stats.distortion); sent_rate: the "
+        "sent rate against the intended one")
     schedule_lag_bound_ms: float
     client: ClientHealth
     connections: Connections | None = Field(None, description="null: every request found a pooled connection "
                                             "(or the aiohttp client, which does not say)")
+
+    def untrusted(self, metric: str) -> bool:
+        """Whether the harness's lateness could have moved `metric` (a registry name) beyond client.max_shift:
+        a figure named in client_limited_metrics, or any figure of a phase judged whole (no per-figure estimate)."""
+        return self.client_limited and (not self.client_limited_metrics or metric in self.client_limited_metrics)
 
 
 class ThresholdResult(Section):
@@ -210,6 +222,8 @@ class ThresholdResult(Section):
     observed: float | None = Field(description="the phase's figure in `unit`; null: no data (which fails)")
     unit: str = Field(description="ms for latencies, '' for fractions, /s for rates")
     passed: bool
+    untrusted: bool = Field(False, description="the harness's own lateness could have moved the figure beyond "
+                            "client.max_shift (it is still judged: a limit is the user's)")
 
 
 class _PhaseHead(Section):

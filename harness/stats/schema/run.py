@@ -42,7 +42,8 @@ class ShardInfo(Section):
     index: int
     count: int
     start_at: float | None = None  # the common start, Unix seconds
-    late_ms: float | None = Field(None, description="how long after the common start the shard began (0: on time)")
+    late_ms: float | None = Field(None, description="by hand: how long after the common start the shard began (0: on "
+                                  "time); None with a parent, whose phase-0 barrier releases the shards together")
     clock_offset_ms: float | None = Field(None, description="the coordinator's wall clock − this shard's, measured "
                                           "NTP-style at its start (--workers/--ray; null by hand)")
     clock_uncertainty_ms: float | None = Field(None, description="± of that: half the shortest round trip")

@@ -1,0 +1,141 @@
+"""How far the harness's own lateness could have moved each figure it reports, figure by figure.
+
+A token stamped while the event loop was busy elsewhere is stamped late by that loop's lag; a request sent late
+(beyond any hold an in-flight cap puts on it by design) carries that lateness into every figure measured from its
+intended send. How much that moves a figure depends on the figure as much as on the lag: 5 ms of lag is nothing
+on an 800 ms TTFT and a lot on an 8 ms inter-token gap, and a lag that strikes 1% of the time moves a p99, not a
+median.
+
+The estimate (pure; numpy only) pairs the largest lags with the largest latencies: the q-th percentile of a
+latency could have moved by the q-th percentile of the lag it takes (comonotone sums add their quantiles; the
+mean, by the lag's mean). What each figure takes:
+
+- TTFT and E2E: the stamp of their last instant, late by an event-loop lag `L`;
+- ITL: the later end of a gap, late by `L` (the earlier end's lateness only shortens it);
+- TPOT: its last token's `L`, spread over the request's tokens: `L/(tokens − 1)`;
+- TTFT and E2E from the intended send: `L` plus the request's own sending lateness (schedule lag less any hold);
+- the achieved rates: sent against intended, `|sent rate / offered rate − 1|`; and a saturated client (its core
+  full) may have read more slowly than the server wrote, so its rates are flagged as such.
+
+The event-loop lag is measured by a ticker sleeping 10 ms; its wake-up is rounded to the loop's timer resolution
+(libuv counts in whole milliseconds), so up to `TIMER_RESOLUTION_MS` of every sample is that rounding, not
+lateness, and is taken off. A figure whose estimated shift is over `share` (5% by default, `client.max_shift`)
+of its value is flagged: the table marks its row, and `harness compare` and thresholds treat only those figures
+as untrusted. The calibration against a server's ground truth: docs/load-engine.md and bench/client_shift.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+# The event-loop lag kept per phase, as quantiles on this grid (percent): enough of its shape, tail included,
+# to judge again offline (`harness report`, a merge) as the live run did.
+LAG_GRID: tuple[float, ...] = (0.0, 10.0, 25.0, 50.0, 75.0, 90.0, 95.0, 98.0, 99.0, 99.5, 99.9, 100.0)
+LAG_P99 = LAG_GRID.index(99.0)
+TIMER_RESOLUTION_MS = 1.0
+SHARE = 0.05
+# The figures judged: the statistics the table shows and `harness compare` judges, of the latencies it shows.
+STATISTICS: dict[str, float | None] = {"p50": 50.0, "p90": 90.0, "p99": 99.0, "mean": None}
+_STAMPED_ONCE = ("ttft", "e2e", "itl")
+_FROM_INTENDED = ("ttft_from_intended", "e2e_from_intended")
+JUDGED = (*_STAMPED_ONCE, "tpot", *_FROM_INTENDED)
+RATES = ("requests_per_s", "output_tokens_per_s", "total_tokens_per_s", "goodput_requests_per_s")
+_SLO_BOUND = ("ttft", "tpot", "e2e", "ttft_from_intended", "e2e_from_intended")
+
+
+def wait_quantiles(lags_ms: Sequence[float] | np.ndarray, tick_ms: float) -> tuple[float, ...] | None:
+    """How long an event arriving at a random instant waited for the event loop, as quantiles on LAG_GRID, from
+    a ticker's lags (it slept `tick_ms` each time and woke that late); None: no tick.
+
+    Weighted by time, not by tick: a 400 ms stall is one tick among hundreds but 400 ms of a few seconds, and
+    every token that arrived in it waited (the one at its start the whole stall, the one at its end nothing):
+    the share of time with a wait over w is Σ max(0, lag − w) / Σ (tick + lag). The timer's rounding is taken
+    off each lag first: the loop was idle then, not late."""
+    raw = np.asarray(lags_ms, dtype=np.float64)
+    if not raw.size:
+        return None
+    lags = np.sort(np.maximum(raw - TIMER_RESOLUTION_MS, 0.0))
+    total = float(np.sum(raw + tick_ms))
+    # Share of time waiting longer than each sorted lag: Σ_{j>i} (lag_j − lag_i) / total, decreasing.
+    after = np.cumsum(lags[::-1])[::-1]  # Σ_{j>=i} lag_j
+    count = np.arange(len(lags), 0, -1)  # how many j >= i
+    over = (after - count * lags) / total
+    levels = 1.0 - np.asarray(LAG_GRID) / 100.0  # share of time over the quantile sought
+    # Over falls from over[0] (at the smallest lag) to 0 (at the largest); below the smallest lag, linear to it.
+    points = np.concatenate([[0.0], lags])
+    shares = np.concatenate([[float(np.sum(lags)) / total], over])
+    waits = np.interp(levels, shares[::-1], points[::-1], left=float(lags[-1]), right=0.0)
+    waits[0], waits[-1] = 0.0, float(lags[-1])
+    return tuple(float(w) for w in waits)
+
+
+@dataclass(frozen=True, slots=True)
+class Lateness:
+    """What the harness's lateness over a phase looked like."""
+
+    loop_ms: Sequence[float] | None  # the wait for the event loop, quantiles on LAG_GRID (None: not measured)
+    late_ms: np.ndarray  # per sent request: sent − intended − held, ms
+    tokens_per_request: float = 1.0  # mean output tokens of an ok request (TPOT spreads its ends' lag over them)
+
+    def loop(self, q: float | None) -> float:
+        """The wait for the event loop at its q-th percentile (None: its mean)."""
+        assert self.loop_ms is not None
+        lag = np.asarray(self.loop_ms, dtype=np.float64)
+        if q is None:  # the mean of the distribution the quantiles draw (linear between them)
+            return float(np.sum((lag[1:] + lag[:-1]) / 2 * np.diff(LAG_GRID)) / 100.0)
+        return float(np.interp(q, LAG_GRID, lag))
+
+    def sending(self, q: float | None) -> float:
+        if not self.late_ms.size:
+            return 0.0
+        return float(self.late_ms.mean() if q is None else np.percentile(self.late_ms, q))
+
+
+def shift_ms(name: str, q: float | None, lateness: Lateness) -> float:
+    """How far the q-th percentile (None: the mean) of latency `name` could have moved, in ms."""
+    loop = lateness.loop(q)
+    if name == "tpot":
+        return loop / max(lateness.tokens_per_request - 1.0, 1.0)
+    if name in _FROM_INTENDED:
+        return loop + lateness.sending(q)
+    return loop
+
+
+def latency_shifts(values_ms: Mapping[str, np.ndarray], lateness: Lateness) -> dict[str, float]:
+    """`<latency>_<statistic>` → the share by which the harness's lateness could have moved it (0.07: 7%)."""
+    out: dict[str, float] = {}
+    if lateness.loop_ms is None:
+        return out
+    for name, values in values_ms.items():
+        values = np.asarray(values, dtype=np.float64)
+        if not values.size or name not in JUDGED:
+            continue
+        for stat, q in STATISTICS.items():
+            base = float(values.mean() if q is None else np.percentile(values, q))
+            if base > 0:
+                out[f"{name}_{stat}"] = shift_ms(name, q, lateness) / base
+    return out
+
+
+def rate_shift(offered_rps: float | None, sent_rps: float | None) -> float | None:
+    """How far the client's sending moved the achieved rate from the one its schedule asked for."""
+    if not offered_rps or sent_rps is None:
+        return None
+    return abs(sent_rps / offered_rps - 1.0)
+
+
+def flagged(shifts: Mapping[str, float], rate: float | None, saturated: bool, share: float = SHARE) -> list[str]:
+    """The figures the client could have moved by more than `share`, in the registry's names, in order: the
+    latencies over it, the rates when sending drifted or the client's core was full, goodput with any figure its
+    SLOs are judged on."""
+    out = [name for name, s in shifts.items() if s > share]
+    if saturated or (rate is not None and rate > share):
+        out += list(RATES)
+    if any(name.rsplit("_", 1)[0] in _SLO_BOUND for name in out):
+        out += ["goodput_fraction", "goodput_requests_per_s"]
+    return list(dict.fromkeys(out))
+
+
