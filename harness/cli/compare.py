@@ -13,6 +13,7 @@ from harness.config.units import as_fraction
 from harness.errors import EXIT_NO_VERDICT, EXIT_REGRESSION, EXIT_USAGE
 from harness.report.comparison import (
     ThresholdOutcome,
+    inconclusive_lines,
     render_first,
     render_junit,
     render_markdown,
@@ -116,16 +117,18 @@ def compare(sides: tuple[Path, ...], from_history: int | None, db: Path, start_b
             return
         base = history.baseline(db, scenario, from_history, exclude=[r.run_id for r in cur])
         baseline = _named(base, f"{db} (last good runs)")
+        noise = history.noise(db, scenario, exclude=[r.run_id for r in cur])
     else:
         base = load_side(sides[0])
         baseline = _named(base, str(sides[0]))
+        noise = {}
     why = refusal(base, cur)
     if why is not None and not force:
         raise fail(f"not comparable: {why} (--force to compare anyway)", EXIT_USAGE)
-    results = compare_sides(base, cur, limits, seed)
-    method = how_much(base, cur)
+    results = compare_sides(base, cur, limits, seed, noise)
+    method = how_much(base, cur, noise)
     click.echo(render_text(results))
-    for line in untrusted_lines(results):
+    for line in untrusted_lines(results) + inconclusive_lines(results):
         click.echo(line)
     click.echo(f"\nbaseline: {baseline}\n{verdict_line(results)} (intervals: {method})")
     _write(markdown, junit, render_markdown(results, baseline, _named(cur, str(current)), method, thresholds),

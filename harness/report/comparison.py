@@ -15,8 +15,8 @@ from harness.stats.compare import JUDGED, PhaseChange
 from harness.stats.schema import ThresholdResult
 
 _MARK = {"regression": "✗ regression", "improvement": "✓ improvement", "within tolerance": "✓ within tolerance",
-         "inconclusive": "? inconclusive (too few blocks: --repeat 3)", "no data": "– no data",
-         "untrusted": "? untrusted (client limited)"}
+         "inconclusive": "? inconclusive (not judged: see the notes)", "no data": "– no data",
+         "untrusted": "? untrusted (the client could have moved it)"}
 _SKIPPED = ("no data", "inconclusive", "untrusted")
 
 
@@ -55,8 +55,15 @@ def _tolerance(name: str, t: float) -> str:
 
 # The terminal's marks: short enough for a row to fit 120 columns; what they stand for is said once, below.
 _SHORT = {"inconclusive": "? inconclusive¹", "untrusted": "? untrusted²"}
-_FOOTNOTES = {"inconclusive": "¹ too few blocks to judge: run --repeat 3 on both sides",
-              "untrusted": "² the client limited a run of either side: its figures are shown, not judged"}
+_FOOTNOTES = {"inconclusive": "¹ not judged: too few blocks (--repeat 3 on both sides), too few samples beyond a "
+                              "percentile, or not beyond noise across the metrics compared (Holm): the notes say which",
+              "untrusted": "² the client could have moved this figure in a run of either side: shown, not judged"}
+
+
+def inconclusive_lines(results: Sequence[PhaseChange]) -> list[str]:
+    """Why each inconclusive figure was not judged, where it has a reason of its own."""
+    return [f"inconclusive: {p.phase} {p.result.metric}: {p.result.note}" for p in results
+            if p.result.verdict == "inconclusive" and p.result.note]
 
 
 def rows(results: Sequence[PhaseChange], marks: dict[str, str] | None = None) -> list[list[str]]:
@@ -79,16 +86,19 @@ def render_text(results: Sequence[PhaseChange]) -> str:
 
 
 def untrusted_lines(results: Sequence[PhaseChange]) -> list[str]:
-    """One line per phase whose verdicts are untrusted, naming the run the client limited."""
-    seen = dict.fromkeys((p.phase, p.result.note) for p in results if p.result.verdict == "untrusted")
-    return [f"untrusted: {phase}: {note}; its changes are shown but judge nothing (rerun on a quieter machine, "
-            "or with --workers)" for phase, note in seen]
+    """One line per phase with untrusted figures, naming them and the run the client limited."""
+    seen: dict[tuple[str, str], list[str]] = {}
+    for p in results:
+        if p.result.verdict == "untrusted":
+            seen.setdefault((p.phase, p.result.note), []).append(p.result.metric)
+    return [f"untrusted: {phase} {', '.join(names)}: {note}; shown but judged nothing (rerun on a quieter "
+            "machine, or with --workers)" for (phase, note), names in seen.items()]
 
 
 def verdict_line(results: Sequence[PhaseChange]) -> str:
     bad = [p for p in results if p.result.verdict == "regression"]
     untrusted = sorted({p.phase for p in results if p.result.verdict == "untrusted"})
-    tail = f"; untrusted: {', '.join(untrusted)} (client limited)" if untrusted else ""
+    tail = f"; untrusted figures in {', '.join(untrusted)} (client limited)" if untrusted else ""
     if not bad:
         judged = sum(p.result.verdict in JUDGED for p in results)
         return f"no regression in {judged} judged comparison{'s' * (judged != 1)} of {len(results)}{tail}"
@@ -109,7 +119,8 @@ def render_markdown(results: Sequence[PhaseChange], baseline: str, current: str,
     table = rows(results)
     lines = [f"### harness compare: {verdict_line(results)}", "",
              f"Baseline {baseline}; current {current}; intervals: {method}.", "",
-             *(f"- {line}" for line in untrusted_lines(results)), *([""] if untrusted_lines(results) else []),
+             *(f"- {line}" for line in untrusted_lines(results) + inconclusive_lines(results)),
+             *([""] if untrusted_lines(results) + inconclusive_lines(results) else []),
              "| " + " | ".join(table[0]) + " |", "|" + "---|" * len(table[0])]
     lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in table[1:]]
     return "\n".join([*lines, *_threshold_markdown(thresholds)]) + "\n"

@@ -18,6 +18,7 @@ the tolerance: noise alone, or a real change smaller than the tolerance, never f
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ from harness.clock import NS_PER_MS, NS_PER_S
 from harness.config.metric_registry import metric
 from harness.records import RequestRecord
 from harness.stats.metrics import e2e_ns, itl_array_ns, tpot_ns, ttft_ns
+from harness.stats.noise import MIN_BEYOND, RunSpread, holm, noise_half_width, samples_needed, worse_p
 
 Verdict = Literal["regression", "improvement", "within tolerance", "inconclusive", "no data", "untrusted"]
 JUDGED = ("regression", "improvement", "within tolerance")  # verdicts that say something about the change
@@ -241,3 +243,60 @@ def across_runs(name: str, base: Sequence[float], current: Sequence[float], tole
     scale = 1.0 if metric(name).absolute else (mb or 1.0)
     point, low, high = (mc - mb) / scale, (mc - mb - half) / scale, (mc - mb + half) / scale
     return MetricChange(name, mb, mc, point, low, high, tolerance, judge(name, point, low, high, tolerance), method)
+
+
+def too_few(name: str, base: Sequence[Sequence[Block]], current: Sequence[Sequence[Block]]) -> str | None:
+    """Why a percentile cannot vote: a side's runs hold too few samples beyond it (None: enough, or not a
+    percentile). Each run of a side counts on its own where the interval comes from runs, pooled otherwise."""
+    entry = metric(name)
+    if entry.latency is None:
+        return None
+    latency, q = _latency(name)
+    if q is None or q <= 50:  # a mean or a median: every sample votes
+        return None
+    need = samples_needed(q)
+    run_level = min(len(base), len(current)) >= REPEATS_FOR_RUN_LEVEL
+    counts = [sum(len(b.latencies[latency]) for b in run) for side in (base, current) for run in side]
+    if not run_level:
+        counts = [sum(counts[:len(base)]), sum(counts[len(base):])]
+    have = min(counts, default=0)
+    if need is not None and have >= need:
+        return None
+    return (f"a {entry.statistic} of {have:,} samples (it needs {need:,} to have {MIN_BEYOND} beyond it) does "
+            "not vote" if need is not None else f"a {entry.statistic} never votes")
+
+
+def widened(result: MetricChange, spread: RunSpread, base_runs: int, current_runs: int) -> MetricChange:
+    """The change's interval made at least as wide as run-to-run noise alone (the history's spread), and its
+    verdict judged again on that interval."""
+    assert result.change is not None and result.low is not None and result.high is not None
+    half = noise_half_width(spread, base_runs, current_runs, t975(spread.df))
+    point = result.change
+    low, high = min(result.low, point - half), max(result.high, point + half)
+    if (low, high) == (result.low, result.high):
+        return result
+    method = f"{result.method}, widened to the history's spread over {spread.runs} runs (±{half:.1%})"
+    return dataclasses.replace(result, low=low, high=high, method=method,
+                               verdict=judge(result.metric, point, low, high, result.tolerance))
+
+
+def corrected(results: Sequence[PhaseChange]) -> list[PhaseChange]:
+    """Holm's correction over every judged metric: a regression whose interval clears its tolerance but whose
+    p-value does not clear Holm's step turns "inconclusive", with a note saying why."""
+    judged = sum(p.result.verdict in JUDGED for p in results)
+    candidates = [i for i, p in enumerate(results) if p.result.verdict == "regression"]
+    ps = []
+    for i in candidates:
+        r = results[i].result
+        assert r.change is not None and r.low is not None and r.high is not None
+        sign = -1.0 if metric(r.metric).higher_is_better else 1.0
+        worse, a, b = sign * r.change, sign * r.low, sign * r.high
+        ps.append(worse_p(worse, min(a, b), max(a, b), r.tolerance))
+    keep = holm(ps, judged)
+    out = list(results)
+    for i, held, p in zip(candidates, keep, ps, strict=True):
+        if not held:
+            note = (f"worse than its tolerance, but not beyond noise across the {judged} metrics judged "
+                    f"(p = {p:.3f}; Holm's step asks less)")
+            out[i] = PhaseChange(out[i].phase, dataclasses.replace(out[i].result, verdict="inconclusive", note=note))
+    return out

@@ -23,13 +23,14 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.config.metric_registry import FOLLOWED
+from harness.config.metric_registry import COMPARED, FOLLOWED, metric
 from harness.errors import ScenarioError
 from harness.report.files import run_dirs
-from harness.stats.compare import Block
+from harness.stats.compare import Block, value
+from harness.stats.noise import MIN_RUNS, RunSpread, spread
 from harness.stats.schema import ThresholdResult, read_summary
 from harness.stats.thresholds import observed
-from harness.tools.compare import PhaseBlocks, Run, load_runs
+from harness.tools.compare import Noise, PhaseBlocks, Run, load_runs
 
 DEFAULT_DB = Path("reports") / "history.sqlite"
 _SCHEMA = """
@@ -53,6 +54,8 @@ CREATE INDEX IF NOT EXISTS runs_by_scenario ON runs (scenario, started_at);
 # they compare only while their folders exist).
 _ADDED = {"client_limited": "INTEGER NOT NULL DEFAULT 0", "shape": "TEXT", "flagged": "TEXT",
           "accepted": "INTEGER NOT NULL DEFAULT 0"}
+_ADDED_PHASES = {"limited_metrics": "TEXT"}  # JSON: the figures the client could have moved (null: older runs)
+NOISE_RUNS = 10  # the last good runs of a scenario whose spread is its noise
 _LATENCIES = ("ttft", "tpot", "e2e", "itl")
 
 
@@ -64,11 +67,12 @@ def connect(path: Path) -> Iterator[sqlite3.Connection]:
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA foreign_keys=ON")
         db.executescript(_SCHEMA)
-        have = {row[1] for row in db.execute("PRAGMA table_info(runs)")}
-        for column, kind in _ADDED.items():
-            if column not in have:
-                with contextlib.suppress(sqlite3.OperationalError):  # another process added it just now
-                    db.execute(f"ALTER TABLE runs ADD COLUMN {column} {kind}")
+        for table, added in (("runs", _ADDED), ("phases", _ADDED_PHASES)):
+            have = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+            for column, kind in added.items():
+                if column not in have:
+                    with contextlib.suppress(sqlite3.OperationalError):  # another process added it just now
+                        db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
         yield db
     finally:
         db.close()
@@ -86,7 +90,7 @@ def _unpack(blob: bytes) -> np.ndarray:
 class _Rows:
     head: dict[str, str | int | None]  # the runs table's columns
     figures: list[tuple[str, str, float]]
-    phases: list[tuple[str, int, str | None, str]]
+    phases: list[tuple[str, int, str | None, str, str]]
     blocks: list[tuple[str | int | float | bytes, ...]]
 
 
@@ -104,7 +108,8 @@ def _rows(run_dir: Path, flag: str | None) -> _Rows:
         "client_limited": int(any(p.client_limited for p in phases)),
         "shape": json.dumps(loaded.shape) if loaded else None, "flagged": flag, "accepted": 0}
     rows = [(p.name, k, (p.client_limited_reason or "late") if p.client_limited else None,
-             json.dumps([t.to_json() for t in p.thresholds])) for k, p in enumerate(phases)]
+             json.dumps([t.to_json() for t in p.thresholds]), json.dumps(p.client_limited_metrics))
+            for k, p in enumerate(phases)]
     packed: list[tuple[str | int | float | bytes, ...]] = [
         (name, i, b.seconds, b.tokens, b.total, b.failed, *(_pack(b.latencies[k]) for k in _LATENCIES))
         for name, phase in (loaded.phases.items() if loaded else []) for i, b in enumerate(phase.blocks)]
@@ -126,7 +131,8 @@ def add(db_path: Path, path: Path, flag: str | None = None) -> list[str]:
                 db.execute(f"INSERT INTO runs ({columns}) VALUES ({', '.join('?' * len(rows.head))})",
                            tuple(rows.head.values()))
                 db.executemany("INSERT INTO figures VALUES (?, ?, ?, ?)", [(run_id, *f) for f in rows.figures])
-                db.executemany("INSERT INTO phases VALUES (?, ?, ?, ?, ?)", [(run_id, *p) for p in rows.phases])
+                db.executemany("INSERT INTO phases (run_id, phase, ord, client_limited, thresholds, limited_metrics) "
+                               "VALUES (?, ?, ?, ?, ?, ?)", [(run_id, *p) for p in rows.phases])
                 db.executemany("INSERT INTO blocks VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                                [(run_id, *b) for b in rows.blocks])
                 db.execute("COMMIT")
@@ -224,13 +230,15 @@ def baseline_entries(db_path: Path, scenario: str, n: int, exclude: Sequence[str
 def _run_from_db(db: sqlite3.Connection, entry: Entry, where: str) -> Run:
     (shape,) = db.execute("SELECT shape FROM runs WHERE run_id = ?", (entry.run_id,)).fetchone()
     phases: dict[str, PhaseBlocks] = {}
-    for name, limited, thresholds in db.execute(
-            "SELECT phase, client_limited, thresholds FROM phases WHERE run_id = ? ORDER BY ord", (entry.run_id,)):
+    for name, limited, thresholds, moved in db.execute(
+            "SELECT phase, client_limited, thresholds, limited_metrics FROM phases WHERE run_id = ? ORDER BY ord",
+            (entry.run_id,)):
         cut = [Block(dict(zip(_LATENCIES, (_unpack(b) for b in blobs), strict=True)), tokens, seconds, total, failed)
                for seconds, tokens, total, failed, *blobs in db.execute(
                    "SELECT seconds, tokens, total, failed, ttft, tpot, e2e, itl FROM blocks "
                    "WHERE run_id = ? AND phase = ? ORDER BY idx", (entry.run_id, name))]
-        phases[name] = PhaseBlocks(cut, limited, [ThresholdResult.model_validate(t) for t in json.loads(thresholds)])
+        phases[name] = PhaseBlocks(cut, limited, [ThresholdResult.model_validate(t) for t in json.loads(thresholds)],
+                                   tuple(json.loads(moved)) if moved else ())
     return Run(entry.run_id, where, json.loads(shape), phases)
 
 
@@ -241,6 +249,25 @@ def baseline(db_path: Path, scenario: str, n: int, exclude: Sequence[str] = ()) 
     if not chosen:
         raise ScenarioError(f"{db_path}: no run of scenario {scenario!r} in the history may be a baseline "
                             "(none good; `harness history accept RUN` makes a flagged one a baseline)")
+    return _runs(db_path, chosen)
+
+
+def noise(db_path: Path, scenario: str, exclude: Sequence[str] = (), runs: int = NOISE_RUNS) -> Noise:
+    """(phase, metric) → one run's spread over the last `runs` good runs of `scenario` whose blocks the history
+    keeps (harness.stats.noise); empty with fewer than three."""
+    chosen = [e for e in baseline_entries(db_path, scenario, runs, exclude) if e.comparable]
+    kept = _runs(db_path, chosen) if len(chosen) >= MIN_RUNS else []
+    out: dict[tuple[str, str], RunSpread] = {}
+    for phase in kept[0].phases if kept else []:
+        for name in COMPARED:
+            values = [value(name, r.phases[phase].blocks) for r in kept if phase in r.phases]
+            found = spread([v for v in values if v is not None], metric(name).absolute)
+            if found is not None:
+                out[(phase, name)] = found
+    return out
+
+
+def _runs(db_path: Path, chosen: Sequence[Entry]) -> list[Run]:
     runs = []
     with connect(db_path) as db:
         for entry in chosen:

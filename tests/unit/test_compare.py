@@ -171,7 +171,20 @@ def test_untrusted_when_the_client_limited_a_run() -> None:
     late = compare_sides([run("a", 1, 10)], [run("b", 2, 13, "schedule lag p99 9.0 ms > 5.0 ms")], {"itl_p50": 0.05})
     assert late[0].result.verdict == "untrusted" and late[0].result.change == clean[0].result.change
     assert "the client limited run b (schedule lag p99 9.0 ms" in late[0].result.note
-    assert render_text(late).count("untrusted") == 1 and "untrusted: open" in verdict_line(late)
+    assert render_text(late).count("untrusted") == 1 and "untrusted figures in open" in verdict_line(late)
+
+
+def test_only_the_figures_the_client_could_have_moved_are_untrusted() -> None:
+    from harness.tools.compare import PhaseBlocks, Run, compare_sides
+
+    def run(run_id: str, seed: int, moved: tuple[str, ...]) -> Run:
+        cut = blocks(_run(200, 50, 10 if run_id == "a" else 13, seed), 0, 199 * 100 * MS)
+        late = "it could have moved itl_p99" if moved else None
+        return Run(run_id, run_id, {}, {"open": PhaseBlocks(cut, late, limited_metrics=moved)})
+
+    out = compare_sides([run("a", 1, ())], [run("b", 2, ("itl_p99",))], {"itl_p50": 0.05, "itl_p99": 0.15})
+    verdicts = {p.result.metric: p.result.verdict for p in out}
+    assert verdicts == {"itl_p50": "regression", "itl_p99": "untrusted"}
 
 
 def test_thresholds_are_test_cases_too() -> None:
@@ -189,3 +202,20 @@ def test_thresholds_are_test_cases_too() -> None:
     assert case.find("failure").get("message") == "threshold broken: batch ttft_p99 <500ms: 812.4 ms (run r1)"
     md = render_markdown(RESULTS, "a", "b", "m", [held, broken])
     assert "**Thresholds** (1 broken of 2):" in md and "- ✗ batch ttft_p99 <500ms: 812.4 ms (run r1)" in md
+
+
+def test_a_p99_of_a_few_hundred_samples_does_not_vote() -> None:
+    """200 requests a side: their TTFT p99 rests on two samples beyond it (inconclusive, with the reason), their
+    ITL p99 on 1,400 gaps (14 beyond it: judged)."""
+    from harness.tools.compare import PhaseBlocks, Run, compare_sides
+
+    def run(run_id: str, seed: int, ttft: float) -> Run:
+        return Run(run_id, run_id, {}, {"open": PhaseBlocks(blocks(_run(200, ttft, 10, seed), 0, 199 * 100 * MS),
+                                                            None)})
+
+    out = compare_sides([run("a", 1, 50)], [run("b", 2, 80)], {"ttft_p99": 0.2, "itl_p99": 0.15, "ttft_p50": 0.1})
+    verdicts = {p.result.metric: p.result for p in out}
+    assert verdicts["ttft_p99"].verdict == "inconclusive"
+    assert "a p99 of 200 samples (it needs 1,000" in verdicts["ttft_p99"].note
+    assert verdicts["itl_p99"].verdict == "within tolerance"
+    assert verdicts["ttft_p50"].verdict == "regression"  # the median moved 60%: every sample votes
