@@ -111,9 +111,15 @@ def compare(sides: tuple[Path, ...], from_history: int | None, db: Path, start_b
     if from_history:
         scenario = cur[0].shape["scenario"]
         if start_baseline and _no_baseline_yet(db, scenario):
-            click.echo(f"no baseline yet: no run of {scenario} in {db}: this run starts the baseline")
-            _write(markdown, junit, render_first(_named(cur, str(current)), thresholds),
+            limited = [f"{r.run_id} {name}" for r in cur for name, p in r.phases.items()
+                       if any(p.untrusted(m) for m in limits)]
+            _write(markdown, junit, render_first(_named(cur, str(current)), thresholds, limited),
                    render_junit([], thresholds=thresholds))
+            if limited:  # a baseline the client shaped would make every later night's verdict its own
+                click.echo(f"no baseline yet, and this run cannot start one: the client limited {', '.join(limited)}",
+                           err=True)
+                raise SystemExit(EXIT_NO_VERDICT)
+            click.echo(f"no baseline yet: no run of {scenario} in {db}: this run starts the baseline")
             return
         base = history.baseline(db, scenario, from_history, exclude=[r.run_id for r in cur])
         baseline = _named(base, f"{db} (last good runs)")

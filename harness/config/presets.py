@@ -306,6 +306,29 @@ def load_presets(path: Path) -> list[str]:
     return [str(name) for name in data.get("accelerators") or {}]
 
 
+RUN_PRESETS = "presets.yaml"  # in a run's folder: the presets its run used beyond the built-in ones
+
+
+def save_loaded(folder: Path) -> None:
+    """The preset files this process loaded, as one file in a run's folder, so that every command reads the run
+    back (its scenario and summary name those accelerators and models) on any machine, the files gone."""
+    merged: dict[str, dict[str, Any]] = {"accelerators": {}, "models": {}}
+    for path in loaded_files():
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        for key, entries in merged.items():
+            entries.update(data.get(key) or {})
+    if any(merged.values()):
+        (folder / RUN_PRESETS).write_text(yaml.safe_dump({k: v for k, v in merged.items() if v}, sort_keys=False),
+                                          encoding="utf-8")
+
+
+def load_beside(path: Path) -> None:
+    """Before a run's scenario.yaml or summary.json is read: the presets its run used, kept beside them."""
+    kept = path.parent / RUN_PRESETS
+    if kept.is_file() and kept.resolve() not in _LOADED:
+        load_presets(kept)
+
+
 def device_counts(accelerator: str) -> tuple[int, ...]:
     """How many devices a model may be split over: GPUs split its heads (tensor parallelism of 1, 2, 4 or 8);
     SRAM systems each hold a share of its layers (any number up to 8)."""

@@ -14,7 +14,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from harness.config.base import PositiveMillis, PositiveSeconds, Seconds, Strict, first_error
 from harness.config.load import LOAD_TAGS, Phase
-from harness.config.presets import resolve_accelerator, resolve_model
+from harness.config.presets import load_beside, resolve_accelerator, resolve_model
 from harness.config.simulator import SimulatorConfig
 from harness.config.thresholds import Thresholds
 from harness.config.workload import Workload
@@ -252,6 +252,7 @@ def _resolve_trace_files(data: Any, base: Path) -> None:
 
 
 def load_scenario(path: Path) -> Scenario:
+    load_beside(path)  # a run's folder: the presets its run used
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:

@@ -126,9 +126,12 @@ def render_markdown(results: Sequence[PhaseChange], baseline: str, current: str,
     return "\n".join([*lines, *_threshold_markdown(thresholds)]) + "\n"
 
 
-def render_first(current: str, thresholds: Sequence[ThresholdOutcome]) -> str:
-    """Markdown for a run compared with nothing: no baseline yet, so this one starts it."""
-    return "\n".join(["### harness compare: no baseline yet: this run starts the baseline", "",
+def render_first(current: str, thresholds: Sequence[ThresholdOutcome], limited: Sequence[str] = ()) -> str:
+    """Markdown for a run compared with nothing: no baseline yet, so this one starts it — unless the client
+    limited it (`limited`: run and phase), which no baseline may be."""
+    head = ("no baseline yet, and this run cannot start one (client limited: "
+            f"{', '.join(limited)})" if limited else "no baseline yet: this run starts the baseline")
+    return "\n".join([f"### harness compare: {head}", "",
                       f"Current {current}: nothing in the history to compare with.",
                       *_threshold_markdown(thresholds)]) + "\n"
 

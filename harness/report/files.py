@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from harness.config.presets import save_loaded
 from harness.errors import HarnessError, ScenarioError
 from harness.records import RequestRecord, read_records
 from harness.report.html import render_html
@@ -42,6 +43,7 @@ INDEX = {
     "requests.parquet": "the same records as one table, token arrival times as a list column",
     "server_metrics.csv": "the endpoint's /metrics, scraped during the run (absent when it had none)",
     "scenario.yaml": "the scenario as run: `harness run scenario.yaml` runs it again",
+    "presets.yaml": "the accelerators and models of --presets the run used (absent without): read with it",
 }
 
 
@@ -66,8 +68,9 @@ def write_index(run_dir: Path, run: RunHeader) -> None:
 
 
 def write_run(result: RunResult) -> None:
-    """A finished run's reports beside its records."""
+    """A finished run's reports beside its records (and the presets it used, for a merged run)."""
     write_reports(result.summary, result.run_dir, result.records, result.server_rows, result.every)
+    save_loaded(result.run_dir)
 
 
 def write_somewhere(result: RunResult, warn: Callable[[str], None]) -> RunResult:

@@ -13,7 +13,8 @@ mean, by the lag's mean). What each figure takes:
 - TTFT and E2E: the stamp of their last instant, late by an event-loop lag `L`;
 - ITL: the later end of a gap, late by `L` (the earlier end's lateness only shortens it);
 - TPOT: its last token's `L`, spread over the request's tokens: `L/(tokens − 1)`;
-- TTFT and E2E from the intended send: `L` plus the request's own sending lateness (schedule lag less any hold);
+- TTFT and E2E from the intended send: `L` plus the request's own sending lateness (schedule lag less any hold,
+  less the timer's rounding as below: the sender sleeps to its deadlines on the same timers);
 - the achieved rates: sent against intended, `|sent rate / offered rate − 1|`; and a saturated client (its core
   full) may have read more slowly than the server wrote, so its rates are flagged as such.
 
@@ -89,9 +90,12 @@ class Lateness:
         return float(np.interp(q, LAG_GRID, lag))
 
     def sending(self, q: float | None) -> float:
+        """How late requests left at the q-th percentile (None: the mean), less the timer's rounding: the
+        sender sleeps to each deadline on the same millisecond timers."""
         if not self.late_ms.size:
             return 0.0
-        return float(self.late_ms.mean() if q is None else np.percentile(self.late_ms, q))
+        late = np.maximum(self.late_ms - TIMER_RESOLUTION_MS, 0.0)
+        return float(late.mean() if q is None else np.percentile(late, q))
 
 
 def shift_ms(name: str, q: float | None, lateness: Lateness) -> float:

@@ -105,7 +105,7 @@ def _rows(run_dir: Path, flag: str | None) -> _Rows:
         "path": str(run_dir.resolve()), "complete": int(run.complete),
         "thresholds_passed": int(all(t.passed for p in phases for t in p.thresholds)),
         "requests_ok": sum(p.requests.ok for p in phases),
-        "client_limited": int(any(p.client_limited for p in phases)),
+        "client_limited": int(any(p.untrusted(m) for p in phases for m in COMPARED)),
         "shape": json.dumps(loaded.shape) if loaded else None, "flagged": flag, "accepted": 0}
     rows = [(p.name, k, (p.client_limited_reason or "late") if p.client_limited else None,
              json.dumps([t.to_json() for t in p.thresholds]), json.dumps(p.client_limited_metrics))

@@ -61,7 +61,9 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:
 def test_the_same_setup_passes(runs: dict[str, Path], tmp_path: Path) -> None:
     proc = harness("compare", str(runs["base"]), str(runs["again"]), "--junit", str(tmp_path / "j.xml"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "no regression in 9 judged comparisons of 9" in proc.stdout
+    # 60 requests of 16 tokens: their p99s rest on too few samples beyond them to vote, and say so.
+    assert "no regression in 6 judged comparisons of 9" in proc.stdout
+    assert "inconclusive: open ttft_p99: a p99 of 60 samples (it needs 1,000" in proc.stdout
     assert ET.parse(tmp_path / "j.xml").getroot().get("failures") == "0"
 
 

@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import Field, ValidationError
 
 from harness.config.base import first_error
+from harness.config.presets import load_beside
 from harness.errors import ScenarioError
 from harness.stats.schema.base import ClientHealth, Distribution, Section, Stress
 from harness.stats.schema.comparison import Comparison, PhaseComparison
@@ -79,6 +80,7 @@ class Summary(Section):
 def read_summary(path: Path) -> Summary:
     """A saved summary.json as types, or a one-line error naming the file: unreadable, not JSON, another
     schema version, or fields this version does not know."""
+    load_beside(path)  # the presets its run used: its header names their accelerators and models
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
