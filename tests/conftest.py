@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -58,3 +59,30 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 
 _BUSY = pytest.StashKey[str | None]()
+
+
+# How many timing tests were judged, and how many a busy machine skipped: said at the end of every run, and a CI
+# run (CI set) where every one of them skipped fails — a suite that judged no timing at all proves nothing.
+_TIMING: dict[str, int] = {"judged": 0, "skipped": 0}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if "timing" not in report.keywords:
+        return
+    if report.when == "call" or (report.when == "setup" and report.skipped):
+        _TIMING["skipped" if report.skipped else "judged"] += 1
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if hasattr(session.config, "workerinput") or not os.environ.get("CI"):
+        return
+    if _TIMING["skipped"] and not _TIMING["judged"] and exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    judged, skipped = _TIMING["judged"], _TIMING["skipped"]
+    if judged or skipped:
+        verdict = " — every one skipped: CI fails (run the suite on a quieter machine)" if (
+            skipped and not judged and os.environ.get("CI")) else ""
+        terminalreporter.write_line(f"timing tests: {judged} judged, {skipped} skipped on a busy machine{verdict}")
