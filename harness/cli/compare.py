@@ -65,6 +65,18 @@ def _write(markdown: Path | None, junit: Path | None, text: str, xml: str) -> No
         junit.write_text(xml, encoding="utf-8")
 
 
+def _first_night(cur: Sequence[Run], named: str, why: str, limits: dict[str, float],
+                 thresholds: list[ThresholdOutcome], markdown: Path | None, junit: Path | None) -> None:
+    """No baseline yet: this run starts it — unless the client could have moved a compared figure of it (a
+    baseline the client shaped would make every later night's verdict its own): then no verdict, exit 5."""
+    limited = [f"{r.run_id} {name}" for r in cur for name, p in r.phases.items() if any(p.untrusted(m) for m in limits)]
+    _write(markdown, junit, render_first(named, thresholds, limited), render_junit([], thresholds=thresholds))
+    if limited:
+        click.echo(f"no baseline yet, and this run cannot start one: the client limited {', '.join(limited)}", err=True)
+        raise SystemExit(EXIT_NO_VERDICT)
+    click.echo(f"no baseline yet: {why}: this run starts the baseline")
+
+
 _EXAMPLES1 = examples(
     'harness compare reports/last-week reports/today --tolerance ttft_p99=10%',
     'harness compare --baseline-from-history 3 reports/today --junit compare.xml',
@@ -111,15 +123,8 @@ def compare(sides: tuple[Path, ...], from_history: int | None, db: Path, start_b
     if from_history:
         scenario = cur[0].shape["scenario"]
         if start_baseline and _no_baseline_yet(db, scenario):
-            limited = [f"{r.run_id} {name}" for r in cur for name, p in r.phases.items()
-                       if any(p.untrusted(m) for m in limits)]
-            _write(markdown, junit, render_first(_named(cur, str(current)), thresholds, limited),
-                   render_junit([], thresholds=thresholds))
-            if limited:  # a baseline the client shaped would make every later night's verdict its own
-                click.echo(f"no baseline yet, and this run cannot start one: the client limited {', '.join(limited)}",
-                           err=True)
-                raise SystemExit(EXIT_NO_VERDICT)
-            click.echo(f"no baseline yet: no run of {scenario} in {db}: this run starts the baseline")
+            _first_night(cur, _named(cur, str(current)), f"no run of {scenario} in {db}", limits, thresholds,
+                         markdown, junit)
             return
         base = history.baseline(db, scenario, from_history, exclude=[r.run_id for r in cur])
         baseline = _named(base, f"{db} (last good runs)")

@@ -312,7 +312,7 @@ RUN_PRESETS = "presets.yaml"  # in a run's folder: the presets its run used beyo
 def save_loaded(folder: Path) -> None:
     """The preset files this process loaded, as one file in a run's folder, so that every command reads the run
     back (its scenario and summary name those accelerators and models) on any machine, the files gone."""
-    merged: dict[str, dict[str, Any]] = {"accelerators": {}, "models": {}}
+    merged: dict[str, dict[str, object]] = {"accelerators": {}, "models": {}}
     for path in loaded_files():
         data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
         for key, entries in merged.items():

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from harness.clock import NS_PER_MS, NS_PER_S, Clock, cancel_quietly
-from harness.stats.distortion import LAG_P99, wait_quantiles
+from harness.stats.distortion import LAG_P99, tick_quantiles, wait_quantiles
 from harness.stats.verdict import RANK, ClientCheck, Verdict, lateness, verdict
 
 _TICK_NS = 10 * NS_PER_MS
@@ -124,6 +124,7 @@ class SelfCheck:
             idle_cores=None if idle0 is None or idle1 is None or wall_s <= 0 else (idle1 - idle0) / wall_s,
             loop_wait_quantiles_ms=wait_quantiles(np.asarray(lags, dtype=np.float64) / NS_PER_MS,
                                                   _TICK_NS / NS_PER_MS),
+            loop_tick_quantiles_ms=tick_quantiles(np.asarray(lags, dtype=np.float64) / NS_PER_MS),
             max_shift=self.max_shift,
         )
 

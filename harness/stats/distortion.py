@@ -73,18 +73,30 @@ def wait_quantiles(lags_ms: Sequence[float] | np.ndarray, tick_ms: float) -> tup
     return tuple(float(w) for w in waits)
 
 
+def tick_quantiles(lags_ms: Sequence[float] | np.ndarray) -> tuple[float, ...] | None:
+    """The lag per wake-up, as quantiles on LAG_GRID, less the timer's rounding (None: no tick)."""
+    raw = np.asarray(lags_ms, dtype=np.float64)
+    if not raw.size:
+        return None
+    return tuple(float(v) for v in np.percentile(np.maximum(raw - TIMER_RESOLUTION_MS, 0.0), LAG_GRID))
+
+
 @dataclass(frozen=True, slots=True)
 class Lateness:
     """What the harness's lateness over a phase looked like."""
 
-    loop_ms: Sequence[float] | None  # the wait for the event loop, quantiles on LAG_GRID (None: not measured)
+    loop_ms: Sequence[float] | None  # the wait for the event loop, time-weighted, on LAG_GRID (None: not measured)
+    tick_ms: Sequence[float] | None  # the lag per wake-up, on LAG_GRID (None: not measured)
     late_ms: np.ndarray  # per sent request: sent − intended − held, ms
     tokens_per_request: float = 1.0  # mean output tokens of an ok request (TPOT spreads its ends' lag over them)
 
-    def loop(self, q: float | None) -> float:
-        """The wait for the event loop at its q-th percentile (None: its mean)."""
+    def loop(self, q: float | None, per_event: bool = False) -> float:
+        """The wait for the event loop at its q-th percentile (None: its mean): what an event arriving at a random
+        instant met (the larger of the time-weighted wait and the wake-up's lag), or with `per_event`, what one
+        wake-up met (a gap: a stall inflates one gap a stream, the tokens read together after it none)."""
         assert self.loop_ms is not None
-        lag = np.asarray(self.loop_ms, dtype=np.float64)
+        ticks = np.asarray(self.tick_ms if self.tick_ms is not None else self.loop_ms, dtype=np.float64)
+        lag = ticks if per_event else np.maximum(np.asarray(self.loop_ms, dtype=np.float64), ticks)
         if q is None:  # the mean of the distribution the quantiles draw (linear between them)
             return float(np.sum((lag[1:] + lag[:-1]) / 2 * np.diff(LAG_GRID)) / 100.0)
         return float(np.interp(q, LAG_GRID, lag))
@@ -100,7 +112,7 @@ class Lateness:
 
 def shift_ms(name: str, q: float | None, lateness: Lateness) -> float:
     """How far the q-th percentile (None: the mean) of latency `name` could have moved, in ms."""
-    loop = lateness.loop(q)
+    loop = lateness.loop(q, per_event=name == "itl")
     if name == "tpot":
         return loop / max(lateness.tokens_per_request - 1.0, 1.0)
     if name in _FROM_INTENDED:

@@ -184,7 +184,7 @@ class PhaseFold:
         values = {name: v for name, samples in ok.values.items()
                   if name != "duration" and (v := samples.exact_values()) is not None}
         late_ms = self.late.exact_values()
-        lateness = Lateness(client.loop_wait_quantiles_ms,
+        lateness = Lateness(client.loop_wait_quantiles_ms, client.loop_tick_quantiles_ms,
                             np.zeros(0) if late_ms is None else late_ms / NS_PER_MS,
                             ok.output_tokens / ok.count if ok.count else 1.0)
         moved = latency_shifts({k: v / NS_PER_MS for k, v in values.items()}, lateness)

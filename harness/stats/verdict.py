@@ -34,7 +34,8 @@ class ClientCheck:
     live_verdict: Verdict = "ok"  # the worst verdict the live check gave inside the stretch
     live_reason: str = ""
     idle_cores: float | None = None  # the machine's idle CPU over the stretch, in cores: would more workers help
-    loop_wait_quantiles_ms: tuple[float, ...] | None = None  # on harness.stats.distortion.LAG_GRID
+    loop_wait_quantiles_ms: tuple[float, ...] | None = None  # on harness.stats.distortion.LAG_GRID, time-weighted
+    loop_tick_quantiles_ms: tuple[float, ...] | None = None  # … and per wake-up
     max_shift: float = 0.05  # a figure the lateness could move by more than this share is untrusted
 
 
@@ -88,10 +89,14 @@ def health(check: ClientCheck, name: Verdict | None = None) -> ClientHealth:
     """A process's self-check over a stretch, as summary.json keeps it, with its verdict (given, or judged from
     the readings alone)."""
     name = name or verdict(lateness(check), check)[0]
-    quantiles = None if check.loop_wait_quantiles_ms is None else [round(q, 3) for q in check.loop_wait_quantiles_ms]
+    def kept(q: tuple[float, ...] | None) -> list[float] | None:
+        return None if q is None else [round(v, 3) for v in q]
+
     return ClientHealth(loop_lag_p99_ms=check.loop_lag_p99_ms, cpu_share=check.cpu_share,
                         cpu_seconds=check.cpu_seconds, runq_share=check.runq_share,
-                        load_per_core=check.load_per_core, verdict=name, loop_wait_quantiles_ms=quantiles)
+                        load_per_core=check.load_per_core, verdict=name,
+                        loop_wait_quantiles_ms=kept(check.loop_wait_quantiles_ms),
+                        loop_tick_quantiles_ms=kept(check.loop_tick_quantiles_ms))
 
 
 def saved_check(saved: PhaseSummary | None, loop_lag_bound_ms: float, cpu_bound: float,
@@ -101,7 +106,10 @@ def saved_check(saved: PhaseSummary | None, loop_lag_bound_ms: float, cpu_bound:
     if saved is None:
         return ClientCheck(loop_lag_bound_ms=loop_lag_bound_ms, cpu_bound=cpu_bound, max_shift=max_shift)
     c = saved.client
-    quantiles = None if c.loop_wait_quantiles_ms is None else tuple(c.loop_wait_quantiles_ms)
+    def read(q: list[float] | None) -> tuple[float, ...] | None:
+        return None if q is None else tuple(q)
+
     return ClientCheck(c.loop_lag_p99_ms, c.cpu_share, loop_lag_bound_ms, cpu_bound, c.cpu_seconds, c.runq_share,
                        c.load_per_core, c.verdict, saved.client_limited_reason or "",
-                       loop_wait_quantiles_ms=quantiles, max_shift=max_shift)
+                       loop_wait_quantiles_ms=read(c.loop_wait_quantiles_ms),
+                       loop_tick_quantiles_ms=read(c.loop_tick_quantiles_ms), max_shift=max_shift)

@@ -41,7 +41,7 @@ def test_the_timers_millisecond_rounding_is_not_lateness() -> None:
 
 
 def test_each_figure_takes_the_lag_that_reaches_it() -> None:
-    lateness = Lateness(_grid(p90=1.0, p99=4.0, p100=8.0), late_ms=np.array([0.0] * 98 + [20.0, 20.0]),
+    lateness = Lateness(_grid(p90=1.0, p99=4.0, p100=8.0), None, late_ms=np.array([0.0] * 98 + [20.0, 20.0]),
                         tokens_per_request=21.0)
     values = {"ttft": np.full(100, 40.0), "itl": np.full(2000, 10.0), "tpot": np.full(100, 10.0),
               "ttft_from_intended": np.full(100, 40.0)}
@@ -77,7 +77,7 @@ def _phase(waits: tuple[float, ...] | None, *, late_ms: int = 0, held_ms: int = 
         r.held_ns = held_ms * 1_000_000
         records.append(r)
     client = ClientCheck(loop_lag_p99_ms=None if waits is None else waits[LAG_GRID.index(99.0)], cpu_share=cpu,
-                         runq_share=0.4, load_per_core=0.8, loop_wait_quantiles_ms=waits)
+                         runq_share=0.4, load_per_core=0.8, loop_wait_quantiles_ms=waits, loop_tick_quantiles_ms=waits)
     return phase_stats(records, SLO(), client=client)
 
 

@@ -131,13 +131,18 @@ def worst(checks: Sequence[ClientCheck]) -> ClientCheck:
 
     bad = max(checks, key=lambda c: RANK[c.live_verdict])
     cpu = [c.cpu_seconds for c in checks if c.cpu_seconds is not None]
-    curves = [c.loop_wait_quantiles_ms for c in checks if c.loop_wait_quantiles_ms is not None]
-    # Each quantile at its worst shard's: a lag no shard's tokens exceeded more often than that.
-    lag = tuple(max(q) for q in zip(*curves, strict=True)) if len(curves) == len(checks) else None
+    def most_of(curves: list[tuple[float, ...] | None]) -> tuple[float, ...] | None:
+        """Each quantile at its worst shard's: a lag no shard's tokens exceeded more often than that."""
+        known = [c for c in curves if c is not None]
+        return tuple(max(q) for q in zip(*known, strict=True)) if known and len(known) == len(curves) else None
+
     return ClientCheck(most([c.loop_lag_p99_ms for c in checks]), most([c.cpu_share for c in checks]),
                        checks[0].loop_lag_bound_ms, checks[0].cpu_bound, sum(cpu) if cpu else None,
                        most([c.runq_share for c in checks]), most([c.load_per_core for c in checks]),
-                       bad.live_verdict, bad.live_reason, loop_wait_quantiles_ms=lag, max_shift=checks[0].max_shift)
+                       bad.live_verdict, bad.live_reason,
+                       loop_wait_quantiles_ms=most_of([c.loop_wait_quantiles_ms for c in checks]),
+                       loop_tick_quantiles_ms=most_of([c.loop_tick_quantiles_ms for c in checks]),
+                       max_shift=checks[0].max_shift)
 
 
 def merge_shards(run_dirs: Sequence[Path], out: Path, warn: Callable[[str], None] | None = None) -> RunResult:

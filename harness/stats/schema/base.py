@@ -43,8 +43,11 @@ class ClientHealth(Section):
     load_per_core: float | None = Field(None, description="the machine's 1-minute load average over its cores")
     verdict: Literal["ok", "stalled", "not_scheduled", "saturated"] = Field("ok", description="ok, or why the "
         "harness was late: saturated (its core full), not_scheduled (waiting for a CPU held by another), stalled")
-    loop_wait_quantiles_ms: list[float] | None = Field(None, description="the event-loop lag's quantiles at 0, 10, "
-        "25, 50, 75, 90, 95, 98, 99, 99.5, 99.9 and 100% (what the per-figure judgement draws from, offline too)")
+    loop_wait_quantiles_ms: list[float] | None = Field(None, description="the wait a token arriving at a random "
+        "instant met for the event loop (time-weighted), at 0, 10, 25, 50, 75, 90, 95, 98, 99, 99.5, 99.9 and 100% "
+        "(what the per-figure judgement reads, offline too)")
+    loop_tick_quantiles_ms: list[float] | None = Field(None, description="the same quantiles of the lag per wake-up "
+        "(each tick's, less the timer's rounding): what one event met")
     ceiling_tokens_per_s: float | None = Field(None, description="this machine's `harness calibrate` ceiling")
     ceiling_share: float | None = None
 
