@@ -78,7 +78,8 @@ def test_a_slower_decode_exits_99_and_says_where(runs: dict[str, Path], tmp_path
     # A wider tolerance than the change: no longer a regression.
     loose = harness("compare", str(runs["base"]), str(runs["slower"]), "--tolerance",
                     "itl_p50=80%,itl_p99=80%,tpot_p50=80%,e2e_p50=80%,e2e_p99=80%,ttft_p99=80%,ttft_p50=80%")
-    assert loose.returncode == 0, loose.stdout
+    # (5 where a figure was untrusted: the fixed 10 ms gaps' p99 measured 1 ms high by a client waiting for its CPU)
+    assert loose.returncode in (0, 5) and "no regression" in loose.stdout, loose.stdout
 
 
 def test_different_workloads_are_refused_unless_forced(runs: dict[str, Path]) -> None:

@@ -181,7 +181,8 @@ def test_seven_nights(tmp_path: Path, sims: dict[str, str], repeat: int) -> None
         md = nights.markdown()
         assert "no regression" in md and "| open | itl_p50 |" in md, md
         named = _baseline_ids(md)
-        assert named and named <= {i for ids in good.values() for i in ids}, (named, good)
+        # From earlier nights, or from an earlier try of this one (a try compare could not judge, run again).
+        assert named and named <= {i for ids in good.values() for i in ids} | _added(proc), (named, good, _said(proc))
         good[night] = _added(proc)
     assert len(_baseline_ids(nights.markdown())) == 3  # HARNESS_BASELINE's default
 

@@ -4,6 +4,7 @@ init`; durations with units in flags."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -132,6 +133,12 @@ def test_peer_flags_mean_here_what_they_mean_there(sim_url: str, tmp_path: Path)
         level += step
         peak = max(peak, level)
     assert len(rate) == 16 and peak <= 2  # never more than 2 in flight
+    # The cap's wait is by design: shown in the plan and the table, kept apart in each record, never lateness.
+    assert "at most 2 in flight (the cap's wait is not lateness)" in proc.stderr
+    assert re.search(r"in-flight cap\s+2\s+-", (run_dir / "table.txt").read_text())
+    lags = [r["sent_ns"] - r["intended_ns"] for r in rate]
+    assert max(lags) > 200_000_000  # 8/s of ~300 ms answers, 2 at a time: the queue held them back
+    assert max(lag - r["held_ns"] for lag, r in zip(lags, rate, strict=True)) < 100_000_000, lags
 
 
 @pytest.mark.parametrize(("args", "says"), [

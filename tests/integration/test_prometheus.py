@@ -172,8 +172,13 @@ def test_exporter_scraped_by_a_real_prometheus_feeds_every_dashboard_panel(tmp_p
                     estimate = prom.value(f'histogram_quantile({int(stat[1:]) / 100}, sum by (le) (harness_{metric}'
                                           f'_seconds_bucket{{scenario="prom", phase="{phase["name"]}"}}))')
                     assert estimate == pytest.approx(exact, rel=0.05), (phase["name"], metric, stat)
-        limited = {s["metric"]["phase"]: float(s["value"][1]) for s in prom.query('harness_client_limited')}
-        assert limited == {p["name"]: float(p["client_limited"]) for p in summary["phases"]}
+        # The phases' final verdicts, set as the run ended: the scrape after that carries them.
+        verdicts = {p["name"]: float(p["client_limited"]) for p in summary["phases"]}
+        settled = time.monotonic() + 15
+        while (limited := {s["metric"]["phase"]: float(s["value"][1]) for s in prom.query('harness_client_limited')}
+               ) != verdicts and time.monotonic() < settled:
+            time.sleep(0.3)
+        assert limited == verdicts
         # A rate needs two samples in its window: a Prometheus whose first scrape of the exporter came late
         # (a slow start) has them a scrape later; the exporter holds its figures meanwhile.
         panels_by = time.monotonic() + 30

@@ -174,11 +174,13 @@ async def test_a_server_whose_queue_grows_while_the_harness_idles_is_the_bottlen
     (slow,) = (await _late_run(LlamaCppLike(slots=2, token_s=0.25), tmp_path, "slow")).summary.phases
     assert slow.server is not None and (slow.server.waiting_max or 0) > 0
     assert (slow.client.loop_lag_p99_ms or 0) > 5.0  # the self-check did see the harness late…
-    assert not slow.client_limited and slow.bottleneck == "server"  # … and the server's queue explains the run
-    assert slow.client.verdict == "ok"  # the summary says one thing: the verdict follows the excuse
-    assert any("the server set the pace, not the client" in w for w in slow.warnings)
+    # … but 8 ms moves no figure of 250 ms tokens by 5%: nothing flagged, and the server's queue set the pace.
+    assert not slow.client_limited and slow.client_limited_metrics == [] and slow.bottleneck == "server"
+    assert slow.client.verdict == "ok"  # the summary says one thing
+    assert max(slow.client_moved.get(f"itl_{q}", 0.0) for q in ("p50", "p90", "p99")) < 0.05
     # Against 1 ms tokens the phase lasts a fraction of a second: a longer one, and lateness well past the
     # self-check's 5 ms bound, so that it surely sees it (its p99 over a few samples may miss an 8 ms block).
     (fast,) = (await _late_run(LlamaCppLike(), tmp_path, "fast", block_s=0.015, requests=40)).summary.phases
     assert (fast.client.loop_lag_p99_ms or 0) > 5.0, fast.client
     assert fast.client_limited and fast.bottleneck == "client", fast.warnings
+    assert "itl_p99" in fast.client_limited_metrics, fast.client_moved  # 15 ms on 1 ms gaps
