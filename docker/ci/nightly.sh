@@ -16,14 +16,14 @@
 # The history file is all a later night needs: it keeps what compare reads, so on ephemeral CI runners cache
 # only HARNESS_HISTORY. Run folders land in $HARNESS_OUT/<night>/ and may be deleted.
 #
-# A night ends in a verdict or a clear failure: a run compare could not judge (the client could have moved a
-# compared figure, or there is no baseline yet and this run cannot start one) is run again, up to HARNESS_TRIES
+# A night ends in a verdict or a clear failure: a run compare could not judge (no figure judged, or there is no
+# baseline yet and the client limited this run, so it cannot start one) is run again, up to HARNESS_TRIES
 # runs in all (default 3); a regression is confirmed by running again before the night turns red (two flagged
 # runs in a row: on A/A, with compare's family-wise 5%, a red night by chance is 0.05² = 1 in 400).
 #
 # Exit, the worst outcome first: 130 stopped; 2 bad input; 3 harness error (or a run that wrote nothing);
-# 4 nothing succeeded; 99 a threshold broke or a confirmed regression; 5 no verdict after every try (the client
-# limited every run: untrusted; or every metric inconclusive); 0 all well. Outputs: $HARNESS_OUT/compare.md and
+# 4 nothing succeeded; 99 a threshold broke or a confirmed regression; 5 no verdict after every try (every
+# figure untrusted or inconclusive, or no run could start the baseline); 0 all well. Outputs: $HARNESS_OUT/compare.md and
 # compare.junit.xml (of the last run compared).
 set -euo pipefail
 read -r -a HARNESS <<< "${HARNESS:-harness}"

@@ -10,7 +10,7 @@ import click
 from harness.cli.errors import fail, guarded
 from harness.cli.grouped import examples
 from harness.config.units import as_fraction
-from harness.errors import EXIT_NO_VERDICT, EXIT_REGRESSION, EXIT_USAGE
+from harness.errors import EXIT_NO_VERDICT, EXIT_USAGE
 from harness.report.comparison import (
     ThresholdOutcome,
     inconclusive_lines,
@@ -21,7 +21,7 @@ from harness.report.comparison import (
     untrusted_lines,
     verdict_line,
 )
-from harness.stats.compare import JUDGED
+from harness.stats.compare import exit_code
 from harness.tools import history
 from harness.tools.compare import Run, compare_sides, how_much, load_side, refusal, tolerances
 
@@ -105,8 +105,8 @@ _EXAMPLES1 = examples(
 def compare(sides: tuple[Path, ...], from_history: int | None, db: Path, start_baseline: bool,
             tolerance: tuple[str, ...], markdown: Path | None, junit: Path | None, force: bool, seed: int) -> None:
     """Compare CURRENT with BASELINE, phase by phase: exit 0 when nothing regressed, 99 when something did, 5
-    when nothing regressed but nothing could be judged either: the client limited a run on either side (its
-    phase's verdicts are untrusted), or every metric was inconclusive or without data.
+    when nothing could be judged at all: every figure was untrusted (the client could have moved it on either
+    side), inconclusive or without data. Untrusted figures are shown and named; the others are judged.
 
     Each is a run directory or a directory of repeated runs (`harness run --repeat`). With three or more runs
     a side the interval comes from the runs; otherwise from a block bootstrap over each run's requests
@@ -144,9 +144,8 @@ def compare(sides: tuple[Path, ...], from_history: int | None, db: Path, start_b
     click.echo(f"\nbaseline: {baseline}\n{verdict_line(results)} (intervals: {method})")
     _write(markdown, junit, render_markdown(results, baseline, _named(cur, str(current)), method, thresholds),
            render_junit(results, thresholds=thresholds))
-    if any(p.result.verdict == "regression" for p in results):
-        raise SystemExit(EXIT_REGRESSION)
-    if any(p.result.verdict == "untrusted" for p in results) or not any(p.result.verdict in JUDGED
-                                                                           for p in results):
+    code = exit_code(results)
+    if code == EXIT_NO_VERDICT:
         click.echo("no verdict: nothing here says whether CURRENT is better or worse", err=True)
-        raise SystemExit(EXIT_NO_VERDICT)
+    if code:
+        raise SystemExit(code)

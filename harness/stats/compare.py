@@ -28,6 +28,7 @@ import numpy as np
 
 from harness.clock import NS_PER_MS, NS_PER_S
 from harness.config.metric_registry import metric
+from harness.errors import EXIT_NO_VERDICT, EXIT_REGRESSION
 from harness.records import RequestRecord
 from harness.stats.metrics import e2e_ns, itl_array_ns, tpot_ns, ttft_ns
 from harness.stats.noise import MIN_BEYOND, RunSpread, holm, noise_half_width, samples_needed, worse_p
@@ -243,6 +244,14 @@ def across_runs(name: str, base: Sequence[float], current: Sequence[float], tole
     scale = 1.0 if metric(name).absolute else (mb or 1.0)
     point, low, high = (mc - mb) / scale, (mc - mb - half) / scale, (mc - mb + half) / scale
     return MetricChange(name, mb, mc, point, low, high, tolerance, judge(name, point, low, high, tolerance), method)
+
+
+def exit_code(results: Sequence[PhaseChange]) -> int:
+    """99 a regression; 5 nothing judged at all (every figure untrusted, inconclusive or without data); else 0.
+    Untrusted figures beside judged ones are shown and named, and the judged ones decide."""
+    if any(p.result.verdict == "regression" for p in results):
+        return EXIT_REGRESSION
+    return 0 if any(p.result.verdict in JUDGED for p in results) else EXIT_NO_VERDICT
 
 
 def too_few(name: str, base: Sequence[Sequence[Block]], current: Sequence[Sequence[Block]]) -> str | None:

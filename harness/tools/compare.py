@@ -156,7 +156,7 @@ def compare_sides(base: Sequence[Run], current: Sequence[Run], limits: Mapping[s
         for k, (metric, tolerance) in enumerate(limits.items()):
             result = _one(phase, metric, tolerance, base, current, seed + k, noise or {})
             why = untrusted(phase, metric, [*base, *current])
-            if why is not None and result.verdict != "no data":
+            if why is not None and result.verdict in JUDGED:  # one that would not vote anyway keeps its reason
                 result = dataclasses.replace(result, verdict="untrusted", note=why)
             out.append(PhaseChange(phase, result))
     return corrected(out)

@@ -137,7 +137,10 @@ def test_the_baseline_can_come_from_the_history(runs: dict[str, Path], tmp_path:
     assert proc.returncode == 99, proc.stdout + proc.stderr
     assert "block bootstrap" in proc.stdout and "itl_p50" in proc.stdout
     # The history alone is enough: the same comparison with the baseline folders gone, figure for figure.
-    from_folders = harness("compare", str(runs["again"]), str(runs["slower"]))  # the last good run added
+    chosen = next(runs[n] for n in ("again", "base")  # the last good run added (one the client limited is none)
+                  if json.loads((runs[n] / "summary.json").read_text())["run"]["run_id"] in proc.stdout.split(
+                      "baseline:")[1].splitlines()[0])
+    from_folders = harness("compare", str(chosen), str(runs["slower"]))
     moved = tmp_path / "moved"
     moved.mkdir()
     for name in ("base", "again"):

@@ -56,3 +56,14 @@ def test_one_borderline_regression_among_eighteen_metrics_is_not_a_red_night() -
     out = corrected([PhaseChange("open", borderline), PhaseChange("open", clear), *others])
     assert out[1].result.verdict == "regression"
     assert out[0].result.verdict == "inconclusive" and "Holm" in out[0].result.note
+
+
+def test_untrusted_figures_beside_judged_ones_do_not_take_the_verdict_away() -> None:
+    from harness.stats.compare import exit_code
+
+    judged = PhaseChange("open", _change("itl_p50", 0.0, -0.01, 0.01, 0.05, "within tolerance"))
+    untrusted = PhaseChange("open", _change("itl_p99", 0.08, 0.05, 0.11, 0.15, "untrusted"))
+    worse = PhaseChange("open", _change("tpot_p50", 0.3, 0.25, 0.35, 0.05, "regression"))
+    assert exit_code([judged, untrusted]) == 0  # two identical runs, one p99 the client may have moved: judged
+    assert exit_code([untrusted]) == 5  # nothing judged at all
+    assert exit_code([worse, untrusted]) == 99
