@@ -22,6 +22,7 @@ from harness.report.comparison import (
     verdict_line,
 )
 from harness.stats.compare import exit_code
+from harness.stats.distortion import central
 from harness.tools import history
 from harness.tools.compare import Run, compare_sides, how_much, load_side, refusal, tolerances
 
@@ -67,9 +68,11 @@ def _write(markdown: Path | None, junit: Path | None, text: str, xml: str) -> No
 
 def _first_night(cur: Sequence[Run], named: str, why: str, limits: dict[str, float],
                  thresholds: list[ThresholdOutcome], markdown: Path | None, junit: Path | None) -> None:
-    """No baseline yet: this run starts it — unless the client could have moved a compared figure of it (a
-    baseline the client shaped would make every later night's verdict its own): then no verdict, exit 5."""
-    limited = [f"{r.run_id} {name}" for r in cur for name, p in r.phases.items() if any(p.untrusted(m) for m in limits)]
+    """No baseline yet: this run starts it — unless the client could have moved a central compared figure of it
+    (a median, a mean, a rate: a baseline the client shaped would make every later night's verdict its own): then
+    no verdict, exit 5. A tail it could have moved stays untrusted, figure by figure, in later comparisons."""
+    limited = [f"{r.run_id} {name}" for r in cur for name, p in r.phases.items()
+               if any(p.untrusted(m) for m in limits if central(m))]
     _write(markdown, junit, render_first(named, thresholds, limited), render_junit([], thresholds=thresholds))
     if limited:
         click.echo(f"no baseline yet, and this run cannot start one: the client limited {', '.join(limited)}", err=True)

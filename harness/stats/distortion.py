@@ -143,6 +143,12 @@ def rate_shift(offered_rps: float | None, sent_rps: float | None) -> float | Non
     return abs(sent_rps / offered_rps - 1.0)
 
 
+def central(metric: str) -> bool:
+    """A figure a baseline rests on: not a tail percentile (p90, p99), which the client's rare stalls move first
+    and which stays untrusted, figure by figure, in every comparison against that run."""
+    return not metric.endswith(("_p90", "_p99"))
+
+
 def flagged(shifts: Mapping[str, float], rate: float | None, saturated: bool, share: float = SHARE) -> list[str]:
     """The figures the client could have moved by more than `share`, in the registry's names, in order: the
     latencies over it, the rates when sending drifted or the client's core was full, goodput with any figure its

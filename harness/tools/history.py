@@ -27,6 +27,7 @@ from harness.config.metric_registry import COMPARED, FOLLOWED, metric
 from harness.errors import ScenarioError
 from harness.report.files import run_dirs
 from harness.stats.compare import Block, value
+from harness.stats.distortion import central
 from harness.stats.noise import MIN_RUNS, RunSpread, spread
 from harness.stats.schema import ThresholdResult, read_summary
 from harness.stats.thresholds import observed
@@ -105,7 +106,7 @@ def _rows(run_dir: Path, flag: str | None) -> _Rows:
         "path": str(run_dir.resolve()), "complete": int(run.complete),
         "thresholds_passed": int(all(t.passed for p in phases for t in p.thresholds)),
         "requests_ok": sum(p.requests.ok for p in phases),
-        "client_limited": int(any(p.untrusted(m) for p in phases for m in COMPARED)),
+        "client_limited": int(any(p.untrusted(m) for p in phases for m in COMPARED if central(m))),
         "shape": json.dumps(loaded.shape) if loaded else None, "flagged": flag, "accepted": 0}
     rows = [(p.name, k, (p.client_limited_reason or "late") if p.client_limited else None,
              json.dumps([t.to_json() for t in p.thresholds]), json.dumps(p.client_limited_metrics))

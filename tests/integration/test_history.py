@@ -95,6 +95,20 @@ def test_a_client_limited_run_is_no_baseline(tmp_path: Path, summary: dict) -> N
     assert [e.run_id for e in history.baseline_entries(db, "hist", 3)] == ["r000"]
 
 
+def test_a_run_whose_client_moved_only_a_tail_may_be_a_baseline(tmp_path: Path, summary: dict) -> None:
+    """Figure by figure: a run whose client could have moved its ITL p99 is still a baseline for its medians (the
+    p99 stays untrusted in every comparison against it); one whose ITL median moved is not."""
+    def moved(figures: list[str]) -> dict:
+        return {**summary, "phases": [{**p, "client_limited": True, "client_limited_reason": "late",
+                                       "client_limited_metrics": figures} for p in summary["phases"]]}
+
+    db = tmp_path / "h.sqlite"
+    history.add(db, _runs(tmp_path, moved(["itl_p99"]), 1, prefix="tail")[0])
+    history.add(db, _runs(tmp_path, moved(["itl_p50", "itl_p99"]), 1, prefix="median")[0])
+    assert sorted((e.run_id, e.standing) for e in history.entries(db)) == [("median000", "client limited"),
+                                                                            ("tail000", "good")]
+
+
 def test_an_older_history_file_gains_the_new_columns(tmp_path: Path, summary: dict) -> None:
     import sqlite3
 
