@@ -29,7 +29,11 @@ QUICK = WORKER_QUICK
 
 def quiet_enough(summary: dict) -> None:
     """Skip the rest of a test (its timing checks) where the harness said it could not keep up: a busy machine."""
-    late = [p["name"] for p in summary["phases"] if p["client_limited"]]
+    # Late sending is what these checks judge: a phase judged whole, or one whose sending lateness moved a figure
+    # (from the intended send, or a rate); a tail of the gaps the client may have moved does not touch them.
+    sending = ("ttft_from_intended", "e2e_from_intended", "requests_per_s", "output_tokens_per_s")
+    late = [p["name"] for p in summary["phases"] if p["client_limited"] and (
+        not p.get("client_limited_metrics") or any(m.startswith(sending) for m in p["client_limited_metrics"]))]
     if late:
         pytest.skip(f"client-limited in {', '.join(late)} (a busy machine): the timing checks need it to keep up")
     parent = summary["run"].get("coordinator") or {}
