@@ -84,6 +84,7 @@ class PhaseFold:
     slow_connects: int = 0
     intended: Span = field(default_factory=Span)
     sent: Span = field(default_factory=Span)
+    unheld: Span = field(default_factory=Span)  # sends less any in-flight cap's hold: the client's own pace
     prompts: Prompts = field(default_factory=Prompts)
     flow: Flow = field(default_factory=Flow)
     whole_n: int = 0
@@ -105,6 +106,7 @@ class PhaseFold:
         self.intended.add(r.intended_ns)
         if r.sent_ns is not None:
             self.sent.add(r.sent_ns)
+            self.unheld.add(r.sent_ns - r.held_ns)
             self.lag.add(float(schedule_lag_ns(r) or 0))
             self.late.add(float(client_late_ns(r) or 0))
         if r.connect_ms is not None:
@@ -188,7 +190,7 @@ class PhaseFold:
                             np.zeros(0) if late_ms is None else late_ms / NS_PER_MS,
                             ok.output_tokens / ok.count if ok.count else 1.0)
         moved = latency_shifts({k: v / NS_PER_MS for k, v in values.items()}, lateness)
-        rate = None if batches is not None else rate_shift(self.intended.rate(), self.sent.rate())
+        rate = None if batches is not None else rate_shift(self.intended.rate(), self.unheld.rate())
         saturated = (client.cpu_share or 0.0) >= client.cpu_bound
         return _judged(moved, rate, saturated, late.p99, bound_ms, client)
 

@@ -67,14 +67,15 @@ def test_flags_name_the_moved_figures_and_what_follows_from_them() -> None:
 
 
 def _phase(waits: tuple[float, ...] | None, *, late_ms: int = 0, held_ms: int = 0, cpu: float = 0.1,
-           gap_ms: int = 10, ttft_ms: int = 40) -> PhaseStats:
+           gap_ms: int = 10, ttft_ms: int = 40, hold_growth_ms: int = 0) -> PhaseStats:
     """Twenty requests a second apart, 21 tokens `gap_ms` apart after `ttft_ms`; each sent `late_ms + held_ms`
     after its intended time, `held_ms` of it by an in-flight cap."""
     records = []
     for i in range(20):
-        sent = i * 1000 + late_ms + held_ms
+        hold = held_ms + hold_growth_ms * i
+        sent = i * 1000 + late_ms + hold
         r = rec(i * 1000, sent, [sent + ttft_ms + gap_ms * k for k in range(21)], completion=21, idx=i)
-        r.held_ns = held_ms * 1_000_000
+        r.held_ns = hold * 1_000_000
         records.append(r)
     client = ClientCheck(loop_lag_p99_ms=None if waits is None else waits[LAG_GRID.index(99.0)], cpu_share=cpu,
                          runq_share=0.4, load_per_core=0.8, loop_wait_quantiles_ms=waits, loop_tick_quantiles_ms=waits)
@@ -110,6 +111,11 @@ def test_a_caps_hold_is_not_lateness() -> None:
     held = _phase(_grid(p100=0.4), held_ms=500)
     assert held.latency_ms.schedule_lag.p99 == pytest.approx(500.0)  # shown, as the design says …
     assert not held.client_limited  # … and not the client's fault
+    # A cap that holds more and more back slows the sent rate by design: not the client's either.
+    growing = _phase(_grid(p100=0.4), held_ms=0)
+    records_held = _phase(_grid(p100=0.4), held_ms=0, hold_growth_ms=100)
+    assert not growing.client_limited and records_held.load.sent_rps < 0.95 * (records_held.load.offered_rps or 0)
+    assert not records_held.client_limited, records_held.client_limited_reason
     late = _phase(_grid(p100=0.4), late_ms=500)
     assert late.client_limited and "ttft_from_intended_p50" in late.client_limited_metrics
     assert "ttft_p50" not in late.client_limited_metrics  # measured from the send: not moved
