@@ -47,7 +47,7 @@ class UsageError(HarnessError, ValueError):
 
 # The kinds the tree above names; each says where to look.
 class EndpointError(HarnessError):
-    hint = "check the URL, the model name and the API key"
+    hint = "check the URL, the model name, the API key and any header a gateway wants (--header)"
 
 
 class SimulatorError(HarnessError):

@@ -63,6 +63,7 @@ class RequestRecord:
     chunk_tokens: list[int] | Stamps = field(default_factory=list)  # tokens in each chunk, when the server says
     prompt_tokens: int | None = None  # server usage
     completion_tokens: int | None = None  # server usage
+    reasoning_tokens: int | None = None  # of them, a reasoning model's thinking: usage's count, else its chunks
     batch: int | None = None  # fixed-batch phases: which batch
     status: Status = "ok"
     reason: str = ""

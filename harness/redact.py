@@ -10,13 +10,18 @@ _REASON_LIMIT = 200  # a record's reason is a short cause, not a server's whole 
 MESSAGE_LIMIT = 500  # the server's own error sentence, kept per record: enough to read, not a whole page
 
 
-def redactor(secret: str | None) -> Callable[[str], str]:
-    """A function that blanks `secret` out of a text (the identity when there is none)."""
-    if not secret:
+def redactor(*secrets: str | None) -> Callable[[str], str]:
+    """A function that blanks every secret (the API key, a gateway's header values) out of a text (the identity
+    when there is none). Longest first, so a secret holding another is blanked whole."""
+    kept = sorted({s for s in secrets if s}, key=len, reverse=True)
+    if not kept:
         return _same
 
     def redact(text: str) -> str:
-        return text.replace(secret, MARK) if secret in text else text
+        for secret in kept:
+            if secret in text:
+                text = text.replace(secret, MARK)
+        return text
 
     return redact
 

@@ -6,7 +6,6 @@ import os
 import re
 from collections.abc import Callable
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import click
 
@@ -14,7 +13,6 @@ from harness.config.presets import load_presets
 from harness.config.scenario import Scenario, load_scenario
 from harness.config.units import duration_seconds
 from harness.errors import PresetError, UsageError
-from harness.redact import without_userinfo
 
 _REPO_SCENARIOS = Path(__file__).resolve().parent.parent.parent / "scenarios"
 
@@ -104,20 +102,3 @@ class Duration(click.ParamType):  # type: ignore[type-arg]
         if seconds < self.minimum_s:
             self.fail(f"{value!r} is under {self.minimum_s:g} s", param, ctx)
         return seconds
-
-
-def endpoint_url(url: str | None) -> str | None:
-    """An OpenAI base URL: `http://host:8000` alone means its `/v1` (where every OpenAI-compatible server has it)."""
-    if url is None:
-        return None
-    if not url.startswith(("http://", "https://")):
-        raise click.BadParameter("must start with http:// or https://", param_hint="--endpoint")
-    if (clean := without_userinfo(url)) != url:
-        click.echo("--endpoint: the user:password@ in the URL is dropped (never sent, printed or saved): give the "
-                   "key with --api-key-env", err=True)
-        url = clean
-    if urlsplit(url).path in ("", "/"):
-        url = url.rstrip("/") + "/v1"
-        click.echo(f"endpoint: {url} (the OpenAI API lives under /v1)", err=True)
-    return url
-

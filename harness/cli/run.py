@@ -15,7 +15,6 @@ from harness.cli.common import (
     Duration,
     api_key,
     api_key_env_option,
-    endpoint_url,
     presets_option,
     reports_dir_option,
     scenario_argument,
@@ -25,6 +24,7 @@ from harness.cli.errors import fail, guarded
 from harness.cli.export import export_options, live_metrics, push, with_export_flags
 from harness.cli.grouped import GroupedCommand
 from harness.cli.quick_flags import flag_scenario, with_flags, with_thresholds
+from harness.cli.request_flags import REQUEST_FLAGS, Headers, endpoint_url, request_options, with_request_flags
 from harness.client.backend import Api
 from harness.config.scenario import Scenario, parse_hardware
 from harness.errors import EXIT_HANGUP, EXIT_HARNESS, EXIT_NOTHING_OK, EXIT_REGRESSION, EXIT_STOPPED
@@ -47,8 +47,9 @@ from harness.workload.shards import LATE_MS, Shard
 RUN_GROUPS = {
     "Quick run (no scenario file)": ["rate", "max_concurrency", "concurrency", "batch", "batches", "requests",
                                      "duration_s", "prompt_tokens", "output_tokens", "seed", "slo_text", "warmup_s"],
-    "Endpoint": ["endpoint", "model", "api", "api_key_env", "wait", "tokenizer", "accelerator", "hardware",
-                 "presets", "pin"],
+    "Endpoint": ["endpoint", "base_url", "model", "api", "api_key_env", "wait", "tokenizer", "accelerator",
+                 "hardware", "presets", "pin"],
+    "Request shape (gateways, sampling, TLS)": list(REQUEST_FLAGS),
     "Output and pass/fail": ["reports_dir", "progress", "thresholds", "repeat", "skip_bad_rows"],
     "Scale-out": ["workers", "ray_address", "shard_text", "start_at", "late_ok", "phase_slack_s"],
     "Live metrics": ["metrics_port", "metrics_hold_s", "pushgateway", "pushgateway_job", "pushgateway_label"],
@@ -63,11 +64,14 @@ RUN_EXAMPLES = [
                short_help="Run a scenario, or a quick run from --rate/--concurrency flags.")
 @scenario_argument
 @presets_option
-@click.option("--endpoint", "--base-url", "--target", "endpoint", metavar="URL",
-              help="OpenAI base URL (…/v1). Default: start the bundled simulator.")
+@click.option("--endpoint", "--target", "endpoint", metavar="URL|PATH",
+              help="OpenAI base URL (…/v1), or a request URL (…/v1/chat/completions), or with --base-url its path "
+                   "(/v1/chat/completions). Default: start the bundled simulator.")
+@click.option("--base-url", metavar="URL", help="The server (http://host:8000), as vLLM's bench takes it.")
 @click.option("--model", help="Model name to request. Default: the scenario's, else the endpoint's first.")
 @click.option("--api", type=click.Choice(["chat", "completions"]), help="Which OpenAI API to drive.")
 @api_key_env_option
+@request_options
 @reports_dir_option
 @click.option("--pin/--no-pin", default=True, show_default=True,
               help="With the bundled simulator on a machine of 2+ cores: harness on the first, simulator on the last.")
@@ -135,7 +139,7 @@ RUN_EXAMPLES = [
                    "report each metric's mean with its 95% interval.")
 @export_options
 @guarded
-def run(scenario_path: Path | None, endpoint: str | None, model: str | None, api: Api | None,
+def run(scenario_path: Path | None, endpoint: str | None, base_url: str | None, model: str | None, api: Api | None,
         api_key_env: str | None, reports_dir: Path, pin: bool, wait: float | None, accelerator: str | None,
         hardware: str | None,
         shard_text: str | None, workers: int | None, ray_address: str | None, relay: bool, start_at: float | None,
@@ -145,6 +149,8 @@ def run(scenario_path: Path | None, endpoint: str | None, model: str | None, api
     export = {k: quick.pop(k) for k in ("metrics_port", "metrics_hold_s", "pushgateway", "pushgateway_job",
                                         "pushgateway_label")}
     slack_s, thresholds = quick.pop("phase_slack_s"), quick.pop("thresholds")
+    shape = {k: quick.pop(k) for k in REQUEST_FLAGS}
+    endpoint, api = endpoint_url(endpoint, base_url, api)  # type: ignore[assignment]
     scenario = with_flags(flag_scenario(scenario_path, quick, api), tokenizer, skip_bad_rows, accelerator, wait)
     scenario = with_thresholds(scenario, thresholds)
     scenario = _with_hardware(scenario, hardware)
@@ -153,7 +159,7 @@ def run(scenario_path: Path | None, endpoint: str | None, model: str | None, api
                          slack_s)
     _check_workers(workers, ray_address, sharding, repeat)
     scenario = with_export_flags(scenario, export)
-    endpoint = endpoint_url(endpoint)
+    scenario, headers = with_request_flags(scenario, shape, display.warn)
     writable_dir(reports_dir, "--reports-dir")
     key = api_key(api_key_env, scenario.endpoint.api_key_env)
     tune_for_timing()
@@ -166,11 +172,11 @@ def run(scenario_path: Path | None, endpoint: str | None, model: str | None, api
             run_dir = parent / f"run-{k + 1}" if parent else new_run_dir(reports_dir, scenario.name)
             with claimed(run_dir):
                 if workers is None:
-                    result = event_loop.run(_run(each, run_dir, endpoint, model, api, key, pin, display, metrics,
-                                                 sharding))
+                    result = event_loop.run(_run(each, run_dir, endpoint, model, api, key, headers, pin, display,
+                                                 metrics, sharding))
                 else:
-                    result, died = event_loop.run(run_workers(each, run_dir, endpoint, model, api, key, display,
-                                                              metrics, workers, ray_address))
+                    result, died = event_loop.run(run_workers(each, run_dir, endpoint, model, api, key, headers,
+                                                              display, metrics, workers, ray_address))
             results.append(result)
             _report(result, died, display, metrics)
             if died or result.summary.run.stopped:
@@ -271,10 +277,10 @@ def _with_hardware(scenario: Scenario, hardware: str | None) -> Scenario:
 
 
 async def _run(scenario: Scenario, run_dir: Path, url: str | None, model: str | None, api: Api | None,
-               key: str | None, pin: bool, display: Display, metrics: LiveMetrics | None,
+               key: str | None, headers: Headers, pin: bool, display: Display, metrics: LiveMetrics | None,
                sharding: Sharding | None = None) -> RunResult:
-    async with target(scenario, url=url, model=model, api=api, api_key=key, pin=pin, log=display.warn) as (
-            endpoint, bundled):
+    async with target(scenario, url=url, model=model, api=api, api_key=key, headers=headers, pin=pin,
+                      log=display.warn) as (endpoint, bundled):
         for line in plan_lines(scenario, endpoint, bundled, run_dir):
             display.say(line)
         return await run_scenario(scenario, endpoint, run_dir, bundled=bundled, display=display,

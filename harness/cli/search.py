@@ -14,7 +14,6 @@ from harness.cli.common import (
     Duration,
     api_key,
     api_key_env_option,
-    endpoint_url,
     presets_option,
     reports_dir_option,
     scenario_argument,
@@ -23,6 +22,7 @@ from harness.cli.common import (
 )
 from harness.cli.errors import guarded
 from harness.cli.quick_flags import with_flags
+from harness.cli.request_flags import REQUEST_FLAGS, endpoint_url, request_options, with_request_flags
 from harness.config.quick import length_spec
 from harness.config.scenario import SLO, Scenario, parse_scenario
 from harness.errors import EXIT_STOPPED
@@ -69,9 +69,12 @@ def _slo(ctx: click.Context, param: click.Parameter, value: str | None) -> SLO |
               help="Seeds to bisect the boundary with (the interval comes from them).")
 @click.option("--predict", "virtual", is_flag=True,
               help="Run trials in virtual time on the scenario's simulated accelerator (no network, seconds).")
-@click.option("--endpoint", metavar="URL", help="OpenAI base URL; default: the bundled simulator, started once.")
+@click.option("--endpoint", metavar="URL|PATH", help="OpenAI base URL (or a request URL, or with --base-url its "
+              "path); default: the bundled simulator, started once.")
+@click.option("--base-url", metavar="URL", help="The server (http://host:8000), as vLLM's bench takes it.")
 @click.option("--model", help="Model name to request.")
 @api_key_env_option
+@request_options
 @reports_dir_option
 @click.option("--steps", type=click.IntRange(1, 20), default=7, show_default=True, help="Bisection steps.")
 @click.option("--min-requests", type=click.IntRange(min=1), default=MIN_REQUESTS, show_default=True,
@@ -83,8 +86,9 @@ def _slo(ctx: click.Context, param: click.Parameter, value: str | None) -> SLO |
 @click.option("--tokenizer", metavar="PATH|server", help="Prompts of exact length on a real model (as `harness run`).")
 @guarded
 def search_cmd(scenario_path: Path | None, slo: SLO | None, goodput: float, low: float, high: float, duration: float,
-               repeats: int, virtual: bool, endpoint: str | None, model: str | None, api_key_env: str | None,
-               reports_dir: Path, steps: int, min_requests: int, as_json: bool, **lengths: str | None) -> None:
+               repeats: int, virtual: bool, endpoint: str | None, base_url: str | None, model: str | None,
+               api_key_env: str | None, reports_dir: Path, steps: int, min_requests: int, as_json: bool,
+               **lengths: Any) -> None:
     """Find the highest Poisson rate whose goodput meets the SLOs, with a confidence interval.
 
     \b
@@ -92,9 +96,11 @@ def search_cmd(scenario_path: Path | None, slo: SLO | None, goodput: float, low:
       harness search --slo ttft=500ms,tpot=50ms --endpoint http://localhost:8000/v1
       harness search --predict --slo ttft=1s --prompt-tokens 1024 --output-tokens 256
     """
+    shape = {k: lengths.pop(k) for k in REQUEST_FLAGS}
     scenario = _with_lengths(scenario_or_default(scenario_path), lengths)
     slo = slo or scenario.slo
-    endpoint = endpoint_url(endpoint)
+    endpoint, api = endpoint_url(endpoint, base_url)
+    scenario, headers = with_request_flags(scenario, shape, lambda line: click.echo(line, err=True), api)
     if not slo.model_dump(exclude_none=True):
         raise click.BadParameter("give the limits to search under (the scenario sets none)", param_hint="--slo")
     if high <= low:
@@ -113,7 +119,8 @@ def search_cmd(scenario_path: Path | None, slo: SLO | None, goodput: float, low:
         if virtual:
             return await search(scenario, predict_async, slo, goodput, low, high, duration, steps, repeats,
                                 min_requests=min_requests, said=said)
-        async with target(scenario, url=endpoint, model=model, api=None, api_key=key) as (ep, bundled):
+        async with target(scenario, url=endpoint, model=model, api=None, api_key=key, headers=headers) as (
+                ep, bundled):
             async def trial(s: Scenario) -> Summary:
                 with claimed(new_run_dir(reports_dir, f"{s.name}-search")) as run_dir:
                     result = await run_scenario(s, ep, run_dir, bundled=bundled)

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
+import ssl
+from collections.abc import Callable, Mapping, Sequence
 from types import SimpleNamespace
 
 import aiohttp
@@ -25,6 +26,8 @@ from harness.client.backend import (
     take,
 )
 from harness.client.sse import ChunkReader
+from harness.client.tls import tls_hint
+from harness.client.urls import under
 from harness.errors import BadChunk, EndpointError
 from harness.redact import redactor
 from harness.workload.requests import RequestSpec
@@ -59,8 +62,11 @@ async def _on_reuse(session: aiohttp.ClientSession, ctx: SimpleNamespace,
         ctx.trace_request_ctx.reused = True
 
 
-def open_session(max_connections: int, connect_timeout_s: float, request_timeout_s: float) -> aiohttp.ClientSession:
-    connector = aiohttp.TCPConnector(limit=max_connections, limit_per_host=max_connections, ttl_dns_cache=None)
+def open_session(max_connections: int, connect_timeout_s: float, request_timeout_s: float,
+                 tls: ssl.SSLContext | None = None) -> aiohttp.ClientSession:
+    """`tls`: the run's context for https (`client_tls`); None: the system's trust."""
+    connector = aiohttp.TCPConnector(limit=max_connections, limit_per_host=max_connections, ttl_dns_cache=None,
+                                     ssl=tls if tls is not None else True)
     timeout = aiohttp.ClientTimeout(total=request_timeout_s, sock_connect=connect_timeout_s)
     # `sent` is stamped when the request reaches its connection, after any connection set-up:
     # a TCP handshake is the client's cost (it shows as schedule lag), not the server's TTFT.
@@ -78,20 +84,19 @@ class OpenAIBackend:
         self.session = session
         self.first_token_timeout_s = first_token_timeout_s
         self.continuous_usage = continuous_usage
-        self._headers = {"Content-Type": "application/json"}
-        if endpoint.api_key:
-            self._headers["Authorization"] = f"Bearer {endpoint.api_key}"
+        self._headers = {"Content-Type": "application/json", **endpoint.request_headers}
         self._prepared: dict[str, tuple[bytes, dict[str, str]]] = {}
 
     async def warm(self, count: int) -> int:
-        return await warm_connections(self.session, self.endpoint.base_url, count, self.endpoint.api_key)
+        return await warm_connections(self.session, self.endpoint.base_url, count, self.endpoint.request_headers)
 
     async def close(self) -> None:
         await self.session.close()
 
     def prepare(self, spec: RequestSpec) -> None:
         # Serialising before the deadline keeps JSON encoding out of the schedule lag.
-        body = request_body(spec, self.endpoint.model, self.endpoint.api, self.continuous_usage)
+        body = request_body(spec, self.endpoint.model, self.endpoint.api, self.continuous_usage,
+                            self.endpoint.extra_body)
         self._prepared[spec.request_id] = (json.dumps(body).encode(),
                                            {**self._headers, "X-Request-Id": spec.request_id})
 
@@ -168,18 +173,20 @@ async def _error_reason(resp: aiohttp.ClientResponse) -> tuple[str, str]:
     return error_reason(resp.status, body), error_message(body)
 
 
-async def list_models(session: aiohttp.ClientSession, base_url: str, api_key: str | None) -> list[str]:
-    """The endpoint's served models; also proves it is reachable before any load is sent."""
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    url = f"{base_url.rstrip('/')}/models"
-    redact = redactor(api_key)  # a 401 may echo the key back
+async def list_models(session: aiohttp.ClientSession, base_url: str, headers: Mapping[str, str] | None = None,
+                      secrets: Sequence[str] = ()) -> list[str]:
+    """The endpoint's served models; also proves it is reachable before any load is sent. `headers`: the key's
+    and the gateway's (`Endpoint.request_headers`); `secrets`, blanked out of what is said (`Endpoint.secrets`)."""
+    url = under(base_url, "models")
+    redact = redactor(*secrets)  # a 401 may echo the key back
     try:
         async with session.get(url, headers=headers, timeout=aiohttp.ClientTimeout(total=15)) as resp:
             if resp.status != 200:
                 raise EndpointError(redact(f"GET {url} answered {(await _error_reason(resp))[0]}"))
             body = await resp.json(content_type=None)
     except (aiohttp.ClientError, TimeoutError) as exc:
-        raise EndpointError(f"cannot reach endpoint {base_url}: {type(exc).__name__} {exc}".strip()) from None
+        said = f"{type(exc).__name__} {exc}".strip()
+        raise EndpointError(redact(f"cannot reach endpoint {base_url}: {said}{tls_hint(base_url, said)}")) from None
     except (ValueError, RecursionError):  # RecursionError: JSON nested thousands deep
         raise EndpointError(f"GET {url} did not return JSON (or JSON nested too deep to read)") from None
     try:
@@ -198,15 +205,15 @@ def _text(model_id: str) -> bool:
     return True
 
 
-async def warm_connections(session: aiohttp.ClientSession, base_url: str, count: int, api_key: str | None) -> int:
+async def warm_connections(session: aiohttp.ClientSession, base_url: str, count: int,
+                           headers: Mapping[str, str]) -> int:
     """Open up to `count` pooled connections before a phase's clock starts; returns how many answered.
 
     Connection set-up is the client's cost, not the server's latency: without this, the first
     batch of a fixed-batch phase pays a TCP handshake per request inside its schedule lag. A GET unanswered
     within `WARM_ANSWER_S` is abandoned with its connection (see `H1Backend.warm`).
     """
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    url = f"{base_url.rstrip('/')}/models"
+    url = under(base_url, "models")
 
     async def one() -> bool:
         try:

@@ -10,11 +10,14 @@ Request failures are events, never exceptions.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import ssl
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from harness.client.sse import Chunk, ChunkReader
+from harness.client.tls import client_tls
+from harness.client.urls import under
 from harness.records import Status
 from harness.workload.requests import RequestSpec
 
@@ -75,15 +78,45 @@ WARM_ANSWER_S = 2.0
 
 @dataclass(frozen=True, slots=True)
 class Endpoint:
-    base_url: str  # e.g. http://127.0.0.1:8000/v1
+    base_url: str  # e.g. http://127.0.0.1:8000/v1, with a gateway's ?query when it wants one
     model: str
     api: Api = "chat"
     api_key: str | None = field(default=None, repr=False)  # never printed or saved
+    # A gateway's own headers (tenant, routing, `api-key`), sent on every request; values never printed or saved.
+    headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    api_key_header: str = "Authorization"  # the key as `Authorization: Bearer KEY`, or raw under this name
+    extra_body: Mapping[str, Any] = field(default_factory=dict)  # merged into every request's JSON body
+    ca_bundle: str | None = None  # https: trust this CA file (a staging gateway's own CA) …
+    insecure: bool = False  # … or check no certificate at all (said once, loudly, at the start)
 
     @property
     def url(self) -> str:
-        path = "chat/completions" if self.api == "chat" else "completions"
-        return f"{self.base_url.rstrip('/')}/{path}"
+        return under(self.base_url, "chat/completions" if self.api == "chat" else "completions")
+
+    @property
+    def request_headers(self) -> dict[str, str]:
+        """What every request the harness makes to this endpoint carries besides its own framing."""
+        return access_headers(self.api_key, self.api_key_header, self.headers)
+
+    def tls(self) -> ssl.SSLContext | None:
+        """The TLS context every connection to an https endpoint uses; None for http."""
+        return client_tls(self.ca_bundle, self.insecure) if self.base_url.startswith("https://") else None
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        """What must never be printed or saved: the key and every header value."""
+        return tuple(s for s in (self.api_key, *(value for _, value in self.headers)) if s)
+
+
+def access_headers(api_key: str | None, api_key_header: str = "Authorization",
+                   headers: Sequence[tuple[str, str]] = ()) -> dict[str, str]:
+    """The key under its header (a bearer token under Authorization, raw under any other name) and the
+    gateway's headers."""
+    out: dict[str, str] = {}
+    if api_key:
+        out[api_key_header] = f"Bearer {api_key}" if api_key_header.lower() == "authorization" else api_key
+    out.update(headers)
+    return out
 
 
 def take(reader: ChunkReader, events: RequestEvents, body: bytes) -> bool:
@@ -94,7 +127,11 @@ def take(reader: ChunkReader, events: RequestEvents, body: bytes) -> bool:
     return events.chunks(reader.read(body))
 
 
-def request_body(spec: RequestSpec, model: str, api: Api, continuous_usage: bool = False) -> dict[str, Any]:
+def request_body(spec: RequestSpec, model: str, api: Api, continuous_usage: bool = False,
+                 extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The JSON body of one streaming request; `extra` (the user's sampling and engine fields) last, over the
+    harness's own optional fields (a user's `min_tokens` wins), never over what it measures by (checked where the
+    scenario is read)."""
     options: dict[str, bool] = {"include_usage": True}
     if continuous_usage:
         options["continuous_usage_stats"] = True  # vLLM: usage on every chunk, so tokens per chunk are known
@@ -108,6 +145,9 @@ def request_body(spec: RequestSpec, model: str, api: Api, continuous_usage: bool
         # vLLM/SGLang extensions: exactly max_tokens tokens, so every run asks for the same work.
         body["ignore_eos"] = True
         body["min_tokens"] = spec.max_tokens
+    for key, value in (extra or {}).items():
+        mine = body.get(key)  # stream_options merged, so a user's own options keep the usage the harness reads
+        body[key] = {**mine, **value} if isinstance(mine, dict) and isinstance(value, dict) else value
     return body
 
 

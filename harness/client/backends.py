@@ -12,5 +12,5 @@ def make_backend(endpoint: Endpoint, cfg: ClientConfig, max_connections: int) ->
     if cfg.http == "h1":
         return H1Backend(endpoint, max_connections, cfg.connect_timeout_s, cfg.request_timeout_s,
                          cfg.first_token_timeout_s, cfg.continuous_usage)
-    session = open_session(max_connections, cfg.connect_timeout_s, cfg.request_timeout_s)
+    session = open_session(max_connections, cfg.connect_timeout_s, cfg.request_timeout_s, endpoint.tls())
     return OpenAIBackend(endpoint, session, cfg.first_token_timeout_s, cfg.continuous_usage)

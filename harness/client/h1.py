@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import ssl
 import weakref
 import zlib
 from typing import Any, cast
@@ -32,6 +31,7 @@ from harness.client.backend import (
     take,
 )
 from harness.client.sse import ChunkReader
+from harness.client.urls import path_and_query, under
 from harness.errors import BadChunk
 from harness.workload.requests import RequestSpec
 
@@ -198,7 +198,7 @@ class H1Backend:
         self.host = url.hostname or "127.0.0.1"
         self.tls = url.scheme == "https"
         self.port = url.port or (443 if self.tls else 80)
-        self.path = url.path or "/"
+        self.path = path_and_query(endpoint.url)
         self.connect_timeout_s = connect_timeout_s
         self.request_timeout_s = request_timeout_s
         self.first_token_timeout_s = first_token_timeout_s
@@ -207,16 +207,17 @@ class H1Backend:
         self._idle: collections.deque[_Connection] = collections.deque()
         self._opened: weakref.WeakSet[_Connection] = weakref.WeakSet()
         self._prepared: dict[str, bytes] = {}
-        self._ssl = ssl.create_default_context() if self.tls else None
+        self._ssl = endpoint.tls() if self.tls else None
         host_header = self.host if url.port is None else f"{self.host}:{self.port}"
-        auth = f"Authorization: Bearer {endpoint.api_key}\r\n" if endpoint.api_key else ""
+        access = "".join(f"{name}: {value}\r\n" for name, value in endpoint.request_headers.items())
         self._head = (f"POST {self.path} HTTP/1.1\r\nHost: {host_header}\r\nContent-Type: application/json\r\n"
-                      f"Accept: text/event-stream\r\n{auth}")
-        models = urlsplit(endpoint.base_url).path.rstrip("/") + "/models"
-        self._probe = f"GET {models} HTTP/1.1\r\nHost: {host_header}\r\n{auth}\r\n".encode()
+                      f"Accept: text/event-stream\r\n{access}")
+        models = path_and_query(under(endpoint.base_url, "models"))
+        self._probe = f"GET {models} HTTP/1.1\r\nHost: {host_header}\r\n{access}\r\n".encode()
 
     def prepare(self, spec: RequestSpec) -> None:
-        body = orjson.dumps(request_body(spec, self.endpoint.model, self.endpoint.api, self.continuous_usage))
+        body = orjson.dumps(request_body(spec, self.endpoint.model, self.endpoint.api, self.continuous_usage,
+                                         self.endpoint.extra_body))
         head = f"{self._head}X-Request-Id: {spec.request_id}\r\nContent-Length: {len(body)}\r\n\r\n"
         self._prepared[spec.request_id] = head.encode() + body
 

@@ -88,6 +88,7 @@ class Chunk:
     has_reasoning: bool = False  # delta.reasoning_content / delta.reasoning
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    reasoning_tokens: int | None = None  # usage.completion_tokens_details.reasoning_tokens (OpenAI's reasoning models)
     error: str | None = None
     finish_reason: str | None = None
     cached_tokens: int | None = None  # usage.prompt_tokens_details.cached_tokens, or llama.cpp's timings.cache_n
@@ -190,7 +191,8 @@ def _parse(payload: bytes) -> Chunk:
             chunk.finish_reason = choice["finish_reason"]
         delta = choice.get("delta")
         if isinstance(delta, dict):
-            chunk.has_content |= _text(delta.get("content"))
+            # A tool call's streamed arguments are the answer too: what the application acts on.
+            chunk.has_content |= _text(delta.get("content")) or _tool_text(delta.get("tool_calls"))
             chunk.has_reasoning |= _text(delta.get("reasoning_content")) or _text(delta.get("reasoning"))
         else:
             chunk.has_content |= _text(choice.get("text"))
@@ -201,6 +203,9 @@ def _parse(payload: bytes) -> Chunk:
         details = usage.get("prompt_tokens_details")
         if isinstance(details, dict):
             chunk.cached_tokens = _count(details, "cached_tokens", payload, "usage.prompt_tokens_details")
+        details = usage.get("completion_tokens_details")
+        if isinstance(details, dict):
+            chunk.reasoning_tokens = _count(details, "reasoning_tokens", payload, "usage.completion_tokens_details")
     timings = obj.get("timings")  # llama.cpp's llama-server
     if isinstance(timings, dict):
         if chunk.cached_tokens is None:
@@ -218,6 +223,17 @@ def _ms(value: object) -> float | None:
 
 def _text(value: object) -> bool:
     return isinstance(value, str) and value != ""
+
+
+def _tool_text(calls: object) -> bool:
+    """`delta.tool_calls` carrying a piece of a call: its name or some of its arguments."""
+    if not isinstance(calls, list):
+        return False
+    for call in calls:
+        function = call.get("function") if isinstance(call, dict) else None
+        if isinstance(function, dict) and (_text(function.get("arguments")) or _text(function.get("name"))):
+            return True
+    return False
 
 
 def _count(usage: dict[str, object], name: str, payload: bytes, where: str = "usage") -> int | None:

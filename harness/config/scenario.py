@@ -10,16 +10,19 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, SerializationInfo, ValidationError, field_serializer, field_validator, model_validator
 
 from harness.config.base import PositiveMillis, PositiveSeconds, Seconds, Strict, first_error
 from harness.config.load import LOAD_TAGS, Phase
 from harness.config.presets import load_beside, resolve_accelerator, resolve_model
+from harness.config.request_shape import Body, Sampling, body_fields, check_body, check_header, saved
 from harness.config.simulator import SimulatorConfig
 from harness.config.thresholds import Thresholds
 from harness.config.workload import Workload
 from harness.errors import ScenarioError
 from harness.redact import without_userinfo
+
+SAVING = "saving"  # serialisation context: the dump is written to disk
 
 
 class SLO(Strict):
@@ -89,6 +92,48 @@ class EndpointConfig(Strict):
     server_metrics: dict[ServerSeries, str] | None = Field(
         None, description="our series -> the endpoint's metric name, for an engine nobody mapped "
         "(e.g. {running: myengine_active_requests}); counters with their _total suffix")
+
+    headers: dict[str, str] = Field(default_factory=dict, description="a gateway's headers on every request, e.g. "
+                                    "{X-Org: acme, api-key: 'env:AZURE_KEY'}: env:NAME reads the environment; a "
+                                    "literal value is sent, and saved with the run as [REDACTED]")
+    api_key_header: Annotated[str, Field(min_length=1)] = Field(
+        "Authorization", description="the header the API key goes in: Authorization as 'Bearer KEY', any other "
+        "name (Azure's api-key) as the key alone")
+    sampling: Sampling | None = Field(None, description="temperature, top_p, top_k, min_p, seed, stop, penalties: "
+                                      "sent with every request")
+    extra_body: Body = Field(default_factory=dict, description="more JSON fields for every request's "
+                                       "body (an engine's own: chat_template_kwargs, priority, min_tokens, "
+                                       "response_format, …), over the sampling fields")
+    ca_bundle: str | None = Field(None, description="https: trust this CA bundle (PEM file) too")
+    insecure: bool = Field(False, description="https: check no certificate (warned at the start)")
+
+    @field_validator("headers")
+    @classmethod
+    def _headers(cls, headers: dict[str, str]) -> dict[str, str]:
+        for name, value in headers.items():
+            check_header(name, value)
+        return headers
+
+    @field_validator("api_key_header")
+    @classmethod
+    def _key_header(cls, name: str) -> str:
+        check_header(name, "")
+        return name
+
+    @field_validator("extra_body")
+    @classmethod
+    def _extra_body(cls, extra: Body) -> Body:
+        check_body(extra)
+        return extra
+
+    @field_serializer("headers")
+    def _saved_headers(self, headers: dict[str, str], info: SerializationInfo) -> dict[str, str]:
+        # A scenario is saved with every run (`to_yaml`): header values never are.
+        return saved(headers) if (info.context or {}).get(SAVING) else headers
+
+    @property
+    def body_fields(self) -> Body:
+        return body_fields(self.sampling, self.extra_body)
 
     @field_validator("url", "metrics_url")
     @classmethod
@@ -165,7 +210,8 @@ class Scenario(Strict):
         return self
 
     def to_yaml(self) -> str:
-        return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)
+        """The scenario as saved with a run: rerunnable, and without a secret (`SAVING`)."""
+        return yaml.safe_dump(self.model_dump(mode="json", context={SAVING: True}), sort_keys=False)
 
 
 def _union_member(part: int | str) -> bool:

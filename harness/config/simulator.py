@@ -83,6 +83,9 @@ class SimulatorConfig(_Strict):
     max_waiting: Annotated[int, Field(ge=0)] | None = Field(
         None, description="answer 429 with Retry-After while this many requests wait")
     startup_delay_s: NonNegative = Field(0.0, description="answer 503 for this long after starting")
+    reasoning_tokens: Annotated[int, Field(ge=0)] = Field(
+        0, description="a reasoning model: each chat answer's first N tokens stream as delta.reasoning_content "
+                       "(vLLM's and SGLang's reasoning parsers), counted in usage.completion_tokens_details")
     faults: FaultConfig = FaultConfig()
 
     @model_validator(mode="before")

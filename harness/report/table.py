@@ -83,6 +83,19 @@ def _cached(phase: PhaseSummary) -> str:
     return "-" if share is None else f"{share:.0%}"
 
 
+def _thinking(phase: PhaseSummary) -> str:
+    """Mean thinking / answer tokens of the requests that streamed thinking (a reasoning model)."""
+    tokens = phase.tokens
+    n = tokens.reasoning_reported
+    if not n:
+        return "-"
+    return f"{tokens.reasoning / n:,.0f} / {(tokens.reasoning_output - tokens.reasoning) / n:,.0f}"
+
+
+def _reasoning(phase: PhaseSummary) -> bool:
+    return bool(phase.tokens.reasoning_reported)
+
+
 def _failures(phase: PhaseSummary) -> str:
     reasons = sorted(phase.requests.failure_reasons.items(), key=lambda kv: -kv[1])
     return ", ".join(f"{cause} ×{n}" for cause, n in reasons[:2]) or "-"
@@ -135,6 +148,7 @@ SECTIONS: list[list[TableRow]] = [
     [
         ("latency p50 / p90 / p99 ms", None),
         _latency_row("TTFT", "ttft"),
+        _latency_row("TTFT (answer)", "time_to_first_content"),
         _latency_row("TTFT from intended", "ttft_from_intended"),
         _latency_row("ITL", "itl"),
         _latency_row("TPOT", "tpot"),
@@ -169,6 +183,7 @@ def _server_cell(fmt: Callable[[ServerPhase], str]) -> Cell:
 PROMPT_ROWS: list[tuple[TableRow, Callable[[PhaseSummary], bool]]] = [
     (("prompt tokens off by, mean (n)", _prompt_off), lambda p: bool(p.tokens.prompt_mismatched)),
     (("prompt tokens cached", _cached), lambda p: bool(p.tokens.cached_reported)),
+    (("thinking / answer tokens, mean", _thinking), _reasoning),
 ]
 
 
@@ -215,6 +230,8 @@ def _applicable(sections: list[list[TableRow]], phases: list[PhaseSummary]) -> l
         skip.add("  failures, top causes")
     if not any(_held(p) for p in phases):
         skip.add("in-flight cap")
+    if not any(_reasoning(p) for p in phases):  # without thinking, the first answer token is the first token
+        skip.add("  TTFT (answer)")
     return [[row for row in rows if row[0] not in skip] for rows in sections]
 
 

@@ -123,9 +123,10 @@ def _scraper(scenario: Scenario, endpoint: Endpoint, clock: Clock, run_dir: Path
     if cfg.scrape_interval_s == 0:
         return None
     url = cfg.metrics_url or metrics_url(endpoint.base_url)
-    # The key goes only where the requests go: a metrics URL on another host never sees it.
-    key = endpoint.api_key if same_origin(url, endpoint.base_url) else None
-    return ServerScraper(url, clock, cfg.scrape_interval_s, run_dir, key, series_names(cfg.server_metrics))
+    # The key and the gateway's headers go only where the requests go: a metrics URL on another host never sees them.
+    near = same_origin(url, endpoint.base_url)
+    return ServerScraper(url, clock, cfg.scrape_interval_s, run_dir, endpoint.request_headers if near else None,
+                         series_names(cfg.server_metrics), endpoint.tls() if near else None)
 
 
 async def _run_phases(scenario: Scenario, plans: list[PhasePlan], dispatcher: Dispatcher, backend: PooledBackend,
@@ -183,7 +184,7 @@ class _Run:
                 dispatcher.stop()
 
         with RecordWriter(self.run_dir, cannot_write) as writer, builder or contextlib.nullcontext():
-            sink = RecordSink(writer, redactor(self.endpoint.api_key), self.scenario.slo, cfg.records_in_memory,
+            sink = RecordSink(writer, redactor(*self.endpoint.secrets), self.scenario.slo, cfg.records_in_memory,
                               self._watchers(), self.display.warn)
             dispatcher = Dispatcher(backend, self.clock, sink, builder, cfg.lookahead_requests,
                                     int(cfg.lookahead_s * NS_PER_S), keep_records=False)

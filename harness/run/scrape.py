@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import csv
+import ssl
 from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
@@ -26,7 +27,8 @@ METRICS_BODY_LIMIT = 8 << 20  # an engine's exposition is kilobytes; vLLM's with
 
 class ServerScraper:
     def __init__(self, url: str, clock: Clock, interval_s: float, run_dir: Path,
-                 api_key: str | None = None, names: Mapping[str, str] = KNOWN) -> None:
+                 headers: Mapping[str, str] | None = None, names: Mapping[str, str] = KNOWN,
+                 tls: ssl.SSLContext | None = None) -> None:
         self.url = url
         self.names = names
         self.clock = clock
@@ -35,7 +37,8 @@ class ServerScraper:
         self.rows: list[Row] = []
         self.failures: Counter[str] = Counter()
         self.unavailable: str | None = None
-        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._headers = dict(headers or {})  # the key's and the gateway's: only for the requests' own origin
+        self._tls = tls
         self._task: asyncio.Task[None] | None = None
         self._file: IO[str] | None = None
         self._csv: Any = None  # the csv module's writer over _file, once something was scraped
@@ -58,7 +61,8 @@ class ServerScraper:
 
     def _session(self) -> aiohttp.ClientSession:
         timeout = aiohttp.ClientTimeout(total=max(self.interval_s, 1.0))
-        return aiohttp.ClientSession(timeout=timeout, connector=aiohttp.TCPConnector(limit=1))
+        return aiohttp.ClientSession(timeout=timeout, connector=aiohttp.TCPConnector(
+            limit=1, ssl=self._tls if self._tls is not None else True))
 
     async def _loop(self) -> None:
         interval_ns = int(self.interval_s * NS_PER_S)

@@ -56,7 +56,7 @@ class _Counter:
         self.session = session
         self.endpoint = endpoint
         self.url = tokenize_url(endpoint.base_url)
-        self.headers = {"Authorization": f"Bearer {endpoint.api_key}"} if endpoint.api_key else {}
+        self.headers = endpoint.request_headers
 
     async def count(self, text: str) -> int:
         # Both servers' fields at once: llama.cpp reads content/add_special, vLLM prompt/add_special_tokens.
@@ -92,12 +92,12 @@ def _token_count(data: Any, url: str) -> int:
 
 async def _prompt_tokens(session: aiohttp.ClientSession, endpoint: Endpoint, text: str) -> int:
     """The server's `usage.prompt_tokens` for a one-turn request of `text` (one token generated)."""
-    body: dict[str, Any] = {"model": endpoint.model, "max_tokens": 1, "stream": False}
+    body: dict[str, Any] = {**endpoint.extra_body, "model": endpoint.model, "max_tokens": 1, "stream": False}
     if endpoint.api == "chat":
         body["messages"] = [{"role": "user", "content": text}]
     else:
         body["prompt"] = text
-    headers = {"Authorization": f"Bearer {endpoint.api_key}"} if endpoint.api_key else {}
+    headers = endpoint.request_headers
     why = "cannot measure the prompt template for --tokenizer server"
     status, data = await post_json(session, endpoint.url, body, headers, why)
     try:
@@ -134,7 +134,8 @@ async def server_words(endpoint: Endpoint, timeout_s: float = 30.0) -> ServerWor
     timeout = aiohttp.ClientTimeout(total=timeout_s)
     # One connection a probe, closed after its answer: no idle keep-alive of ours holds one of a small server's
     # HTTP threads (llama.cpp's) when the run's own connections arrive.
-    connector = aiohttp.TCPConnector(force_close=True, limit=_PARALLEL)
+    tls = endpoint.tls()
+    connector = aiohttp.TCPConnector(force_close=True, limit=_PARALLEL, ssl=tls if tls is not None else True)
     async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
         counter = _Counter(session, endpoint)
         words = await counter.one_token_words(VOCAB)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import ssl
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -19,14 +20,15 @@ _RETRY_S = 0.5
 _STARTING = re.compile(r"^cannot reach|answered HTTP 5\d\d")
 
 
-async def _models(scenario: Scenario, url: str, api_key: str | None, log: Log | None) -> list[str]:
+async def _models(scenario: Scenario, reach: Endpoint, log: Log | None) -> list[str]:
     """The served models; while the endpoint does not answer, asked again until `endpoint.wait_s` has passed."""
     deadline = time.monotonic() + scenario.endpoint.wait_s
     said = False
-    async with open_session(1, scenario.client.connect_timeout_s, 30) as session:
+    url = reach.base_url
+    async with open_session(1, scenario.client.connect_timeout_s, 30, reach.tls()) as session:
         while True:
             try:
-                return await list_models(session, url, api_key)
+                return await list_models(session, url, reach.request_headers, reach.secrets)
             except EndpointError as exc:
                 # Only "not up yet" is waited for: no answer, or a 5xx (503 while loading); a 401 or 404 is final.
                 if time.monotonic() + _RETRY_S > deadline or not _STARTING.search(str(exc)):
@@ -39,20 +41,35 @@ async def _models(scenario: Scenario, url: str, api_key: str | None, log: Log | 
 
 @asynccontextmanager
 async def target(scenario: Scenario, *, url: str | None, model: str | None, api: Api | None, api_key: str | None,
-                 pin: bool = False, log: Log | None = None) -> AsyncIterator[tuple[Endpoint, bool]]:
+                 headers: tuple[tuple[str, str], ...] = (), pin: bool = False, log: Log | None = None
+                 ) -> AsyncIterator[tuple[Endpoint, bool]]:
     """The endpoint to drive and whether it is a bundled simulator, started here when `url` is None and
     stopped on exit; a given URL is asked for its models first, so a wrong one fails before any load.
+    `headers`: the gateway's, resolved (`harness.config.request_shape.resolve`); the scenario's endpoint section
+    gives the rest of every request's shape (key header, sampling and extra body, TLS).
     `log` takes what the bundled simulator says on its stderr (a live display prints it above itself)."""
-    api = api or scenario.endpoint.api
-    url = url or scenario.endpoint.url
-    model = model or scenario.endpoint.model
+    cfg = scenario.endpoint
+    api = api or cfg.api
+    url = url or cfg.url
+    model = model or cfg.model
+
+    def endpoint(base_url: str, served_model: str, key: str | None) -> Endpoint:
+        return Endpoint(base_url, served_model, api, key, headers, cfg.api_key_header, cfg.body_fields,
+                        cfg.ca_bundle, cfg.insecure)
+
     if url is None:
         async with bundled_simulator(scenario.simulator, pin=pin, log=log) as (sim_url, sim_model):
-            yield Endpoint(sim_url, model or sim_model, api, None), True
+            yield endpoint(sim_url, model or sim_model, None), True
         return
-    served = await _models(scenario, url, api_key, log)
-    if api_key and any(api_key in m for m in served):  # a server echoing the Authorization header as a model id
-        raise EndpointError(f"{url} lists the API key among its model ids: refusing to take or save it; pass --model")
+    try:
+        reach = endpoint(url, model or "", api_key)
+        reach.tls()  # an unreadable CA bundle, said before anything is sent
+    except (OSError, ssl.SSLError) as exc:
+        raise UsageError(f"endpoint.ca_bundle {cfg.ca_bundle}: cannot use it: {exc}") from None
+    served = await _models(scenario, reach, log)
+    if any(secret in m for secret in reach.secrets for m in served):  # a server echoing a header as a model id
+        raise EndpointError(f"{url} lists the API key or a header's value among its model ids: refusing to take or "
+                            "save it; pass --model")
     if model is None:
         if not served:
             raise EndpointError(f"{url} serves no models; pass --model")
@@ -60,5 +77,5 @@ async def target(scenario: Scenario, *, url: str | None, model: str | None, api:
     elif served and model not in served:
         # Every request would be a 404: say so before sending any.
         message = f"--model: {model!r} is not served by {url}; served: {', '.join(served[:5])}"
-        raise UsageError(redactor(api_key)(message))
-    yield Endpoint(url, model, api, api_key), False
+        raise UsageError(redactor(*reach.secrets)(message))
+    yield endpoint(url, model, api_key), False

@@ -87,8 +87,11 @@ class RecordStamper:
                 if not self.got_token:
                     self.got_token = True
                     rec.first_token_ns = t_ns
-                if chunk.has_content and rec.first_content_ns is None:
-                    rec.first_content_ns = t_ns
+                if chunk.has_content:
+                    if rec.first_content_ns is None:
+                        rec.first_content_ns = t_ns
+                elif chunk.has_reasoning:  # thinking alone (usage's count, when it comes, replaces this one)
+                    rec.reasoning_tokens = (rec.reasoning_tokens or 0) + 1
                 rec.chunk_ns.append(t_ns)
             if not plain:
                 self._details(chunk)
@@ -120,6 +123,8 @@ class RecordStamper:
             self._counted = chunk.completion_tokens
             rec.completion_tokens = chunk.completion_tokens
             rec.prompt_tokens = chunk.prompt_tokens
+        if chunk.reasoning_tokens:  # 0 from a server that streamed thinking anyway: the chunks' count stands
+            rec.reasoning_tokens = chunk.reasoning_tokens
         if chunk.finish_reason is not None:
             rec.finish_reason = chunk.finish_reason
         if chunk.cached_tokens is not None:

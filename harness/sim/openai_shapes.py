@@ -28,17 +28,21 @@ def _token_json(position: int) -> bytes:
 class ChunkRenderer:
     """Renders the SSE frames of one streamed response; the JSON around each token is built once."""
 
-    def __init__(self, chat: bool, response_id: str, model: str, created: int) -> None:
+    def __init__(self, chat: bool, response_id: str, model: str, created: int, reasoning: int = 0) -> None:
+        """`reasoning`: the answer's first tokens that are a reasoning model's thinking, streamed as vLLM's and
+        SGLang's reasoning parsers stream them (`delta.reasoning_content`; chat only)."""
         self.chat = chat
+        self.reasoning = reasoning if chat else 0
         head = {"id": response_id, "object": "chat.completion.chunk" if chat else "text_completion",
                 "created": created, "model": model}
         self._head = head
         prefix = json.dumps(head, separators=(",", ":"))[:-1]
         if chat:
-            self._pre = f'data: {prefix},"choices":[{{"index":0,"delta":{{"content":'.encode()
+            self._pre = self._answer = f'data: {prefix},"choices":[{{"index":0,"delta":{{"content":'.encode()
+            self._thinking = f'data: {prefix},"choices":[{{"index":0,"delta":{{"reasoning_content":'.encode()
             self._post = b'},"logprobs":null,"finish_reason":null}]}\n\n'
         else:
-            self._pre = f'data: {prefix},"choices":[{{"index":0,"text":'.encode()
+            self._pre = self._answer = self._thinking = f'data: {prefix},"choices":[{{"index":0,"text":'.encode()
             self._post = b',"logprobs":null,"finish_reason":null}]}\n\n'
 
     def _frame(self, obj: dict[str, Any]) -> bytes:
@@ -54,6 +58,12 @@ class ChunkRenderer:
         """Frames for tokens first..first+count-1; with `usage_prompt_tokens`, each carries running usage; with
         `finish`, the last carries that finish_reason (as vLLM sends it: on the last token's chunk)."""
         post = self._post
+        if first + count <= self.reasoning:
+            self._pre = self._thinking
+        elif first >= self.reasoning:
+            self._pre = self._answer
+        else:  # the turn from thinking to answering falls inside these frames
+            return self._turn(first, count, usage_prompt_tokens, finish)
         if usage_prompt_tokens is None:
             if count == 1 and finish is None:  # the common case, once per request per step: no join, no generator
                 return self._pre + _token_json(first) + post
@@ -61,24 +71,38 @@ class ChunkRenderer:
         else:
             head = post[: -len(b"]}\n\n")]
             frames = [self._pre + json.dumps(token_text(i)).encode() + head + b'],"usage":'
-                      + json.dumps(usage(usage_prompt_tokens, i + 1), separators=(",", ":")).encode() + b"}\n\n"
+                      + json.dumps(usage(usage_prompt_tokens, i + 1, None, self._thought(i + 1)),
+                                   separators=(",", ":")).encode() + b"}\n\n"
                       for i in range(first, first + count)]
         if finish is not None:
             reason = b'"finish_reason":' + json.dumps(finish).encode()
             frames[-1] = frames[-1].replace(b'"finish_reason":null', reason, 1)
         return b"".join(frames)
 
+    def _turn(self, first: int, count: int, usage_prompt_tokens: int | None, finish: str | None) -> bytes:
+        thinking = self.reasoning - first
+        return (self.tokens(first, thinking, usage_prompt_tokens)
+                + self.tokens(self.reasoning, count - thinking, usage_prompt_tokens, finish))
+
+    def _thought(self, completion_tokens: int) -> int | None:
+        return min(self.reasoning, completion_tokens) if self.reasoning else None
+
     def usage(self, prompt_tokens: int, completion_tokens: int, cached_tokens: int | None = None) -> bytes:
-        return self._frame({"choices": [], "usage": usage(prompt_tokens, completion_tokens, cached_tokens)})
+        return self._frame({"choices": [], "usage": usage(prompt_tokens, completion_tokens, cached_tokens,
+                                                          self._thought(completion_tokens))})
 
 
-def usage(prompt_tokens: int, completion_tokens: int, cached_tokens: int | None = None) -> dict[str, Any]:
+def usage(prompt_tokens: int, completion_tokens: int, cached_tokens: int | None = None,
+          reasoning_tokens: int | None = None) -> dict[str, Any]:
     """OpenAI's usage object; with `cached_tokens`, its `prompt_tokens_details` (vLLM with
-    --enable-prompt-tokens-details)."""
+    --enable-prompt-tokens-details); with `reasoning_tokens`, its `completion_tokens_details` (OpenAI's
+    reasoning models)."""
     out: dict[str, Any] = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                            "total_tokens": prompt_tokens + completion_tokens}
     if cached_tokens is not None:
         out["prompt_tokens_details"] = {"cached_tokens": cached_tokens}
+    if reasoning_tokens is not None:
+        out["completion_tokens_details"] = {"reasoning_tokens": reasoning_tokens}
     return out
 
 

@@ -20,6 +20,7 @@ from harness.config.simulator import ERROR_TYPES, FaultConfig, SimulatorConfig
 from harness.sim.build import build_engine, context_problem, model_context
 from harness.sim.engine import SimRequest
 from harness.sim.faults import FaultInjector, FaultPlan
+from harness.sim.gate import Gate
 from harness.sim.metrics import SimMetrics
 from harness.sim.openai_shapes import ChunkRenderer, error_response, full_response
 from harness.sim.realtime import Driver, FixedTimingDriver, StepDriver
@@ -36,9 +37,10 @@ Emit = Callable[[int, int], Awaitable[None]]
 
 
 class SimServer:
-    def __init__(self, cfg: SimulatorConfig, api_key: str | None = None) -> None:
+    def __init__(self, cfg: SimulatorConfig, api_key: str | None = None, gate: Gate | None = None) -> None:
         self.cfg = cfg
         self._api_key = api_key
+        self._gate = gate or Gate()
         self.clock = MonotonicClock()
         self.metrics = SimMetrics(cfg.name)
         self.driver: Driver
@@ -162,7 +164,8 @@ class SimServer:
                              self.cfg.default_max_tokens)
 
     def _authorised(self, request: web.Request) -> bool:
-        return self._api_key is None or request.headers.get("Authorization") == f"Bearer {self._api_key}"
+        return ((self._api_key is None or request.headers.get("Authorization") == f"Bearer {self._api_key}")
+                and self._gate.admits(request.headers))
 
     def _admission_error(self, parsed: ParsedRequest, chat: bool) -> web.Response | None:
         if parsed.model != self.cfg.name:
@@ -183,7 +186,9 @@ class SimServer:
         if not self._authorised(request):
             return _unauthorised()
         try:
-            parsed = parse_body(await request.json(), chat)
+            body = await request.json()
+            self._gate.note(body)
+            parsed = parse_body(body, chat)
         except BadRequest as exc:
             return error_response(400, str(exc), "invalid_request_error", exc.param)
         except ValueError:
@@ -202,7 +207,8 @@ class SimServer:
             req = make_request(rid, parsed.prompt_words, out, arrival)
         req.finish_reason = self._finish_reason(req, parsed)
         self._remember(req)
-        renderer = ChunkRenderer(chat, f"{'chatcmpl' if chat else 'cmpl'}-{rid}", self.cfg.name, int(time.time()))
+        renderer = ChunkRenderer(chat, f"{'chatcmpl' if chat else 'cmpl'}-{rid}", self.cfg.name, int(time.time()),
+                                 self.cfg.reasoning_tokens)
         if parsed.stream:
             return await self._stream(request, req, parsed, renderer, plan)
         return await self._unary(req, parsed, chat)
@@ -373,10 +379,11 @@ class RunningSim:
         await self.runner.cleanup()
 
 
-async def serve(cfg: SimulatorConfig, host: str, port: int, api_key: str | None = None
+async def serve(cfg: SimulatorConfig, host: str, port: int, api_key: str | None = None, gate: Gate | None = None
                 ) -> tuple[RunningSim, str]:
-    """Start the simulator; returns its handle and base URL (port 0 picks a free port)."""
-    runner = web.AppRunner(SimServer(cfg, api_key).app(), access_log=None)
+    """Start the simulator; returns its handle and base URL (port 0 picks a free port). `gate`: headers it
+    requires, the body fields it logs."""
+    runner = web.AppRunner(SimServer(cfg, api_key, gate).app(), access_log=None)
     await runner.setup()
     manager = runner.server
     assert manager is not None

@@ -151,6 +151,9 @@ class Prompts:
     cached_reported: int = 0
     cached_prompt: int = 0
     cached_hit: int = 0
+    reasoning_reported: int = 0
+    reasoning: int = 0
+    reasoning_output: int = 0
 
     def add(self, r: RequestRecord) -> None:
         self.output += r.delivered_tokens
@@ -167,6 +170,10 @@ class Prompts:
             self.cached_reported += 1
             self.cached_prompt += prompt(r)
             self.cached_hit += r.cached_tokens
+        if r.reasoning_tokens:
+            self.reasoning_reported += 1
+            self.reasoning += r.reasoning_tokens
+            self.reasoning_output += r.output_tokens
 
     def tokens(self) -> Tokens:
         n = self.reported
@@ -174,7 +181,9 @@ class Prompts:
                       prompt_reported=n, prompt_mismatched=self.diff_mismatched,
                       prompt_diff_mean=self.diff_sum / n if n else None, prompt_diff_max_abs=self.diff_max_abs if n
                       else None, cached_reported=self.cached_reported, prompt_cached=self.cached_hit,
-                      cached_share=self.cached_hit / self.cached_prompt if self.cached_prompt else None)
+                      cached_share=self.cached_hit / self.cached_prompt if self.cached_prompt else None,
+                      reasoning_reported=self.reasoning_reported, reasoning=self.reasoning,
+                      reasoning_output=self.reasoning_output)
 
 
 @dataclass

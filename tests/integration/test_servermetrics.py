@@ -133,7 +133,7 @@ async def serve() -> AsyncIterator[Callable[[Handler], asyncio.Future[str]]]:
 
 
 async def scrape_for(url: str, tmp_path: Path, seconds: float, key: str | None = None) -> tuple[ServerScraper, dict]:
-    scraper = ServerScraper(url, MonotonicClock(), 0.05, tmp_path, key)
+    scraper = ServerScraper(url, MonotonicClock(), 0.05, tmp_path, {"Authorization": f"Bearer {key}"} if key else None)
     scraper.start()
     await asyncio.sleep(seconds)
     return scraper, (await scraper.stop()).to_json()

@@ -23,11 +23,11 @@ from harness.workload.plan import plan_phase
 
 
 async def run_workers(scenario: Scenario, run_dir: Path, url: str | None, model: str | None, api: Api | None,
-                      key: str | None, display: Display, metrics: LiveMetrics | None, n: int,
-                      ray_address: str | None) -> tuple[RunResult, list[str]]:
-    """The merged run, and a line for each worker that died."""
-    async with target(scenario, url=url, model=model, api=api, api_key=key, pin=False, log=display.warn) as (
-            endpoint, bundled):
+                      key: str | None, headers: tuple[tuple[str, str], ...], display: Display,
+                      metrics: LiveMetrics | None, n: int, ray_address: str | None) -> tuple[RunResult, list[str]]:
+    """The merged run, and a line for each worker that died. `headers`: the gateway's, resolved."""
+    async with target(scenario, url=url, model=model, api=api, api_key=key, headers=headers, pin=False,
+                      log=display.warn) as (endpoint, bundled):
         for line in plan_lines(scenario, endpoint, bundled, run_dir):
             display.say(line)
         plans = [plan_phase(scenario, i, "count") for i in range(len(scenario.phases))]

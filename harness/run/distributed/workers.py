@@ -41,6 +41,7 @@ from harness.workload.shards import Shard, shard_plan
 
 STARTUP_S = 3.0  # for the workers to start, build their first requests and open connections
 KEY_VARIABLE = "HARNESS_WORKER_API_KEY"  # the key reaches the workers through their environment only
+HEADER_VARIABLE = "HARNESS_WORKER_HEADER_"  # as do the headers' values, one variable each
 SAY_EVERY_S = 10.0
 SILENT_S = 5.0  # a worker that says nothing this long (it beats every second) is named: frozen, or stuck
 LINE_LIMIT = 64 * 2**20  # one record a line: a long answer's chunk times run to hundreds of kB
@@ -79,12 +80,17 @@ def worker_args(endpoint: Endpoint, shard: Shard, start_at: float) -> list[str]:
     """`harness run SCENARIO` takes these, and `--reports-dir`, to be one worker."""
     args = ["--endpoint", endpoint.base_url, "--model", endpoint.model, "--api", endpoint.api, "--shard", str(shard),
             "--start-at", repr(start_at), "--late-ok", "--progress", "off", "--no-pin", "--relay"]
-    return args + (["--api-key-env", KEY_VARIABLE] if endpoint.api_key else [])
+    args += ["--api-key-env", KEY_VARIABLE] if endpoint.api_key else []
+    for k, (name, _) in enumerate(endpoint.headers):
+        args += ["--header", f"{name}: env:{HEADER_VARIABLE}{k}"]
+    return args
 
 
 def key_env(endpoint: Endpoint) -> dict[str, str]:
-    """The API key, for a worker's environment only (never its command line, which `ps` shows)."""
-    return {KEY_VARIABLE: endpoint.api_key} if endpoint.api_key else {}
+    """The API key and the headers' values, for a worker's environment only (never its command line, which `ps`
+    shows)."""
+    values = {f"{HEADER_VARIABLE}{k}": value for k, (_, value) in enumerate(endpoint.headers)}
+    return {KEY_VARIABLE: endpoint.api_key, **values} if endpoint.api_key else values
 
 
 def worker_scenario(scenario: Scenario) -> Scenario:

@@ -117,6 +117,10 @@ class Tokens(Section):
     cached_reported: int = Field(0, description="ok requests whose server said how many prompt tokens it had cached")
     prompt_cached: int = Field(0, description="prompt tokens served from the server's cache, over those requests")
     cached_share: float | None = Field(None, description="prompt_cached / their prompt tokens")
+    reasoning_reported: int = Field(0, description="ok requests that streamed a reasoning model's thinking")
+    reasoning: int = Field(0, description="of `output`, thinking tokens over those requests (the server's usage "
+                           "count, else its reasoning-only chunks); the rest of theirs is the answer")
+    reasoning_output: int = Field(0, description="output tokens of those requests, thinking and answer")
 
 
 class WholeRun(Section):

@@ -1,0 +1,142 @@
+"""The flags that shape every request as a gateway wants it — where it goes (`--endpoint`, vLLM's `--base-url` +
+`--endpoint PATH` pair, a pasted request URL), its headers, its extra body and its TLS — onto the scenario's
+endpoint section, so a saved run says what it sent (header values excepted)."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+import click
+
+from harness.client.urls import join_base_and_path, split_request_url
+from harness.config.request_shape import Body, check_body, merged, parse_header, resolve
+from harness.config.scenario import Scenario
+from harness.redact import without_userinfo
+
+F = TypeVar("F", bound=Callable[..., Any])
+Headers = tuple[tuple[str, str], ...]
+REQUEST_FLAGS = ("headers", "extra_body", "api_key_header", "ca_bundle", "insecure")
+
+
+def request_options(command: F) -> F:
+    """`--header`, `--extra-body`, `--api-key-header`, `--ca-bundle`, `--insecure` (for `with_request_flags`)."""
+    options = [
+        click.option("--header", "headers", multiple=True, metavar="'NAME: VALUE'",
+                     help="A header on every request (repeatable), e.g. 'X-Org: acme'; 'NAME: env:VAR' reads the "
+                          "value from the environment. Values are never printed or saved."),
+        click.option("--extra-body", metavar="JSON",
+                     help="JSON object merged into every request's body, e.g. '{\"temperature\": 0, "
+                          "\"chat_template_kwargs\": {\"enable_thinking\": false}}'."),
+        click.option("--api-key-header", metavar="NAME",
+                     help="Send the API key in this header, as the key alone (Azure: api-key). Default: "
+                          "Authorization: Bearer KEY."),
+        click.option("--ca-bundle", type=click.Path(path_type=Path, dir_okay=False, exists=True),
+                     help="https: trust the CAs in this PEM file too (a staging gateway's own CA)."),
+        click.option("--insecure", is_flag=True, help="https: check no certificate (warned)."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def with_request_flags(scenario: Scenario, flags: Mapping[str, Any], say: Callable[[str], None],
+                       api: str | None = None) -> tuple[Scenario, Headers]:
+    """The scenario's endpoint section with the flags over it (and `api`, when the URL given said which), and the
+    headers' values to send (resolved from the environment where they say `env:`)."""
+    try:
+        given = [parse_header(text) for text in flags["headers"]]
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--header") from None
+    cfg = scenario.endpoint
+    update: Body = {"headers": merged(cfg.headers, given), **({"api": api} if api else {})}
+    if flags["extra_body"] is not None:
+        update["extra_body"] = {**cfg.extra_body, **_json_object(flags["extra_body"])}
+    if flags["api_key_header"] is not None:
+        update["api_key_header"] = flags["api_key_header"]
+    if flags["ca_bundle"] is not None:
+        update["ca_bundle"] = str(flags["ca_bundle"].resolve())
+    if flags["insecure"]:
+        update["insecure"] = True
+    cfg = cfg.model_validate({**cfg.model_dump(), **update})
+    try:
+        headers = resolve(cfg.headers, os.environ, "--header" if given else "endpoint.headers")
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+    if cfg.insecure:
+        say("TLS certificates are not checked (--insecure / endpoint.insecure): use it only against a server you "
+            "trust")
+    return scenario.model_copy(update={"endpoint": cfg}), headers
+
+
+def _json_object(text: str) -> Body:
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise click.BadParameter(f"not JSON: {exc}", param_hint="--extra-body") from None
+    if not isinstance(value, dict):
+        raise click.BadParameter("must be a JSON object, e.g. '{\"temperature\": 0}'", param_hint="--extra-body")
+    try:
+        check_body(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--extra-body") from None
+    return value
+
+
+def endpoint_url(url: str | None, base_url: str | None = None, api: str | None = None
+                 ) -> tuple[str | None, str | None]:
+    """The OpenAI base URL and the API to drive, from `--endpoint` and `--base-url` as users type them: a base URL
+    (`http://host:8000` alone means its `/v1`), vLLM's pair (`--base-url URL --endpoint /v1/chat/completions`) or
+    a pasted request URL (`…/v1/chat/completions`: its base taken, said on one line)."""
+    path = url if url is not None and url.startswith("/") else None
+    if path is not None:
+        if base_url is None:
+            raise click.BadParameter(f"{url} is a path: give the server with --base-url http://host:port too, or "
+                                     "the whole URL", param_hint="--endpoint")
+        base, from_path = _pair(_checked(base_url, "--base-url"), path)
+        click.echo(f"endpoint: {base} ({from_path} API, from --base-url and --endpoint)", err=True)
+        return base, _one_api(api, from_path)
+    if url is not None and base_url is not None:
+        raise click.BadParameter("give the server once: --endpoint URL, or --base-url URL with --endpoint PATH",
+                                 param_hint="--base-url")
+    url = url if url is not None else base_url
+    if url is None:
+        return None, api
+    url = _checked(url, "--endpoint")
+    split = split_request_url(url)
+    if split is not None:
+        base, from_path = split
+        click.echo(f"endpoint: {base} (the base URL of the request URL given; {from_path} API)", err=True)
+        return base, _one_api(api, from_path)
+    parts = urlsplit(url)
+    if parts.path in ("", "/"):
+        url = parts._replace(path="/v1").geturl()
+        click.echo(f"endpoint: {url} (the OpenAI API lives under /v1)", err=True)
+    return url, api
+
+
+def _pair(base_url: str, path: str) -> tuple[str, str]:
+    try:
+        return join_base_and_path(base_url, path)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--endpoint") from None
+
+
+def _one_api(flag: str | None, from_url: str) -> str:
+    if flag is not None and flag != from_url:
+        raise click.BadParameter(f"{flag}, but the URL given is the {from_url} API's", param_hint="--api")
+    return from_url
+
+
+def _checked(url: str, flag: str) -> str:
+    if not url.startswith(("http://", "https://")):
+        raise click.BadParameter("must start with http:// or https://", param_hint=flag)
+    if (clean := without_userinfo(url)) != url:
+        click.echo(f"{flag}: the user:password@ in the URL is dropped (never sent, printed or saved): give the key "
+                   "with --api-key-env", err=True)
+        url = clean
+    return url
