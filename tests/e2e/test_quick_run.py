@@ -145,6 +145,10 @@ def test_peer_flags_mean_here_what_they_mean_there(sim_url: str, tmp_path: Path)
     (["--max-concurrency", "2"], "caps the requests in flight of a --rate run; for N users"),
     (["--random-input-len", "100"], "here it is --prompt-tokens N"),
     (["--vus", "3"], "here it is --concurrency N"),
+    (["--temperature", "0"], "--extra-body '{\"temperature\": 0}'"),
+    (["--extra-inputs", "x:1"], "--extra-body JSON"),
+    (["--header", "no separator"], "expected 'Name: value'"),
+    (["--extra-body", "{not json"], "--extra-body"),
     (["--rate", "1", "--threshold", "ttft_p99 about 1s"], "--threshold"),
     (["--rate", "1", "--threshold", "ttft_p42<1s"], "ttft_p42"),
 ])
