@@ -232,11 +232,16 @@ def test_a_completed_and_a_stopped_run_both_reach_the_pushgateway(tmp_path: Path
     gateway = f"http://127.0.0.1:{pushgateway}"
     scenario = tmp_path / "push.yaml"
     scenario.write_text(SCENARIO.replace("name: prom", "name: push"))
+    # Proxy variables naming a dead proxy: every request the harness makes goes direct, the push too.
+    dead = "http://127.0.0.1:9"
+    proxied = {**os.environ, "HTTP_PROXY": dead, "http_proxy": dead, "HTTPS_PROXY": dead, "NO_PROXY": "",
+               "no_proxy": ""}
     done = subprocess.run([sys.executable, "-m", "harness", "run", str(scenario), "--endpoint", sim_url,
                            "--pushgateway", gateway, "--pushgateway-job", "nightly", "--pushgateway-label", "run=a",
                            "--reports-dir", str(tmp_path / "a")], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120)
+                          timeout=120, env=proxied)
     assert done.returncode == 0, done.stderr
+    assert "not pushed" not in done.stderr, done.stderr
     # Stopped: SIGTERM once it has sent a few requests, as a CI system's timeout would.
     long = tmp_path / "long.yaml"
     long.write_text(SCENARIO.replace("name: prom", "name: push").replace("requests: 60", "requests: 2000"))
