@@ -9,7 +9,7 @@ import html
 from harness.config.metric_registry import SLO_LATENCIES
 from harness.report.charts import Spec, json_values, series_spec
 from harness.report.table import sweep_points
-from harness.stats.conclusion import knee
+from harness.stats.conclusion import knee, phase_sentence
 from harness.stats.schema import PhaseSummary, Summary
 
 
@@ -66,15 +66,8 @@ def answer_lines(summary: Summary) -> list[str]:
                     f"{best.throughput.output_tokens_per_s:,.0f} output tokens/s." if best else
                     f"Sweep {name}: no point met the SLOs for 95% of requests.")
     if not said:
-        said = [_phase_sentence(p) for p in summary.phases]
+        said = [phase_sentence(p) for p in summary.phases]
     return said
-
-
-def _phase_sentence(p: PhaseSummary) -> str:
-    ttft = p.latency_ms.ttft.p99
-    at = f", TTFT p99 {ttft:,.0f} ms" if ttft is not None else ""
-    return (f"{p.name}: {p.throughput.output_tokens_per_s:,.0f} output tokens/s{at}; "
-            f"{p.goodput.fraction:.0%} of requests within the SLOs.")
 
 
 def _card(p: PhaseSummary, slo: dict[str, float]) -> str:
@@ -106,19 +99,28 @@ def cards_html(summary: Summary) -> str:
     return f"<div class='cards'>{''.join(_card(p, slo) for p in summary.phases)}</div>"
 
 
-def thesis_spec(summary: Summary) -> Spec | None:
-    """TTFT p99 against output tokens/s: each phase a point, each sweep a curve with its knee, the SLO a line."""
-    phases = [p for p in summary.phases if p.latency_ms.ttft.p99 is not None]
-    if not phases:
+def thesis_specs(summary: Summary) -> list[Spec]:
+    """TTFT p99 (and TPOT p99) against output tokens/s: each phase a point, each sweep a curve with its knee, the
+    SLO a line across the whole chart — drawn even for one phase, whose lone x would leave a line nothing to
+    span (the x range is padded on both sides)."""
+    return [spec for metric in ("ttft", "tpot") if (spec := _thesis(summary, metric)) is not None]
+
+
+def _thesis(summary: Summary, metric: str) -> Spec | None:
+    phases = [p for p in summary.phases if getattr(p.latency_ms, metric).p99 is not None]
+    limit = _slo(summary).get(f"{metric}_ms")
+    if not phases or (metric != "ttft" and limit is None):  # TPOT drawn when it is an objective
         return None
     sweeps = sweep_points(summary)
     swept = {p.name for points in sweeps.values() for p in points}
-    xs = sorted({round(p.throughput.output_tokens_per_s, 1) for p in phases})
+    reached = sorted({round(p.throughput.output_tokens_per_s, 1) for p in phases})
+    xs = [round(reached[0] * 0.8, 1), *reached, round(reached[-1] * 1.25 + 1, 1)]
 
     def column(points: list[PhaseSummary]) -> list[float | None]:
-        at = {round(p.throughput.output_tokens_per_s, 1): p.latency_ms.ttft.p99 for p in points}
+        at = {round(p.throughput.output_tokens_per_s, 1): getattr(p.latency_ms, metric).p99 for p in points}
         return [at.get(x) for x in xs]
 
+    label = metric.upper()
     series = [{**series_spec(p.name, "ms", column([p]), points=True, log=True), "size": 11}
               for p in phases if p.name not in swept]
     for name, points in sweeps.items():
@@ -128,11 +130,10 @@ def thesis_spec(summary: Summary) -> Spec | None:
         if best is not None:
             series.append({**series_spec(f"knee: {best.name}", "ms", column([best]), points=True, log=True,
                                          color="#000"), "size": 14})
-    limit = _slo(summary).get("ttft_ms")
     if limit is not None:
-        series.append(series_spec(f"TTFT SLO {limit:g} ms", "ms", [limit] * len(xs), line=True, log=True, dash=True,
-                                  color="#d62728"))
-    return {"title": "latency against throughput: each phase's TTFT p99 at the output tokens/s it reached",
+        series.append(series_spec(f"{label} SLO {limit:g} ms", "ms", [limit] * len(xs), line=True, log=True,
+                                  dash=True, color="#d62728"))
+    return {"title": f"latency against throughput: each phase's {label} p99 at the output tokens/s it reached",
             "xlabel": "output tokens/s (log)", "xlog": True, "x": json_values(xs, 1), "series": series, "height": 300}
 
 

@@ -11,7 +11,7 @@ import itertools
 from collections.abc import Iterator, Sequence
 
 from harness.records import RequestRecord
-from harness.report.answer import answer_lines, cards_html, header_html, notes_html, thesis_spec
+from harness.report.answer import answer_lines, cards_html, header_html, notes_html, thesis_specs
 from harness.report.charts import (
     assets,
     cdf_specs,
@@ -66,12 +66,11 @@ def render_html(summary: Summary, records: Sequence[RequestRecord], rows: Sequen
         by_phase.setdefault(rec.phase, []).append(rec)
     title = f"harness report: {summary.run.scenario}"
     ids = itertools.count()
-    thesis = thesis_spec(summary)
     answer = "".join(f"<p>{html.escape(line)}</p>" for line in answer_lines(summary))
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
              f"<style>{_STYLE}</style>{assets()}</head><body><h1>{html.escape(title)}</h1>",
              header_html(summary), f"<div class='answer'>{answer}</div>", cards_html(summary),
-             *([chart_html(thesis, next(ids))] if thesis else []), notes_html(notes(summary))]
+             *(chart_html(spec, next(ids)) for spec in thesis_specs(summary)), notes_html(notes(summary))]
     cdfs = cdf_specs(by_phase)  # none when nothing succeeded: no empty charts
     if cdfs:
         parts += ["<h2>Latency distributions</h2>", *(chart_html(spec, next(ids), small=True) for spec in cdfs)]

@@ -39,7 +39,7 @@ COLUMNS: list[Column] = [
     ("TTFT p99 ms", lambda c, r: _num(r["ttft_p99_ms"], ",.1f")),
     ("ITL p50 ms", lambda c, r: _num(r["itl_p50_ms"], ".1f")),
     ("goodput", lambda c, r: f"{r['goodput_share']:.0%}"),
-    ("$ / M tok", lambda c, r: _num(r["cost_per_m_tokens"], ",.2f")),
+    ("$ / M tok", lambda c, r: "unpriced" if c.get("price_per_hour") is None else _num(r["cost_per_m_tokens"], ",.2f")),
     ("mem-bound · MBU / MFU", lambda c, r: _stress(r)),
 ]
 
@@ -83,6 +83,8 @@ def sentences(result: Matrix) -> list[str]:
                   "capacity": f"{_capacity(column, row)} req/s",
                   "TTFT p99": f"{_num(row['ttft_p99_ms'], ',.0f')} ms"}[choice["by"] or "TTFT p99"]
         after = f"; next: {choice['runner_up']}" if choice["runner_up"] else ""
+        if choice.get("unpriced"):
+            after += f" (unpriced, so not ranked by cost: {', '.join(choice.get('unpriced', []))})"
         stress = "" if row["memory_bound_share"] is None else (
             f" Its steps there are {row['memory_bound_share']:.0%} memory-bound (MBU {_num(row['mbu'], '.0%')}).")
         lines.append(f"For {phase} ({result['phase_kinds'][phase]}), choose {choice['accelerator']} "
@@ -157,8 +159,8 @@ def matrix_html(result: Matrix) -> str:
     # The answer first, in full and wrapped (in the table's <pre> it was cut at the page's edge), then the figures.
     advice = "".join(f"<p class='advice'>{html.escape(line)}</p>" for line in sentences(result))
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title>"
-            "<style>body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1000px}"
+            "<style>body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1240px;padding:0 1em}"
             ".advice{font-size:16px;background:#eef5ee;padding:.5em 1em;border-left:4px solid #e45756}"
-            "pre{background:#f6f6f6;padding:1em;overflow-x:auto;font-size:13px}</style></head><body>"
+            "pre{background:#f6f6f6;padding:1em;overflow-x:auto;font-size:11.5px}</style></head><body>"
             f"<h1>{title}</h1>{advice}{''.join(charts)}"
             f"<pre>{html.escape(render_matrix(result, advice=False))}</pre></body></html>")

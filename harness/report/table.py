@@ -15,7 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from harness.config.metric_registry import SLO_LATENCIES
-from harness.stats.conclusion import KNEE_GOODPUT, knee, sweeps
+from harness.stats.conclusion import KNEE_GOODPUT, knee, phase_sentence, sweeps
 from harness.stats.schema import PhaseSummary, ServerPhase, Stress, Summary, ThresholdResult
 from harness.stats.thresholds import observed
 
@@ -90,6 +90,20 @@ def _thinking(phase: PhaseSummary) -> str:
     if not n:
         return "-"
     return f"{tokens.reasoning / n:,.0f} / {(tokens.reasoning_output - tokens.reasoning) / n:,.0f}"
+
+
+TURNS_SHOWN = 5
+
+
+def _by_turn(phase: PhaseSummary) -> str:
+    """TTFT p50 of each turn of a multi-turn phase: later turns carry the history, so their prompts are longer."""
+    sessions = phase.sessions
+    if sessions is None:
+        return "-"
+    cells = [f"{int(k) + 1}: {_ms(d.p50)}" for k, d in sorted(sessions.ttft_by_turn_ms.items(), key=lambda kv:
+                                                               int(kv[0]))]
+    more = f" … ({len(cells)} turns)" if len(cells) > TURNS_SHOWN else ""
+    return " · ".join(cells[:TURNS_SHOWN]) + more
 
 
 def _reasoning(phase: PhaseSummary) -> bool:
@@ -184,6 +198,7 @@ PROMPT_ROWS: list[tuple[TableRow, Callable[[PhaseSummary], bool]]] = [
     (("prompt tokens off by, mean (n)", _prompt_off), lambda p: bool(p.tokens.prompt_mismatched)),
     (("prompt tokens cached", _cached), lambda p: bool(p.tokens.cached_reported)),
     (("thinking / answer tokens, mean", _thinking), _reasoning),
+    (("TTFT p50 ms by turn", _by_turn), lambda p: p.sessions is not None),
 ]
 
 
@@ -240,20 +255,31 @@ def sweep_points(summary: Summary) -> dict[str, list[PhaseSummary]]:
     return sweeps([p for p in summary.phases if "@" in p.name])
 
 
+def decided_by(phase: PhaseSummary) -> str:
+    """What kept a phase's requests out of its goodput: the SLO limit most of them went over (TTFT, TPOT, E2E;
+    several when they tie), or errors when failures outnumber every limit's misses."""
+    missed = {label: phase.goodput.missed.get(key, 0) for key, _, label in SLO_LATENCIES}
+    most = max(missed.values(), default=0)
+    if phase.requests.failed > most:
+        return "errors"
+    return "+".join(label for label, n in missed.items() if n == most) if most else ""
+
+
 def _sweep_table(name: str, points: list[PhaseSummary]) -> tuple[Table, str]:
     """A sweep, one row per point, and the sentence that names its capacity under the SLOs."""
     table = Table(title=f"sweep {name}", box=box.SIMPLE_HEAD, title_justify="left")
-    for column in ("point", "target / sent req/s", "TTFT p50 / p99 ms", "ITL p50 / p99 ms", "output tok/s",
-                   f"goodput (≥ {KNEE_GOODPUT:.0%})"):
+    for column in ("point", "target / sent req/s", "TTFT p50 / p99 ms", "TPOT p50 / p99 ms", "ITL p50 / p99 ms",
+                   "output tok/s", f"goodput (≥ {KNEE_GOODPUT:.0%}), failing on"):
         table.add_column(column, justify="left" if column == "point" else "right")
     for p in points:
         lat = p.latency_ms
         fraction = p.goodput.fraction
-        mark = Text(f"{fraction:.0%} {'✓' if fraction >= KNEE_GOODPUT else '✗'}",
-                    style="green" if fraction >= KNEE_GOODPUT else "bold red")
+        good = fraction >= KNEE_GOODPUT
+        mark = Text(f"{fraction:.0%} {'✓' if good else '✗ ' + decided_by(p)}".rstrip(),
+                    style="green" if good else "bold red")
         table.add_row(p.name.partition("@")[2], _load(p).rsplit(" / ", 1)[0],
-                      f"{_ms(lat.ttft.p50)} / {_ms(lat.ttft.p99)}", f"{_ms(lat.itl.p50)} / {_ms(lat.itl.p99)}",
-                      f"{p.throughput.output_tokens_per_s:,.0f}", mark)
+                      f"{_ms(lat.ttft.p50)} / {_ms(lat.ttft.p99)}", f"{_ms(lat.tpot.p50)} / {_ms(lat.tpot.p99)}",
+                      f"{_ms(lat.itl.p50)} / {_ms(lat.itl.p99)}", f"{p.throughput.output_tokens_per_s:,.0f}", mark)
     best = knee(points)
     sentence = (f"Capacity under the SLOs: {best.name} at {best.throughput.output_tokens_per_s:,.0f} output tokens/s, "
                 f"the fastest point with ≥ {KNEE_GOODPUT:.0%} goodput." if best is not None
@@ -317,6 +343,9 @@ def _parts(summary: Summary) -> list[Table | str]:
     for name, points in sweeps_.items():
         parts += [*_sweep_table(name, points)]
     conclusion = summary.comparison.conclusion
+    if not conclusion:  # no batch to compare with: what each phase outside a sweep delivered
+        swept = {p.name for points in sweeps_.values() for p in points}
+        conclusion = [phase_sentence(p) for p in summary.phases if p.name not in swept]
     checks = threshold_lines(summary)
     return [*parts, *(["\n".join(conclusion)] if conclusion else []),
             *(["\n".join(["thresholds", *(f"  {line}" for line in checks)])] if checks else [])]

@@ -20,6 +20,7 @@ from harness.clock import cancel_quietly
 from harness.config.load import describe
 from harness.config.scenario import Scenario
 from harness.run.progress import Progress
+from harness.workload.plan import SessionPlan, plan_phase
 
 LINES_EVERY_S = 10.0  # a CI log gets a line this often: enough to see a run move, few enough to read
 LIVE_EVERY_S = 0.5
@@ -101,9 +102,22 @@ def plan_lines(scenario: Scenario, endpoint: Endpoint, bundled: bool, run_dir: P
     width = max(len(p.name) for p in phases)
     return [f"run {scenario.name} against {target}",
             f"  model {endpoint.model}, {endpoint.api} API, {len(phases)} phase{'s' * (len(phases) > 1)}:",
-            *(f"  {i}/{len(phases)} {p.name:<{width}}  {describe(p.load)}{_cap(p.max_in_flight)}"
+            *(f"  {i}/{len(phases)} {p.name:<{width}}  {_load(scenario, i - 1)}{_cap(p.max_in_flight)}"
               for i, p in enumerate(phases, 1)),
             f"  records → {run_dir}"]
+
+
+def _load(scenario: Scenario, index: int) -> str:
+    """The phase's load in words; with sessions, its arrivals are conversations and each turn is a request, so
+    the requests to be sent are counted turn by turn."""
+    said = describe(scenario.phases[index].load)
+    if scenario.workload.sessions is None:
+        return said
+    plan = plan_phase(scenario, index, "plan")
+    assert isinstance(plan, SessionPlan)
+    starts = plan.conversations if plan.conversations is not None else range(len(plan.offsets_ns))
+    said = said.replace(" req/s", " conversations/s").replace(" requests", " conversations")
+    return f"{said} ({sum(plan.source.turns(c) for c in starts)} requests: one per turn)"
 
 
 def _cap(max_in_flight: int | None) -> str:

@@ -113,6 +113,23 @@ def _why(interactive: Stress | None, batch: Stress | None) -> str:
             "each read.")
 
 
+def phase_sentence(p: PhaseSummary) -> str:
+    """What one phase delivered, for a run with no batch to compare: its rate, the latencies users feel and,
+    when SLOs were set, the share within them."""
+    lat = p.latency_ms
+    said = [f"{p.throughput.output_tokens_per_s:,.0f} output tokens/s at {p.throughput.requests_per_s:.2f} req/s"]
+    if lat.ttft.p99 is not None:
+        said.append(f"TTFT p99 {lat.ttft.p99:,.0f} ms")
+    if lat.itl.p50 is not None:
+        said.append(f"ITL p50 {lat.itl.p50:,.1f} ms")
+    slo = p.goodput.slo
+    within = (f"; {p.goodput.fraction:.0%} of requests within the SLOs" if any(
+        getattr(slo, key) is not None for key in ("ttft_ms", "tpot_ms", "e2e_ms")) else "")
+    failed = p.requests.failed
+    errors = f"; {failed} of {p.requests.total} requests failed" if failed else ""
+    return f"{p.name}: {', '.join(said)}{within}{errors}."
+
+
 def compare(phases: Sequence[PhaseSummary]) -> Comparison:
     comps = comparisons(phases)
     return Comparison(phases=comps, conclusion=sentences(comps))

@@ -107,15 +107,13 @@ def client_late_ns(rec: RequestRecord) -> int | None:
     return None if rec.sent_ns is None else max(0, rec.sent_ns - rec.intended_ns - rec.held_ns)
 
 
-def meets_slo(rec: RequestRecord, slo: SLO) -> bool:
-    """An ok request within every limit the SLO sets (DistServe's goodput)."""
-    if rec.status != "ok":
-        return False
-    checks = ((slo.ttft_ms, ttft_ns(rec)), (slo.tpot_ms, tpot_ns(rec)), (slo.e2e_ms, e2e_ns(rec)))
-    for limit_ms, value_ns in checks:
-        if limit_ms is not None and value_ns is not None and value_ns > limit_ms * NS_PER_MS:
-            return False
-    return True
+def slo_misses(rec: RequestRecord, slo: SLO) -> list[str]:
+    """The limits (`ttft_ms`, `tpot_ms`, `e2e_ms`) a request went over: what decided it was not good."""
+    checks = (("ttft_ms", slo.ttft_ms, ttft_ns(rec)), ("tpot_ms", slo.tpot_ms, tpot_ns(rec)),
+              ("e2e_ms", slo.e2e_ms, e2e_ns(rec)))
+    return [key for key, limit_ms, value_ns in checks
+            if limit_ms is not None and value_ns is not None and value_ns > limit_ms * NS_PER_MS]
+
 
 
 def in_flight(records: Sequence[RequestRecord]) -> tuple[np.ndarray, np.ndarray]:

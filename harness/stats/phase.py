@@ -28,7 +28,7 @@ from harness.stats.fold import (
     Span,
     Turns,
 )
-from harness.stats.metrics import cause, client_late_ns, distribution, meets_slo, schedule_lag_ns
+from harness.stats.metrics import cause, client_late_ns, distribution, schedule_lag_ns, slo_misses
 from harness.stats.schema import (
     Batches,
     ClientHealth,
@@ -78,6 +78,7 @@ class PhaseFold:
     retried: int = 0
     measured: int = 0
     good: int = 0
+    missed: Counter[str] = field(default_factory=Counter)  # ok requests over each SLO limit
     lag: Samples = field(default_factory=Samples)
     late: Samples = field(default_factory=Samples)  # the schedule lag that was the client's (less any cap's hold)
     connect: Samples = field(default_factory=Samples)
@@ -120,7 +121,10 @@ class PhaseFold:
             return
         self.prompts.add(r)
         self.flow.add(r, *window)
-        self.good += meets_slo(r, self.slo) and window[0] <= r.end_ns <= window[1]
+        if window[0] <= r.end_ns <= window[1]:
+            missed = slo_misses(r, self.slo)
+            self.good += not missed
+            self.missed.update(missed)
 
     def _whole(self, r: RequestRecord) -> None:
         self.whole_n += 1
@@ -166,7 +170,7 @@ class PhaseFold:
             latency_by_status_ms=LatencyByStatus(**by_status),
             throughput=self.flow.per_second(window),
             goodput=Goodput(requests_per_s=self.good / d, fraction=self.good / self.measured if self.measured
-                            else 0.0, slo=self.slo),
+                            else 0.0, slo=self.slo, missed=dict(self.missed)),
             tokens=self.prompts.tokens(),
             whole_run=WholeRun(window=SchemaWindow(**whole.to_json()), requests=self.whole_n, ok=self.whole_ok,
                                throughput=self.whole_flow.per_second(whole)),

@@ -143,10 +143,15 @@ def best_choices(columns: Sequence[MatrixColumn], kinds: Mapping[str, str]) -> d
             best[phase] = {"accelerator": None, "by": None, "runner_up": None}
             continue
         ranked = sorted(rows, key=key)
-        if by == "cost":
+        unpriced: list[str] = []
+        if by == "cost":  # the unpriced cannot be ranked by cost: named beside the choice, never dropped silently
+            unpriced = [c["accelerator"] for c, r in ranked if r["cost_per_m_tokens"] is None]
             ranked = [cr for cr in ranked if cr[1]["cost_per_m_tokens"] is not None]
-        best[phase] = {"accelerator": ranked[0][0]["accelerator"], "by": by,
-                       "runner_up": ranked[1][0]["accelerator"] if len(ranked) > 1 else None}
+        choice: Choice = {"accelerator": ranked[0][0]["accelerator"], "by": by,
+                          "runner_up": ranked[1][0]["accelerator"] if len(ranked) > 1 else None}
+        if unpriced:
+            choice["unpriced"] = unpriced
+        best[phase] = choice
     return best
 
 

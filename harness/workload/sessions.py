@@ -89,6 +89,16 @@ class ConversationSource:
             asks[0] = Ask(f"{lead} {asks[0].text}", asks[0].max_tokens)
         return Conversation(i, f"{src.run_id}-{src.phase_index}-s{session}", tuple(asks), opening)
 
+    def turns(self, i: int) -> int:
+        """How many turns conversation i has (each one request), known without building its text."""
+        if self.trace_sessions is not None:
+            return len(self.trace_sessions[i][: self.sessions.max_turns])
+        w = self.source.workload
+        if isinstance(w.dataset, ShareGPTDataset):
+            convs = sharegpt_conversations(w.dataset.file)
+            return len(convs[i % len(convs)][: min(self.sessions.max_turns, w.dataset.max_turns or 1000)])
+        return min(self.sessions.turns or 1, self.sessions.max_turns)
+
     def _text(self, tokens: int, i: int, k: int) -> str:
         return self.source.text(tokens, prompt_seed_of(self.source.seed, self.source.salt, i, k, 1))
 

@@ -86,3 +86,18 @@ def test_a_multi_turn_scenario_against_the_simulator_matches_its_prediction(tmp_
     # The simulator counts the history it was sent, the real answers included, exactly as asked.
     assert real["tokens"]["prompt_mismatched"] == 0
     assert "sessions" in (run_dir / "summary.json").read_text()
+
+
+async def test_the_plan_counts_the_requests_a_multi_turn_phase_sends(sim_url: str, tmp_path: Path) -> None:
+    """The plan's "6 requests" was the conversations; each of their turns is a request."""
+    from harness.config.scenario import load_scenario
+    from harness.run.display import plan_lines
+
+    url = sim_url
+    shipped = load_scenario(ROOT / "scenarios" / "multi-turn.yaml")
+    scenario = shipped.model_copy(update={"endpoint": shipped.endpoint.model_copy(update={"scrape_interval_s": 0})})
+    said = plan_lines(scenario, Endpoint(url, "llama-3.1-8b"), False, tmp_path)[2]
+    result = await run_scenario(scenario, Endpoint(url, "llama-3.1-8b"), tmp_path / "run")
+    assert all(r.status == "ok" for r in result.records)
+    assert "2 conversations/s, 6 conversations" in said
+    assert f"({len(result.records)} requests: one per turn)" in said and len(result.records) > 6, said

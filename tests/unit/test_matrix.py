@@ -81,8 +81,8 @@ def test_the_choice_per_phase() -> None:
     kinds = {"chat": "interactive", "bulk": "batch"}
     cols = [column("x", (1.0, 300, 4.0), 900), column("y", (0.9, 200, 2.0), 1200), column("z", (1.0, 250, None), 800)]
     best = best_choices(cols, kinds)
-    # y is cheapest but misses the SLOs for 10% of requests; z has no price.
-    assert best["chat"] == {"accelerator": "x", "by": "cost", "runner_up": None}
+    # y is cheapest but misses the SLOs for 10% of requests; z has no price: named as unpriced, not dropped.
+    assert best["chat"] == {"accelerator": "x", "by": "cost", "runner_up": None, "unpriced": ["z"]}
     assert best["bulk"] == {"accelerator": "y", "by": "tokens/s", "runner_up": "x"}
     unpriced = [column("x", (1.0, 300, None), 900), column("z", (1.0, 250, None), 800)]
     assert best_choices(unpriced, kinds)["chat"]["accelerator"] == "z"  # the lower TTFT p99

@@ -4,7 +4,7 @@ choice. Plain JSON on the wire; keys checked by mypy wherever the matrix is buil
 
 from __future__ import annotations
 
-from typing import Literal, Required, TypedDict
+from typing import Literal, NotRequired, Required, TypedDict
 
 Ranking = Literal["cost", "tokens/s", "capacity", "TTFT p99"]
 
@@ -50,6 +50,7 @@ class Choice(TypedDict):
     accelerator: str | None  # None: none met an interactive phase's SLOs
     by: Ranking | None
     runner_up: str | None
+    unpriced: NotRequired[list[str]]  # ranked by cost: the candidates no price was given for (not ranked, named)
 
 
 class Matrix(TypedDict):

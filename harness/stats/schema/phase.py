@@ -101,6 +101,8 @@ class Goodput(Section):
     requests_per_s: float = Field(description="ok requests within every SLO, per second")
     fraction: float = Field(description="share of the window's requests within every SLO")
     slo: SLO
+    missed: dict[str, int] = Field(default_factory=dict, description="SLO field (ttft_ms, tpot_ms, e2e_ms) -> ok "
+                                   "requests over that limit (one may miss several): which limit decided")
 
 
 class Tokens(Section):
