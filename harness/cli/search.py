@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import json
+import sys
 from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
@@ -23,10 +25,12 @@ from harness.cli.common import (
 from harness.cli.errors import guarded
 from harness.cli.quick_flags import with_flags
 from harness.cli.request_flags import REQUEST_FLAGS, endpoint_url, request_options, with_request_flags
+from harness.client.backend import Endpoint
 from harness.config.quick import length_spec
 from harness.config.scenario import SLO, Scenario, parse_scenario
 from harness.errors import EXIT_STOPPED
 from harness.report.files import write_run
+from harness.run.display import LineDisplay
 from harness.run.runner import claimed, new_run_dir, run_scenario
 from harness.run.target import target
 from harness.stats.schema import Summary
@@ -36,6 +40,7 @@ from harness.tools.search import (
     Capacity,
     SearchStopped,
     SearchTrial,
+    Trial,
     parse_slo,
     planned_trials,
     search,
@@ -111,30 +116,42 @@ def search_cmd(scenario_path: Path | None, slo: SLO | None, goodput: float, low:
     writable_dir(reports_dir, "--reports-dir")
     key = api_key(api_key_env, scenario.endpoint.api_key_env)
 
-    said = None if as_json else _trial_line
-    if not as_json:
-        _plan(low, high, duration, steps, repeats, min_requests, virtual)
+    total = planned_trials(steps, repeats)
+    _plan(low, high, duration, steps, repeats, min_requests, virtual)
+    bisect = functools.partial(search, slo=slo, goodput=goodput, low=low, high=high, duration_s=duration,
+                               steps=steps, repeats=repeats, min_requests=min_requests,
+                               said=lambda trial: _echo(trial_line(trial, total)), note=_echo)
 
     async def searching() -> Capacity:
         if virtual:
-            return await search(scenario, predict_async, slo, goodput, low, high, duration, steps, repeats,
-                                min_requests=min_requests, said=said)
+            return await bisect(scenario, predict_async)
         async with target(scenario, url=endpoint, model=model, api=None, api_key=key, headers=headers) as (
                 ep, bundled):
-            async def trial(s: Scenario) -> Summary:
-                with claimed(new_run_dir(reports_dir, f"{s.name}-search")) as run_dir:
-                    result = await run_scenario(s, ep, run_dir, bundled=bundled)
-                write_run(result)
-                return result.summary
-
-            return await search(scenario, trial, slo, goodput, low, high, duration, steps, repeats,
-                                min_requests=min_requests, said=said)
+            return await bisect(scenario, _on_endpoint(ep, bundled, reports_dir, total))
 
     found = _searched(searching())
     if as_json:
         click.echo(json.dumps(found.to_json(), indent=2))
     else:
         _print(found, goodput)
+
+
+def _on_endpoint(endpoint: Endpoint, bundled: bool, reports_dir: Path, total: int) -> Trial:
+    """A trial as a run against the endpoint, in a run folder of its own, said as it starts and every 10 s
+    while it runs (a first trial at a low rate lasts minutes)."""
+    started = 0
+
+    async def trial(s: Scenario) -> Summary:
+        nonlocal started
+        started += 1
+        with claimed(new_run_dir(reports_dir, f"{s.name}-search")) as run_dir:
+            display = LineDisplay(sys.stderr)
+            display.say(f"  trial {started} of ≤{total}: {s.phases[0].name} req/s …")
+            result = await run_scenario(s, endpoint, run_dir, bundled=bundled, display=display)
+        write_run(result)
+        return result.summary
+
+    return trial
 
 
 def _searched(searching: Coroutine[Any, Any, Capacity]) -> Capacity:
@@ -179,15 +196,25 @@ def _plan(low: float, high: float, duration: float, steps: int, repeats: int, mi
                f"requests: {where}; the first, at {low:g} req/s, lasts ≥ {first:,.0f} s", err=True)
 
 
-def _trial_line(trial: SearchTrial) -> None:
+def _echo(line: str) -> None:
+    click.echo(line, err=True)
+
+
+def trial_line(trial: SearchTrial, total: int) -> str:
+    """'  trial 3 of ≤15 ✗   12.500 req/s  seed 0  250 requests  goodput 71% (TPOT)  1,234 tok/s'."""
+    verdict = "✓" if trial.met else "✗"
+    why = "" if trial.met or not trial.failed_on else f" ({trial.failed_on})"
     small = "  too few requests to decide" if trial.too_small else ""
-    click.echo(f"  trial: {trial.rate:8.3f} req/s  seed {trial.seed}  {trial.requests} requests  goodput "
-               f"{trial.goodput:.0%}  {trial.output_tokens_per_s:,.0f} tok/s{small}", err=True)
+    return (f"  trial {trial.index} of ≤{total} {verdict} {trial.rate:8.3f} req/s  seed {trial.seed}  {trial.requests} "
+            f"requests  goodput {trial.goodput:.0%}{why}  {trial.output_tokens_per_s:,.0f} tok/s{small}")
 
 
 def _print(found: Capacity, goodput: float) -> None:
-    if found.capacity_rps is None or found.interval_rps is None:
+    if found.capacity_rps is None:
         click.echo(found.note)
+    elif found.interval_rps is None:
+        click.echo(f"capacity: {found.capacity_rps:.2f} req/s with ≥ {goodput:.0%} goodput (one seed: no interval; "
+                   "--repeats 3 gives one)")
     else:
         lo, hi = found.interval_rps
         click.echo(f"capacity: {found.capacity_rps:.2f} req/s with ≥ {goodput:.0%} goodput "

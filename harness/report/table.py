@@ -15,7 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from harness.config.metric_registry import SLO_LATENCIES
-from harness.stats.conclusion import KNEE_GOODPUT, knee, phase_sentence, sweeps
+from harness.stats.conclusion import KNEE_GOODPUT, decided_by, knee, phase_sentence, sweeps
 from harness.stats.schema import PhaseSummary, ServerPhase, Stress, Summary, ThresholdResult
 from harness.stats.thresholds import observed
 
@@ -253,16 +253,6 @@ def _applicable(sections: list[list[TableRow]], phases: list[PhaseSummary]) -> l
 def sweep_points(summary: Summary) -> dict[str, list[PhaseSummary]]:
     """Phases expanded from one sweep (`name@rate=4`, …), grouped by the phase they came from."""
     return sweeps([p for p in summary.phases if "@" in p.name])
-
-
-def decided_by(phase: PhaseSummary) -> str:
-    """What kept a phase's requests out of its goodput: the SLO limit most of them went over (TTFT, TPOT, E2E;
-    several when they tie), or errors when failures outnumber every limit's misses."""
-    missed = {label: phase.goodput.missed.get(key, 0) for key, _, label in SLO_LATENCIES}
-    most = max(missed.values(), default=0)
-    if phase.requests.failed > most:
-        return "errors"
-    return "+".join(label for label, n in missed.items() if n == most) if most else ""
 
 
 def _sweep_table(name: str, points: list[PhaseSummary]) -> tuple[Table, str]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from harness.config.metric_registry import SLO_LATENCIES
 from harness.stats.schema import Comparison, PhaseComparison, PhaseSummary, Stress
 
 _OPEN_LOOP = {"poisson", "gamma", "constant", "ramp", "trace"}
@@ -111,6 +112,16 @@ def _why(interactive: Stress | None, batch: Stress | None) -> str:
     return (f" Why ({where}): the interactive run's step time was {_bound(interactive)}, each step "
             f"reading all the weights for a few tokens, against {_bound(batch)} for the batches, whose tokens share "
             "each read.")
+
+
+def decided_by(phase: PhaseSummary) -> str:
+    """What kept a phase's requests out of its goodput: the SLO limit most of them went over (TTFT, TPOT, E2E;
+    several when they tie), or errors when failures outnumber every limit's misses; '' when nothing did."""
+    missed = {label: phase.goodput.missed.get(key, 0) for key, _, label in SLO_LATENCIES}
+    most = max(missed.values(), default=0)
+    if phase.requests.failed > most:
+        return "errors"
+    return "+".join(label for label, n in missed.items() if n == most) if most else ""
 
 
 def phase_sentence(p: PhaseSummary) -> str:

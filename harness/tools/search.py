@@ -15,11 +15,15 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from harness.config.scenario import SLO, Scenario, parse_scenario
+from harness.stats.conclusion import decided_by
 from harness.stats.schema import Summary
 
 Trial = Callable[[Scenario], Awaitable[Summary]]
 # A trial decides "≥ 95% goodput" on its own requests: with 20, one miss flips it; with 50, three do.
 MIN_REQUESTS = 50
+# A trial shorter than a few E2E times ends before its queue has built: 6 s trials found 61 req/s where 20 s
+# trials found 48.6 (issue 42). Trials last at least this many times the longest E2E p99 a passing trial saw.
+SETTLE_E2E = 8
 
 
 _KEYS = {"ttft": "ttft_ms", "tpot": "tpot_ms", "e2e": "e2e_ms"}
@@ -68,13 +72,21 @@ class SearchTrial:
     requests: int
     too_small: bool  # fewer requests in its window than the search asks to decide on
     output_tokens_per_s: float
+    index: int = 0  # 1 for the first trial
+    met: bool = False  # goodput at least the share asked, on enough requests
+    failed_on: str = ""  # the SLO limit most of its requests missed (TTFT, TPOT, E2E), or errors
+    e2e_p99_ms: float | None = None
+    seconds: float = 0.0  # the arrivals' planned length
 
     @classmethod
-    def of(cls, summary: Summary, rate: float, seed: int, min_requests: int) -> SearchTrial:
+    def of(cls, summary: Summary, rate: float, seed: int, min_requests: int, *, index: int = 0,
+           goodput: float = 0.95, seconds: float = 0.0) -> SearchTrial:
         (phase,) = summary.phases
         measured = phase.requests.total
-        return cls(rate, seed, phase.goodput.fraction, measured, measured < min_requests,
-                   phase.throughput.output_tokens_per_s)
+        small = measured < min_requests
+        return cls(rate, seed, phase.goodput.fraction, measured, small, phase.throughput.output_tokens_per_s, index,
+                   phase.goodput.fraction >= goodput and not small, decided_by(phase), phase.latency_ms.e2e.p99,
+                   seconds)
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +99,7 @@ class Capacity:
     per_seed_rps: list[float] | None = None
     at_least_rps: float | None = None  # the highest rate tried still met the SLOs
     note: str | None = None
+    trial_s: float | None = None  # how long the last trials' arrivals lasted (raised past --duration, see SETTLE_E2E)
 
     def to_json(self) -> dict[str, object]:
         """As `harness search --json` prints it: the optional parts only when they say something."""
@@ -112,52 +125,83 @@ def trial_seconds(rate: float, duration_s: float, min_requests: int = MIN_REQUES
     return max(duration_s, min_requests / rate)
 
 
+def settled_seconds(duration_s: float, trial: SearchTrial) -> float:
+    """How long trials must last after `trial`: at least `SETTLE_E2E` × its E2E p99 when it passed (a failing
+    trial's E2E is its growing queue's, no measure of a settled one)."""
+    if not trial.met or trial.e2e_p99_ms is None:
+        return duration_s
+    return max(duration_s, math.ceil(SETTLE_E2E * trial.e2e_p99_ms / 1e3))
+
+
+@dataclass
+class _Trials:
+    """The trials of one search, run in order; each decides whether its rate meets the SLOs."""
+
+    base: Scenario
+    trial: Trial
+    slo: SLO
+    goodput: float
+    length: float  # seconds of arrivals a trial lasts at least (raised by `settled_seconds`)
+    min_requests: int
+    said: Callable[[SearchTrial], None] | None
+    note: Callable[[str], None] | None
+    done: list[SearchTrial] = field(default_factory=list)
+
+    async def meets(self, rate: float, seed: int) -> bool:
+        summary = await self.trial(trial_scenario(self.base, rate, self.length, seed, self.slo, self.min_requests))
+        if summary.run.stopped:
+            raise SearchStopped(self.done)
+        last = SearchTrial.of(summary, rate, seed, self.min_requests, index=len(self.done) + 1, goodput=self.goodput,
+                              seconds=trial_seconds(rate, self.length, self.min_requests))
+        self.done.append(last)
+        if self.said is not None:
+            self.said(last)
+        if (longer := settled_seconds(self.length, last)) > self.length:
+            self.length = longer
+            if self.note is not None:
+                self.note(f"trials now last ≥ {longer:g} s: {SETTLE_E2E}× the E2E p99 of {last.e2e_p99_ms:,.0f} ms "
+                          f"trial {last.index} saw (a shorter trial ends before its queue builds)")
+        return last.met
+
+
 async def search(base: Scenario, trial: Trial, slo: SLO, goodput: float, low: float, high: float,
                  duration_s: float, steps: int = 7, repeats: int = 3, *,
                  min_requests: int = MIN_REQUESTS,
-                 said: Callable[[SearchTrial], None] | None = None) -> Capacity:
+                 said: Callable[[SearchTrial], None] | None = None,
+                 note: Callable[[str], None] | None = None) -> Capacity:
     """Bisect [low, high] for the highest rate whose goodput share is ≥ `goodput`, then repeat the boundary.
 
     A trial whose window held fewer than `min_requests` requests (a run cut short, a long warm-up) is kept
     but marked too small to decide, and counts as missing the SLOs: capacity is never claimed on a few. A trial
-    that was stopped raises `SearchStopped`: a cut trial decides nothing. `said` hears of each trial as it ends.
+    that was stopped raises `SearchStopped`: a cut trial decides nothing. `said` hears of each trial as it ends;
+    `note`, of trials made longer (`settled_seconds`).
     """
-    trials: list[SearchTrial] = []
-
-    async def meets(rate: float, seed: int) -> bool:
-        summary = await trial(trial_scenario(base, rate, duration_s, seed, slo, min_requests))
-        if summary.run.stopped:
-            raise SearchStopped(trials)
-        trials.append(SearchTrial.of(summary, rate, seed, min_requests))
-        if said is not None:
-            said(trials[-1])
-        return trials[-1].goodput >= goodput and not trials[-1].too_small
-
-    if not await meets(low, base.seed):
-        return Capacity(None, None, trials, note=f"even {low:g} req/s misses the SLOs")
-    lo, hi = low, high
-    if await meets(high, base.seed):
-        return Capacity(None, None, trials, at_least_rps=high,
+    run = _Trials(base, trial, slo, goodput, duration_s, min_requests, said, note)
+    if not await run.meets(low, base.seed):
+        return Capacity(None, None, run.done, note=f"even {low:g} req/s misses the SLOs", trial_s=run.length)
+    if await run.meets(high, base.seed):
+        return Capacity(None, None, run.done, at_least_rps=high,
                         note=f"the highest rate tried, {high:g} req/s, still meets the SLOs: capacity ≥ {high:g} "
-                             "req/s (raise --high to find it)")
-    for _ in range(steps):
-        mid = (lo + hi) / 2
-        if await meets(mid, base.seed):
-            lo = mid
-        else:
-            hi = mid
+                             "req/s (raise --high to find it)", trial_s=run.length)
+    lo, hi = await _bisect(run, low, high, base.seed, steps)
     # Re-run the boundary with other seeds: each seed's arrivals differ, so does its capacity.
     found = [lo]
     for k in range(1, repeats):
-        r_lo, r_hi = lo * 0.8, min(hi * 1.1, high)
-        for _ in range(max(3, steps // 2)):
-            mid = (r_lo + r_hi) / 2
-            if await meets(mid, base.seed + k):
-                r_lo = mid
-            else:
-                r_hi = mid
-        found.append(r_lo)
+        found.append((await _bisect(run, lo * 0.8, min(hi * 1.1, high), base.seed + k, max(3, steps // 2)))[0])
     arr = np.asarray(found)
-    half = 1.96 * arr.std(ddof=1) / np.sqrt(len(arr)) if len(arr) > 1 else 0.0
-    return Capacity(float(arr.mean()), (float(arr.mean() - half), float(arr.mean() + half)), trials,
-                    per_seed_rps=[float(x) for x in arr])
+    if len(arr) == 1:  # one seed has no spread to give: no interval, rather than one of zero width
+        return Capacity(float(arr[0]), None, run.done, per_seed_rps=[float(arr[0])], trial_s=run.length)
+    half = 1.96 * arr.std(ddof=1) / np.sqrt(len(arr))
+    return Capacity(float(arr.mean()), (float(arr.mean() - half), float(arr.mean() + half)), run.done,
+                    per_seed_rps=[float(x) for x in arr], trial_s=run.length)
+
+
+async def _bisect(run: _Trials, lo: float, hi: float, seed: int, steps: int) -> tuple[float, float]:
+    """`steps` halvings of [lo, hi]: lo still meets the SLOs, hi does not."""
+    for _ in range(steps):
+        mid = (lo + hi) / 2
+        if await run.meets(mid, seed):
+            lo = mid
+        else:
+            hi = mid
+    return lo, hi

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from harness.cli import main
+from harness.cli.search import trial_line
 from harness.config.scenario import SLO, Scenario, load_scenario
 from harness.stats.schema import Summary
-from harness.tools.search import MIN_REQUESTS, SearchTrial, parse_slo, search, trial_scenario
+from harness.tools.search import MIN_REQUESTS, SETTLE_E2E, SearchTrial, parse_slo, search, trial_scenario
 from tests.helpers import phase_json, rec, summary_of
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,8 +69,9 @@ async def test_a_trial_with_too_few_requests_decides_nothing() -> None:
     base = load_scenario(ROOT / "scenarios" / "quickstart.yaml")
     found = await search(base, cut_short, SLO(ttft_ms=100), 0.95, 1.0, 8.0, 10.0, steps=2, repeats=1)
     assert found.capacity_rps is None
-    assert found.trials == [SearchTrial(rate=1.0, seed=base.seed, goodput=1.0, requests=12, too_small=True,
-                                        output_tokens_per_s=1.0)]
+    (only,) = found.trials
+    assert (only.rate, only.goodput, only.requests, only.too_small, only.met, only.index) == (1.0, 1.0, 12, True,
+                                                                                               False, 1)
 
 
 def test_search_command_in_virtual_time() -> None:
@@ -89,7 +92,9 @@ def test_search_says_its_plan_each_trial_and_a_bound_that_still_passes() -> None
     assert result.exit_code == 0, result.output
     assert "search: Poisson rates 0.5–2 req/s, up to 12 trials" in result.output
     assert "the first, at 0.5 req/s, lasts ≥ 100 s" in result.output
-    assert result.output.count("  trial: ") == 2  # the low bound, then the high one, which passed
+    # Numbered, with ✓/✗: the low bound, then the high one, which passed.
+    assert "  trial 1 of ≤12 ✓" in result.output and "  trial 2 of ≤12 ✓" in result.output
+    assert "trial 3 " not in result.output
     assert "still meets the SLOs: capacity ≥ 2 req/s (raise --high" in result.output
     assert "capacity:" not in result.output
 
@@ -100,29 +105,6 @@ def test_search_lengths_come_from_the_flags() -> None:
     assert result.exit_code == 0, result.output
     bad = CliRunner().invoke(main, ["search", "--predict", "--slo", "ttft=5s", "--output-tokens", "lots"])
     assert bad.exit_code == 2 and "--output-tokens" in bad.output
-
-
-def test_a_search_stopped_mid_trial_claims_no_capacity(tmp_path: Path) -> None:
-    """Ctrl-C during a trial against a real endpoint (the bundled simulator): exit 130 and "partial", never a
-    capacity from the cut trial."""
-    import signal
-    import subprocess
-    import sys
-    import time
-
-    proc = subprocess.Popen([sys.executable, "-m", "harness", "search", "--slo", "ttft=2s", "--low", "2",
-                             "--high", "8", "--duration", "30", "--prompt-tokens", "32", "--output-tokens", "8",
-                             "--reports-dir", str(tmp_path)], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    for _ in range(300):  # into the first trial: its records are being written
-        if any(p.stat().st_size > 0 for p in tmp_path.glob("*/requests.jsonl")):
-            break
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 130, err[-2000:]
-    assert "partial: the search was stopped during a trial" in err and "capacity" not in out
-    assert "Traceback" not in err
 
 
 def test_search_rejects_a_bad_slo() -> None:
@@ -177,3 +159,89 @@ def test_search_takes_the_scenarios_own_slo(tmp_path: Path) -> None:
     bare.write_text("name: b\nphases:\n  - name: p\n    load: {type: poisson, rate: 1, requests: 5}\n")
     result = CliRunner().invoke(main, ["search", "--predict", str(bare)])
     assert result.exit_code == 2 and "--slo" in result.output and "sets none" in result.output
+
+
+def _slow_summary(goodput: float, requests: int, e2e_p99_ms: float) -> Summary:
+    summary = trial_summary(goodput, requests, 100.0).to_json()
+    phase = summary["phases"][0]
+    phase["latency_ms"]["e2e"] |= {"p99": e2e_p99_ms}
+    if goodput < 1:
+        phase["goodput"] |= {"missed": {"tpot_ms": requests - int(goodput * requests)}}
+    return Summary.from_json(summary)
+
+
+async def test_trials_grow_to_a_few_e2e_times_and_say_so() -> None:
+    """Trials shorter than a few E2E times end before the queue builds (6 s trials found 61 req/s where 20 s
+    ones found 48.6): after a passing trial whose E2E p99 is 2.5 s, every trial lasts ≥ 8 × 2.5 s."""
+    asked: list[float] = []
+    notes: list[str] = []
+
+    async def fake(s: Scenario) -> Summary:
+        rate, requests = s.phases[0].load.rate, s.phases[0].load.requests  # type: ignore[union-attr]
+        asked.append(requests / rate)
+        return _slow_summary(1.0 if rate <= 10 else 0.5, requests, 2500.0 if rate <= 10 else 9000.0)
+
+    base = load_scenario(ROOT / "scenarios" / "quickstart.yaml")
+    found = await search(base, fake, SLO(ttft_ms=100), 0.95, 1.0, 64.0, 6.0, steps=4, repeats=1, min_requests=1,
+                         note=notes.append)
+    assert asked[0] == pytest.approx(6.0, rel=0.2)  # the first trial, before any E2E was seen
+    assert all(t >= SETTLE_E2E * 2.5 - 1 for t in asked[1:]), asked  # ≥ 20 s from then on
+    assert found.trial_s == SETTLE_E2E * 2.5 and len(notes) == 1 and "trials now last ≥ 20 s" in notes[0]
+    # The failing trials' 9 s E2E (their queue's) did not stretch trials further.
+    assert max(asked) < SETTLE_E2E * 9
+
+
+async def test_one_seed_claims_no_interval_and_each_trial_names_what_failed_it() -> None:
+    async def fake(s: Scenario) -> Summary:
+        rate, requests = s.phases[0].load.rate, s.phases[0].load.requests  # type: ignore[union-attr]
+        return _slow_summary(1.0 if rate <= 10 else 0.5, requests, 10.0)
+
+    said: list[SearchTrial] = []
+    base = load_scenario(ROOT / "scenarios" / "quickstart.yaml")
+    found = await search(base, fake, SLO(ttft_ms=100), 0.95, 1.0, 64.0, 10.0, steps=6, repeats=1,
+                         said=said.append)
+    assert found.capacity_rps is not None and found.interval_rps is None and found.to_json()["interval_rps"] is None
+    assert [t.index for t in said] == list(range(1, len(said) + 1))
+    assert all(t.failed_on == "TPOT" for t in said if not t.met) and any(not t.met for t in said)
+    assert trial_line(said[1], 12).startswith("  trial 2 of ≤12 ✗") and "(TPOT)" in trial_line(said[1], 12)
+
+
+@pytest.mark.timing
+def test_search_says_something_within_10_s_and_every_15_s_after(tmp_path: Path) -> None:
+    """Against the bundled simulator with the defaults' long first trial (0.5 req/s: ≥ 100 s): lines keep
+    coming while it runs. Ctrl-C into that trial after ~26 s (bounded): exit 130, "partial", no capacity claimed
+    from the cut trial."""
+    import signal
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-m", "harness", "search", "--slo", "ttft=2s", "--prompt-tokens", "32",
+                             "--output-tokens", "8", "--reports-dir", str(tmp_path)], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    stamps: list[float] = []
+    lines: list[str] = []
+    start = time.monotonic()
+
+    def read() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            stamps.append(time.monotonic() - start)
+            lines.append(line)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    time.sleep(26)
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=120)
+    reader.join(timeout=10)
+    assert proc.returncode == 130, "".join(lines)[-2000:]
+    assert "capacity" not in out and any("partial: the search was stopped during a trial" in x for x in lines)
+    assert not any("Traceback" in line for line in lines)
+    assert stamps and stamps[0] < 10, lines
+    during = [t for t in stamps if t < 25]
+    gaps = [b - a for a, b in itertools.pairwise(during)] + [25 - during[-1]]
+    # Generous beside the 10 s tick: a busy machine delays a line, it does not drop one.
+    assert max(gaps) < 15, (gaps, lines)
+    assert any("trial 1 of ≤" in line for line in lines)

@@ -8,7 +8,8 @@ from typing import Any
 from harness.config.scenario import SLO
 from harness.report.answer import thesis_specs
 from harness.report.charts import AXIS_FLOOR_MS, cdf_specs
-from harness.report.table import decided_by, render_table
+from harness.report.table import render_table
+from harness.stats.conclusion import decided_by
 from harness.stats.phase import fold_phase, phase_stats
 from tests.helpers import MS, phase_json, rec, summary_of
 
