@@ -120,3 +120,12 @@ def test_a_reasoning_model_gets_both_first_token_times_and_its_token_split(tmp_p
     gaps = (latency["time_to_first_content"]["p50"] - latency["ttft"]["p50"]) / latency["itl"]["p50"]
     assert 150 < gaps < 250, gaps
     assert "TTFT (answer)" in done.stdout and "200 / 50" in done.stdout
+
+
+def test_worker_processes_carry_the_header_and_write_it_nowhere(gateway: tuple[str, Path],
+                                                                 tmp_path: Path) -> None:
+    done = _run("--endpoint", gateway[0], "--workers", "2", "--header", f"X-Tenant: {TENANT}", reports=tmp_path)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads((only_run_dir(tmp_path) / "summary.json").read_text())
+    assert summary["phases"][0]["requests"]["ok"] == 6
+    assert TENANT not in _everything(tmp_path, done)  # the workers' folders and logs included

@@ -137,3 +137,27 @@ def test_a_phase_of_failures_still_gets_its_figures() -> None:
     assert "Latency distributions" not in page and "each request: TTFT" not in page
     assert "failed requests per second, by status" in page and '"label":"bad_stream"' in page
     assert "0 / 6 / 1" in page  # ok / errored / cancelled in the table
+
+
+def test_the_accelerator_matrix_page_fits_1280_px(tmp_path: Path) -> None:
+    """matrix.html's table was cut at 1,280 px: every column in view at that width, no sideways scroll."""
+    import asyncio
+
+    from harness.report.matrix import matrix_html
+    from harness.tools.matrix import accelerator_matrix
+    from tests.unit.test_matrix import PRICES, scenario
+
+    result = asyncio.run(accelerator_matrix(scenario(), ["a100-80g", "h100-sxm", "b200", "cerebras-cs3"], PRICES,
+                                            scenario().slo))
+    probe = ("<script>addEventListener('load', () => { const pres = [...document.querySelectorAll('pre')];"
+             " document.body.setAttribute('data-cut', JSON.stringify(pres.map(p => p.scrollWidth - p.clientWidth)));"
+             " document.body.setAttribute('data-page', document.documentElement.scrollWidth - innerWidth); });"
+             "</script>")
+    page = tmp_path / "matrix.html"
+    page.write_text(matrix_html(result).replace("</body>", probe + "</body>"), encoding="utf-8")
+    flags = [f if not f.startswith("--window-size") else "--window-size=1280,900" for f in CHROMIUM_FLAGS]
+    dom = subprocess.run([_chromium(), *flags, f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom",
+                          page.as_uri()], capture_output=True, text=True, timeout=120).stdout
+    cut = json.loads(html.unescape(dom.split('data-cut="', 1)[1].split('"', 1)[0]))
+    assert cut and max(cut) <= 0, cut
+    assert int(dom.split('data-page="', 1)[1].split('"', 1)[0]) <= 0
