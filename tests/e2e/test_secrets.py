@@ -76,5 +76,5 @@ async def test_a_server_that_lists_the_key_as_a_model_id_gets_nothing_saved(tmp_
             cwd=ROOT, capture_output=True, text=True, timeout=60, env={**os.environ, "OPENAI_API_KEY": KEY})
     finally:
         await runner.cleanup()
-    assert proc.returncode == 3 and "lists the API key among its model ids" in proc.stderr
+    assert proc.returncode == 3 and "lists the API key or a header's value among its model ids" in proc.stderr
     assert KEY not in _everything(tmp_path, proc)
