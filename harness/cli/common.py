@@ -68,9 +68,15 @@ def api_key(flag_env: str | None, scenario_env: str | None) -> str | None:
         raise click.BadParameter("takes the NAME of the environment variable that holds the key (e.g. "
                                  "OPENAI_API_KEY); what was given is not a variable name and is not shown",
                                  param_hint="--api-key-env" if flag_env else "endpoint.api_key_env")
+    hint = "--api-key-env" if flag_env else "endpoint.api_key_env"
+    # A token can pass for a variable's name (hf_…, ghp_…): only a conventional name is ever echoed.
+    shown = name if re.fullmatch(r"[A-Z_][A-Z0-9_]{0,63}", name) else "(its name is not shown: it looks like a key)"
     value = os.environ.get(name)
     if not value:
-        raise click.BadParameter(f"environment variable {name} is not set", param_hint="--api-key-env")
+        raise click.BadParameter(f"environment variable {shown} is not set", param_hint=hint)
+    if any(c in value for c in "\r\n\0"):
+        raise click.BadParameter(f"the key in environment variable {shown} holds a line break or NUL: a header "
+                                 "cannot carry it (a file read with its newline?)", param_hint=hint)
     return value
 
 

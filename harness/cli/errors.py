@@ -11,16 +11,17 @@ from typing import Any, TypeVar
 import click
 
 from harness.errors import EXIT_STOPPED, HarnessError
+from harness.redact import printable
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 def warn(message: str) -> None:
-    click.echo(f"warning: {message}", err=True)
+    click.echo(f"warning: {printable(message)}", err=True)
 
 
 def fail(message: str, code: int) -> SystemExit:
-    click.echo(f"error: {message}", err=True)
+    click.echo(f"error: {printable(message)}", err=True)
     return SystemExit(code)
 
 

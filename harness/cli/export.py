@@ -6,10 +6,12 @@ import contextlib
 import time
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 import click
 
 from harness.cli.common import Duration
+from harness.config.base import web_url
 from harness.config.scenario import Pushgateway, Scenario
 from harness.errors import UsageError
 from harness.redact import redactor
@@ -46,6 +48,16 @@ def _labels(pairs: tuple[str, ...]) -> dict[str, str]:
     return labels
 
 
+def _push_url(given: str) -> str:
+    try:
+        url = web_url(given)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--pushgateway") from None
+    if "@" in urlsplit(given if "://" in given else f"http://{given}").netloc:
+        click.echo("--pushgateway: the user:password@ in the URL is dropped (never sent, printed or saved)", err=True)
+    return url
+
+
 def with_export_flags(scenario: Scenario, flags: dict[str, Any]) -> Scenario:
     """The scenario with the export flags given on the command line put over its own fields."""
     update: dict[str, Any] = {}
@@ -55,7 +67,7 @@ def with_export_flags(scenario: Scenario, flags: dict[str, Any]) -> Scenario:
         update["metrics_hold_s"] = flags["metrics_hold_s"]
     push = scenario.pushgateway
     if flags["pushgateway"] is not None:
-        push = Pushgateway(url=flags["pushgateway"], **(push.model_dump(exclude={"url"}) if push else {}))
+        push = Pushgateway(url=_push_url(flags["pushgateway"]), **(push.model_dump(exclude={"url"}) if push else {}))
     if push is None and (flags["pushgateway_job"] or flags["pushgateway_label"]):
         raise click.BadParameter("needs --pushgateway URL (or pushgateway: in the scenario)",
                                  param_hint="--pushgateway-job" if flags["pushgateway_job"] else "--pushgateway-label")

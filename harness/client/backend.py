@@ -19,6 +19,7 @@ from harness.client.sse import Chunk, ChunkReader
 from harness.client.tls import client_tls
 from harness.client.urls import under
 from harness.records import Status
+from harness.redact import printable
 from harness.workload.requests import RequestSpec
 
 Api = Literal["chat", "completions"]
@@ -166,7 +167,7 @@ def error_reason(status: int, body: bytes) -> str:
         err_type = json.loads(body)["error"]["type"]
     except (ValueError, KeyError, TypeError, RecursionError):  # RecursionError: JSON nested thousands deep
         return f"HTTP {status}"
-    return f"HTTP {status} {err_type}"
+    return printable(f"HTTP {status} {err_type}", one_line=True)
 
 
 def error_message(body: bytes) -> str:
@@ -175,7 +176,7 @@ def error_message(body: bytes) -> str:
         err = json.loads(body)["error"]
         message = err.get("message") if isinstance(err, dict) else err
         if isinstance(message, str):
-            return message
+            return printable(message, one_line=True)
     except (ValueError, KeyError, TypeError, RecursionError):
         pass
-    return body.decode("utf-8", "replace").strip()
+    return printable(body.decode("utf-8", "replace").strip(), one_line=True)

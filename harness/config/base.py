@@ -2,19 +2,47 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from harness.config.units import as_millis, as_seconds
+from harness.redact import without_userinfo
 
 PositiveFloat = Annotated[float, Field(gt=0)]
 PositiveInt = Annotated[int, Field(gt=0)]
+# Ceilings on what a scenario may ask for, checked as it is read (one line, exit 2) rather than met as a
+# 745 GiB allocation: a phase plans its arrivals up front, and no context is longer than 10M tokens.
+MAX_PLANNED = 10_000_000
+MAX_TOKENS = 10_000_000
+Requests = Annotated[int, Field(gt=0, le=MAX_PLANNED)]
+TokenCount = Annotated[int, Field(gt=0, le=MAX_TOKENS)]
+Rate = Annotated[float, Field(gt=0, le=1_000_000)]
 # Durations: a number in the field's unit, or a text with its own (`30s`, `5m`, `500ms`).
 Seconds = Annotated[float, BeforeValidator(as_seconds), Field(ge=0)]
 PositiveSeconds = Annotated[float, BeforeValidator(as_seconds), Field(gt=0)]
 Millis = Annotated[float, BeforeValidator(as_millis), Field(ge=0)]
 PositiveMillis = Annotated[float, BeforeValidator(as_millis), Field(gt=0)]
+
+
+_HOST_PORT = re.compile(r"^(?=[^:]*[A-Za-z.])[A-Za-z0-9.-]+:\d{1,5}$")
+
+
+def web_url(url: str) -> str:
+    """An http(s) URL with a host, as every URL the harness takes must be: `host:port` alone means
+    `http://host:port` (as Prometheus' clients take it); a bare `55289` or `ftp://…` is refused (ValueError), not
+    sent somewhere off the machine. A `user:password@` is dropped: never sent, printed or saved."""
+    if "://" not in url and _HOST_PORT.match(url):
+        url = f"http://{url}"
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("not an http(s) URL with a host (e.g. http://host:9091)")
+    return without_userinfo(url)
+
+
+WebUrl = Annotated[str, AfterValidator(web_url)]
 
 
 class Strict(BaseModel):

@@ -6,19 +6,36 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from harness.config.base import PositiveFloat, PositiveInt, PositiveSeconds, Seconds, Strict
+from harness.config.base import (
+    MAX_PLANNED,
+    PositiveFloat,
+    PositiveInt,
+    PositiveSeconds,
+    Rate,
+    Requests,
+    Seconds,
+    Strict,
+)
 from harness.config.thresholds import Thresholds
 
 
+def _plannable(rate: float, duration_s: float | None, requests: int | None) -> None:
+    """A phase bounded by its duration alone plans rate × duration arrivals: under the ceiling too."""
+    if requests is None and duration_s is not None and rate * duration_s > MAX_PLANNED:
+        raise ValueError(f"rate × duration_s is {rate * duration_s:.3g} arrivals, over the {MAX_PLANNED:,} a phase "
+                         "may plan: split it into phases")
+
+
 class _OpenLoop(Strict):
-    rate: PositiveFloat = Field(description="mean arrivals per second")
-    requests: PositiveInt | None = None
+    rate: Rate = Field(description="mean arrivals per second")
+    requests: Requests | None = None
     duration_s: PositiveSeconds | None = None
 
     @model_validator(mode="after")
     def _bounded(self) -> _OpenLoop:
         if self.requests is None and self.duration_s is None:
             raise ValueError("give 'requests' or 'duration_s' (or both) to bound the phase")
+        _plannable(self.rate, self.duration_s, self.requests)
         return self
 
 
@@ -39,11 +56,16 @@ class RampLoad(Strict):
     """Open loop whose rate moves linearly from `start_rate` to `end_rate` over `duration_s`."""
 
     type: Literal["ramp"]
-    start_rate: PositiveFloat
-    end_rate: PositiveFloat
+    start_rate: Rate
+    end_rate: Rate
     duration_s: PositiveSeconds
     process: Literal["poisson", "constant"] = "poisson"
-    requests: PositiveInt | None = None
+    requests: Requests | None = None
+
+    @model_validator(mode="after")
+    def _plan_fits(self) -> RampLoad:
+        _plannable(max(self.start_rate, self.end_rate), self.duration_s, self.requests)
+        return self
 
 
 class TraceColumns(Strict):
@@ -74,7 +96,7 @@ class TraceLoad(Strict):
     time_scale: PositiveFloat = 1.0
     target_rate: PositiveFloat | None = None
     max_idle_s: PositiveSeconds | None = Field(None, description="shorten any silence longer than this to it")
-    requests: PositiveInt | None = None
+    requests: Requests | None = None
     duration_s: PositiveSeconds | None = None
 
     @model_validator(mode="after")
@@ -90,16 +112,23 @@ class BatchLoad(Strict):
     """Training-style: send `size` requests at once, wait for all of them, repeat `batches` times."""
 
     type: Literal["batch"]
-    size: PositiveInt
-    batches: PositiveInt = 1
+    size: Requests
+    batches: Requests = 1
+
+    @model_validator(mode="after")
+    def _plan_fits(self) -> BatchLoad:
+        if self.size * self.batches > MAX_PLANNED:
+            raise ValueError(f"size × batches is {self.size * self.batches:,}, over the {MAX_PLANNED:,} requests a "
+                             "phase may plan")
+        return self
 
 
 class ConcurrencyLoad(Strict):
     """Closed loop: `concurrency` users, each sending its next request when the last one ends."""
 
     type: Literal["concurrency"]
-    concurrency: PositiveInt
-    requests: PositiveInt | None = None
+    concurrency: Requests
+    requests: Requests | None = None
     duration_s: PositiveSeconds | None = None
     think_s: Seconds = Field(0.0, description="each user's pause between an answer and its next request")
     stagger_s: Seconds = Field(0.0, description="spread the users' first requests evenly "

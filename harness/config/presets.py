@@ -9,6 +9,7 @@ from typing import Any, TypeVar, cast
 
 import yaml
 
+from harness.config.yamlfile import read_yaml
 from harness.errors import PresetError
 
 T = TypeVar("T")
@@ -288,8 +289,8 @@ def load_presets(path: Path) -> list[str]:
     ```
     """
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError) as exc:
+        data = read_yaml(path) or {}
+    except ValueError as exc:
         raise PresetError(f"{path}: cannot read presets: {exc}") from None
     if not isinstance(data, dict) or set(data) - {"accelerators", "models"}:
         raise PresetError(f"{path}: top level must hold only 'accelerators' and 'models'")

@@ -12,15 +12,15 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import Field, SerializationInfo, ValidationError, field_serializer, field_validator, model_validator
 
-from harness.config.base import PositiveMillis, PositiveSeconds, Seconds, Strict, first_error
+from harness.config.base import PositiveMillis, PositiveSeconds, Seconds, Strict, WebUrl, first_error
 from harness.config.load import LOAD_TAGS, Phase
 from harness.config.presets import load_beside, resolve_accelerator, resolve_model
 from harness.config.request_shape import Body, Sampling, body_fields, check_body, check_header, saved
 from harness.config.simulator import SimulatorConfig
 from harness.config.thresholds import Thresholds
 from harness.config.workload import Workload
+from harness.config.yamlfile import read_yaml
 from harness.errors import ScenarioError
-from harness.redact import without_userinfo
 
 SAVING = "saving"  # serialisation context: the dump is written to disk
 
@@ -77,7 +77,7 @@ def parse_hardware(text: str) -> Hardware:
 
 
 class EndpointConfig(Strict):
-    url: str | None = Field(None, description="OpenAI base URL, e.g. http://host:8000/v1; none: the simulator")
+    url: WebUrl | None = Field(None, description="OpenAI base URL, e.g. http://host:8000/v1; none: the simulator")
     model: str | None = None
     api: Literal["chat", "completions"] = "chat"
     wait_s: Seconds = Field(0.0, description="keep asking the endpoint for its models this long while it does not "
@@ -87,7 +87,7 @@ class EndpointConfig(Strict):
     api_key_env: str | None = Field(None, description="name of the environment variable holding the key")
     hardware: Hardware | None = Field(None, description="presets for what it runs on: each phase then gets an "
                                       "estimate of its MBU and MFU (docs/output.md)")
-    metrics_url: str | None = Field(None, description="Prometheus /metrics to scrape; none: origin + /metrics")
+    metrics_url: WebUrl | None = Field(None, description="Prometheus /metrics to scrape; none: origin + /metrics")
     scrape_interval_s: Seconds = Field(1.0, description="seconds between scrapes; 0: no scraping")
     server_metrics: dict[ServerSeries, str] | None = Field(
         None, description="our series -> the endpoint's metric name, for an engine nobody mapped "
@@ -135,16 +135,10 @@ class EndpointConfig(Strict):
     def body_fields(self) -> Body:
         return body_fields(self.sampling, self.extra_body)
 
-    @field_validator("url", "metrics_url")
-    @classmethod
-    def _no_credentials(cls, url: str | None) -> str | None:
-        # user:password@ in a URL is never sent, printed or saved (scenario.yaml is saved with every run).
-        return None if url is None else without_userinfo(url)
-
 
 class ClientConfig(Strict):
     http: Literal["h1", "aiohttp"] = Field("h1", description="h1: the lean streaming client; aiohttp: the "
-                                           "general one (proxies, HTTP quirks)")
+                                           "general one (HTTP quirks)")
     connect_timeout_s: PositiveSeconds = 10.0
     first_token_timeout_s: PositiveSeconds | None = 120.0
     request_timeout_s: PositiveSeconds = 300.0
@@ -169,7 +163,8 @@ class ClientConfig(Strict):
 class Pushgateway(Strict):
     """Where a run pushes its summary when it ends, however it ends (completed, failed or stopped)."""
 
-    url: str = Field(description="the Pushgateway's base URL, e.g. http://pushgateway:9091")
+    url: WebUrl = Field(description="the Pushgateway's base URL, e.g. http://pushgateway:9091 (credentials in it "
+                        "are dropped: never sent, printed or saved)")
     job: Annotated[str, Field(min_length=1)] = "harness"
     labels: dict[str, str] = Field(default_factory=dict, description="more grouping labels, e.g. {branch: main}")
 
@@ -300,18 +295,9 @@ def _resolve_trace_files(data: Any, base: Path) -> None:
 def load_scenario(path: Path) -> Scenario:
     load_beside(path)  # a run's folder: the presets its run used
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ScenarioError(f"{path}: cannot read scenario: {exc.strerror}") from None
-    except UnicodeDecodeError as exc:
-        raise ScenarioError(f"{path}: not UTF-8 text (byte {exc.start})") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}: " if mark is not None else ""
-        problem = getattr(exc, "problem", None) or "invalid YAML"
-        raise ScenarioError(f"{path}: {where}{problem}") from None
+        data = read_yaml(path)
+    except ValueError as exc:
+        raise ScenarioError(f"{path}: {exc}") from None
     _resolve_trace_files(data, path.parent)
     scenario = parse_scenario(data, str(path))
     files = [(f"phases[{i}].load.file", getattr(p.load, "file", None)) for i, p in enumerate(scenario.phases)]

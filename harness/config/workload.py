@@ -6,22 +6,22 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from harness.config.base import PositiveFloat, PositiveInt, PositiveSeconds, Seconds, Strict
+from harness.config.base import MAX_TOKENS, PositiveInt, PositiveSeconds, Seconds, Strict, TokenCount
 
 
 class LengthDist(Strict):
     """A distribution of token counts, drawn per request (seeded), clamped to [min, max]."""
 
     dist: Literal["fixed", "uniform", "normal", "lognormal", "empirical"]
-    value: PositiveInt | None = Field(None, description="fixed")
-    mean: PositiveFloat | None = Field(None, description="normal")
+    value: TokenCount | None = Field(None, description="fixed")
+    mean: Annotated[float, Field(gt=0, le=MAX_TOKENS)] | None = Field(None, description="normal")
     std: Annotated[float, Field(ge=0)] | None = Field(None, description="normal")
-    median: PositiveFloat | None = Field(None, description="lognormal: exp(mu)")
+    median: Annotated[float, Field(gt=0, le=MAX_TOKENS)] | None = Field(None, description="lognormal: exp(mu)")
     sigma: Annotated[float, Field(ge=0)] | None = Field(None, description="lognormal: std of the log")
     file: str | None = Field(None, description="empirical: a trace file, relative to the scenario file")
     column: Literal["input", "output"] = Field("input", description="empirical: which lengths to sample")
-    min: PositiveInt = 1
-    max: PositiveInt | None = None
+    min: TokenCount = 1
+    max: TokenCount | None = None
 
     @model_validator(mode="after")
     def _parameters(self) -> LengthDist:
@@ -35,7 +35,7 @@ class LengthDist(Strict):
         return self
 
 
-Length = PositiveInt | LengthDist
+Length = TokenCount | LengthDist
 
 
 class ShareGPTDataset(Strict):

@@ -19,6 +19,7 @@ from harness.client.backend import Endpoint
 from harness.clock import cancel_quietly
 from harness.config.load import describe
 from harness.config.scenario import Scenario
+from harness.redact import printable
 from harness.run.progress import Progress
 from harness.workload.plan import SessionPlan, plan_phase
 
@@ -34,7 +35,7 @@ class Display:
         self._task: asyncio.Task[None] | None = None
 
     def say(self, line: str) -> None:
-        self.out.write(line + "\n")
+        self.out.write(printable(line) + "\n")
         self.out.flush()
 
     def warn(self, message: str) -> None:
@@ -75,7 +76,7 @@ class LiveDisplay(Display):
         self._live = Live(console=self.console, auto_refresh=False, transient=True, redirect_stdout=False)
 
     def say(self, line: str) -> None:
-        self.console.print(Text(line), soft_wrap=False)
+        self.console.print(Text(printable(line)), soft_wrap=False)
 
     def follow(self, progress: Progress) -> None:
         self._live.start()

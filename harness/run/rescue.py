@@ -4,6 +4,8 @@ deleted under the run: the first of a few fallback folders that does, named on s
 from __future__ import annotations
 
 import contextlib
+import os
+import stat
 import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -12,9 +14,23 @@ from harness.records import RecordWriter, RequestRecord, write_parquet
 
 
 def rescue_dirs(run_dir: Path) -> list[Path]:
-    """Candidates, in order: the temporary directory (often another filesystem), then the user's cache."""
-    return [Path(tempfile.gettempdir()) / "harness-rescue" / run_dir.name,
+    """Candidates, in order: the temporary directory (often another filesystem), then the user's cache. The
+    temporary one is the user's own (`harness-rescue-<uid>`): a shared /tmp is anyone's to plant a name in."""
+    return [Path(tempfile.gettempdir()) / f"harness-rescue-{os.getuid()}" / run_dir.name,
             Path.home() / ".cache" / "harness" / "rescue" / run_dir.name]
+
+
+def private_dir(path: Path) -> None:
+    """`path` made, or found, as a real directory owned by this user and closed to others (0700); OSError
+    otherwise. Never through a symlink: one planted there would take the records elsewhere."""
+    for folder in (path.parent, path):
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(folder, 0o700)
+        info = os.lstat(folder)
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+            raise PermissionError(f"{folder}: not a directory of this user (a symlink, or another user's): not used")
+        if info.st_mode & 0o077:
+            os.chmod(folder, 0o700)  # ours, but open to others (an older harness made it so): closed now
 
 
 def rescue(records: Iterable[RequestRecord], run_dir: Path, scenario_yaml: str) -> Path | None:
@@ -22,7 +38,8 @@ def rescue(records: Iterable[RequestRecord], run_dir: Path, scenario_yaml: str) 
     did (the records then exist only in this process's memory, and the caller says so)."""
     for folder in rescue_dirs(run_dir):
         try:
-            folder.mkdir(parents=True, exist_ok=True)
+            folder.parent.parent.mkdir(parents=True, exist_ok=True)
+            private_dir(folder)
             (folder / "scenario.yaml").write_text(scenario_yaml, encoding="utf-8")
             writer = RecordWriter(folder)
         except OSError:

@@ -143,12 +143,17 @@ def test_the_accelerator_matrix_page_fits_1280_px(tmp_path: Path) -> None:
     """matrix.html's table was cut at 1,280 px: every column in view at that width, no sideways scroll."""
     import asyncio
 
+    from harness.config.scenario import parse_scenario
     from harness.report.matrix import matrix_html
     from harness.tools.matrix import accelerator_matrix
-    from tests.unit.test_matrix import PRICES, scenario
 
-    result = asyncio.run(accelerator_matrix(scenario(), ["a100-80g", "h100-sxm", "b200", "cerebras-cs3"], PRICES,
-                                            scenario().slo))
+    scenario = parse_scenario({
+        "name": "matrix", "seed": 3, "workload": {"prompt_tokens": 512, "output_tokens": 64},
+        "slo": {"ttft_ms": 300, "tpot_ms": 30}, "simulator": {"accelerator": "h100-sxm", "model": "llama-3.1-8b"},
+        "phases": [{"name": "chat", "load": {"type": "poisson", "rate": 8, "requests": 40}},
+                   {"name": "bulk", "load": {"type": "batch", "size": 32, "batches": 1}}]}, "test")
+    result = asyncio.run(accelerator_matrix(scenario, ["a100-80g", "h100-sxm", "b200", "cerebras-cs3"],
+                                            {"a100-80g": 1.6, "h100-sxm": 2.5, "b200": 5.5}, scenario.slo))
     probe = ("<script>addEventListener('load', () => { const pres = [...document.querySelectorAll('pre')];"
              " document.body.setAttribute('data-cut', JSON.stringify(pres.map(p => p.scrollWidth - p.clientWidth)));"
              " document.body.setAttribute('data-page', document.documentElement.scrollWidth - innerWidth); });"
