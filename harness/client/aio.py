@@ -32,6 +32,7 @@ from harness.errors import BadChunk, EndpointError
 from harness.redact import redactor
 from harness.workload.requests import RequestSpec
 
+MODELS_LIMIT = 8 << 20  # as /metrics: a model list is kilobytes
 _READ_BUFFER = 1 << 20  # large enough that a burst of chunks is one read, not many
 
 
@@ -183,7 +184,7 @@ async def list_models(session: aiohttp.ClientSession, base_url: str, headers: Ma
         async with session.get(url, headers=headers, timeout=aiohttp.ClientTimeout(total=15)) as resp:
             if resp.status != 200:
                 raise EndpointError(redact(f"GET {url} answered {(await _error_reason(resp))[0]}"))
-            body = await resp.json(content_type=None)
+            body = json.loads(await _capped(resp, url))
     except (aiohttp.ClientError, TimeoutError) as exc:
         said = f"{type(exc).__name__} {exc}".strip()
         raise EndpointError(redact(f"cannot reach endpoint {base_url}: {said}{tls_hint(base_url, said)}")) from None
@@ -194,6 +195,16 @@ async def list_models(session: aiohttp.ClientSession, base_url: str, headers: Ma
     except (KeyError, TypeError):
         raise EndpointError(f"GET {url} did not return an OpenAI model list") from None
     return [i for i in ids if _text(i)]
+
+
+async def _capped(resp: aiohttp.ClientResponse, url: str) -> bytes:
+    """The body, up to `MODELS_LIMIT`: a 200 MB model list was read whole (732 MB of memory)."""
+    raw = bytearray()
+    while len(raw) <= MODELS_LIMIT and (piece := await resp.content.read(MODELS_LIMIT + 1 - len(raw))):
+        raw += piece
+    if len(raw) > MODELS_LIMIT:
+        raise EndpointError(f"GET {url} answered over {MODELS_LIMIT >> 20} MiB: not a model list")
+    return bytes(raw)
 
 
 def _text(model_id: str) -> bool:

@@ -37,6 +37,8 @@ from harness.workload.requests import RequestSpec
 
 _ERROR_BODY_LIMIT = 8192
 HEADER_LIMIT = 64 << 10  # a real server's response headers are well under a kilobyte
+INFLATED_LIMIT = 64 << 20  # a compressed answer inflates to no more (a stream of 100k tokens is ~20 MiB) …
+INFLATE_STEP = 1 << 20  # … a step at a time
 WARM_AT_ONCE = 64  # handshakes in flight while the pool is opened ahead of a phase
 
 
@@ -44,7 +46,7 @@ class _Exchange:
     """One request's response, as the parser reports it."""
 
     __slots__ = ("body", "complete", "content_type", "done", "encoding", "events", "first_timer", "framed",
-                 "head_bytes", "inflate", "keep_alive", "location", "reader", "status")
+                 "head_bytes", "inflate", "inflated", "keep_alive", "location", "reader", "status")
 
     def __init__(self, events: RequestEvents, done: asyncio.Future[BaseException | None],
                  first_timer: asyncio.TimerHandle | None) -> None:
@@ -60,6 +62,7 @@ class _Exchange:
         self.head_bytes = 0  # read before the headers were complete
         self.encoding = b""  # Content-Encoding, lower case
         self.inflate: Any = None  # a zlib decompressor for a gzip or deflate body
+        self.inflated = 0  # bytes it gave so far
         self.location = b""  # a redirect's target, never followed
         self.content_type = b""
 
@@ -139,11 +142,11 @@ class _Connection(asyncio.Protocol):
         if ex is None:
             return
         if ex.inflate is not None:
-            try:
-                body = ex.inflate.decompress(body)
-            except zlib.error as exc:
-                self._fail(BadChunk(f"the {ex.encoding.decode()} body does not decode: {exc}"))
-                return
+            self._inflated(ex, body)
+            return
+        self._take(ex, body)
+
+    def _take(self, ex: _Exchange, body: bytes) -> None:
         if ex.status != 200:
             if len(ex.body) < _ERROR_BODY_LIMIT:
                 ex.body += body
@@ -158,6 +161,25 @@ class _Connection(asyncio.Protocol):
                 ex.first_timer = None
             if over:
                 ex.finish()  # [DONE]: the request is over for the harness, whatever follows
+
+    def _inflated(self, ex: _Exchange, body: bytes) -> None:
+        """A compressed body, inflated a step at a time and read as it goes: a gzip bomb (0.5 MiB on the wire)
+        took 510 MB inflated at once; here memory holds one step, and the whole is capped."""
+        while True:
+            try:
+                piece = ex.inflate.decompress(body, INFLATE_STEP)
+            except zlib.error as exc:
+                self._fail(BadChunk(f"the {ex.encoding.decode()} body does not decode: {exc}"))
+                return
+            ex.inflated += len(piece)
+            if ex.inflated > INFLATED_LIMIT:
+                self._fail(ResponseTooLarge(f"the {ex.encoding.decode()} body inflates past "
+                                            f"{INFLATED_LIMIT >> 20} MiB: not a stream of tokens"))
+                return
+            self._take(ex, piece)
+            body = ex.inflate.unconsumed_tail
+            if not body or ex.done.done() or self.exchange is not ex:
+                return
 
     def on_message_complete(self) -> None:
         ex = self.exchange

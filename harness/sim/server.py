@@ -7,6 +7,7 @@ import contextlib
 import itertools
 import sys
 import time
+from array import array
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -29,7 +30,9 @@ from harness.sim.tokenize import tokenize_handler
 from harness.sim.writes import StreamWrites
 from harness.tokens import token_text
 
-_GROUND_TRUTH_KEEP = 200_000  # requests whose token times stay retrievable
+_GROUND_TRUTH_KEEP = 200_000  # requests whose token times stay retrievable …
+_GROUND_TRUTH_KEEP_NS = 300 * NS_PER_S  # … for at most this long after they arrived: a simulator left running as
+# a test target kept every request (~10 KiB each, 26 GB a day at 30 req/s); clients fetch truth right after a run
 _BEHIND_WARN_EVERY_NS = 10 * NS_PER_S
 MALFORMED_FRAME = b"data: {this is not json\n\n"
 
@@ -57,7 +60,7 @@ class SimServer:
         # A fitted twin's time outside its steps, as predict adds it: what the fitted endpoint spent on each
         # request before its engine saw it (its own HTTP and parsing, beyond this server's).
         self._overhead_s = device.request_ms / 1e3 if isinstance(device, FittedAccelerator) else 0.0
-        self.ground_truth: OrderedDict[str, SimRequest] = OrderedDict()
+        self.ground_truth: OrderedDict[str, SimRequest | Truth] = OrderedDict()
         self._ids = itertools.count()
         self._ready_ns = self.clock.now_ns() + int(cfg.startup_delay_s * NS_PER_S)
         self._warned_ns = -_BEHIND_WARN_EVERY_NS
@@ -218,9 +221,13 @@ class SimServer:
         return req.cached_tokens if self.cfg.enable_prompt_tokens_details else None
 
     def _remember(self, req: SimRequest) -> None:
-        self.ground_truth[req.request_id] = req
-        while len(self.ground_truth) > _GROUND_TRUTH_KEEP:
-            self.ground_truth.popitem(last=False)
+        truths = self.ground_truth
+        truths[req.request_id] = req
+        while len(truths) > _GROUND_TRUTH_KEEP:
+            truths.popitem(last=False)
+        too_old = req.arrival_ns - _GROUND_TRUTH_KEEP_NS
+        while truths and next(iter(truths.values())).arrival_ns < too_old:  # in arrival order: oldest first
+            truths.popitem(last=False)
 
     async def _drive(self, req: SimRequest, emit: Emit) -> None:
         """Run `req` through the driver, calling `emit(first, count)` as its tokens are released."""
@@ -314,9 +321,11 @@ class SimServer:
     def _ended(self, req: SimRequest) -> None:
         if req.finished:
             self.metrics.observe_ended(req, req.token_ns[-1])
-            return
-        self.driver.abort(req)  # the client left: free its slot and blocks now
-        self.metrics.observe_ended(req, self.clock.now_ns())
+        else:
+            self.driver.abort(req)  # the client left: free its slot and blocks now
+            self.metrics.observe_ended(req, self.clock.now_ns())
+        if req.request_id in self.ground_truth:  # kept compact from now on: its times, not its engine state
+            self.ground_truth[req.request_id] = Truth.of(req)
 
     async def _emit_faulty(self, request: web.Request, resp: web.StreamResponse, renderer: ChunkRenderer,
                            plan: FaultPlan, first: int, count: int, finish: str | None) -> None:
@@ -342,10 +351,31 @@ class SimServer:
         return web.json_response(body, headers={"X-Request-Id": req.request_id})
 
 
-def _truth(req: SimRequest) -> dict[str, object]:
+@dataclass(frozen=True, slots=True)
+class Truth:
+    """An ended request's ground truth, without the engine state it no longer needs (its blocks, its hashes):
+    its token times as 8 bytes each."""
+
+    request_id: str
+    arrival_ns: int
+    prompt_tokens: int
+    output_tokens: int
+    token_ns: array[int]
+    finished: bool
+    aborted: bool
+    preemptions: int
+    scheduled_ns: int | None
+
+    @classmethod
+    def of(cls, req: SimRequest) -> Truth:
+        return cls(req.request_id, req.arrival_ns, req.prompt_tokens, req.output_tokens, array("q", req.token_ns),
+                   req.finished, req.aborted, req.preemptions, req.scheduled_ns)
+
+
+def _truth(req: SimRequest | Truth) -> dict[str, object]:
     return {
         "request_id": req.request_id, "arrival_ns": req.arrival_ns, "prompt_tokens": req.prompt_tokens,
-        "output_tokens": req.output_tokens, "token_ns": req.token_ns, "finished": req.finished,
+        "output_tokens": req.output_tokens, "token_ns": list(req.token_ns), "finished": req.finished,
         "aborted": req.aborted, "preemptions": req.preemptions, "scheduled_ns": req.scheduled_ns,
     }
 

@@ -152,6 +152,37 @@ async def test_list_models_and_unreachable_endpoint(server, unused_tcp_port: int
             await list_models(session, f"http://127.0.0.1:{unused_tcp_port}/v1", None)
 
 
+async def test_a_model_list_past_8_mib_is_refused_not_read_whole() -> None:
+    """A 200 MB /v1/models was read whole (732 MB of memory): reading stops past the cap."""
+    from aiohttp import web
+
+    async def huge(request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "application/json"})
+        await resp.prepare(request)
+        await resp.write(b'{"object": "list", "data": [{"id": "')
+        for _ in range(64):  # 64 MiB on offer; the client should stop after ~8
+            try:
+                await resp.write(b"m" * (1 << 20))
+            except (ConnectionResetError, RuntimeError):
+                return resp
+        await resp.write(b'"}]}')
+        return resp
+
+    app = web.Application()
+    app.router.add_get("/v1/models", huge)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        async with open_session(1, 5, 30) as session:
+            with pytest.raises(HarnessError, match="answered over 8 MiB: not a model list"):
+                await list_models(session, f"http://127.0.0.1:{port}/v1")
+    finally:
+        await runner.cleanup()
+
+
 def test_request_body_shapes() -> None:
     chat = request_body(SPEC, "m", "chat")
     assert chat["messages"] == [{"role": "user", "content": SPEC.prompt}]

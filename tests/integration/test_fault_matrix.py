@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
+import zlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import ClassVar
@@ -76,6 +77,8 @@ MODES: dict[str, tuple[tuple[str, object], str, str]] = {
     "a byte-order mark before the first event": (("chunked", [b"\xef\xbb\xbf", *sse(TOKEN, TOKEN, TOKEN, USAGE, DONE)]),
                                                  "ok", ""),
     "a gzip stream": (("gzip", sse(TOKEN, TOKEN, TOKEN, USAGE, DONE)), "ok", ""),
+    # ~40 KiB on the wire, 40 MiB inflated, one line: read a step at a time, refused at the line cap.
+    "a gzip bomb": (("gzip-raw", None), "bad_stream", "stream line longer than 8 MiB"),
     "a redirect to another port": (("redirect", b"http://127.0.0.1:9/v1/chat/completions"), "http_error",
                                    "HTTP 301 redirect"),
     "a stream sent as text/plain": (("plain", sse(TOKEN, TOKEN, TOKEN, USAGE, DONE)), "ok", ""),
@@ -86,6 +89,13 @@ MODES: dict[str, tuple[tuple[str, object], str, str]] = {
                                                 b'"type": "server_error"}}')), "http_error", "HTTP 500 server_error"),
 }
 ORDER = list(MODES)
+
+
+def _bomb(mib: int = 40) -> bytes:
+    """`data: xxx…` of `mib` MiB without a line end, gzipped a MiB at a time (never held inflated here)."""
+    packer = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    parts = [packer.compress(b"data: ")] + [packer.compress(b"x" * (1 << 20)) for _ in range(mib)]
+    return b"".join([*parts, packer.flush()])
 
 
 class _FaultServer(asyncio.Protocol):
@@ -147,8 +157,8 @@ class _FaultServer(asyncio.Protocol):
                 self.transport.write(b"%x\r\n%s\r\n" % (len(event), event))
                 await asyncio.sleep(0)
             self.transport.close()
-        elif kind == "gzip":  # compressed though never asked for: both clients decode it
-            body = gzip.compress(b"".join(payload))  # type: ignore[arg-type]
+        elif kind in ("gzip", "gzip-raw"):  # compressed though never asked for: both clients decode it
+            body = gzip.compress(b"".join(payload)) if kind == "gzip" else _bomb()  # type: ignore[arg-type]
             self.transport.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Encoding: gzip\r\n"
                                  b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body))
             self.transport.close()
@@ -329,3 +339,45 @@ async def test_any_mix_of_faults_keeps_every_request_sent_and_every_line_whole(
     assert len(_FaultServer.served) == len(records) + sum(r["retries"] for r in records)
     (phase,) = result.summary.phases
     assert phase.requests.total == len(plan) * 2 == sum(phase.requests.by_status.values())
+
+
+async def test_a_gzip_bomb_is_read_a_step_at_a_time_and_capped(monkeypatch: pytest.MonkeyPatch,
+                                                               tmp_path: Path) -> None:
+    """The lean client inflated a 0.5 MiB bomb to 510 MB in one piece: now no piece it reads is over a step, and
+    past the cap (blank lines, which no line limit stops) the answer is refused."""
+    import harness.client.h1 as h1
+
+    sizes: list[int] = []
+    real_take = h1.take
+
+    def measured(reader: object, events: object, body: bytes) -> bool:
+        sizes.append(len(body))
+        return real_take(reader, events, body)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(h1, "take", measured)
+    monkeypatch.setattr(h1, "INFLATED_LIMIT", 8 << 20)  # the cap made small, so the test is quick
+    packer = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    blank = b"".join([packer.compress(b"\n" * (1 << 20)) for _ in range(10)] + [packer.flush()])
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        if head.startswith(b"POST"):
+            length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+            await reader.readexactly(length)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Encoding: gzip\r\n"
+                     b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(blank), blank))
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1"
+    scenario = parse_scenario({"name": "bomb", "workload": {"prompt_tokens": 8, "output_tokens": 3},
+                               "endpoint": {"scrape_interval_s": 0}, "client": {"request_timeout_s": 30},
+                               "phases": [{"name": "p", "load": {"type": "batch", "size": 1}}]}, "test")
+    try:
+        result = await run_scenario(scenario, Endpoint(url, "m"), tmp_path / "run")
+    finally:
+        server.close()
+    (rec,) = result.records
+    assert rec.status == "transport_error" and "inflates past 8 MiB" in rec.reason, rec.reason
+    assert sizes and max(sizes) <= h1.INFLATE_STEP
