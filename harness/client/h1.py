@@ -143,11 +143,7 @@ class _Connection(asyncio.Protocol):
             return
         if ex.inflate is not None:
             self._inflated(ex, body)
-            return
-        self._take(ex, body)
-
-    def _take(self, ex: _Exchange, body: bytes) -> None:
-        if ex.status != 200:
+        elif ex.status != 200:
             if len(ex.body) < _ERROR_BODY_LIMIT:
                 ex.body += body
         elif not ex.events.done:
@@ -163,23 +159,22 @@ class _Connection(asyncio.Protocol):
                 ex.finish()  # [DONE]: the request is over for the harness, whatever follows
 
     def _inflated(self, ex: _Exchange, body: bytes) -> None:
-        """A compressed body, inflated a step at a time and read as it goes: a gzip bomb (0.5 MiB on the wire)
-        took 510 MB inflated at once; here memory holds one step, and the whole is capped."""
-        while True:
-            try:
-                piece = ex.inflate.decompress(body, INFLATE_STEP)
-            except zlib.error as exc:
-                self._fail(BadChunk(f"the {ex.encoding.decode()} body does not decode: {exc}"))
-                return
-            ex.inflated += len(piece)
-            if ex.inflated > INFLATED_LIMIT:
-                self._fail(ResponseTooLarge(f"the {ex.encoding.decode()} body inflates past "
-                                            f"{INFLATED_LIMIT >> 20} MiB: not a stream of tokens"))
-                return
-            self._take(ex, piece)
-            body = ex.inflate.unconsumed_tail
-            if not body or ex.done.done() or self.exchange is not ex:
-                return
+        """A compressed body a step at a time, each read as a body (`on_body`, the inflater set aside): a gzip bomb
+        took 510 MB inflated at once; memory now holds one step, and the whole is capped."""
+        inflate, ex.inflate = ex.inflate, None
+        try:
+            while body and not ex.done.done() and self.exchange is ex:
+                piece = inflate.decompress(body, INFLATE_STEP)
+                ex.inflated += len(piece)
+                if ex.inflated > INFLATED_LIMIT:
+                    return self._fail(ResponseTooLarge(f"the {ex.encoding.decode()} body inflates past "
+                                                       f"{INFLATED_LIMIT >> 20} MiB: not a stream of tokens"))
+                self.on_body(piece)
+                body = inflate.unconsumed_tail
+        except zlib.error as exc:
+            self._fail(BadChunk(f"the {ex.encoding.decode()} body does not decode: {exc}"))
+        finally:
+            ex.inflate = inflate
 
     def on_message_complete(self) -> None:
         ex = self.exchange

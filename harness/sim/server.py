@@ -7,8 +7,6 @@ import contextlib
 import itertools
 import sys
 import time
-from array import array
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import cast
@@ -27,12 +25,10 @@ from harness.sim.openai_shapes import ChunkRenderer, error_response, full_respon
 from harness.sim.realtime import Driver, FixedTimingDriver, StepDriver
 from harness.sim.requests import BadRequest, ParsedRequest, finish_reason, make_request, output_length, parse_body
 from harness.sim.tokenize import tokenize_handler
+from harness.sim.truth import GroundTruth
 from harness.sim.writes import StreamWrites
 from harness.tokens import token_text
 
-_GROUND_TRUTH_KEEP = 200_000  # requests whose token times stay retrievable …
-_GROUND_TRUTH_KEEP_NS = 300 * NS_PER_S  # … for at most this long after they arrived: a simulator left running as
-# a test target kept every request (~10 KiB each, 26 GB a day at 30 req/s); clients fetch truth right after a run
 _BEHIND_WARN_EVERY_NS = 10 * NS_PER_S
 MALFORMED_FRAME = b"data: {this is not json\n\n"
 
@@ -60,7 +56,7 @@ class SimServer:
         # A fitted twin's time outside its steps, as predict adds it: what the fitted endpoint spent on each
         # request before its engine saw it (its own HTTP and parsing, beyond this server's).
         self._overhead_s = device.request_ms / 1e3 if isinstance(device, FittedAccelerator) else 0.0
-        self.ground_truth: OrderedDict[str, SimRequest | Truth] = OrderedDict()
+        self.ground_truth = GroundTruth()
         self._ids = itertools.count()
         self._ready_ns = self.clock.now_ns() + int(cfg.startup_delay_s * NS_PER_S)
         self._warned_ns = -_BEHIND_WARN_EVERY_NS
@@ -148,10 +144,10 @@ class SimServer:
         return web.json_response(self.faults.config.to_json())
 
     async def request_truth(self, request: web.Request) -> web.Response:
-        req = self.ground_truth.get(request.match_info["request_id"])
-        if req is None:
+        truth = self.ground_truth.get(request.match_info["request_id"])
+        if truth is None:
             return error_response(404, "unknown request id", "not_found_error")
-        return web.json_response(_truth(req))
+        return web.json_response(truth)
 
     async def many_truths(self, request: web.Request) -> web.Response:
         """Ground truth of many requests at once: {"ids": [...]} → {"requests": [...]} (unknown ids left out)."""
@@ -160,7 +156,7 @@ class SimServer:
             found = [self.ground_truth.get(str(i)) for i in ids]
         except (ValueError, KeyError, TypeError):
             return error_response(400, "body must be {\"ids\": [...]}", "invalid_request_error", "ids")
-        return web.json_response({"requests": [_truth(r) for r in found if r is not None]})
+        return web.json_response({"requests": [r for r in found if r is not None]})
 
     def _finish_reason(self, req: SimRequest, parsed: ParsedRequest) -> str:
         return finish_reason(req.output_tokens, parsed, self.max_model_len - parsed.prompt_tokens,
@@ -209,7 +205,7 @@ class SimServer:
         else:
             req = make_request(rid, parsed.prompt_words, out, arrival)
         req.finish_reason = self._finish_reason(req, parsed)
-        self._remember(req)
+        self.ground_truth.arrived(req)
         renderer = ChunkRenderer(chat, f"{'chatcmpl' if chat else 'cmpl'}-{rid}", self.cfg.name, int(time.time()),
                                  self.cfg.reasoning_tokens)
         if parsed.stream:
@@ -219,15 +215,6 @@ class SimServer:
     def _cached(self, req: SimRequest) -> int | None:
         """The prompt tokens its cache served, for usage — only with --enable-prompt-tokens-details, as vLLM."""
         return req.cached_tokens if self.cfg.enable_prompt_tokens_details else None
-
-    def _remember(self, req: SimRequest) -> None:
-        truths = self.ground_truth
-        truths[req.request_id] = req
-        while len(truths) > _GROUND_TRUTH_KEEP:
-            truths.popitem(last=False)
-        too_old = req.arrival_ns - _GROUND_TRUTH_KEEP_NS
-        while truths and next(iter(truths.values())).arrival_ns < too_old:  # in arrival order: oldest first
-            truths.popitem(last=False)
 
     async def _drive(self, req: SimRequest, emit: Emit) -> None:
         """Run `req` through the driver, calling `emit(first, count)` as its tokens are released."""
@@ -324,8 +311,7 @@ class SimServer:
         else:
             self.driver.abort(req)  # the client left: free its slot and blocks now
             self.metrics.observe_ended(req, self.clock.now_ns())
-        if req.request_id in self.ground_truth:  # kept compact from now on: its times, not its engine state
-            self.ground_truth[req.request_id] = Truth.of(req)
+        self.ground_truth.ended(req)  # kept compact from now on: its times, not its engine state
 
     async def _emit_faulty(self, request: web.Request, resp: web.StreamResponse, renderer: ChunkRenderer,
                            plan: FaultPlan, first: int, count: int, finish: str | None) -> None:
@@ -349,35 +335,6 @@ class SimServer:
                              int(time.time()), text, self._finish_reason(req, parsed), req.prompt_tokens,
                              len(req.token_ns), self._cached(req))
         return web.json_response(body, headers={"X-Request-Id": req.request_id})
-
-
-@dataclass(frozen=True, slots=True)
-class Truth:
-    """An ended request's ground truth, without the engine state it no longer needs (its blocks, its hashes):
-    its token times as 8 bytes each."""
-
-    request_id: str
-    arrival_ns: int
-    prompt_tokens: int
-    output_tokens: int
-    token_ns: array[int]
-    finished: bool
-    aborted: bool
-    preemptions: int
-    scheduled_ns: int | None
-
-    @classmethod
-    def of(cls, req: SimRequest) -> Truth:
-        return cls(req.request_id, req.arrival_ns, req.prompt_tokens, req.output_tokens, array("q", req.token_ns),
-                   req.finished, req.aborted, req.preemptions, req.scheduled_ns)
-
-
-def _truth(req: SimRequest | Truth) -> dict[str, object]:
-    return {
-        "request_id": req.request_id, "arrival_ns": req.arrival_ns, "prompt_tokens": req.prompt_tokens,
-        "output_tokens": req.output_tokens, "token_ns": list(req.token_ns), "finished": req.finished,
-        "aborted": req.aborted, "preemptions": req.preemptions, "scheduled_ns": req.scheduled_ns,
-    }
 
 
 class _StampingHandler(web.RequestHandler):
