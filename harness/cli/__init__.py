@@ -13,6 +13,7 @@ calibration tools (~0.4 s a process).
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -33,6 +34,26 @@ COMMANDS = {
 }
 
 
+def safe_streams() -> None:
+    """Output that cannot stop a run: a closed stdout or stderr (`>&- 2>&-`) aborted it inside uvloop, leaving an
+    empty run folder; now it writes to /dev/null (the records and the summary are files of their own). A terminal
+    that cannot show ✓ or ─ (`PYTHONIOENCODING=ascii`) gets them replaced, not a traceback after the results."""
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_RDWR)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+    for stream, fd in ((sys.stdout, 1), (sys.stderr, 2)):
+        if stream is None or stream.closed:
+            replacement = open(fd, "w", encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
+            setattr(sys, "stdout" if fd == 1 else "stderr", replacement)
+        elif hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="replace")
+
+
 class _Lazy(click.Group):
     def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,
              complete_var: str | None = None, standalone_mode: bool = True, **extra: Any) -> Any:
@@ -40,6 +61,7 @@ class _Lazy(click.Group):
         like a Ctrl-C during a run, instead of click's "Aborted!" and 1."""
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        safe_streams()
         try:
             code = super().main(args, prog_name, complete_var, False, **extra)
         except click.exceptions.Abort:

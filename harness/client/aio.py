@@ -140,6 +140,8 @@ class OpenAIBackend:
                 events.failed("transport_error", type(exc).__name__)
             else:
                 raise _NeverAnswered from exc
+        except aiohttp.ClientResponseError as exc:  # e.g. a Content-Encoding it cannot decode (br): say which
+            events.failed("transport_error", f"{type(exc).__name__}: {exc.message}"[:120])
         except aiohttp.ClientError as exc:
             events.failed("transport_error", type(exc).__name__)
         except BadChunk as exc:

@@ -79,3 +79,18 @@ def test_kill_9_takes_the_simulator_along_and_the_records_still_report(tmp_path:
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["run"]["complete"] is False
     assert summary["phases"][0]["requests"]["total"] == len(taken) >= 10  # every whole record, none invented
+
+
+def test_closed_stdout_and_stderr_or_an_ascii_terminal_never_stop_a_run(tmp_path: Path) -> None:
+    """`>&- 2>&-` aborted the run inside uvloop with an empty folder; `PYTHONIOENCODING=ascii` ended in a
+    traceback after the results were saved. Both now run to the end, exit 0, summary written."""
+    quick = [sys.executable, "-m", "harness", "run", "--rate", "10", "--requests", "4", "--output-tokens", "4",
+             "--progress", "off"]
+    closed = subprocess.run(["bash", "-c", " ".join([*quick, "--reports-dir", str(tmp_path / "closed"),
+                                                      ">&-", "2>&-"])], cwd=ROOT, timeout=120)
+    assert closed.returncode == 0
+    assert list((tmp_path / "closed").glob("*/summary.json"))
+    ascii_only = subprocess.run([*quick, "--reports-dir", str(tmp_path / "ascii")], cwd=ROOT, capture_output=True,
+                                timeout=120, env={**os.environ, "PYTHONIOENCODING": "ascii"})
+    assert ascii_only.returncode == 0, ascii_only.stderr[-1000:]
+    assert b"Traceback" not in ascii_only.stderr and b"ok / errored / cancelled" in ascii_only.stdout
