@@ -234,8 +234,13 @@ def test_search_says_something_within_10_s_and_every_15_s_after(tmp_path: Path) 
     reader.start()
     time.sleep(26)
     proc.send_signal(signal.SIGINT)
-    out, _ = proc.communicate(timeout=120)
+    proc.wait(timeout=120)  # stderr is the reader thread's alone: communicate() would take its last lines
     reader.join(timeout=10)
+    assert proc.stdout is not None
+    out = proc.stdout.read()
+    proc.stdout.close()
+    if proc.stderr is not None:
+        proc.stderr.close()
     assert proc.returncode == 130, "".join(lines)[-2000:]
     assert "capacity" not in out and any("partial: the search was stopped during a trial" in x for x in lines)
     assert not any("Traceback" in line for line in lines)
