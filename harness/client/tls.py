@@ -3,6 +3,7 @@ when asked (`--insecure`, warned), the same for every request the harness makes;
 
 from __future__ import annotations
 
+import functools
 import ssl
 
 # What the far end of a plain-HTTP connection says when it speaks TLS, and the reverse: the usual signs of a
@@ -11,8 +12,10 @@ _MISMATCH = ("WRONG_VERSION_NUMBER", "wrong version number", "ServerDisconnected
              "record layer failure", "packet length too long", "http request")
 
 
+@functools.lru_cache(maxsize=4)
 def client_tls(ca_bundle: str | None = None, insecure: bool = False) -> ssl.SSLContext:
-    """The context every https connection of a run uses; OSError/ssl.SSLError for an unreadable bundle."""
+    """The context every https connection of a run uses, made once (a bundle is read once, not per client);
+    OSError/ssl.SSLError for an unreadable bundle."""
     context = ssl.create_default_context(cafile=ca_bundle)
     if insecure:
         context.check_hostname = False

@@ -17,15 +17,16 @@ async def models(request: web.Request) -> web.Response:
 
 
 @pytest.fixture
-async def server() -> AsyncIterator[Callable[[Handler], Awaitable[str]]]:
+async def server() -> AsyncIterator[Callable[..., Awaitable[str]]]:
     runners: list[web.AppRunner] = []
 
-    async def start(handler: Handler) -> str:
+    async def start(handler: Handler, listing: Handler = models) -> str:
+        """`handler` answers the completions; `listing`, GET /v1/models."""
         app = web.Application()
         app[SEEN] = []
         app.router.add_post("/v1/chat/completions", handler)
         app.router.add_post("/v1/completions", handler)
-        app.router.add_get("/v1/models", models)
+        app.router.add_get("/v1/models", listing)
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         await web.TCPSite(runner, "127.0.0.1", 0).start()

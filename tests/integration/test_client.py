@@ -152,7 +152,7 @@ async def test_list_models_and_unreachable_endpoint(server, unused_tcp_port: int
             await list_models(session, f"http://127.0.0.1:{unused_tcp_port}/v1", None)
 
 
-async def test_a_model_list_past_8_mib_is_refused_not_read_whole() -> None:
+async def test_a_model_list_past_8_mib_is_refused_not_read_whole(server) -> None:
     """A 200 MB /v1/models was read whole (732 MB of memory): reading stops past the cap."""
     from aiohttp import web
 
@@ -168,19 +168,10 @@ async def test_a_model_list_past_8_mib_is_refused_not_read_whole() -> None:
         await resp.write(b'"}]}')
         return resp
 
-    app = web.Application()
-    app.router.add_get("/v1/models", huge)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
-        async with open_session(1, 5, 30) as session:
-            with pytest.raises(HarnessError, match="answered over 8 MiB: not a model list"):
-                await list_models(session, f"http://127.0.0.1:{port}/v1")
-    finally:
-        await runner.cleanup()
+    url = await server(good, huge)
+    async with open_session(1, 5, 30) as session:
+        with pytest.raises(HarnessError, match="answered over 8 MiB: not a model list"):
+            await list_models(session, url)
 
 
 def test_request_body_shapes() -> None:
