@@ -124,9 +124,11 @@ def test_repeats_run_with_fresh_seeds_into_one_folder_and_compare_run_level(tmp_
     assert ttft["low"] < ttft["mean"] == sum(ttft["values"]) / 3 < ttft["high"]
     assert "across 3 runs: mean [95% interval]" in proc.stdout
     same = harness("compare", str(parent), str(parent))
-    # A run whose client was late (a busy machine) makes every verdict untrusted: exit 5, by design.
+    # The same runs on both sides never regress. A client that was late (a busy machine) leaves the figures it
+    # could have moved untrusted, one by one; only when that is every figure is there no verdict (exit 5).
     limited = any(r["client_limited"] for r in runs)
-    assert same.returncode == (5 if limited else 0) and "Welch t over runs (3 vs 3)" in same.stdout
+    assert "Welch t over runs (3 vs 3)" in same.stdout
+    assert same.returncode == 0 or (limited and same.returncode == 5), same.stdout
 
 
 def test_the_baseline_can_come_from_the_history(runs: dict[str, Path], tmp_path: Path) -> None:
