@@ -2,7 +2,8 @@
 
 A stream as a one-token-per-write server sends it (`bench/ref/sse_server.js`: an HTTP chunk per SSE event, OpenAI
 chat chunks) is replayed, one event per socket read, through the lean client's connection protocol
-(`harness.client.h1._Connection.data_received`), and the same replay is timed with each layer above it cut off:
+(`harness.client.h1_connection.H1Connection.data_received`), and the same replay is timed with each layer above
+it cut off:
 
     httptools        the HTTP parser alone (body callbacks that do nothing)
     + SSE framing    SSEDecoder.feed on each body piece
@@ -32,7 +33,8 @@ from typing import Any
 import httptools
 
 from harness.client.backend import take
-from harness.client.h1 import _Connection, _Exchange
+from harness.client.belongs import Provenance
+from harness.client.h1_connection import Exchange, H1Connection
 from harness.client.sse import ChunkReader, SSEDecoder, interpret
 from harness.clock import MonotonicClock
 from harness.records import RequestRecord
@@ -87,7 +89,7 @@ def per_token_us(tokens: int, body: Callable[[], Callable[[bytes], Any]]) -> flo
 
 
 def whole_path_us(tokens: int) -> float:
-    """µs per token through `_Connection.data_received`, as the event loop calls it."""
+    """µs per token through `H1Connection.data_received`, as the event loop calls it."""
     reads = stream_reads(512)
     rounds = max(1, tokens // 512)
     loop = asyncio.new_event_loop()
@@ -95,10 +97,10 @@ def whole_path_us(tokens: int) -> float:
     gc.collect()
     start = time.process_time()
     for _ in range(rounds):
-        conn = _Connection(collections.deque())
+        conn = H1Connection(collections.deque(), Provenance("chat"))
         conn.transport = _Transport()  # type: ignore[assignment]
         rec = RequestRecord("r", "p", 0, 16, 512, 0)
-        conn.exchange = _Exchange(RecordStamper(rec, clock), loop.create_future(), None)
+        conn.exchange = Exchange(rec.request_id, RecordStamper(rec, clock), loop.create_future(), None)
         for piece in reads:
             conn.data_received(piece)
     elapsed = time.process_time() - start

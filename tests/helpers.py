@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -105,6 +106,17 @@ def check_golden(name: str, text: str) -> None:
 
 WORKER_QUICK = ["--rate", "10", "--requests", "20", "--batch", "4", "--output-tokens", "uniform:4:64",
                 "--progress", "lines"]
+
+
+def worker_pid(reports: Path, index: int, tries: int) -> int:
+    """The process id of worker `index` of the `--workers` run writing under `reports`, once it wrote a record."""
+    for _ in range(tries):
+        found = list(reports.glob("*/workers/pids"))
+        if found and (records := list(reports.glob(f"*/workers/{index}/*/requests.jsonl"))) and \
+                records[0].stat().st_size > 0:
+            return int(dict(line.split() for line in found[0].read_text().splitlines())[str(index)])
+        time.sleep(0.1)
+    raise AssertionError(f"worker {index} never wrote a record")
 
 
 def only_run_dir(reports: Path) -> Path:

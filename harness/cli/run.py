@@ -39,6 +39,7 @@ from harness.run.distributed.sharding import Sharding
 from harness.run.exporter import LiveMetrics
 from harness.run.relay import Relay
 from harness.run.runner import RunResult, claimed, new_run_dir, run_scenario
+from harness.run.signals import results_kept
 from harness.run.target import target
 from harness.stats.repeats import repeat_scenario
 from harness.tools.calibration_store import ceiling_tokens_per_s
@@ -166,7 +167,7 @@ def run(scenario_path: Path | None, endpoint: str | None, base_url: str | None, 
     parent = new_run_dir(reports_dir, f"{scenario.name}-x{repeat}") if repeat > 1 else None
     results: list[RunResult] = []
     died: list[str] = []
-    with live_metrics(scenario) as metrics:
+    with live_metrics(scenario) as metrics, results_kept(display.warn):
         for k in range(repeat):
             each = repeat_scenario(scenario, k)
             run_dir = parent / f"run-{k + 1}" if parent else new_run_dir(reports_dir, scenario.name)

@@ -8,12 +8,16 @@ here and nowhere else.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import ssl
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from types import SimpleNamespace
 
 import aiohttp
+from aiohttp.client_proto import ResponseHandler
+from aiohttp.connector import Connection
 
 from harness.client.backend import (
     WARM_ANSWER_S,
@@ -25,6 +29,7 @@ from harness.client.backend import (
     request_body,
     take,
 )
+from harness.client.belongs import Answered, Provenance
 from harness.client.sse import ChunkReader
 from harness.client.tls import tls_hint
 from harness.client.urls import under
@@ -63,6 +68,17 @@ async def _on_reuse(session: aiohttp.ClientSession, ctx: SimpleNamespace,
         ctx.trace_request_ctx.reused = True
 
 
+class _CarriedResponse(aiohttp.ClientResponse):
+    """Keeps the connection that carried it: a response read whole at once has handed its connection back to the
+    pool before the caller sees it, and one that is not the request's own must close that connection."""
+
+    carrier: ResponseHandler | None = None
+
+    async def start(self, connection: Connection) -> aiohttp.ClientResponse:
+        self.carrier = connection.protocol
+        return await super().start(connection)
+
+
 def open_session(max_connections: int, connect_timeout_s: float, request_timeout_s: float,
                  tls: ssl.SSLContext | None = None) -> aiohttp.ClientSession:
     """`tls`: the run's context for https (`client_tls`); None: the system's trust."""
@@ -75,7 +91,7 @@ def open_session(max_connections: int, connect_timeout_s: float, request_timeout
     tracing.on_request_headers_sent.append(_on_headers_sent)
     tracing.on_connection_reuseconn.append(_on_reuse)
     return aiohttp.ClientSession(connector=connector, timeout=timeout, read_bufsize=_READ_BUFFER,
-                                 trace_configs=[tracing])
+                                 trace_configs=[tracing], response_class=_CarriedResponse)
 
 
 class OpenAIBackend:
@@ -87,6 +103,10 @@ class OpenAIBackend:
         self.continuous_usage = continuous_usage
         self._headers = {"Content-Type": "application/json", **endpoint.request_headers}
         self._prepared: dict[str, tuple[bytes, dict[str, str]]] = {}
+        self._provenance = Provenance(endpoint.api)
+        self._answered: weakref.WeakKeyDictionary[ResponseHandler, tuple[int, Answered]] = \
+            weakref.WeakKeyDictionary()
+        self._serials = itertools.count()
 
     async def warm(self, count: int) -> int:
         return await warm_connections(self.session, self.endpoint.base_url, count, self.endpoint.request_headers)
@@ -107,7 +127,7 @@ class OpenAIBackend:
         body, headers = self._prepared.pop(spec.request_id)
         for attempt in range(2):
             try:
-                await self._attempt(body, headers, events)
+                await self._attempt(spec.request_id, body, headers, events)
                 return
             except _NeverAnswered as exc:
                 # Closed before any answer (a pooled connection the server had just dropped): it never saw the
@@ -117,7 +137,7 @@ class OpenAIBackend:
                     return
                 events.retried()
 
-    async def _attempt(self, body: bytes, headers: dict[str, str], events: RequestEvents) -> None:
+    async def _attempt(self, request_id: str, body: bytes, headers: dict[str, str], events: RequestEvents) -> None:
         """One try; raises `_NeverAnswered` only when the connection died before the server answered at all."""
         answered, attempt = False, _Try(events.sent)
         try:
@@ -132,7 +152,7 @@ class OpenAIBackend:
                     if resp.status != 200:
                         events.failed("http_error", *await _error_reason(resp))
                     else:
-                        await _read_stream(resp, events, first_token_deadline)
+                        await self._read_own(request_id, resp, events, first_token_deadline)
         except TimeoutError:
             events.failed("timeout", "request timeout" if events.got_token else "first token timeout")
         except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
@@ -147,16 +167,41 @@ class OpenAIBackend:
         except BadChunk as exc:
             events.failed("bad_stream", str(exc))
 
+    async def _read_own(self, request_id: str, resp: aiohttp.ClientResponse, events: RequestEvents,
+                        first_token_deadline: asyncio.Timeout) -> None:
+        """The stream, if it is this request's answer (`belongs`); one that is not closes its connection."""
+        carrier = resp.carrier if isinstance(resp, _CarriedResponse) else None
+        known = self._answered.get(carrier) if carrier is not None else None
+        serial, last = known if known is not None else (next(self._serials), None)
+        echoed = resp.headers.get("X-Request-Id")
+        reader = ChunkReader(events.keep_text)
+        try:
+            if (why := self._provenance.stale_echo(request_id, last, echoed)) is not None:
+                raise BadChunk(why)
+            await _read_stream(resp, reader, events, first_token_deadline, lambda first: self._provenance.foreign(
+                request_id, last, first, echoed))
+        except BadChunk:
+            if carrier is not None:
+                carrier.close()  # never reused: what else it carries is not any request's
+            raise
+        if carrier is not None:
+            self._answered[carrier] = serial, self._provenance.answered(serial, request_id, reader.first)
+
 
 class _NeverAnswered(Exception):
     """The connection died before a byte of answer: the server cannot have taken the request."""
 
 
-async def _read_stream(resp: aiohttp.ClientResponse, events: RequestEvents, first_token_deadline: asyncio.Timeout
-                       ) -> None:
-    reader = ChunkReader(events.keep_text)
+async def _read_stream(resp: aiohttp.ClientResponse, reader: ChunkReader, events: RequestEvents,
+                       first_token_deadline: asyncio.Timeout, foreign: Callable[[bytes], str | None]) -> None:
+    """`foreign`: why a stream whose first payload is this is not the request's answer (raised), or None."""
+    checked = False
     async for piece in resp.content.iter_any():
         over = take(reader, events, piece)
+        if not checked and reader.first is not None:
+            checked = True
+            if (why := foreign(reader.first)) is not None:
+                raise BadChunk(why)
         if events.got_token:
             first_token_deadline.reschedule(None)
         if over:
@@ -176,10 +221,15 @@ async def _error_reason(resp: aiohttp.ClientResponse) -> tuple[str, str]:
     return error_reason(resp.status, body), error_message(body)
 
 
+# Where a model list says a model's context, by server: vLLM and SGLang, OpenRouter, LM Studio.
+CONTEXT_FIELDS = ("max_model_len", "context_length", "max_context_length")
+
+
 async def list_models(session: aiohttp.ClientSession, base_url: str, headers: Mapping[str, str] | None = None,
-                      secrets: Sequence[str] = ()) -> list[str]:
+                      secrets: Sequence[str] = (), contexts: dict[str, int] | None = None) -> list[str]:
     """The endpoint's served models; also proves it is reachable before any load is sent. `headers`: the key's
-    and the gateway's (`Endpoint.request_headers`); `secrets`, blanked out of what is said (`Endpoint.secrets`)."""
+    and the gateway's (`Endpoint.request_headers`); `secrets`, blanked out of what is said (`Endpoint.secrets`);
+    `contexts` takes each model's context length where the list gives one (`CONTEXT_FIELDS`)."""
     url = under(base_url, "models")
     redact = redactor(*secrets)  # a 401 may echo the key back
     try:
@@ -196,7 +246,17 @@ async def list_models(session: aiohttp.ClientSession, base_url: str, headers: Ma
         ids = [str(m["id"]) for m in body["data"]]
     except (KeyError, TypeError):
         raise EndpointError(f"GET {url} did not return an OpenAI model list") from None
+    if contexts is not None:
+        contexts.update((str(m["id"]), n) for m in body["data"] if (n := _context(m)) is not None)
     return [i for i in ids if _text(i)]
+
+
+def _context(card: object) -> int | None:
+    """A model card's context length in tokens, if it gives a sane one."""
+    if not isinstance(card, dict):
+        return None
+    found = next((card[f] for f in CONTEXT_FIELDS if f in card), None)
+    return found if isinstance(found, int) and not isinstance(found, bool) and 0 < found <= 1 << 40 else None
 
 
 async def _capped(resp: aiohttp.ClientResponse, url: str) -> bytes:

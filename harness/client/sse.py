@@ -252,13 +252,14 @@ class ChunkReader:
     """Body bytes in, the chunks they complete out. Payloads after `[DONE]` or an error in the same read are
     not the stream's: they are dropped, never reported as a bad chunk."""
 
-    __slots__ = ("_decoder", "_interpret", "_keep_text", "_last", "_prev")
+    __slots__ = ("_decoder", "_interpret", "_keep_text", "_last", "_prev", "first")
 
     def __init__(self, keep_text: bool = False) -> None:
         self._decoder = SSEDecoder()
         self._keep_text = keep_text
         self._interpret = interpret_text if keep_text else interpret
         self._prev = self._last = b""  # the last two payloads: where a finish_reason sits
+        self.first: bytes | None = None  # the stream's first payload: whose answer this is (`belongs`)
 
     def plain(self, data: bytes) -> bool:
         """True: `data` is exactly one whole event carrying one plain token in the compact shape servers write
@@ -274,11 +275,15 @@ class ChunkReader:
         if at < 0 or data[at + 11:at + 12] == b'"':
             return False
         self._prev, self._last = self._last, data[6:-2]
+        if self.first is None:
+            self.first = self._last
         decoder._fresh = False
         return True
 
     def read(self, data: bytes) -> Sequence[Chunk]:
         payloads = self._decoder.feed(data)
+        if self.first is None and payloads:
+            self.first = payloads[0]
         if len(payloads) == 1:  # one event per read: the usual shape of a busy stream
             chunk = self._interpret(payloads[0])
             if chunk.done:

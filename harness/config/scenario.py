@@ -144,6 +144,9 @@ class ClientConfig(Strict):
     request_timeout_s: PositiveSeconds = 300.0
     stop_grace_s: Seconds = Field(30.0, description="on Ctrl-C/SIGTERM, wait this long "
                                                         "for requests in flight before cancelling them")
+    worker_silence_s: PositiveSeconds = Field(30.0, description="--workers/--ray: a worker that says nothing this "
+                                              "long (frozen, stuck; it beats every second) is killed, its shard "
+                                              "counted lost from there, and the run goes on")
     continuous_usage: bool = Field(False, description="ask for usage on every chunk (vLLM's continuous_usage_stats)"
                                    " to count tokens per chunk exactly")
     schedule_lag_bound_ms: PositiveMillis = 5.0

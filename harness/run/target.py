@@ -12,6 +12,7 @@ from contextlib import asynccontextmanager
 from harness.client.aio import list_models, open_session
 from harness.client.backend import Api, Endpoint
 from harness.config.scenario import Scenario
+from harness.config.workload import Length, LengthDist, Workload
 from harness.errors import EndpointError, UsageError
 from harness.redact import redactor
 from harness.run.simulator import Log, bundled_simulator
@@ -20,15 +21,16 @@ _RETRY_S = 0.5
 _STARTING = re.compile(r"^cannot reach|answered HTTP 5\d\d")
 
 
-async def _models(scenario: Scenario, reach: Endpoint, log: Log | None) -> list[str]:
-    """The served models; while the endpoint does not answer, asked again until `endpoint.wait_s` has passed."""
+async def _models(scenario: Scenario, reach: Endpoint, log: Log | None, contexts: dict[str, int]) -> list[str]:
+    """The served models (their context lengths into `contexts`, where said); while the endpoint does not answer,
+    asked again until `endpoint.wait_s` has passed."""
     deadline = time.monotonic() + scenario.endpoint.wait_s
     said = False
     url = reach.base_url
     async with open_session(1, scenario.client.connect_timeout_s, 30, reach.tls()) as session:
         while True:
             try:
-                return await list_models(session, url, reach.request_headers, reach.secrets)
+                return await list_models(session, url, reach.request_headers, reach.secrets, contexts)
             except EndpointError as exc:
                 # Only "not up yet" is waited for: no answer, or a 5xx (503 while loading); a 401 or 404 is final.
                 if time.monotonic() + _RETRY_S > deadline or not _STARTING.search(str(exc)):
@@ -66,7 +68,8 @@ async def target(scenario: Scenario, *, url: str | None, model: str | None, api:
         reach.tls()  # an unreadable CA bundle, said before anything is sent
     except (OSError, ssl.SSLError) as exc:
         raise UsageError(f"endpoint.ca_bundle {cfg.ca_bundle}: cannot use it: {exc}") from None
-    served = await _models(scenario, reach, log)
+    contexts: dict[str, int] = {}
+    served = await _models(scenario, reach, log, contexts)
     if any(secret in m for secret in reach.secrets for m in served):  # a server echoing a header as a model id
         raise EndpointError(f"{url} lists the API key or a header's value among its model ids: refusing to take or "
                             "save it; pass --model")
@@ -78,4 +81,38 @@ async def target(scenario: Scenario, *, url: str | None, model: str | None, api:
         # Every request would be a 404: say so before sending any.
         message = f"--model: {model!r} is not served by {url}; served: {', '.join(served[:5])}"
         raise UsageError(redactor(*reach.secrets)(message))
+    if model in contexts:
+        fits(scenario.workload, model, contexts[model], log)
     yield endpoint(url, model, api_key), False
+
+
+def fits(workload: Workload, model: str, context: int, log: Log | None) -> None:
+    """A workload whose every request passes the model's context is refused before any is sent (each would be an
+    error, or cut short); one whose longest requests may, is warned of."""
+    if workload.dataset is not None:  # a dataset's prompts are its own
+        return
+    prompt, answer = workload.prompt_tokens, workload.output_tokens
+    if low(prompt) + low(answer) > context:
+        raise UsageError(f"workload: every request asks for at least {low(answer):,} tokens after a prompt of at "
+                         f"least {low(prompt):,}, past {model}'s context of {context:,} (its model list says): lower "
+                         "workload.output_tokens or prompt_tokens")
+    most = [high(prompt), high(answer)]
+    if log is not None and None not in most and sum(n for n in most if n is not None) > context:
+        log(f"workload: requests of up to {most[0]:,} prompt and {most[1]:,} answer tokens pass {model}'s context "
+            f"of {context:,}: the server refuses or cuts the longest (HTTP 400, or truncated 'context full')")
+
+
+def low(length: Length) -> int:
+    """The fewest tokens a length can draw."""
+    return length if isinstance(length, int) else _fixed(length) or length.min
+
+
+def high(length: Length) -> int | None:
+    """The most tokens a length can draw (None: unbounded, or a file's)."""
+    return length if isinstance(length, int) else _fixed(length) or length.max
+
+
+def _fixed(length: LengthDist) -> int | None:
+    if length.dist != "fixed" or length.value is None:
+        return None
+    return min(max(length.value, length.min), length.max or length.value)

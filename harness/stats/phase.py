@@ -94,6 +94,8 @@ class PhaseFold:
     batches: dict[int, list[int]] = field(default_factory=dict)  # batch → [first intended, last end, ok tokens]
     turns: Turns = field(default_factory=Turns)
     media: Counter[str] = field(default_factory=Counter)
+    usage_over: int = 0  # ok answers whose usage counted more tokens than chunks arrived (one more is an end token)
+    usage_example: tuple[int, int] = (0, 0)  # the widest such gap: (usage's tokens, chunks)
 
     def add(self, r: RequestRecord, window: tuple[int, int] = EVERYTHING) -> None:
         """One record; `window` the measurement window's edges, or EVERYTHING for a record known to be inside."""
@@ -131,6 +133,11 @@ class PhaseFold:
         if r.status == "ok":
             self.whole_ok += 1
             self.whole_flow.add(r, *EVERYTHING)  # every chunk lies between the first intended send and the last end
+            chunks = len(r.chunk_ns)
+            if r.completion_tokens is not None and r.completion_tokens > chunks + 1 and not r.exact_chunk_tokens:
+                self.usage_over += 1
+                if r.completion_tokens - chunks > self.usage_example[0] - self.usage_example[1]:
+                    self.usage_example = (r.completion_tokens, chunks)
         if r.batch is not None:
             b = self.batches.setdefault(r.batch, [r.intended_ns, r.end_ns, 0])
             b[0], b[1] = min(b[0], r.intended_ns), max(b[1], r.end_ns)

@@ -80,7 +80,8 @@ def phase_summary(scenario: Scenario, run: PhaseRun, rows: Sequence[Row] = (),
                         trace=trace, server=server, stress=stress,
                         sessions=fold.turns.stats(),
                         warnings=phase_warnings(scenario, stats.tokens) + connect_warnings(stats.connections)
-                        + media_warnings(fold.media, fold.whole_n) + folded_warnings(fold, scenario) + unsaid,
+                        + media_warnings(fold.media, fold.whole_n) + folded_warnings(fold, scenario)
+                        + usage_warnings(fold) + unsaid,
                         thresholds=evaluate(scenario.thresholds, phase.thresholds, stats),
                         bottleneck=pace)
 
@@ -179,6 +180,18 @@ def media_warnings(kinds: Counter[str], answers: int) -> list[str]:
     shown = ", ".join(f"{kind} ×{n}" for kind, n in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0]))[:3])
     return [f"{sum(kinds.values())} of {answers} answers did not come as text/event-stream ({shown}): the "
             "endpoint (or a proxy before it) may not be streaming, and their token times may be a buffer's"]
+
+
+def usage_warnings(fold: PhaseFold) -> list[str]:
+    """Answers whose usage counts more tokens than their chunks: it decided their status (a server may put several
+    tokens in a chunk), but nothing in the stream shows it."""
+    if not fold.usage_over:
+        return []
+    tokens, chunks = fold.usage_example
+    return [f"{fold.usage_over} of {fold.whole_ok} ok answers counted more tokens in their usage than chunks arrived "
+            f"(up to {tokens:,} tokens in {chunks:,} chunks): the server puts several tokens in a chunk, or chunks "
+            "were lost; their status went by the usage, ITL is per chunk and token rates count the chunks "
+            "(client.continuous_usage: true counts each chunk's tokens where the server can)"]
 
 
 def folded_warnings(fold: PhaseFold, scenario: Scenario) -> list[str]:

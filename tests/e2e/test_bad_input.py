@@ -124,3 +124,15 @@ def test_a_key_echoed_by_a_refusing_endpoint_never_reaches_the_terminal(tmp_path
         server.server_close()
     assert proc.returncode == 3
     assert "[REDACTED]" in proc.stderr and secret not in proc.stdout + proc.stderr
+
+
+def test_answers_longer_than_the_served_models_context_are_refused_before_any_is_sent(
+        sim_url: str, tmp_path: Path) -> None:
+    """The model list says the context (vLLM's max_model_len, as the simulator gives it): a workload no request of
+    which can fit is bad input, not a run of HTTP 400s."""
+    proc = harness("run", "--endpoint", sim_url, "--rate", "5", "--requests", "2", "--output-tokens", "5000000",
+                   "--reports-dir", str(tmp_path))
+    assert proc.returncode == 2, proc.stderr
+    (line,) = [x for x in proc.stderr.splitlines() if x.startswith("error:")]
+    assert "at least 5,000,000 tokens" in line and "context of" in line and "workload.output_tokens" in line
+    assert not list(tmp_path.glob("*/requests.jsonl"))  # nothing sent

@@ -18,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from harness.config.scenario import load_scenario
 from harness.workload.plan import plan_phase
 from harness.workload.shards import Shard
-from tests.helpers import ROOT, WORKER_QUICK, free_port, only_run_dir
+from tests.helpers import ROOT, WORKER_QUICK, free_port, only_run_dir, worker_pid
 
 pytestmark = pytest.mark.timing  # shards on one timeline: how close together processes send
 
@@ -39,19 +39,6 @@ def quiet_enough(summary: dict) -> None:
     parent = summary["run"].get("coordinator") or {}
     if parent.get("verdict", "ok") != "ok":
         pytest.skip(f"the parent of the workers was late ({parent['verdict']}): barriers waited for it")
-
-
-def worker_pid(reports: Path, index: int, tries: int) -> int:
-    """The process id of worker `index` of the `--workers` run writing under `reports`, once it wrote a record."""
-    for _ in range(tries):
-        found = list(reports.glob("*/workers/pids"))
-        if found and (records := list(reports.glob(f"*/workers/{index}/*/requests.jsonl"))) and \
-                records[0].stat().st_size > 0:
-            return int(dict(line.split() for line in found[0].read_text().splitlines())[str(index)])
-        time.sleep(0.1)
-    raise AssertionError(f"worker {index} never wrote a record")
-
-
 
 
 def scrape(port: int) -> dict[tuple[str, str], float]:
@@ -204,8 +191,8 @@ def test_a_shard_that_starts_late_is_named_in_its_run_and_the_merge(sim_url: str
     assert "shard 1/2 started" in said and "after the common start" in said
 
 
-def test_a_frozen_worker_is_named_within_ten_seconds(sim_url: str, tmp_path: Path) -> None:
-    """SIGSTOP on a worker: the parent names it (its heartbeat stopped) within 10 s, and the merged summary keeps
+def test_a_frozen_worker_is_named_within_five_seconds(sim_url: str, tmp_path: Path) -> None:
+    """SIGSTOP on a worker: the parent names it (its heartbeat stopped) within 5 s, and the merged summary keeps
     its longest silence; after SIGCONT the run completes."""
     import threading
 
@@ -226,11 +213,11 @@ def test_a_frozen_worker_is_named_within_ten_seconds(sim_url: str, tmp_path: Pat
     assert proc.stderr is not None
     proc.stderr.close()
     named = [t for t, line in said if "worker 1 has said nothing" in line]
-    assert named and named[0] - stopped_at < 10, said
+    assert named and named[0] - stopped_at < 5, said
     assert any("worker 1 speaks again" in line for _, line in said)
     summary = json.loads((only_run_dir(tmp_path) / "summary.json").read_text())
     shards = {s["index"]: s for s in summary["run"]["shards"]}
-    assert shards[1]["silent_max_s"] >= 5 and shards[0]["silent_max_s"] is None
+    assert shards[1]["silent_max_s"] >= 3.5 and shards[0]["silent_max_s"] is None
     assert "shard 1/2 said nothing for" in (only_run_dir(tmp_path) / "table.txt").read_text()
 
 

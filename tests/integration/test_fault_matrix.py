@@ -345,7 +345,7 @@ async def test_a_gzip_bomb_is_read_a_step_at_a_time_and_capped(monkeypatch: pyte
                                                                tmp_path: Path) -> None:
     """The lean client inflated a 0.5 MiB bomb to 510 MB in one piece: now no piece it reads is over a step, and
     past the cap (blank lines, which no line limit stops) the answer is refused."""
-    import harness.client.h1 as h1
+    import harness.client.h1_connection as h1
 
     sizes: list[int] = []
     real_take = h1.take

@@ -5,6 +5,9 @@ the run directory."""
 
 from __future__ import annotations
 
+import asyncio
+import signal
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from harness.client.backend import Api, Endpoint
@@ -18,6 +21,7 @@ from harness.run.exporter import LiveMetrics
 from harness.run.observe import FanOut, RecordObserver
 from harness.run.progress import Progress
 from harness.run.runner import RunResult
+from harness.run.signals import detach_terminal, off_signals, on_signals
 from harness.run.target import target
 from harness.workload.plan import plan_phase
 
@@ -39,16 +43,50 @@ async def run_workers(scenario: Scenario, run_dir: Path, url: str | None, model:
             watchers.append(("the live exporter", metrics))
         hub = Hub(scenario, plans, n, lambda i, line: links[i].send(line), FanOut(watchers=watchers, warn=display.warn))
         display.follow(progress)
+        forward = Forward(links, display.warn, work)
+        installed = on_signals(asyncio.get_running_loop(), forward)
         try:
             await follow(links, hub, display, work)
         finally:
+            off_signals(asyncio.get_running_loop(), installed)
             hub.close()
             await display.stop()
             for link in links:  # stopped or failed here: the workers stop too (SIGTERM: their records kept)
                 link.stop()
             for link in links:
                 await link.finish()
-        return merge_workers(scenario, plans, links, hub, run_dir, bundled)
+        return merge_workers(scenario, plans, links, hub, run_dir, bundled, forward.signal)
+
+
+class Forward:
+    """Ctrl-C, SIGTERM, SIGQUIT or SIGHUP to the parent of the workers (who have their own process group: a
+    terminal's Ctrl-C reaches the parent alone) is passed on to each worker as one SIGTERM: the first stops their
+    sending and lets what is in flight end, the second cancels it, a third kills them. They end, and their shards
+    are merged as ever; the merged run says it was stopped."""
+
+    def __init__(self, links: Sequence[Link], warn: Callable[[str], None], work: Path) -> None:
+        self.links, self.warn, self.work = links, warn, work
+        self.signal: str | None = None
+        self.count = 0
+
+    def __call__(self, sig: signal.Signals) -> None:
+        if sig == signal.SIGUSR1:
+            self.warn("SIGUSR1: ignored, the run goes on (Ctrl-C or SIGTERM stop it, records kept)")
+            return
+        if sig == signal.SIGHUP:
+            detach_terminal()
+        self.signal = self.signal or sig.name
+        self.count += 1
+        if self.count == 1:
+            self.warn(f"{sig.name}: the workers stop sending and finish their requests in flight (again to cancel "
+                      f"them); their shards are merged when they end (by hand: harness merge {self.work}/*/*)")
+        elif self.count == 2:
+            self.warn(f"{sig.name}: the workers cancel their requests in flight (again to kill them)")
+        for link in self.links:
+            if self.count > 2:
+                link.abandon(f"{sig.name} three times")
+            else:
+                link.stop()
 
 
 async def _start(scenario: Scenario, endpoint: Endpoint, work: Path, n: int, ray_address: str | None,

@@ -48,7 +48,7 @@ class ShardRun:
     records: list[RequestRecord]
     # What the parent of --workers/--ray saw of this worker (by hand: nothing)
     loss: ShardLoss | None = None  # it died: what was lost
-    silent_max_s: float | None = None  # its longest silence past 5 s
+    silent_max_s: float | None = None  # its longest silence past 3.5 s (SILENT_S)
     records_at: str | None = None  # where it wrote its own records
 
     @property

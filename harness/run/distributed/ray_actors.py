@@ -33,7 +33,15 @@ from harness.client.backend import Endpoint
 from harness.config.presets import loaded_files
 from harness.config.scenario import Scenario
 from harness.errors import UsageError
-from harness.run.distributed.workers import Link, child_setup, common_start, key_env, worker_args, worker_scenario
+from harness.run.distributed.workers import (
+    WHOLE_EXITS,
+    Link,
+    child_setup,
+    common_start,
+    key_env,
+    worker_args,
+    worker_scenario,
+)
 from harness.workload.shards import Shard
 
 POLL_S = 0.05
@@ -97,6 +105,10 @@ class ShardProcess:
         if self._proc is not None and self._proc.poll() is None:
             self._proc.terminate()
 
+    def kill(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.kill()
+
     def cleanup(self) -> None:
         self.stop()
         shutil.rmtree(self._dir, ignore_errors=True)
@@ -146,7 +158,7 @@ class RayWorker:
         self._done = True
         import ray
 
-        if self.lost is None and self._code == 0:
+        if self.lost is None and self._code in WHOLE_EXITS:
             try:
                 name, files = await _get(self.actor.files.remote())
             except Exception as exc:
@@ -163,6 +175,11 @@ class RayWorker:
     def stop(self) -> None:
         if self.lost is None and self._code is None:
             self.actor.stop.remote()
+
+    def abandon(self, why: str) -> None:
+        if self.lost is None and self._code is None:
+            self.lost = f"{why}: killed"
+            self.actor.kill.remote()
 
     def death(self) -> str:
         return self.lost or f"exit {self._code}"

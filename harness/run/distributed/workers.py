@@ -27,6 +27,7 @@ from harness.client.backend import Endpoint
 from harness.clock import MonotonicClock
 from harness.config.presets import loaded_files
 from harness.config.scenario import Scenario
+from harness.errors import EXIT_HANGUP, EXIT_NOTHING_OK, EXIT_REGRESSION, EXIT_STOPPED
 from harness.records import RecordWriter, RequestRecord
 from harness.run.display import Display
 from harness.run.distributed.hub import Hub
@@ -43,7 +44,9 @@ STARTUP_S = 3.0  # for the workers to start, build their first requests and open
 KEY_VARIABLE = "HARNESS_WORKER_API_KEY"  # the key reaches the workers through their environment only
 HEADER_VARIABLE = "HARNESS_WORKER_HEADER_"  # as do the headers' values, one variable each
 SAY_EVERY_S = 10.0
-SILENT_S = 5.0  # a worker that says nothing this long (it beats every second) is named: frozen, or stuck
+SILENT_S = 3.5  # a worker that says nothing this long (it beats every second) is named within 5 s: frozen, stuck
+# Exits of a worker whose run ended and wrote its summary: stopped by a signal, no request ok, a threshold broken.
+WHOLE_EXITS = (0, EXIT_NOTHING_OK, EXIT_REGRESSION, EXIT_STOPPED, EXIT_HANGUP)
 LINE_LIMIT = 64 * 2**20  # one record a line: a long answer's chunk times run to hundreds of kB
 
 
@@ -65,7 +68,11 @@ class Link(Protocol):
     async def finish(self) -> None:
         """After its lines end: until it has exited, its run directory here."""
 
-    def stop(self) -> None: ...
+    def stop(self) -> None:
+        """Ask it to stop (SIGTERM: the first stops sending, a second cancels its requests in flight)."""
+
+    def abandon(self, why: str) -> None:
+        """Stop it at once, whatever its state (a frozen process acts on no SIGTERM); `death` then says why."""
 
     def death(self) -> str:
         """How it ended, when it did not end well."""
@@ -103,8 +110,10 @@ def common_start(n: int) -> float:
 
 
 def child_setup(cores: set[int]) -> Callable[[], None]:
-    """Run in the worker before it starts: its core, and death with its parent (an orphan would keep sending)."""
+    """Run in the worker before it starts: its core, death with its parent (an orphan would keep sending), and a
+    process group of its own (a terminal's Ctrl-C reaches the parent alone, which passes each signal on once)."""
     def setup() -> None:
+        os.setpgid(0, 0)
         if cores and hasattr(os, "sched_setaffinity"):
             os.sched_setaffinity(0, cores)
         with contextlib.suppress(OSError, AttributeError):
@@ -117,6 +126,7 @@ class LocalWorker:
         self.index, self.reports, self.proc = index, reports, proc
         self.log = str(reports.parent / f"{index}.log")
         self.where = str(reports)
+        self.abandoned: str | None = None
 
     @property
     def returncode(self) -> int | None:
@@ -138,8 +148,13 @@ class LocalWorker:
         if self.proc.returncode is None:
             self.proc.terminate()
 
+    def abandon(self, why: str) -> None:
+        if self.proc.returncode is None:
+            self.abandoned = why
+            self.proc.kill()
+
     def death(self) -> str:
-        return f"exit {self.proc.returncode}"
+        return f"{self.abandoned}: killed" if self.abandoned else f"exit {self.proc.returncode}"
 
 
 async def start_workers(scenario: Scenario, endpoint: Endpoint, work: Path, n: int,
@@ -186,14 +201,21 @@ async def follow(links: Sequence[Link], hub: Hub, display: Display, logs: Path) 
 
     async def watch() -> None:
         named: set[int] = set()
+        limit = hub.scenario.client.worker_silence_s
         while True:
             await asyncio.sleep(1.0)
             quiet = hub.silent(time.monotonic(), SILENT_S)
             for w in sorted(set(quiet) - named):
                 display.warn(f"worker {w} has said nothing for {quiet[w]:.0f} s (frozen, e.g. SIGSTOP, or stuck): "
-                             "the live view and any barrier wait for it; log: " + links[w].log)
+                             f"the live view and any barrier wait for it, {limit:g} s at most "
+                             f"(client.worker_silence_s); log: {links[w].log}")
             for w in sorted(named - set(quiet)):
                 display.warn(f"worker {w} speaks again after {hub.silent_max.get(w, 0):.0f} s of silence")
+            for w in sorted(w for w, seconds in quiet.items() if seconds >= limit):
+                display.warn(f"worker {w} said nothing for {limit:g} s: killed; the records it sent are kept and "
+                             "the rest of its shard counted lost")
+                links[w].abandon(f"silent for {quiet[w]:.0f} s")
+                hub.ended(w)  # no barrier or phase waits for it any longer
             named = set(quiet)
 
     helpers = [asyncio.ensure_future(say()), asyncio.ensure_future(watch())]
@@ -237,7 +259,7 @@ def planned(plans: Sequence[PhasePlan], shard: Shard) -> int | None:
 
 def _finished(link: Link, hub: Hub, text: str) -> ShardRun | None:
     run_dir = shard_dir(link.reports)
-    if link.returncode != 0 or run_dir is None or not (run_dir / "summary.json").is_file():
+    if link.returncode not in WHOLE_EXITS or run_dir is None or not (run_dir / "summary.json").is_file():
         return None
     return ShardRun(run_dir, text, read_summary(run_dir / "summary.json"), hub.records[link.index],
                     silent_max_s=_silence(hub, link.index), records_at=link.where)
@@ -264,8 +286,9 @@ def _dead(link: Link, like: ShardRun, hub: Hub, text: str, share: int | None) ->
 
 
 def merge_workers(scenario: Scenario, plans: Sequence[PhasePlan], links: Sequence[Link], hub: Hub, run_dir: Path,
-                  bundled: bool) -> tuple[RunResult, list[str]]:
-    """The workers' shards as one run in `run_dir`, and a line for each worker that died."""
+                  bundled: bool, stopped: str | None = None) -> tuple[RunResult, list[str]]:
+    """The workers' shards as one run in `run_dir`, and a line for each worker that died. `stopped`: the signal
+    that stopped the parent, if one did."""
     text = scenario.to_yaml()
     done = {link.index: s for link in links if (s := _finished(link, hub, text)) is not None}
     if not done:
@@ -284,5 +307,6 @@ def merge_workers(scenario: Scenario, plans: Sequence[PhasePlan], links: Sequenc
     # A death is said per shard (`run.shards[].stopped`); the run's own `stopped` stays a signal's.
     endpoint = alive[0].saved.run.endpoint
     parent = ParentSaw(None if endpoint is None else endpoint.model_copy(update={"bundled_simulator": bundled}),
-                       hub.coordinator, next((s.saved.run.stopped for s in alive if s.saved.run.stopped), None))
+                       hub.coordinator, stopped or next((s.saved.run.stopped for s in alive if s.saved.run.stopped),
+                                                        None))
     return merge_runs([*alive, *died], run_dir, parent), lines

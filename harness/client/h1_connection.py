@@ -1,0 +1,226 @@
+"""One HTTP/1.1 connection of the lean client (`harness.client.h1`): an asyncio protocol that parses with httptools
+and hands the chunks of each piece of body straight to the request's events inside `data_received`, and the
+exchange — one request's response — it carries. Bytes nobody asked for close it (`harness.client.belongs`)."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import itertools
+import zlib
+from typing import Any, cast
+
+import httptools
+
+from harness.client.backend import RequestEvents, take
+from harness.client.belongs import Answered, Provenance
+from harness.client.sse import ChunkReader
+from harness.errors import BadChunk
+
+_ERROR_BODY_LIMIT = 8192
+HEADER_LIMIT = 64 << 10  # a real server's response headers are well under a kilobyte
+INFLATED_LIMIT = 64 << 20  # a compressed answer inflates to no more (a stream of 100k tokens is ~20 MiB) …
+INFLATE_STEP = 1 << 20  # … a step at a time
+_SERIALS = itertools.count()  # names each connection for `Provenance`
+
+
+class Exchange:
+    """One request's response, as the parser reports it."""
+
+    __slots__ = ("body", "checked", "complete", "content_type", "done", "echoed", "encoding", "events",
+                 "first_timer", "framed", "head_bytes", "inflate", "inflated", "keep_alive", "location", "reader",
+                 "request_id", "status")
+
+    def __init__(self, request_id: str, events: RequestEvents, done: asyncio.Future[BaseException | None],
+                 first_timer: asyncio.TimerHandle | None) -> None:
+        self.request_id = request_id
+        self.events = events
+        self.reader = ChunkReader(events.keep_text)
+        self.first_timer = first_timer
+        self.done = done
+        self.status = 0
+        self.body = b""
+        self.keep_alive = False
+        self.complete = False  # the HTTP message ended (the body's last chunk came)
+        self.framed = False  # chunked or sized; otherwise the body ends when the server closes
+        self.head_bytes = 0  # read before the headers were complete
+        self.encoding = b""  # Content-Encoding, lower case
+        self.inflate: Any = None  # a zlib decompressor for a gzip or deflate body
+        self.inflated = 0  # bytes it gave so far
+        self.location = b""  # a redirect's target, never followed
+        self.content_type = b""
+        self.echoed: str | None = None  # the X-Request-Id the server sent back, if any
+        self.checked = False  # the stream's first payload was checked to be this request's (`belongs`)
+
+    def finish(self, error: BaseException | None = None) -> None:
+        if not self.done.done():
+            self.done.set_result(error)
+
+
+class H1Connection(asyncio.Protocol):
+    def __init__(self, idle: collections.deque[H1Connection], provenance: Provenance) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.exchange: Exchange | None = None
+        self.parser = httptools.HttpResponseParser(self)
+        self._idle = idle
+        self.return_when_complete = False
+        self.probe: asyncio.Future[bool] | None = None  # a warm-up's GET: answered, and kept alive
+        self.provenance = provenance
+        self.answered: Answered | None = None  # the last answer it carried: the next must not be it again
+        self.serial = next(_SERIALS)
+
+    # -- asyncio protocol --
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's transports do not subclass asyncio's
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserError as exc:
+            self._fail(exc)
+        except BadChunk as exc:
+            self._fail(exc)
+        ex = self.exchange
+        if ex is not None and not ex.status:  # still in the headers, which might never end
+            ex.head_bytes += len(data)
+            if ex.head_bytes > HEADER_LIMIT:
+                self._fail(ResponseTooLarge(f"response headers over {HEADER_LIMIT >> 10} KiB"))
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.transport = None
+        if self.probe is not None and not self.probe.done():
+            self.probe.set_result(False)
+        if self.exchange is None and self in self._idle:
+            self._idle.remove(self)  # closed by the server while idle: out of the pool at once
+        ex = self.exchange
+        if exc is None and ex is not None and ex.status and not ex.framed and not ex.complete:
+            ex.complete = True  # a body without length or chunks ends at the close: that is its end, not a reset
+            ex.finish()
+            return
+        self._fail(exc or ConnectionResetError("server closed the connection"))
+
+    # -- httptools callbacks --
+    def on_message_begin(self) -> None:
+        ex = self.exchange
+        if (ex is None and self.probe is None) or (ex is not None and ex.complete):
+            # An answer nobody asked for (left over, replayed): read as the next request's, it would score that
+            # request from bytes sent before it. Nothing more is read from this connection; it is never reused.
+            self.exchange = None
+            if self.transport is not None:
+                self.transport.close()
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        ex = self.exchange
+        if ex is None:
+            return
+        name = name.lower()
+        if name in (b"content-length", b"transfer-encoding"):
+            ex.framed = True
+        elif name == b"content-encoding":
+            ex.encoding = value.strip().lower()
+        elif name == b"location":
+            ex.location = value
+        elif name == b"content-type":
+            ex.content_type = value
+        elif name == b"x-request-id":
+            ex.echoed = value.decode("latin-1")
+
+    def on_headers_complete(self) -> None:
+        ex = self.exchange
+        if ex is None:
+            return
+        ex.status = self.parser.get_status_code()
+        if (stale := self.provenance.stale_echo(ex.request_id, self.answered, ex.echoed)) is not None:
+            self._fail(BadChunk(stale))
+            return
+        if ex.status == 200 and not ex.content_type.lower().startswith(b"text/event-stream"):
+            ex.events.media(ex.content_type.decode("latin-1") or "(none)")
+        if ex.encoding in (b"gzip", b"x-gzip", b"deflate"):  # never asked for, but some servers compress anyway
+            ex.inflate = zlib.decompressobj(16 + zlib.MAX_WBITS if b"gzip" in ex.encoding else zlib.MAX_WBITS)
+        elif ex.encoding not in (b"", b"identity"):
+            self._fail(BadChunk(f"Content-Encoding {ex.encoding.decode('latin-1')[:20]} is not supported"))
+
+    def on_body(self, body: bytes) -> None:
+        ex = self.exchange
+        if ex is None:
+            return
+        if ex.inflate is not None:
+            self._inflated(ex, body)
+        elif ex.status != 200:
+            if len(ex.body) < _ERROR_BODY_LIMIT:
+                ex.body += body
+        elif not ex.events.done:
+            try:
+                over = take(ex.reader, ex.events, body)
+            except BadChunk as exc:
+                self._fail(exc)
+                return
+            if not ex.checked and ex.reader.first is not None:
+                ex.checked = True
+                if (why := self.provenance.foreign(ex.request_id, self.answered, ex.reader.first,
+                                                   ex.echoed)) is not None:
+                    self._fail(BadChunk(why))
+                    return
+            if ex.first_timer is not None and ex.events.got_token:
+                ex.first_timer.cancel()
+                ex.first_timer = None
+            if over:
+                ex.finish()  # [DONE]: the request is over for the harness, whatever follows
+
+    def _inflated(self, ex: Exchange, body: bytes) -> None:
+        """A compressed body a step at a time, each read as a body (`on_body`, the inflater set aside): a gzip bomb
+        took 510 MB inflated at once; memory now holds one step, and the whole is capped."""
+        inflate, ex.inflate = ex.inflate, None
+        try:
+            while body and not ex.done.done() and self.exchange is ex:
+                piece = inflate.decompress(body, INFLATE_STEP)
+                ex.inflated += len(piece)
+                if ex.inflated > INFLATED_LIMIT:
+                    return self._fail(ResponseTooLarge(f"the {ex.encoding.decode()} body inflates past "
+                                                       f"{INFLATED_LIMIT >> 20} MiB: not a stream of tokens"))
+                self.on_body(piece)
+                body = inflate.unconsumed_tail
+        except zlib.error as exc:
+            self._fail(BadChunk(f"the {ex.encoding.decode()} body does not decode: {exc}"))
+        finally:
+            ex.inflate = inflate
+
+    def on_message_complete(self) -> None:
+        ex = self.exchange
+        if ex is None:
+            if self.probe is not None and not self.probe.done():
+                self.probe.set_result(self.parser.should_keep_alive())
+            return
+        ex.complete = True
+        ex.keep_alive = self.parser.should_keep_alive()
+        ex.finish()
+        if self.return_when_complete:  # the request had already ended at [DONE]: now reusable
+            self.return_when_complete = False
+            self.exchange = None
+            if ex.keep_alive and self.usable:
+                self._idle.append(self)
+            elif self.transport is not None:
+                self.transport.close()
+
+    def _fail(self, exc: BaseException) -> None:
+        if self.exchange is not None:
+            self.exchange.finish(exc)
+        if self.transport is not None:
+            self.transport.close()
+
+    @property
+    def usable(self) -> bool:
+        return self.transport is not None and not self.transport.is_closing()
+
+
+class Expired(Exception):
+    pass
+
+
+class ResponseTooLarge(Exception):
+    """A part of the response past its documented cap."""
+
+
+def expire(done: asyncio.Future[Any], reason: str) -> None:
+    if not done.done():
+        done.set_result(Expired(reason))

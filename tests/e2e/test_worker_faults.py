@@ -1,0 +1,81 @@
+"""`--workers` under faults, with real processes and real signals: a worker frozen for good is killed after
+`client.worker_silence_s` and the run ends incomplete; Ctrl-C of the parent stops the workers and still merges
+what they wrote. No clock is judged here (the generous bounds hold on a busy machine)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from harness.errors import EXIT_HARNESS, EXIT_STOPPED
+from tests.helpers import ROOT, only_run_dir, worker_pid
+
+
+def _workers(tmp_path: Path, sim_url: str, scenario: str) -> subprocess.Popen[str]:
+    path = tmp_path / "scenario.yaml"
+    path.write_text(scenario)
+    return subprocess.Popen([sys.executable, "-m", "harness", "run", str(path), "--endpoint", sim_url,
+                             "--progress", "lines", "--workers", "2", "--reports-dir", str(tmp_path / "reports")],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+
+
+FROZEN = """name: frozen
+workload: {prompt_tokens: 16, output_tokens: 8}
+client: {worker_silence_s: 6}
+phases:
+  - {name: open, load: {type: constant, rate: 6, requests: 120}}
+"""
+
+
+def test_a_worker_frozen_for_good_is_killed_after_the_stated_silence_and_the_run_ends(
+        sim_url: str, tmp_path: Path) -> None:
+    proc = _workers(tmp_path, sim_url, FROZEN)
+    os.kill(worker_pid(tmp_path / "reports", 1, 300), signal.SIGSTOP)
+    stopped_at = time.monotonic()
+    _, err = proc.communicate(timeout=120)
+    # Its share was 60 requests at 3 a second: it would have run 20 s. The silence limit ended it first.
+    assert time.monotonic() - stopped_at < 60
+    assert proc.returncode == EXIT_HARNESS, err
+    assert "worker 1 has said nothing for" in err and "6 s at most (client.worker_silence_s)" in err
+    assert "worker 1 said nothing for 6 s: killed" in err
+    assert "worker 1 died (silent for" in err and "never sent" in err
+    summary = json.loads((only_run_dir(tmp_path / "reports") / "summary.json").read_text())
+    shards = {s["index"]: s for s in summary["run"]["shards"]}
+    assert shards[1]["stopped"].startswith("worker died (silent for") and not shards[1]["complete"]
+    assert shards[0]["records"] == 60 and shards[1]["loss"]["never_sent"] > 0
+    assert summary["phases"][0]["incomplete"] == "shard 1/2 died in it"
+
+
+LONG = """name: long
+workload: {prompt_tokens: 16, output_tokens: 8}
+phases:
+  - {name: open, load: {type: constant, rate: 10, requests: 600}}
+  - {name: never, load: {type: constant, rate: 10, requests: 10}}
+"""
+
+
+def test_ctrl_c_of_the_parent_stops_the_workers_and_merges_what_they_wrote(sim_url: str, tmp_path: Path) -> None:
+    """As a terminal sends it: SIGINT to the parent's process group, which the workers are not in."""
+    proc = _workers(tmp_path, sim_url, LONG)
+    worker_pid(tmp_path / "reports", 1, 300)
+    worker_pid(tmp_path / "reports", 0, 300)
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == EXIT_STOPPED, err
+    assert "SIGINT: the workers stop sending" in err and "harness merge" in err
+    assert "Traceback" not in err + out
+    run_dir = only_run_dir(tmp_path / "reports")
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["run"]["stopped"] == "SIGINT" and not summary["run"]["complete"]
+    shards = {s["index"]: s for s in summary["run"]["shards"]}
+    assert all(s["loss"] is None and 0 < s["records"] < 300 for s in shards.values()), shards  # stopped, not dead
+    assert [p["name"] for p in summary["phases"]] == ["open"]
+    ok = summary["phases"][0]["requests"]["ok"]
+    assert ok == shards[0]["records"] + shards[1]["records"]  # every request in flight at the stop finished
+    assert len((run_dir / "requests.jsonl").read_text().splitlines()) == ok
