@@ -191,10 +191,10 @@ phases:
 """
 
 
-def _interrupt(tmp_path: Path, sim_url: str | None, grace: float, signals: int
+def _interrupt(tmp_path: Path, sim_url: str | None, grace: float, signals: int, sent: tuple[int, ...] = ()
                ) -> tuple[subprocess.CompletedProcess[str], dict, pd.DataFrame]:
     """Ctrl-C as a terminal sends it: SIGINT to the whole foreground process group of the harness (and, with
-    no `sim_url`, of the simulator it started)."""
+    no `sim_url`, of the simulator it started), `signals` times; or the signals `sent`, in turn."""
     import os
     import signal
     import time
@@ -212,8 +212,8 @@ def _interrupt(tmp_path: Path, sim_url: str | None, grace: float, signals: int
         if csvs and len(csvs[0].read_text().splitlines()) > 20:
             break
         time.sleep(0.1)
-    for _ in range(signals):
-        os.killpg(proc.pid, signal.SIGINT)
+    for sig in sent or (signal.SIGINT,) * signals:
+        os.killpg(proc.pid, sig)
         time.sleep(0.3)
     out, err = proc.communicate(timeout=60)
     run_dir = only_run_dir(tmp_path / "reports")
@@ -231,6 +231,17 @@ def test_ctrl_c_stops_sending_and_waits_for_requests_in_flight(tmp_path: Path, s
     assert [p["name"] for p in summary["phases"]] == ["open"]  # the next phase never started
     assert 20 <= len(rows) < 200  # about a second of a 20 req/s schedule, not the planned 1,200
     assert set(rows["status"]) == {"ok"}  # in flight at the stop: all finished within the grace
+
+
+def test_sigusr1_is_said_and_ignored_and_sigquit_stops_like_sigterm(tmp_path: Path, sim_url: str) -> None:
+    """Both ended the process unhandled, with no summary."""
+    import signal
+
+    proc, summary, rows = _interrupt(tmp_path, sim_url, grace=30, signals=0, sent=(signal.SIGUSR1, signal.SIGQUIT))
+    assert proc.returncode == 130, proc.stderr
+    assert "SIGUSR1: ignored, the run goes on" in proc.stderr and "SIGQUIT: stopped sending" in proc.stderr
+    assert summary["run"]["stopped"] == "SIGQUIT" and 20 <= len(rows) < 200
+    assert set(rows["status"]) == {"ok"}  # the requests in flight finished within the grace
 
 
 def test_second_ctrl_c_cancels_requests_in_flight_and_keeps_records(tmp_path: Path, sim_url: str) -> None:
