@@ -131,7 +131,7 @@ class H1Connection(asyncio.Protocol):
             return
         ex.status = self.parser.get_status_code()
         if (stale := self.provenance.stale_echo(ex.request_id, self.answered, ex.echoed)) is not None:
-            self._fail(BadChunk(stale))
+            self._disown(BadChunk(stale))
             return
         if ex.status == 200 and not ex.content_type.lower().startswith(b"text/event-stream"):
             ex.events.media(ex.content_type.decode("latin-1") or "(none)")
@@ -159,7 +159,7 @@ class H1Connection(asyncio.Protocol):
                 ex.checked = True
                 if (why := self.provenance.foreign(ex.request_id, self.answered, ex.reader.first,
                                                    ex.echoed)) is not None:
-                    self._fail(BadChunk(why))
+                    self._disown(BadChunk(why))
                     return
             if ex.first_timer is not None and ex.events.got_token:
                 ex.first_timer.cancel()
@@ -201,6 +201,11 @@ class H1Connection(asyncio.Protocol):
                 self._idle.append(self)
             elif self.transport is not None:
                 self.transport.close()
+
+    def _disown(self, exc: BadChunk) -> None:
+        """Not this request's answer: it fails, and nothing more of this connection reaches it."""
+        self._fail(exc)
+        self.exchange = None
 
     def _fail(self, exc: BaseException) -> None:
         if self.exchange is not None:
