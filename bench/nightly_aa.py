@@ -11,7 +11,7 @@ core, the harness on the first.
 A night's outcome is the script's exit: 0 green, 99 red, 5 no verdict (after its retries), anything else an error.
 The measured ITL p50 change of the slow nights is printed beside, so "10% slower" is a measured figure.
 
-    .venv/bin/python bench/nightly_aa.py [--repeat 3] [--aa 30] [--slow 10] [--slower 10] [--out DIR]
+    .venv/bin/python bench/nightly_aa.py [--repeat 3] [--aa 30] [--slow 10] [--slower 10] [--out FILE.json]
 """
 
 from __future__ import annotations
