@@ -22,6 +22,7 @@ from harness.run.dispatch import Dispatcher
 
 Warn = Callable[[str], None]
 STOPPING = (signal.SIGINT, signal.SIGTERM, signal.SIGQUIT, signal.SIGHUP)
+USR1_IGNORED = "SIGUSR1: ignored, the run goes on (Ctrl-C or SIGTERM stop it, records kept)"
 _keeping: list[Warn] = []  # inside `results_kept`: who is told of a signal held off
 
 
@@ -47,7 +48,7 @@ class Stopper:
         if sig == signal.SIGHUP:
             detach_terminal()
         if sig == signal.SIGUSR1:
-            self.warn("SIGUSR1: ignored, the run goes on (Ctrl-C or SIGTERM stop it, records kept)")
+            self.warn(USR1_IGNORED)
         elif self.signal is None:
             self.signal = sig.name
             self.at_ns = time.monotonic_ns()

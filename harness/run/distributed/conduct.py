@@ -21,7 +21,7 @@ from harness.run.exporter import LiveMetrics
 from harness.run.observe import FanOut, RecordObserver
 from harness.run.progress import Progress
 from harness.run.runner import RunResult
-from harness.run.signals import detach_terminal, off_signals, on_signals
+from harness.run.signals import USR1_IGNORED, detach_terminal, off_signals, on_signals
 from harness.run.target import target
 from harness.workload.plan import plan_phase
 
@@ -71,7 +71,7 @@ class Forward:
 
     def __call__(self, sig: signal.Signals) -> None:
         if sig == signal.SIGUSR1:
-            self.warn("SIGUSR1: ignored, the run goes on (Ctrl-C or SIGTERM stop it, records kept)")
+            self.warn(USR1_IGNORED)
             return
         if sig == signal.SIGHUP:
             detach_terminal()
