@@ -7,6 +7,11 @@ where any number of requests can reference them. Cached blocks that nobody refer
 (and can be hit again) until their space is needed, least recently released first.
 
 Invariant: total = free + Σ private blocks of requests + cached blocks.
+
+The cache is one ordered map, hash → references, rather than a reference count and an LRU list apiece: a
+block costs ~200 bytes instead of ~290 (bench/sim_memory.py). Unreferenced blocks are kept in the order they
+were released; a referenced block met at the front while evicting is moved to the back, so each eviction stays
+O(1) on average and the least recently released block still goes first.
 """
 
 from __future__ import annotations
@@ -53,14 +58,14 @@ class BlockPool:
         self.caching = caching
         self.tail_first = tail_first  # False: vLLM 0.11's order, a chain's head first
         self.free = total
-        self._refcount: dict[int, int] = {}
-        self._evictable: OrderedDict[int, None] = OrderedDict()  # cached, unreferenced, LRU first
+        self._cached: OrderedDict[int, int] = OrderedDict()  # hash → references; unreferenced ones LRU first
+        self._evictable = 0
         self.query_tokens = 0
         self.hit_tokens = 0
 
     @property
     def available(self) -> int:
-        return self.free + len(self._evictable)
+        return self.free + self._evictable
 
     @property
     def used(self) -> int:
@@ -73,7 +78,7 @@ class BlockPool:
             return 0
         limit = max_tokens // BLOCK_TOKENS
         for h in table.hashes[:limit]:
-            if h not in self._refcount:
+            if h not in self._cached:
                 break
             self._reference(h)
             table.refs.append(h)
@@ -90,9 +95,14 @@ class BlockPool:
         """Give `table` n more private blocks, evicting unreferenced cached blocks if needed."""
         if n > self.available:
             return False
+        cached = self._cached
         while self.free < n:
-            h, _ = self._evictable.popitem(last=False)
-            del self._refcount[h]
+            h = next(iter(cached))
+            if cached[h]:
+                cached.move_to_end(h)  # referenced: out of the way; its place is set again when released
+                continue
+            del cached[h]
+            self._evictable -= 1
             self.free += 1
         self.free -= n
         table.private += n
@@ -106,11 +116,11 @@ class BlockPool:
         while len(table.refs) < full and table.private > 0:
             h = table.hashes[len(table.refs)]
             table.private -= 1
-            if h in self._refcount:
+            if h in self._cached:
                 self.free += 1  # someone cached the same block meanwhile: ours is a duplicate
                 self._reference(h)
             else:
-                self._refcount[h] = 1
+                self._cached[h] = 1
             table.refs.append(h)
 
     def release(self, table: BlockTable) -> None:
@@ -118,14 +128,17 @@ class BlockPool:
         in reverse order), so the least useful end of a chain goes before its prefix, which others may share."""
         self.free += table.private
         table.private = 0
+        cached = self._cached
         for h in reversed(table.refs) if self.tail_first else table.refs:
-            count = self._refcount[h] - 1
-            self._refcount[h] = count
+            count = cached[h] - 1
+            cached[h] = count
             if count == 0:
-                self._evictable[h] = None
+                cached.move_to_end(h)
+                self._evictable += 1
         table.refs = []
 
     def _reference(self, h: int) -> None:
-        if self._refcount[h] == 0:
-            del self._evictable[h]
-        self._refcount[h] += 1
+        count = self._cached[h]
+        if count == 0:
+            self._evictable -= 1
+        self._cached[h] = count + 1

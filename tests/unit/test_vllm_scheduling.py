@@ -105,6 +105,27 @@ def test_a_released_chain_is_evicted_from_its_tail(tail_first: bool, hit_blocks:
     assert pool.match_prefix(again, 160) == hit_blocks * 16
 
 
+def test_eviction_takes_the_least_recently_released_block_past_ones_still_referenced() -> None:
+    """The cache is one ordered map: blocks still referenced sit at its front (cached first, never released) and
+    must be stepped over, not evicted, while unreferenced ones go in the order they were released."""
+    pool = BlockPool(6)
+    held = BlockTable([1, 2])  # cached first, still referenced throughout
+    first = BlockTable([3, 4])
+    second = BlockTable([5, 6])
+    for table in (held, first, second):
+        assert pool.allocate(table, 2)
+        pool.promote(table, 32)
+    pool.release(second)  # released before `first`: the least recently released
+    pool.release(first)
+    assert pool.available == 4 and pool.free == 0
+    assert pool.allocate(BlockTable([]), 2)
+    assert not pool.allocate(BlockTable([]), 3)  # only two evictable blocks left
+    assert pool.match_prefix(BlockTable([1, 2]), 32) == 32  # the referenced chain survived
+    assert pool.match_prefix(BlockTable([3, 4]), 32) == 32  # released last: kept
+    assert pool.match_prefix(BlockTable([5, 6]), 32) == 0  # released first: evicted
+    assert pool.used == 6 and pool.available == 0
+
+
 @pytest.mark.parametrize("compat", ["0.33", "0.11"])
 def test_a_run_with_no_shared_text_reports_no_cache_hits_under_memory_pressure(compat: str) -> None:
     """96 users, nothing shared, KV short enough to preempt: vLLM 0.33 reports 0% (the issue saw 3% "hits",
