@@ -17,6 +17,7 @@ from harness.report.table import print_table
 from harness.tools.matrix import accelerator_matrix
 from harness.tools.predict import predict as run_prediction
 from harness.tools.search import parse_slo
+from harness.tools.twin_validate import outside_envelope
 
 
 def _list(ctx: click.Context, param: click.Parameter, value: str | None) -> list[str] | None:
@@ -75,6 +76,9 @@ def predict(scenario_path: Path | None, as_json: bool, accelerators: list[str] |
         scenario = on_presets(scenario, lambda line: click.echo(line, err=True))
         if prices or slo or capacity or html_path:
             raise click.UsageError("--price, --slo, --capacity and --html go with --accelerators")
+        for line in outside_envelope(scenario):
+            click.echo(f"warning: {line}: outside what the twin {scenario.simulator.accelerator} was fitted on (an "
+                       "extrapolation)", err=True)
         summary = run_prediction(scenario)
         if as_json:
             click.echo(json.dumps(summary.to_json(), indent=2))

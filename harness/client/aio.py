@@ -251,6 +251,18 @@ async def list_models(session: aiohttp.ClientSession, base_url: str, headers: Ma
     return [i for i in ids if _text(i)]
 
 
+async def get_json(session: aiohttp.ClientSession, url: str, headers: Mapping[str, str] | None = None) -> object:
+    """A JSON body the endpoint may or may not serve (llama-server's `/props`, SGLang's `/get_server_info`),
+    capped like the model list; None where it answers anything but 200 and JSON, or does not answer."""
+    try:
+        async with session.get(url, headers=headers, timeout=aiohttp.ClientTimeout(total=15)) as resp:
+            if resp.status != 200:
+                return None
+            return json.loads(await _capped(resp, url))
+    except (aiohttp.ClientError, TimeoutError, ValueError, RecursionError, EndpointError):
+        return None
+
+
 def _context(card: object) -> int | None:
     """A model card's context length in tokens, if it gives a sane one."""
     if not isinstance(card, dict):

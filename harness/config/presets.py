@@ -82,6 +82,10 @@ class FittedAccelerator:
     batch_tokens: int | None = None
     first_token_step: int = 0
     prompt_step_ms: float = 0.0  # a step that processes prompt tokens costs this much more (its own setup)
+    # A prompt processed beside decoding streams costs this fraction more for each of them (llama-server on a CPU:
+    # a 128-token prompt takes ~2.2 s per 1k alone and ~3.5 s beside six streams); decode tables only.
+    prompt_beside: float = 0.0
+    prompt_together: float = 0.0  # … and this fraction more for each other prompt processed in the same step
     # Where the decode step's time is not linear in its sequences (a CPU's kernels change with the batch; CUDA
     # graphs come in batch-size buckets), the measured time of a step of n decoding sequences, n = 1, 2, …; a
     # step then costs decode_ms[n − 1] (per_seq_ms a sequence more past the table) + prompt_step_ms +
@@ -90,6 +94,10 @@ class FittedAccelerator:
     # The loads the fit saw, offered requests per second (lowest, highest): `sim validate` says when a load lies
     # outside them.
     fitted_rps: list[float] | None = None  # [lowest, highest]
+    # The rest of the envelope it was fitted on: the decode batch sizes its steps measured (each in enough steps
+    # to time), the prompt lengths its requests had; `predict` and `sim validate` say when a load leaves them.
+    fitted_batch: list[int] | None = None  # [lowest, highest] sequences decoding in a step
+    fitted_prompt_tokens: list[int] | None = None  # [shortest, longest]
 
     def line_decode_ms(self, seqs: int, context_tokens: float) -> float:
         """The linear step model's time for `seqs` sequences decoding and nothing else (`sim fit` sets it beside
@@ -208,8 +216,10 @@ def _build(cls: type[Any], name: str, entry: object, source: str) -> Any:
 
 # Fields that may be zero (no growth, no time outside the steps); every other number must be above it.
 _MAY_BE_ZERO = {"growth_per_seq", "request_ms", "per_seq_ms", "per_context_ktoken_ms", "weights_ms", "step_ms",
-                "per_ktoken_ms", "first_token_step", "prompt_step_ms"}
+                "per_ktoken_ms", "first_token_step", "prompt_step_ms", "prompt_beside",
+                "prompt_together"}
 _ABSURD = 1e15  # past any device or model: a typo, or a unit mistaken
+_SPANS = {"fitted_rps": "requests/s", "fitted_batch": "sequences", "fitted_prompt_tokens": "prompt tokens"}
 
 
 def _table_problem(value: object) -> str | None:
@@ -224,11 +234,11 @@ def _number_problem(name: str, value: object) -> str | None:
     read as a number, a zero, a negative, an infinity)."""
     if value is None or name in ("kind",):
         return None
-    if name == "fitted_rps":  # the fitted loads: [lowest, highest] requests per second
+    if name in _SPANS:  # the fitted envelope: [lowest, highest]
         ok = isinstance(value, list) and len(value) == 2 and all(
             isinstance(v, int | float) and not isinstance(v, bool) and 0 < v < _ABSURD for v in value)
         return None if ok and value[0] <= value[1] else (  # type: ignore[index]
-            f"{str(value)[:40]!r} is not [lowest, highest] requests/s")
+            f"{str(value)[:40]!r} is not [lowest, highest] {_SPANS[name]}")
     if name == "first_token_step" and value not in (0, 1):
         return f"{value!r}: 0 (the first token leaves with its prompt's step) or 1 (with the step after)"
     if isinstance(value, bool) or not isinstance(value, int | float):

@@ -31,7 +31,7 @@ from harness.records import RequestRecord, read_records
 from harness.stats.schema import read_summary
 from harness.stats.server import Row, read_server_metrics
 from harness.tools.predict import predict_runs
-from harness.tools.twin_curve import fit_curve
+from harness.tools.twin_curve import MIN_STEPS, fit_curve, nonnegative
 from harness.tools.twin_samples import Streams, overlapping, server_batches, step_samples
 
 UNMEASURED_KV_TOKENS = 10_000_000  # no KV usage scraped: the twin never runs out
@@ -52,7 +52,7 @@ def _search(samples: np.ndarray, weights: np.ndarray, per_ktoken: np.ndarray) ->
     for w in weights:
         for k in per_ktoken:
             x, y = _design(samples, float(w), float(k))
-            coef = _nonnegative(x, y)
+            coef = nonnegative(x, y)
             err = float(np.mean((y - x @ coef) ** 2))
             if err < best[0]:
                 best = (err, float(w), float(k))
@@ -78,12 +78,12 @@ def fit_steps(samples: np.ndarray, prompt_ms_per_ktoken: float | None = None) ->
             per_ktoken = np.linspace(max(0.0, k * 0.8), k * 1.2 + 1e-6, 9)
         _, w, k = _search(samples, weights, per_ktoken)
     x, y = _design(samples, w, k)
-    residual = y - x @ _nonnegative(x, y)
+    residual = y - x @ nonnegative(x, y)
     # Stalls are five median deviations off; never closer than 1% of the median gap (exact data has none).
     mad = max(float(np.median(np.abs(residual - np.median(residual)))), 0.01 * float(np.median(gaps)))
     kept = samples[np.abs(residual) <= 5 * mad]
     x, y = _design(kept, w, k)
-    coef = _nonnegative(x, y)
+    coef = nonnegative(x, y)
     step, per_seq, per_context, prompt_step = (float(c) for c in coef)
     # How well the model explains every gap, stalls included: a wrong attribution of the prompts leaves their
     # long steps unexplained (the refit above would drop them as outliers and look better than it is).
@@ -91,18 +91,6 @@ def fit_steps(samples: np.ndarray, prompt_ms_per_ktoken: float | None = None) ->
     return {"step_ms": step, "weights_ms": w, "per_ktoken_ms": k, "per_seq_ms": per_seq,
             "per_context_ktoken_ms": per_context, "prompt_step_ms": prompt_step,
             "rms_ms": float(np.sqrt(np.mean((y_all - x_all @ coef) ** 2)))}
-
-
-def _nonnegative(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    free = np.ones(x.shape[1], dtype=bool)
-    coef = np.zeros(x.shape[1])
-    for _ in range(x.shape[1]):
-        coef[:] = 0.0
-        coef[free] = np.linalg.lstsq(x[:, free], y, rcond=None)[0]
-        if (coef >= 0).all():
-            break
-        free &= coef > 0
-    return np.clip(coef, 0.0, None)
 
 
 KV_MIN_USAGE = 0.05  # below this the cache holds too few blocks for held tokens / usage to mean much
@@ -185,7 +173,8 @@ def fit_runs(run_dirs: Sequence[Path], name: str, model: str | None = None, slot
                              first_token_step=lead, fitted_rps=offered_range(run_dirs), step_ms=f["step_ms"],
                              weights_ms=f["weights_ms"], per_ktoken_ms=f["per_ktoken_ms"], per_seq_ms=f["per_seq_ms"],
                              per_context_ktoken_ms=f["per_context_ktoken_ms"], prompt_step_ms=f["prompt_step_ms"])
-    steps = with_table(line, shapes[lead], records)
+    steps = replace(with_table(line, shapes[lead], records), fitted_batch=batch_span(shapes[lead]),
+                    fitted_prompt_tokens=prompt_span(records))
     return Fit(replace(steps, request_ms=request_overhead_ms(steps, run_dirs, model)), len(shapes[lead]), bool(kv),
                max(usage) if usage else None, said)
 
@@ -201,7 +190,22 @@ def with_table(line: FittedAccelerator, samples: np.ndarray, records: Sequence[R
         return line
     return replace(line, step_ms=0.0, weights_ms=0.0, per_context_ktoken_ms=0.0, per_seq_ms=curve.per_seq_ms,
                    per_ktoken_ms=curve.per_ktoken_ms, prompt_step_ms=curve.prompt_step_ms,
+                   prompt_beside=round(curve.prompt_beside, 4), prompt_together=round(curve.prompt_together, 4),
                    decode_ms=[round(v, 3) for v in curve.decode_ms])
+
+
+def batch_span(samples: np.ndarray) -> list[int] | None:
+    """The fewest and the most sequences decoding in a step that the runs timed in enough steps to trust."""
+    plain = samples[samples[:, 3] == 0]
+    counts = np.round(plain[:, 1] - plain[:, 4]).astype(np.int64)
+    sizes, seen = np.unique(counts[counts > 0], return_counts=True)
+    timed = sizes[seen >= MIN_STEPS]
+    return [int(timed.min()), int(timed.max())] if len(timed) else None
+
+
+def prompt_span(records: Sequence[RequestRecord]) -> list[int] | None:
+    lengths = [n for r in records if r.status == "ok" and (n := r.prompt_tokens or r.prompt_tokens_requested)]
+    return [min(lengths), max(lengths)] if lengths else None
 
 
 def queue_cap(scraped: Sequence[Sequence[Row]]) -> int | None:
@@ -219,24 +223,32 @@ def queue_cap(scraped: Sequence[Sequence[Row]]) -> int | None:
 
 
 def offered_range(run_dirs: Sequence[Path]) -> list[float] | None:
-    """The lowest and the highest offered rate (requests/s) of the fitted runs' open-loop phases."""
+    """The lowest and the highest offered rate (requests/s) of the fitted runs' open-loop phases (a closed loop's
+    sending rate is its engine's, not a load it was offered)."""
     rates = [p.load.offered_rps for d in run_dirs if (d / "summary.json").is_file()
-             for p in read_summary(d / "summary.json").phases if p.load.offered_rps]
+             for p in read_summary(d / "summary.json").phases if p.load.offered_rps and p.load.target_rps]
     return [round(min(rates), 4), round(max(rates), 4)] if rates else None
 
 
+MIN_ALONE_REQUESTS = 5  # requests that had the engine to themselves it takes to price the time outside the steps
+
+
 def request_overhead_ms(steps_only: FittedAccelerator, run_dirs: Sequence[Path], model: str | None) -> float:
-    """The time a request spends outside the engine's steps: the median, over every ok request of the fitted
-    runs, of its measured less its replayed TTFT on the steps alone (never below zero). A step fit cannot see
-    it: it lies between the client's send and the engine's admission, and between the first token's step and
-    the client's read."""
+    """The time a request spends outside the engine's steps: the median, over the ok requests of the fitted runs,
+    of its measured less its replayed TTFT on the steps alone (never below zero). A step fit cannot see it: it
+    lies between the client's send and the engine's admission, and between the first token's step and the
+    client's read. Only requests that had the engine to themselves count where there are enough of them: under a
+    queue the replay's own errors land in the difference (llama-server: +64 ms from loaded runs, ~0 alone)."""
     ACCELERATORS[steps_only.name] = steps_only
     short = [gap for d in run_dirs for gap in _ttft_shortfall_ms(d, steps_only.name, model)]
-    return max(0.0, float(np.median(short))) if short else 0.0
+    alone = [t for t, lone in short if lone]
+    chosen = alone if len(alone) >= MIN_ALONE_REQUESTS else [t for t, _ in short]
+    return max(0.0, float(np.median(chosen))) if chosen else 0.0
 
 
-def _ttft_shortfall_ms(run_dir: Path, accelerator: str, model: str | None) -> list[float]:
-    """Measured less replayed TTFT of each request answered in both, matched by phase and index."""
+def _ttft_shortfall_ms(run_dir: Path, accelerator: str, model: str | None) -> list[tuple[float, bool]]:
+    """Measured less replayed TTFT of each request answered in both, matched by phase and index, and whether no
+    other request was in flight between its send and its first token."""
     def ttft(rec: RequestRecord) -> float | None:
         if rec.status != "ok" or rec.first_token_ns is None or rec.sent_ns is None:
             return None
@@ -244,8 +256,13 @@ def _ttft_shortfall_ms(run_dir: Path, accelerator: str, model: str | None) -> li
 
     _, runs = asyncio.run(predict_runs(on_twin(load_scenario(run_dir / "scenario.yaml"), accelerator, model)))
     replayed = {(r.phase, r.index): t for run in runs for r in run.records if (t := ttft(r)) is not None}
-    return [t - replayed[key] for r in _records(run_dir)
-            if (t := ttft(r)) is not None and (key := (r.phase, r.index)) in replayed]
+    records = _records(run_dir)
+    spans = [(r.sent_ns, r.chunk_ns[-1] if r.chunk_ns else r.sent_ns) for r in records if r.sent_ns is not None]
+    matched = [(r, t - replayed[key]) for r in records
+               if (t := ttft(r)) is not None and (key := (r.phase, r.index)) in replayed]
+    windows = [(r.sent_ns or 0, r.first_token_ns or 0) for r, _ in matched]
+    company = overlapping(spans, windows) if matched else np.zeros(0)
+    return [(gap, bool(n == 1)) for (_, gap), n in zip(matched, company, strict=True)]
 
 
 def _records(run_dir: Path) -> list[RequestRecord]:

@@ -18,6 +18,7 @@ import numpy as np
 MIN_STEPS = 10  # decode-only steps at a sequence count for its median to enter the table
 ONE_SIZE = 1.5  # prompt steps whose token counts all lie within this ratio: one size, no per-step cost told apart
 MIN_OTHER_SIZE = 5  # prompt steps of another size it takes to tell them apart (two pairs decide nothing)
+MIN_ALONE = 5  # prompt steps alone, and beside streams, it takes to price a prompt apart from its company
 
 
 @dataclass(frozen=True)
@@ -27,19 +28,28 @@ class Curve:
     prompt_step_ms: float
     per_ktoken_ms: float  # per 1,000 prompt tokens
     seen: dict[int, float]  # batch sizes measured (not interpolated): the median context/1000 of their steps
+    prompt_beside: float = 0.0  # the prompt part's growth for each sequence decoding beside it
+    prompt_together: float = 0.0  # the prompt part's growth for each other prompt processed in the same step
 
     def departure(self, line: Callable[[int, float], float]) -> float:
         """The largest relative difference between the table and `line` (a linear model's decode step of n
         sequences holding a context of so many thousand tokens), over the batch sizes the runs measured."""
         return max(abs(self.decode_ms[n - 1] / line(n, ctx) - 1) for n, ctx in self.seen.items())
 
-    def predict(self, decoders: np.ndarray, prompt_k: np.ndarray) -> np.ndarray:
+    def predict(self, decoders: np.ndarray, prompt_k: np.ndarray, prompts: np.ndarray | float = 1.0) -> np.ndarray:
         table = np.asarray(self.decode_ms)
         n = np.clip(decoders.astype(np.int64), 0, None)
         inside = table[np.clip(n, 1, len(table)) - 1]
         past = table[-1] + self.per_seq_ms * (n - len(table))
         decode = np.where(n == 0, 0.0, np.where(n <= len(table), inside, past))
-        return decode + np.where(prompt_k > 0, self.prompt_step_ms + self.per_ktoken_ms * prompt_k, 0.0)
+        return decode + np.where(prompt_k > 0, self.prompt_part(prompt_k, prompts, n), 0.0)
+
+    def prompt_part(self, prompt_k: np.ndarray, prompts: np.ndarray | float, beside: np.ndarray) -> np.ndarray:
+        """What the prompts of a step cost beyond its decode part."""
+        alone = self.prompt_step_ms + self.per_ktoken_ms * prompt_k
+        cost: np.ndarray = alone * (1 + self.prompt_together * np.clip(np.asarray(prompts) - 1, 0, None)
+                                    + self.prompt_beside * np.clip(beside, 0, None))
+        return cost
 
 
 def fit_curve(samples: np.ndarray, prompt_steps: np.ndarray | None = None) -> Curve | None:
@@ -61,9 +71,31 @@ def fit_curve(samples: np.ndarray, prompt_steps: np.ndarray | None = None) -> Cu
     slope = max(0.0, float(np.polyfit(known, values, 1)[0]))
     partial = Curve([float(v) for v in table], slope, 0.0, 0.0, seen)
     prompts = samples[samples[:, 3] > 0] if prompt_steps is None or not len(prompt_steps) else prompt_steps
-    rest = prompts[:, 0] - partial.predict(np.round(prompts[:, 1] - prompts[:, 4]), np.zeros(len(prompts)))
-    step, per_k = _prompt_terms(rest, prompts[:, 3])
-    return Curve(partial.decode_ms, slope, step, per_k, seen)
+    beside = np.round(prompts[:, 1] - prompts[:, 4])
+    rest = prompts[:, 0] - partial.predict(beside, np.zeros(len(prompts)))
+    alone = beside == 0
+    if np.count_nonzero(alone & (prompts[:, 4] == 1)) < MIN_ALONE:
+        step, per_k = _prompt_terms(rest, prompts[:, 3])
+        return Curve(partial.decode_ms, slope, step, per_k, seen)
+    # A prompt beside decoding streams is slower than alone (llama-server: +10% a stream), and prompts processed
+    # together cost more than one of their summed length (8 × 128 tokens: 2.7 s, 1,024 alone: 2.3 s): the terms
+    # from single prompts processed alone, then each growth as the median over the steps that show it alone.
+    single = alone & (prompts[:, 4] == 1)
+    step, per_k = _prompt_terms(rest[single], prompts[single, 3])
+    terms = Curve(partial.decode_ms, slope, step, per_k, seen)
+    together = _growth(rest, terms.prompt_part(prompts[:, 3], 1.0, np.zeros(len(rest))), prompts[:, 4] - 1,
+                       alone & ~single)
+    terms = Curve(partial.decode_ms, slope, step, per_k, seen, 0.0, together)
+    beside_growth = _growth(rest, terms.prompt_part(prompts[:, 3], prompts[:, 4], np.zeros(len(rest))), beside,
+                            ~alone)
+    return Curve(partial.decode_ms, slope, step, per_k, seen, beside_growth, together)
+
+
+def _growth(rest: np.ndarray, base: np.ndarray, count: np.ndarray, rows: np.ndarray) -> float:
+    """The median growth over `base` per unit of `count` over `rows`; none with fewer than `MIN_ALONE` rows."""
+    if np.count_nonzero(rows) < MIN_ALONE:
+        return 0.0
+    return max(0.0, float(np.median((rest[rows] / np.maximum(base[rows], 1e-9) - 1) / count[rows])))
 
 
 def _prompt_terms(rest: np.ndarray, prompt_k: np.ndarray) -> tuple[float, float]:
@@ -90,3 +122,16 @@ def _prompt_terms(rest: np.ndarray, prompt_k: np.ndarray) -> tuple[float, float]
         if keep.sum() < 2:
             break
     return float(coef[0]), float(coef[1])
+
+
+def nonnegative(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Least squares with no coefficient below zero (active set: drop the negative ones and refit)."""
+    free = np.ones(x.shape[1], dtype=bool)
+    coef = np.zeros(x.shape[1])
+    for _ in range(x.shape[1]):
+        coef[:] = 0.0
+        coef[free] = np.linalg.lstsq(x[:, free], y, rcond=None)[0]
+        if (coef >= 0).all():
+            break
+        free &= coef > 0
+    return np.clip(coef, 0.0, None)

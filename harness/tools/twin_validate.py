@@ -8,8 +8,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TypedDict
 
+from harness.config.load import BatchLoad, ConcurrencyLoad
 from harness.config.presets import ACCELERATORS, FittedAccelerator
-from harness.config.scenario import load_scenario
+from harness.config.scenario import Scenario, load_scenario
+from harness.config.workload import Length
+from harness.run.target import high, low
 from harness.stats.schema import read_summary
 from harness.stats.thresholds import observed
 from harness.tools.predict import predict
@@ -81,20 +84,58 @@ def fit_warnings(fit: Fit, rows: Sequence[ValidationRow]) -> list[str]:
 
 
 def outside_fitted(run_dir: Path, accelerator: str) -> list[str]:
-    """Phases of a run whose load the fit never saw: a rate outside the fitted runs' by over 10%, or a load shape
-    (closed loop, fixed batches) when the fit saw only open-loop rates."""
+    """Phases of a run whose load the fit never saw: a rate outside the fitted runs' by over 10% (below them is
+    inside where the fit timed decode steps from one sequence up); a closed loop or fixed batch of more requests
+    than the fit timed decode steps of (any, when it saw only open-loop rates); prompts longer or shorter than the
+    fitted ones by over 10%."""
     device = ACCELERATORS[accelerator]
-    span = device.fitted_rps if isinstance(device, FittedAccelerator) else None
-    if span is None:
+    if not isinstance(device, FittedAccelerator):
         return []
-    low, high = span
-    out = []
-    for phase in read_summary(run_dir / "summary.json").phases:
-        rate = phase.load.offered_rps
-        if rate is None:
-            out.append(f"{run_dir.name} / {phase.name}: not an open-loop rate; the fit saw {low:g}–{high:g} req/s "
-                       "offered")
-        elif not 0.9 * low <= rate <= 1.1 * high:
-            out.append(f"{run_dir.name} / {phase.name}: {rate:g} req/s offered lies outside the fitted "
-                       f"{low:g}–{high:g} req/s")
+    scenario = load_scenario(run_dir / "scenario.yaml")
+    loads = {p.name: p.load for p in scenario.phases}
+    out = [f"{run_dir.name} / {phase.name}: {beyond}" for phase in read_summary(run_dir / "summary.json").phases
+           if (beyond := _outside_load(device, phase.load.offered_rps, loads.get(phase.name))) is not None]
+    if (prompts := _outside_prompts(device, scenario.workload.prompt_tokens)) is not None:
+        out.append(f"{run_dir.name}: {prompts}")
     return out
+
+
+def outside_envelope(scenario: Scenario) -> list[str]:
+    """What `predict` says before predicting on a fitted twin: each phase whose load, and the prompts, lie outside
+    what the twin was fitted on (the same rules as `outside_fitted`, on the scenario's own rates)."""
+    device = ACCELERATORS.get(scenario.simulator.accelerator)
+    if not isinstance(device, FittedAccelerator):
+        return []
+    out = [f"{phase.name}: {beyond}" for phase in scenario.phases
+           if (beyond := _outside_load(device, getattr(phase.load, "rate", None), phase.load)) is not None]
+    if (prompts := _outside_prompts(device, scenario.workload.prompt_tokens)) is not None:
+        out.append(prompts)
+    return out
+
+
+def _outside_prompts(device: FittedAccelerator, prompts: Length) -> str | None:
+    span = device.fitted_prompt_tokens
+    shortest, longest = low(prompts), high(prompts)
+    if span is None or (shortest >= 0.9 * span[0] and longest is not None and longest <= 1.1 * span[1]):
+        return None
+    return (f"prompts of {shortest:,}–{longest if longest is not None else '?'} tokens; the fit saw "
+            f"{span[0]:,}–{span[1]:,}")
+
+
+def _outside_load(device: FittedAccelerator, rate: float | None, load: object) -> str | None:
+    """Why a phase's load lies outside the fitted envelope, or None."""
+    size = load.concurrency if isinstance(load, ConcurrencyLoad) else load.size if isinstance(load, BatchLoad) else None
+    if size is not None and device.fitted_batch is not None:
+        if size <= device.fitted_batch[1]:
+            return None
+        return f"{size} requests at once; the fit timed decode steps of up to {device.fitted_batch[1]} sequences"
+    if device.fitted_rps is None:
+        return None
+    lowest, highest = device.fitted_rps
+    if rate is None:
+        return f"not an open-loop rate; the fit saw {lowest:g}–{highest:g} req/s offered"
+    # With the batch sizes timed from one up, a lighter load than the heaviest fitted holds nothing they lacked.
+    floor = 0.0 if device.fitted_batch is not None and device.fitted_batch[0] == 1 else 0.9 * lowest
+    if not floor <= rate <= 1.1 * highest:
+        return f"{rate:g} req/s offered lies outside the fitted {lowest:g}–{highest:g} req/s"
+    return None

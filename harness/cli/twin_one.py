@@ -1,0 +1,118 @@
+"""`harness sim twin URL`: a twin of an endpoint from one command — its runs designed, fitted and validated on
+held-out loads (harness/tools/twin_make.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import click
+
+from harness.cli.common import Duration, api_key, api_key_env_option
+from harness.cli.errors import fail, guarded
+from harness.cli.grouped import examples
+from harness.cli.request_flags import endpoint_url, request_options, with_request_flags
+from harness.cli.twin import _print_validation, step_model
+from harness.config.scenario import parse_scenario
+from harness.errors import EXIT_REGRESSION, UsageError
+from harness.run.target import target
+from harness.tools.twin_design import RUN_OUTPUT, RUN_PROMPT
+from harness.tools.twin_make import FATAL, Measured, TwinResult, engine_info, judge, measure, minutes
+
+_EXAMPLES = examples(
+    'harness sim twin http://127.0.0.1:8080 --out llama.yaml',
+    'harness sim twin http://staging:8000/v1 --slots 256 --budget 10m --out staging.yaml --json',
+)
+
+
+@click.command("twin", short_help="Design runs against an endpoint, fit a twin of it and validate it on held-out "
+               "loads.", epilog=_EXAMPLES)
+@click.argument("url")
+@click.option("--out", required=True, type=click.Path(path_type=Path, dir_okay=False),
+              help="The preset file to write (use with --presets on sim serve, predict, search, run).")
+@click.option("--slots", type=click.IntRange(min=1), help="Requests the engine decodes at once (vLLM's "
+              "max_num_seqs); default: what the endpoint says (llama-server's /props, SGLang's /get_server_info).")
+@click.option("--budget", type=Duration(), default="15m", show_default=True, metavar="DURATION",
+              help="At most this long in all; the design is shortened to fit, or refused.")
+@click.option("--name", default="twin", show_default=True, help="The fitted accelerator's name in the preset.")
+@click.option("--model", help="The served model to drive (default: the first the endpoint lists).")
+@click.option("--workdir", type=click.Path(path_type=Path, file_okay=False),
+              help="Where the runs go (default: next to --out, OUT.runs/).")
+@click.option("--tokenizer", type=click.Choice(["server", "local"]), default="server", show_default=True,
+              help="server: prompts of exact length, counted by the endpoint's /tokenize (llama-server, vLLM, the "
+              "bundled simulator); local: the harness's own count, for endpoints without one.")
+@api_key_env_option
+@request_options
+@click.option("--json", "as_json", is_flag=True, help="Print the validation as JSON (the shape `sim validate "
+              "--json` prints, with the findings and the verdict).")
+@guarded
+def twin_cmd(url: str, out: Path, slots: int | None, budget: float, name: str, model: str | None,
+             workdir: Path | None, tokenizer: str, api_key_env: str | None, as_json: bool, **flags: Any) -> None:
+    """Make a twin of the endpoint at URL: discover its slots, probe one request, design fitting runs (a
+    closed-loop ramp over every batch size, prompts alone, a Poisson load) and held-out ones (another Poisson
+    rate, a closed loop and a batch at the slot count), run them, fit, and validate. Exits 0 only when every
+    held-out figure holds (±15% on TTFT and ITL p50 and output tokens/s, ±30% on TTFT p99) and the fit's shape
+    is one an engine can have; else 99, naming what does not hold."""
+
+    def say(line: str) -> None:
+        click.echo(line, err=True)
+
+    base, api = endpoint_url(url)
+    assert base is not None
+    scenario = parse_scenario({"name": "twin", "workload": {"prompt_tokens": RUN_PROMPT, "output_tokens": RUN_OUTPUT},
+                               "phases": [{"name": "probe", "load": {"type": "concurrency", "concurrency": 1,
+                                                                      "requests": 1}}]}, "sim twin")
+    scenario, headers = with_request_flags(scenario, flags, say, api)
+    key = api_key(api_key_env, None)
+    workdir = workdir or out.with_name(out.name + ".runs")
+
+    async def go() -> Measured:
+        async with target(scenario, url=base, model=model, api=None, api_key=key, headers=headers,
+                          log=say) as (endpoint, _):
+            info = await engine_info(endpoint)
+            count = slots or info.slots
+            if count is None:
+                raise UsageError("--slots: the endpoint does not say how many requests it decodes at once (no "
+                                 "llama-server /props, no SGLang /get_server_info; vLLM's max_num_seqs is in no "
+                                 "endpoint): give --slots N")
+            if slots is not None and info.slots is not None and slots != info.slots:
+                say(f"--slots {slots}, where the endpoint says {info.slots} ({info.source}): taking --slots")
+            return await measure(endpoint, info, count, budget, workdir, "server" if tokenizer == "server" else None,
+                                 say)
+
+    result = judge(asyncio.run(go()), out, name)
+    _report(result, as_json)
+    if not result.holds:
+        what = [f"{Path(r['run']).name.split('-', 1)[-1]} {r['figure']} {r['error']:+.0%}" for r in result.missed]
+        what += [f.code for f in result.findings if f.code in FATAL]
+        raise fail(f"the twin does not hold: {'; '.join(what)} (see the findings above)", EXIT_REGRESSION)
+
+
+def _report(result: TwinResult, as_json: bool) -> None:
+    a = result.fit.accelerator
+    if as_json:
+        click.echo(json.dumps({"errors": result.held, "outside_fitted": result.outside, "fit_errors": result.own,
+                               "findings": [asdict(f) for f in result.findings], "holds": result.holds,
+                               "preset": str(result.preset), "accelerator": asdict(a),
+                               "estimate_s": round(result.plan.estimate_s, 1)}, indent=2))
+        return
+    click.echo(f"fitted {a.name}: {step_model(a)} + {a.request_ms:.2f} ms a request outside the steps; "
+               f"{a.slots or '?'} slots; KV {a.kv_tokens:,} tokens{result.fit.kv_note}")
+    click.echo(f"wrote {result.preset} (envelope: {_span(a.fitted_batch)} sequences a step, "
+               f"{_span(a.fitted_rps)} req/s, prompts of {_span(a.fitted_prompt_tokens)} tokens)\n")
+    click.echo("held out:")
+    _print_validation(result.held)
+    for finding in result.findings:
+        click.echo(f"finding {finding}", err=True)
+    for line in result.outside:
+        click.echo(f"note: {line}: an extrapolation, not a validation", err=True)
+    verdict = "holds" if result.holds else "does NOT hold"
+    click.echo(f"\nthe twin {verdict} on its held-out loads (±15% p50 and tokens/s, ±30% p99); "
+               f"design estimated {minutes(result.plan.estimate_s)}")
+
+
+def _span(values: list[int] | list[float] | None) -> str:
+    return "?" if values is None else f"{values[0]:g}–{values[1]:g}"

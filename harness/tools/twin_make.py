@@ -1,0 +1,162 @@
+"""`harness sim twin URL`: a twin from one command. Ask the endpoint what it says of its engine, send one probe
+request, design the runs (`twin_design`) within the budget, make them, fit on the fitting ones (`twin.fit_runs`),
+check the fit's shape (`twin_checks`) and validate on the held-out ones chosen before any was sent.
+
+The twin holds where every held-out figure lies within the bounds `sim fit` judges its own runs by (±15% on
+TTFT and ITL p50 and output tokens/s, ±30% on TTFT p99) and the fit's shape is one an engine can have."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from harness.client.aio import open_session
+from harness.client.backend import Endpoint
+from harness.config.scenario import parse_scenario
+from harness.records import read_records
+from harness.report.files import write_run
+from harness.run.display import Display
+from harness.run.runner import run_scenario
+from harness.stats.schema import read_summary
+from harness.tools.twin import Fit, fit_runs, load_twin
+from harness.tools.twin_checks import Finding, confirmed, decode_findings, prompt_findings
+from harness.tools.twin_design import RUN_PROMPT, Design, PlannedRun, Probe, within
+from harness.tools.twin_discover import EngineInfo, discover
+from harness.tools.twin_samples import step_samples
+from harness.tools.twin_validate import P50_TOLERANCE, P99_TOLERANCE, ValidationRow, outside_fitted, validate_run
+
+Say = Callable[[str], None]
+# Findings that make a twin untrustworthy whatever its held-out errors (decode-spread only explains them)
+FATAL = ("decode-superlinear", "decode-nonmonotonic", "prompt-cost-by-load", "own-runs-missed")
+
+
+@dataclass
+class TwinResult:
+    preset: Path
+    fit: Fit
+    info: EngineInfo
+    plan: Design
+    held: list[ValidationRow]
+    own: list[ValidationRow]
+    findings: list[Finding] = field(default_factory=list)
+    outside: list[str] = field(default_factory=list)
+
+    @property
+    def missed(self) -> list[ValidationRow]:
+        return misses(self.held)
+
+    @property
+    def holds(self) -> bool:
+        return not self.missed and not any(f.code in FATAL for f in self.findings)
+
+
+def misses(rows: list[ValidationRow]) -> list[ValidationRow]:
+    """Rows beyond the bounds (none for a figure without data)."""
+    return [r for r in rows if r["error"] is not None
+            and abs(r["error"]) > (P99_TOLERANCE if "p99" in r["figure"] else P50_TOLERANCE)]
+
+
+def minutes(seconds: float) -> str:
+    return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.0f} s"
+
+
+async def _run(spec: PlannedRun, endpoint: Endpoint, where: Path, tokenizer: str | None, log: Display) -> Path:
+    scenario = parse_scenario(spec.scenario(tokenizer), f"sim twin: {spec.name}")
+    write_run(await run_scenario(scenario, endpoint, where, display=log))
+    return where
+
+
+def probe_of(run_dir: Path) -> Probe:
+    """TTFT and ITL of requests sent one at a time: the medians."""
+    ok = [r for r in read_records(run_dir / "requests.jsonl") if r.status == "ok" and r.first_token_ns
+          and r.sent_ns and len(r.chunk_ns) >= 2]
+    if not ok:
+        from harness.errors import EndpointError
+        raise EndpointError(f"{run_dir}: the probe requests did not succeed (see its summary.json): nothing to "
+                            "design a twin on")
+    ttft = float(np.median([(r.first_token_ns or 0) - (r.sent_ns or 0) for r in ok])) / 1e6
+    itl = float(np.median(np.concatenate([np.diff(np.asarray(r.chunk_ns, dtype=np.int64)) for r in ok]))) / 1e6
+    return Probe(ttft, itl, RUN_PROMPT)
+
+
+async def engine_info(endpoint: Endpoint) -> EngineInfo:
+    async with open_session(1, 10.0, 30.0, endpoint.tls()) as session:
+        return await discover(session, endpoint.base_url, endpoint.request_headers)
+
+
+@dataclass(frozen=True)
+class Measured:
+    """The runs made: the design, and each run's folder by its name."""
+
+    info: EngineInfo
+    slots: int
+    plan: Design
+    dirs: dict[str, Path]
+
+    def of(self, role: str) -> list[Path]:
+        return [self.dirs[r.name] for r in self.plan.role(role)]
+
+
+async def measure(endpoint: Endpoint, info: EngineInfo, slots: int, budget_s: float, workdir: Path,
+                  tokenizer: str | None, say: Say) -> Measured:
+    """Probe, design within the budget, and make every run of the design, saying how far it has come."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    with (workdir / "runs.log").open("a", encoding="utf-8") as log_file:
+        log = Display(log_file)
+        started = time.monotonic()
+        say(f"probing {endpoint.base_url} with 3 requests one at a time …")
+        probe_spec = PlannedRun("probe", "probe", {"type": "concurrency", "concurrency": 1, "requests": 3},
+                                RUN_PROMPT, 32, 0.0)
+        probe = probe_of(await _run(probe_spec, endpoint, workdir / "00-probe", tokenizer, log))
+        plan = within(slots, probe, budget_s - (time.monotonic() - started), info.context_tokens)
+        say(f"one request alone: TTFT {probe.ttft_ms:,.0f} ms, ITL {probe.itl_ms:,.1f} ms; {slots} slots "
+            f"({info.source or '--slots'}); capacity ~{plan.capacity_rps:.2f} req/s")
+        say(f"{len(plan.role('fit'))} runs to fit on, {len(plan.role('held'))} held out; about "
+            f"{minutes(plan.estimate_s)} in all (budget {minutes(budget_s)}); runs in {workdir}")
+        dirs: dict[str, Path] = {}
+        taken = estimated = 0.0
+        for i, spec in enumerate(plan.runs, 1):
+            ratio = taken / estimated if estimated else 1.0
+            left = sum(r.estimate_s for r in plan.runs[i - 1:]) * ratio
+            say(f"[{i}/{len(plan.runs)}] {spec.role} {spec.name}: ~{minutes(spec.estimate_s * ratio)} "
+                f"({minutes(time.monotonic() - started)} so far, ~{minutes(left)} to go)")
+            t0 = time.monotonic()
+            dirs[spec.name] = await _run(spec, endpoint, workdir / f"{i:02d}-{spec.name}", tokenizer, log)
+            taken += time.monotonic() - t0
+            estimated += spec.estimate_s
+    return Measured(info, slots, plan, dirs)
+
+
+def judge(runs: Measured, out: Path, name: str) -> TwinResult:
+    """Fit on the fitting runs, write the preset, check the fit's shape and validate on the held-out runs."""
+    fit_dirs, held_dirs = runs.of("fit"), runs.of("held")
+    fit = fit_runs(fit_dirs, name, None, runs.slots)
+    out.write_text(fit.preset_yaml(fit_dirs), encoding="utf-8")
+    accelerator = load_twin(out, name)
+    own = [row for d in fit_dirs for row in validate_run(d, accelerator)]
+    held = [row for d in held_dirs for row in validate_run(d, accelerator)]
+    lead = fit.accelerator.first_token_step
+    rows = {d.name: step_samples(list(read_records(d / "requests.jsonl")), lead) for d in fit_dirs}
+    clean = {int(spec.load["concurrency"]): step for spec in runs.plan.role("fit") if spec.name.startswith("ramp-")
+             and (step := confirmed(rows[runs.dirs[spec.name].name], int(spec.load["concurrency"]))) is not None}
+    findings = decode_findings(fit.accelerator, np.concatenate(list(rows.values())), clean)
+    # The ramp's prompts are a few dozen tokens, within a decode step's noise: they price nothing.
+    findings += prompt_findings(fit.accelerator, {d: r for d, r in rows.items() if "-ramp-" not in d})
+    if own_missed := misses([r for r in own if not (r["figure"].startswith("TTFT p99") and _few(r["run"]))]):
+        worst = max(own_missed, key=lambda r: abs(r["error"] or 0.0))
+        findings.append(Finding("own-runs-missed", f"the twin misses {len(own_missed)} figures of the runs it was "
+                                f"fitted on; worst: {worst['figure']} of {Path(worst['run']).name} "
+                                f"{worst['error']:+.0%}"))
+    outside = [line for d in held_dirs for line in outside_fitted(d, accelerator)]
+    return TwinResult(out, fit, runs.info, runs.plan, held, own, findings, outside)
+
+
+FEW = 20  # a TTFT p99 of fewer requests is their slowest one: not a figure to hold a fitted run to
+
+
+def _few(run_dir: str) -> bool:
+    return sum(p.requests.ok for p in read_summary(Path(run_dir) / "summary.json").phases) < FEW

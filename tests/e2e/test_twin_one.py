@@ -1,0 +1,83 @@
+"""`harness sim twin URL` against the bundled simulator over real HTTP: it asks for --slots where the endpoint
+does not say them, refuses a budget too short, and otherwise designs its runs, fits, validates on held-out
+loads and exits 0 — the twin recovering the simulator's hidden device within 5% (issue 44).
+
+The hidden device (as tests/e2e/test_twin.py's): 400 TFLOP/s, 3.2 TB/s, 24 GB, Llama-3.1-8B, 3% step noise;
+a decode step of a few sequences costs its weights' read, launches and fixed time, 8.30 ms, and a prompt's
+compute 60.5 ms per 1,000 tokens."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from harness.config.presets import FittedAccelerator
+from harness.tools.twin_checks import decode_ms
+from tests.e2e.test_twin import DECODE_FIXED_MS, HIDDEN, PER_KTOKEN_MS
+from tests.helpers import harness
+
+pytestmark = pytest.mark.timing  # a twin fitted to measured latencies
+
+SLOTS = 4
+
+
+@pytest.fixture(scope="module")
+def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    tmp = tmp_path_factory.mktemp("twin-one")
+    (tmp / "hidden.yaml").write_text(HIDDEN)
+    proc = subprocess.Popen([sys.executable, "-m", "harness", "sim", "serve", "--port", "0", "--presets",
+                             str(tmp / "hidden.yaml"), "--accelerator", "hidden-gpu", "--max-num-seqs", str(SLOTS),
+                             "--max-model-len", "16384"], stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    assert proc.stdout is not None
+    try:
+        yield json.loads(proc.stdout.readline())["url"]
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=15)
+
+
+def test_an_endpoint_that_does_not_say_its_slots_needs_the_flag(sim: str, tmp_path: Path) -> None:
+    done = harness("sim", "twin", sim, "--out", str(tmp_path / "t.yaml"))
+    assert done.returncode == 2, done.stderr
+    assert "--slots: the endpoint does not say how many requests it decodes at once" in done.stderr
+    assert not (tmp_path / "t.yaml").exists()
+
+
+def test_a_budget_shorter_than_the_shortest_design_is_refused(sim: str, tmp_path: Path) -> None:
+    done = harness("sim", "twin", sim, "--slots", str(SLOTS), "--budget", "3s", "--out", str(tmp_path / "t.yaml"))
+    assert done.returncode == 2, done.stderr
+    assert "--budget: 0.1 min is too short for this endpoint: the shortest design takes" in done.stderr
+
+
+def test_one_command_fits_and_holds_on_loads_it_held_out(sim: str, tmp_path: Path) -> None:
+    out = tmp_path / "twin.yaml"
+    done = harness("sim", "twin", sim, "--slots", str(SLOTS), "--budget", "4m", "--out", str(out), "--json")
+    result = json.loads(done.stdout)
+    assert done.returncode == 0, done.stderr + json.dumps(result["errors"], indent=1)
+    assert result["holds"] is True and result["findings"] == []
+    held = {(Path(r["run"]).name.split("-", 1)[1], r["figure"]): r for r in result["errors"]}
+    assert {run for run, _ in held} == {"poisson-held", f"closed-{SLOTS}", f"batch-{SLOTS}"}
+    assert all(abs(r["error"]) <= (0.30 if "p99" in r["figure"] else 0.15) for r in held.values()), held
+    # It says how far it has come and how long it expects to take, before the first run
+    assert "runs to fit on, 3 held out; about" in done.stderr and f"[1/{SLOTS + 3 + 1 + 1 + 3}]" in done.stderr
+    a = FittedAccelerator(**{k: v for k, v in result["accelerator"].items()})
+    # The hidden device recovered: a decode step of 1–4 sequences, and a prompt's cost per token, within 5%
+    steps = decode_ms(a, np.arange(1, SLOTS + 1, dtype=np.float64), np.full(SLOTS, 0.1))
+    assert np.all(np.abs(steps / DECODE_FIXED_MS - 1) < 0.05), steps
+    assert abs(a.per_ktoken_ms / PER_KTOKEN_MS - 1) < 0.05, a.per_ktoken_ms
+    assert a.slots == SLOTS and a.fitted_batch == [1, SLOTS] and a.fitted_prompt_tokens == [32, 1024]
+    # predict on the twin warns where a scenario leaves the envelope it was fitted on
+    scenario = tmp_path / "wide.yaml"
+    scenario.write_text("name: wide\nsimulator: {accelerator: twin}\nworkload: {prompt_tokens: 4000, "
+                        "output_tokens: 16}\nphases:\n  - {name: crowd, load: {type: concurrency, concurrency: 32, "
+                        "requests: 64}}\n")
+    said = harness("predict", str(scenario), "--presets", str(out))
+    assert said.returncode == 0, said.stderr
+    assert "crowd: 32 requests at once; the fit timed decode steps of up to 4 sequences" in said.stderr
+    assert "prompts of 4,000–4,000 tokens; the fit saw 32–1,024" in said.stderr

@@ -1,0 +1,65 @@
+"""`harness sim twin`'s design: which runs, at which loads, how long, within which budget (no network)."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from harness.errors import UsageError
+from harness.tools.twin_design import PROBE_LENGTHS, Probe, batch_sizes, design, within
+
+LLAMA = Probe(ttft_ms=330.0, itl_ms=24.0, prompt_tokens=128)  # llama-server on 2 cores, Gemma 3 270M
+
+
+def test_every_batch_size_is_ramped_up_to_sixteen_then_a_ladder_to_the_slot_count() -> None:
+    assert batch_sizes(8) == list(range(1, 9))
+    wide = batch_sizes(256)
+    assert wide[:16] == list(range(1, 17)) and wide[-1] == 256
+    assert all(b > a for a, b in itertools.pairwise(wide)) and len(wide) < 30
+
+
+def test_the_design_holds_each_batch_size_and_holds_out_loads_it_does_not_fit_on() -> None:
+    plan = design(8, LLAMA, context_tokens=1024)
+    ramp = [r for r in plan.role("fit") if r.name.startswith("ramp-")]
+    assert [r.load["concurrency"] for r in ramp] == list(range(1, 9))
+    assert all(r.load["type"] == "concurrency" and r.load["requests"] == 2 * r.load["concurrency"] for r in ramp)
+    prompts = [r for r in plan.role("fit") if r.name.startswith("prompt-")]
+    # A slot's context of 1,024 holds prompts of at most 504 with their 8 answer tokens and room to spare
+    assert [r.prompt_tokens for r in prompts] == [128, 504] and all(r.load["concurrency"] == 1 for r in prompts)
+    (together,) = [r for r in plan.role("fit") if r.load["type"] == "batch"]  # prompts of a length held out by none
+    assert together.load["size"] == 8 and together.prompt_tokens == 256 and together.output_tokens < 16
+    fit_rate = next(r.load["rate"] for r in plan.role("fit") if r.load["type"] == "poisson")
+    held = {r.load["type"]: r for r in plan.role("held")}
+    assert set(held) == {"poisson", "concurrency", "batch"}
+    assert 0 < held["poisson"].load["rate"] < fit_rate < plan.capacity_rps
+    assert held["concurrency"].load["concurrency"] == 8 and held["batch"].load["size"] == 8
+    assert plan.estimate_s == pytest.approx(sum(r.estimate_s for r in plan.runs))
+    # The held-out runs are the user's workload, not the ramp's decode-heavy one
+    assert {r.prompt_tokens for r in plan.role("held")} == {128}
+
+
+def test_without_a_context_every_probe_length_is_tried() -> None:
+    plan = design(4, LLAMA)
+    assert [r.prompt_tokens for r in plan.role("fit") if r.name.startswith("prompt-")] == list(PROBE_LENGTHS)
+
+
+def test_a_slower_engine_is_estimated_to_take_longer_and_offered_less() -> None:
+    fast, slow = design(8, Probe(20.0, 8.0, 128)), design(8, LLAMA)
+    assert slow.estimate_s > fast.estimate_s and slow.capacity_rps < fast.capacity_rps
+
+
+def test_a_tight_budget_shortens_the_design_and_one_too_tight_is_refused_naming_the_flag() -> None:
+    full = design(8, LLAMA, 1024)
+    shorter = within(8, LLAMA, full.estimate_s * 0.8, 1024)
+    assert shorter.estimate_s <= full.estimate_s * 0.8 and shorter.estimate_s < full.estimate_s
+    assert within(8, LLAMA, full.estimate_s + 1, 1024).estimate_s == pytest.approx(full.estimate_s)
+    with pytest.raises(UsageError, match=r"^--budget: 0\.1 min is too short.*TTFT 330 ms, ITL 24\.0 ms, 8 slots"):
+        within(8, LLAMA, 6.0, 1024)
+
+
+def test_each_run_is_a_scenario_with_the_tokenizer_asked_for() -> None:
+    run = design(2, LLAMA).runs[0]
+    data = run.scenario("server")
+    assert data["workload"]["tokenizer"] == "server" and data["phases"][0]["load"] == run.load
+    assert "tokenizer" not in run.scenario(None)["workload"]
