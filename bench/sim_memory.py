@@ -1,8 +1,9 @@
 """The bundled simulator's memory under a long run: `harness sim serve` (default roofline model) in its own
 process on the last core, driven at a constant rate by the harness on the others for `--seconds`, its resident
 memory read from /proc every 5 s. A simulator left running as a test target must stay flat: every per-request
-state freed, every cache bounded (its ground truth of each request is kept five minutes, so the slope over the
-last half of a 10-minute run is the one that must be ~0).
+state freed, every cache bounded (its ground truth of each request is kept two minutes; the prefix cache's
+bookkeeping is allocated with the pool), so the slope after the first minute must stay under 1 MiB/min and
+the one over the last half ~0.
 
     .venv/bin/python bench/sim_memory.py [--seconds 600] [--rate 30]
 

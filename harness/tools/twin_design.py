@@ -36,8 +36,11 @@ class Probe:
     ttft_ms: float
     itl_ms: float
     prompt_tokens: int
+    itl_by_seqs: tuple[float, ...] = ()  # measured (the ramp's ITL p50 at 1, 2, … users), else the guess
 
     def itl(self, seqs: int) -> float:
+        if 0 < seqs <= len(self.itl_by_seqs):
+            return self.itl_by_seqs[seqs - 1]
         return self.itl_ms * (1 + ITL_GROWTH * (seqs - 1))
 
     def prompt_ms(self, tokens: int) -> float:
@@ -71,6 +74,8 @@ class PlannedRun:
 class Design:
     runs: tuple[PlannedRun, ...]
     capacity_rps: float  # the estimate the rates are fractions of
+    rounds: int = 2
+    scale: float = 1.0
 
     @property
     def estimate_s(self) -> float:
@@ -121,7 +126,7 @@ def design(slots: int, probe: Probe, context_tokens: int | None = None, rounds: 
                            RUN_PROMPT, RUN_OUTPUT, closed_rounds * probe.request_s(slots, RUN_PROMPT, RUN_OUTPUT)))
     runs.append(PlannedRun(f"batch-{slots}", "held", {"type": "batch", "size": slots, "batches": 2},
                            RUN_PROMPT, RUN_OUTPUT, 2 * probe.request_s(slots, RUN_PROMPT, RUN_OUTPUT)))
-    return Design(tuple(runs), capacity)
+    return Design(tuple(runs), capacity, rounds, scale)
 
 
 def within(slots: int, probe: Probe, budget_s: float, context_tokens: int | None = None) -> Design:
@@ -136,7 +141,8 @@ def within(slots: int, probe: Probe, budget_s: float, context_tokens: int | None
                      f"{probe.itl_ms:,.1f} ms, {slots} slots)")
 
 
-def rescaled(plan: Design, taken_s: float, estimated_s: float) -> Design:
-    """The plan's remaining estimates scaled by how long the runs so far took against their estimates."""
-    ratio = taken_s / estimated_s if estimated_s > 0 else 1.0
-    return replace(plan, runs=tuple(replace(r, estimate_s=r.estimate_s * ratio) for r in plan.runs))
+def refined(plan: Design, slots: int, probe: Probe, done: int, context_tokens: int | None = None) -> Design:
+    """The plan with its runs after the first `done` redesigned on a better probe (the ramp's measured ITL by batch
+    size, a prompt's measured TTFT): the open-loop rates follow the engine's measured capacity, not the guess."""
+    again = design(slots, probe, context_tokens, plan.rounds, plan.scale)
+    return replace(again, runs=plan.runs[:done] + again.runs[done:])

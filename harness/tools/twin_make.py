@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -22,9 +22,10 @@ from harness.report.files import write_run
 from harness.run.display import Display
 from harness.run.runner import run_scenario
 from harness.stats.schema import read_summary
+from harness.stats.thresholds import observed
 from harness.tools.twin import Fit, fit_runs, load_twin
 from harness.tools.twin_checks import Finding, confirmed, decode_findings, prompt_findings
-from harness.tools.twin_design import RUN_PROMPT, Design, PlannedRun, Probe, within
+from harness.tools.twin_design import RUN_PROMPT, Design, PlannedRun, Probe, refined, within
 from harness.tools.twin_discover import EngineInfo, discover
 from harness.tools.twin_samples import step_samples
 from harness.tools.twin_validate import P50_TOLERANCE, P99_TOLERANCE, ValidationRow, outside_fitted, validate_run
@@ -83,6 +84,23 @@ def probe_of(run_dir: Path) -> Probe:
     return Probe(ttft, itl, RUN_PROMPT)
 
 
+def measured_probe(guess: Probe, plan: Design, dirs: dict[str, Path]) -> Probe:
+    """The probe with what the runs so far measured: each ramp step's ITL p50, the TTFT p50 of a prompt of the
+    open-loop runs' length sent alone."""
+    itl: list[float] = []
+    for spec in plan.role("fit"):
+        if spec.name.startswith("ramp-") and spec.name in dirs:
+            (phase,) = read_summary(dirs[spec.name] / "summary.json").phases
+            if (value := observed("itl_p50", phase)) is None:
+                break
+            itl.append(value)
+    ttft = guess.ttft_ms
+    if (alone := dirs.get(f"prompt-{RUN_PROMPT}")) is not None:
+        (phase,) = read_summary(alone / "summary.json").phases
+        ttft = observed("ttft_p50", phase) or ttft
+    return replace(guess, ttft_ms=ttft, prompt_tokens=RUN_PROMPT, itl_by_seqs=tuple(itl))
+
+
 async def engine_info(endpoint: Endpoint) -> EngineInfo:
     async with open_session(1, 10.0, 30.0, endpoint.tls()) as session:
         return await discover(session, endpoint.base_url, endpoint.request_headers)
@@ -119,7 +137,14 @@ async def measure(endpoint: Endpoint, info: EngineInfo, slots: int, budget_s: fl
             f"{minutes(plan.estimate_s)} in all (budget {minutes(budget_s)}); runs in {workdir}")
         dirs: dict[str, Path] = {}
         taken = estimated = 0.0
-        for i, spec in enumerate(plan.runs, 1):
+        for i in range(1, len(plan.runs) + 1):
+            spec = plan.runs[i - 1]
+            if spec.load["type"] == "poisson" and spec.role == "fit":
+                plan = refined(plan, slots, measured_probe(probe, plan, dirs), i - 1, info.context_tokens)
+                spec = plan.runs[i - 1]
+                rates = [f"{r.load['rate']:g}" for r in plan.runs if r.load["type"] == "poisson"]
+                say(f"capacity from the ramp: ~{plan.capacity_rps:.2f} req/s; Poisson loads at {', '.join(rates)} "
+                    "req/s (fitted, held out)")
             ratio = taken / estimated if estimated else 1.0
             left = sum(r.estimate_s for r in plan.runs[i - 1:]) * ratio
             say(f"[{i}/{len(plan.runs)}] {spec.role} {spec.name}: ~{minutes(spec.estimate_s * ratio)} "

@@ -7,7 +7,7 @@ import itertools
 import pytest
 
 from harness.errors import UsageError
-from harness.tools.twin_design import PROBE_LENGTHS, Probe, batch_sizes, design, within
+from harness.tools.twin_design import PROBE_LENGTHS, Probe, batch_sizes, design, refined, within
 
 LLAMA = Probe(ttft_ms=330.0, itl_ms=24.0, prompt_tokens=128)  # llama-server on 2 cores, Gemma 3 270M
 
@@ -63,3 +63,17 @@ def test_each_run_is_a_scenario_with_the_tokenizer_asked_for() -> None:
     data = run.scenario("server")
     assert data["workload"]["tokenizer"] == "server" and data["phases"][0]["load"] == run.load
     assert "tokenizer" not in run.scenario(None)["workload"]
+
+
+def test_after_the_ramp_the_open_loop_rates_follow_the_measured_capacity() -> None:
+    """llama-server's real steps rise faster than the guess (15 ms alone, 70 at eight): the rates fall with it."""
+    plan = design(8, Probe(363.0, 15.0, 128), context_tokens=1024)
+    done = len(plan.role("fit")) - 1  # everything but the Poisson load has run
+    measured = Probe(285.0, 15.0, 128, (14.3, 33.4, 53.2, 46.8, 70.0, 60.8, 83.1, 69.8))
+    again = refined(plan, 8, measured, done, 1024)
+    assert again.runs[:done] == plan.runs[:done] and [r.name for r in again.runs] == [r.name for r in plan.runs]
+    rates = {r.name: r.load["rate"] for r in again.runs if r.load["type"] == "poisson"}
+    before = {r.name: r.load["rate"] for r in plan.runs if r.load["type"] == "poisson"}
+    assert again.capacity_rps < plan.capacity_rps and all(rates[n] < before[n] for n in rates)
+    # 8 slots, each 8 × 285 ms of prompts and 64 steps of 69.8 ms: ~1.19 req/s
+    assert again.capacity_rps == pytest.approx(8 / (8 * 0.285 + 64 * 0.0698), rel=1e-6)
