@@ -77,7 +77,7 @@ def predict(scenario_path: Path | None, as_json: bool, accelerators: list[str] |
         if prices or slo or capacity or html_path:
             raise click.UsageError("--price, --slo, --capacity and --html go with --accelerators")
         for line in outside_envelope(scenario):
-            click.echo(f"warning: {line}: outside what the twin {scenario.simulator.accelerator} was fitted on (an "
+            click.echo(f"warning: {line}: outside what {scenario.simulator.accelerator!r} was fitted on (an "
                        "extrapolation)", err=True)
         summary = run_prediction(scenario)
         if as_json:

@@ -19,8 +19,8 @@ from harness.cli.twin import _print_validation, step_model
 from harness.config.scenario import parse_scenario
 from harness.errors import EXIT_REGRESSION, UsageError
 from harness.run.target import target
-from harness.tools.twin_design import RUN_OUTPUT, RUN_PROMPT
-from harness.tools.twin_make import FATAL, Measured, TwinResult, engine_info, judge, measure, minutes
+from harness.tools.twin_design import RUN_OUTPUT, RUN_PROMPT, minutes
+from harness.tools.twin_make import FATAL, Measured, TwinResult, engine_info, judge, measure
 
 _EXAMPLES = examples(
     'harness sim twin http://127.0.0.1:8080 --out llama.yaml',

@@ -243,6 +243,8 @@ def _number_problem(name: str, value: object) -> str | None:
         return f"{value!r}: 0 (the first token leaves with its prompt's step) or 1 (with the step after)"
     if isinstance(value, bool) or not isinstance(value, int | float):
         return f"{str(value)[:30]!r} is not a number (YAML reads 1e30 as text: write 1.0e+30)"
+    if name == "prompt_together" and math.isfinite(value) and -0.1 <= value < _ABSURD:
+        return None  # prompts together may cost less than one of their summed length, down to 10% a prompt
     if not math.isfinite(value) or value < 0 or (value == 0 and name not in _MAY_BE_ZERO) or value > _ABSURD:
         return f"{value:g} is not a usable value (it must be above 0 and below {_ABSURD:g})"
     return None

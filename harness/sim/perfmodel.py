@@ -204,7 +204,8 @@ class FittedModel:
             # llama-server alone sends it ~7 ms after its prompt's step, with others one step later.
             return (decode_curve_ms(a.decode_ms, a.per_seq_ms, load.decodes)
                     + ((a.prompt_step_ms + a.per_ktoken_ms * prompts / 1e3)
-                       * (1 + a.prompt_together * max(0, load.seqs - load.decodes - 1) + a.prompt_beside * load.decodes)
+                       * max(0.1, 1 + a.prompt_together * max(0, load.seqs - load.decodes - 1)
+                             + a.prompt_beside * load.decodes)
                        if prompts > 0 else 0.0)
                     + a.per_context_ktoken_ms * load.decode_context / 1e3) / 1e3
         return (a.step_ms + a.per_seq_ms * load.seqs + a.per_context_ktoken_ms * load.decode_context / 1e3

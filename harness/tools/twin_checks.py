@@ -127,7 +127,8 @@ def _both_clean(clean: Mapping[int, float], medians: Mapping[int, float], *sizes
 
 def prompt_ms(a: FittedAccelerator, prompt_k: np.ndarray, prompts: np.ndarray, decoders: np.ndarray) -> np.ndarray:
     """The twin's price of a step's prompts beyond its decode part."""
-    grown = 1 + a.prompt_together * np.clip(prompts - 1, 0, None) + a.prompt_beside * np.clip(decoders, 0, None)
+    grown = np.maximum(0.1, 1 + a.prompt_together * np.clip(prompts - 1, 0, None)
+                       + a.prompt_beside * np.clip(decoders, 0, None))
     cost: np.ndarray = (a.prompt_step_ms + a.per_ktoken_ms * prompt_k) * grown
     return cost
 

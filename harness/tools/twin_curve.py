@@ -19,6 +19,10 @@ MIN_STEPS = 10  # decode-only steps at a sequence count for its median to enter 
 ONE_SIZE = 1.5  # prompt steps whose token counts all lie within this ratio: one size, no per-step cost told apart
 MIN_OTHER_SIZE = 5  # prompt steps of another size it takes to tell them apart (two pairs decide nothing)
 MIN_ALONE = 5  # prompt steps alone, and beside streams, it takes to price a prompt apart from its company
+# Steps of several prompts alone (each timed whole by the server) it takes to price prompts together; together
+# they may also be cheaper than one prompt of their summed length (llama-server: 8 × 128 tokens in 2.5 s per 1k
+# where one prompt took 3.0), down to 10% less per other prompt.
+MIN_TOGETHER, TOGETHER_FLOOR = 3, -0.1
 
 
 @dataclass(frozen=True)
@@ -47,8 +51,8 @@ class Curve:
     def prompt_part(self, prompt_k: np.ndarray, prompts: np.ndarray | float, beside: np.ndarray) -> np.ndarray:
         """What the prompts of a step cost beyond its decode part."""
         alone = self.prompt_step_ms + self.per_ktoken_ms * prompt_k
-        cost: np.ndarray = alone * (1 + self.prompt_together * np.clip(np.asarray(prompts) - 1, 0, None)
-                                    + self.prompt_beside * np.clip(beside, 0, None))
+        cost: np.ndarray = alone * np.maximum(0.1, 1 + self.prompt_together * np.clip(np.asarray(prompts) - 1, 0, None)
+                                              + self.prompt_beside * np.clip(beside, 0, None))
         return cost
 
 
@@ -84,18 +88,20 @@ def fit_curve(samples: np.ndarray, prompt_steps: np.ndarray | None = None) -> Cu
     step, per_k = _prompt_terms(rest[single], prompts[single, 3])
     terms = Curve(partial.decode_ms, slope, step, per_k, seen)
     together = _growth(rest, terms.prompt_part(prompts[:, 3], 1.0, np.zeros(len(rest))), prompts[:, 4] - 1,
-                       alone & ~single)
+                       alone & ~single, MIN_TOGETHER, TOGETHER_FLOOR)
     terms = Curve(partial.decode_ms, slope, step, per_k, seen, 0.0, together)
     beside_growth = _growth(rest, terms.prompt_part(prompts[:, 3], prompts[:, 4], np.zeros(len(rest))), beside,
                             ~alone)
     return Curve(partial.decode_ms, slope, step, per_k, seen, beside_growth, together)
 
 
-def _growth(rest: np.ndarray, base: np.ndarray, count: np.ndarray, rows: np.ndarray) -> float:
-    """The median growth over `base` per unit of `count` over `rows`; none with fewer than `MIN_ALONE` rows."""
-    if np.count_nonzero(rows) < MIN_ALONE:
+def _growth(rest: np.ndarray, base: np.ndarray, count: np.ndarray, rows: np.ndarray, least: int = MIN_ALONE,
+            floor: float = 0.0) -> float:
+    """The median growth over `base` per unit of `count` over `rows`, at least `floor`; none with fewer than
+    `least` rows."""
+    if np.count_nonzero(rows) < least:
         return 0.0
-    return max(0.0, float(np.median((rest[rows] / np.maximum(base[rows], 1e-9) - 1) / count[rows])))
+    return max(floor, float(np.median((rest[rows] / np.maximum(base[rows], 1e-9) - 1) / count[rows])))
 
 
 def _prompt_terms(rest: np.ndarray, prompt_k: np.ndarray) -> tuple[float, float]:

@@ -22,6 +22,7 @@ RAMP_PROMPT, RAMP_OUTPUT = 32, 64  # decode-heavy: a short prompt, then ~2 × 63
 PROBE_OUTPUT = 8
 PROBE_LENGTHS = (128, 512, 1024)
 TOGETHER_LENGTH = 256
+TOGETHER_BATCHES = 4  # each a step of prompts the server times whole: 3 to price them together
 EVERY_SIZE_UP_TO = 16  # beyond it the ramp steps geometrically (a 256-seat engine is not ramped seat by seat)
 FIT_LOAD, HELD_LOAD = 0.6, 0.35  # of the estimated capacity: two rates apart, neither near overload
 # Planning guesses, corrected by what the runs take: a decode step of b sequences at most this much slower per
@@ -111,8 +112,9 @@ def design(slots: int, probe: Probe, context_tokens: int | None = None, rounds: 
     # summed length (llama-server: 8 × 128 tokens took 2.7 s where 1,024 alone took 2.3).
     if slots > 1:
         n = min(TOGETHER_LENGTH, room)
-        runs.append(PlannedRun(f"prompts-{slots}x{n}", "fit", {"type": "batch", "size": slots, "batches": 2},
-                               n, PROBE_OUTPUT, 2 * probe.request_s(slots, n, PROBE_OUTPUT)))
+        runs.append(PlannedRun(f"prompts-{slots}x{n}", "fit", {"type": "batch", "size": slots,
+                                                                "batches": TOGETHER_BATCHES},
+                               n, PROBE_OUTPUT, TOGETHER_BATCHES * probe.request_s(slots, n, PROBE_OUTPUT)))
     # Capacity: `slots` requests in flight, each taking its prompt and its decode at the full batch
     capacity = slots / ((probe.prompt_ms(RUN_PROMPT) * slots + RUN_OUTPUT * probe.itl(slots)) / 1e3)
     count = max(16, round(48 * scale))
@@ -129,16 +131,22 @@ def design(slots: int, probe: Probe, context_tokens: int | None = None, rounds: 
     return Design(tuple(runs), capacity, rounds, scale)
 
 
-def within(slots: int, probe: Probe, budget_s: float, context_tokens: int | None = None) -> Design:
-    """The fullest design whose estimate fits `budget_s`: shorter open-loop runs first, then one ramp round;
-    a budget that even the shortest design passes is a UsageError naming --budget."""
+def within(slots: int, probe: Probe, budget_s: float, context_tokens: int | None = None, spent_s: float = 0.0
+           ) -> Design:
+    """The fullest design whose estimate fits what is left of `budget_s` (`spent_s` gone on the probe): shorter
+    open-loop runs first, then one ramp round; a budget even the shortest design passes is a UsageError naming
+    --budget."""
     for rounds, scale in ((2, 1.0), (2, 0.66), (2, 0.33), (1, 0.33)):
         plan = design(slots, probe, context_tokens, rounds, scale)
-        if plan.estimate_s <= budget_s:
+        if plan.estimate_s <= budget_s - spent_s:
             return plan
-    raise UsageError(f"--budget: {budget_s / 60:.1f} min is too short for this endpoint: the shortest design "
-                     f"takes ~{plan.estimate_s / 60:.1f} min (one request alone: TTFT {probe.ttft_ms:,.0f} ms, ITL "
+    raise UsageError(f"--budget: {minutes(budget_s)} is too short for this endpoint: the shortest design takes "
+                     f"~{minutes(plan.estimate_s + spent_s)} (one request alone: TTFT {probe.ttft_ms:,.0f} ms, ITL "
                      f"{probe.itl_ms:,.1f} ms, {slots} slots)")
+
+
+def minutes(seconds: float) -> str:
+    return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.0f} s"
 
 
 def refined(plan: Design, slots: int, probe: Probe, done: int, context_tokens: int | None = None) -> Design:

@@ -118,8 +118,8 @@ def _outside_prompts(device: FittedAccelerator, prompts: Length) -> str | None:
     shortest, longest = low(prompts), high(prompts)
     if span is None or (shortest >= 0.9 * span[0] and longest is not None and longest <= 1.1 * span[1]):
         return None
-    return (f"prompts of {shortest:,}–{longest if longest is not None else '?'} tokens; the fit saw "
-            f"{span[0]:,}–{span[1]:,}")
+    lengths = f"{shortest:,}" if longest == shortest else f"{shortest:,}–{'?' if longest is None else f'{longest:,}'}"
+    return f"prompts of {lengths} tokens; the fit saw {span[0]:,}–{span[1]:,}"
 
 
 def _outside_load(device: FittedAccelerator, rate: float | None, load: object) -> str | None:

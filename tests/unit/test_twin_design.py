@@ -54,8 +54,11 @@ def test_a_tight_budget_shortens_the_design_and_one_too_tight_is_refused_naming_
     shorter = within(8, LLAMA, full.estimate_s * 0.8, 1024)
     assert shorter.estimate_s <= full.estimate_s * 0.8 and shorter.estimate_s < full.estimate_s
     assert within(8, LLAMA, full.estimate_s + 1, 1024).estimate_s == pytest.approx(full.estimate_s)
-    with pytest.raises(UsageError, match=r"^--budget: 0\.1 min is too short.*TTFT 330 ms, ITL 24\.0 ms, 8 slots"):
+    with pytest.raises(UsageError, match=r"^--budget: 6 s is too short.*takes ~\d\.\d min \(one request alone: "
+                                         r"TTFT 330 ms, ITL 24\.0 ms, 8 slots"):
         within(8, LLAMA, 6.0, 1024)
+    with pytest.raises(UsageError, match=r"^--budget: 6\.0 min is too short.*takes ~8\.5 min"):  # the probe took most
+        within(8, LLAMA, full.estimate_s + 1, 1024, spent_s=full.estimate_s - 30)
 
 
 def test_each_run_is_a_scenario_with_the_tokenizer_asked_for() -> None:
