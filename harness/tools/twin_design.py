@@ -12,7 +12,6 @@ closed loop of b users decodes b sequences in nearly every step, and a prompt se
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
 
 from harness.errors import UsageError
 
@@ -28,6 +27,9 @@ FIT_LOAD, HELD_LOAD = 0.6, 0.35  # of the estimated capacity: two rates apart, n
 # Planning guesses, corrected by what the runs take: a decode step of b sequences at most this much slower per
 # extra sequence than a step of one (a CPU engine: ~0.3 a sequence; a GPU: ~0), prompts processed one at a time.
 ITL_GROWTH = 0.35
+
+
+Load = dict[str, int | float | str]  # a scenario phase's `load:` section
 
 
 @dataclass(frozen=True)
@@ -58,13 +60,13 @@ class PlannedRun:
 
     name: str
     role: str
-    load: dict[str, Any]
+    load: Load
     prompt_tokens: int
     output_tokens: int
     estimate_s: float
 
-    def scenario(self, tokenizer: str | None) -> dict[str, Any]:
-        workload: dict[str, Any] = {"prompt_tokens": self.prompt_tokens, "output_tokens": self.output_tokens}
+    def scenario(self, tokenizer: str | None) -> dict[str, object]:
+        workload: dict[str, int | str] = {"prompt_tokens": self.prompt_tokens, "output_tokens": self.output_tokens}
         if tokenizer:
             workload["tokenizer"] = tokenizer
         return {"name": f"twin-{self.name}", "workload": workload, "endpoint": {"scrape_interval_s": 1.0},

@@ -20,13 +20,10 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import harness
+from tests.hidden_gpu import DECODE_FIXED_MS, HIDDEN, PER_KTOKEN_MS
 
 pytestmark = pytest.mark.timing  # a twin fitted to measured latencies
 
-HIDDEN = "accelerators:\n  hidden-gpu: {tflops: 400, hbm_tbps: 3.2, memory_gb: 24}\n"
-# The hidden device's roofline, by hand (design brief §5 defaults; Llama-3.1-8B reads 7.5047e9 × 2 B a step):
-DECODE_FIXED_MS = 7.5047e9 * 2 / (3.2e12 * 0.75) * 1e3 + 32 * 0.025 + 1.25  # weights + launches + t0 = 8.30
-PER_KTOKEN_MS = 2 * 7.5047e9 * 1000 / (400e12 * 0.62) * 1e3  # 60.5
 # 24 GB × 0.9, less 1 GiB of runtime, the profiling pass (8,192 tokens, 1,024 fp32 logit rows) and the weights.
 # vLLM's batch defaults for a 24 GB GPU: 256 sequences, 2,048 tokens a step (the profiling pass's activations).
 KV_TOKENS = (24e9 * 0.9 - 2**30 - 2048 * (2 * 14336 + 4 * 4096) * 2 - 256 * 128256 * 4 - 8.03e9 * 2) / 131072

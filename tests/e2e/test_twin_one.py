@@ -19,8 +19,8 @@ import pytest
 
 from harness.config.presets import FittedAccelerator
 from harness.tools.twin_checks import decode_ms
-from tests.e2e.test_twin import DECODE_FIXED_MS, HIDDEN, PER_KTOKEN_MS
 from tests.helpers import harness
+from tests.hidden_gpu import DECODE_FIXED_MS, HIDDEN, PER_KTOKEN_MS
 
 pytestmark = pytest.mark.timing  # a twin fitted to measured latencies
 

@@ -32,7 +32,7 @@ def test_the_design_holds_each_batch_size_and_holds_out_loads_it_does_not_fit_on
     fit_rate = next(r.load["rate"] for r in plan.role("fit") if r.load["type"] == "poisson")
     held = {r.load["type"]: r for r in plan.role("held")}
     assert set(held) == {"poisson", "concurrency", "batch"}
-    assert 0 < held["poisson"].load["rate"] < fit_rate < plan.capacity_rps
+    assert 0 < float(held["poisson"].load["rate"]) < float(fit_rate) < plan.capacity_rps
     assert held["concurrency"].load["concurrency"] == 8 and held["batch"].load["size"] == 8
     assert plan.estimate_s == pytest.approx(sum(r.estimate_s for r in plan.runs))
     # The held-out runs are the user's workload, not the ramp's decode-heavy one
@@ -64,8 +64,9 @@ def test_a_tight_budget_shortens_the_design_and_one_too_tight_is_refused_naming_
 def test_each_run_is_a_scenario_with_the_tokenizer_asked_for() -> None:
     run = design(2, LLAMA).runs[0]
     data = run.scenario("server")
-    assert data["workload"]["tokenizer"] == "server" and data["phases"][0]["load"] == run.load
-    assert "tokenizer" not in run.scenario(None)["workload"]
+    assert data["workload"] == {"prompt_tokens": 32, "output_tokens": 64, "tokenizer": "server"}
+    assert data["phases"] == [{"name": "ramp-1", "load": run.load}]
+    assert run.scenario(None)["workload"] == {"prompt_tokens": 32, "output_tokens": 64}
 
 
 def test_after_the_ramp_the_open_loop_rates_follow_the_measured_capacity() -> None:
@@ -75,8 +76,8 @@ def test_after_the_ramp_the_open_loop_rates_follow_the_measured_capacity() -> No
     measured = Probe(285.0, 15.0, 128, (14.3, 33.4, 53.2, 46.8, 70.0, 60.8, 83.1, 69.8))
     again = refined(plan, 8, measured, done, 1024)
     assert again.runs[:done] == plan.runs[:done] and [r.name for r in again.runs] == [r.name for r in plan.runs]
-    rates = {r.name: r.load["rate"] for r in again.runs if r.load["type"] == "poisson"}
-    before = {r.name: r.load["rate"] for r in plan.runs if r.load["type"] == "poisson"}
+    rates = {r.name: float(r.load["rate"]) for r in again.runs if r.load["type"] == "poisson"}
+    before = {r.name: float(r.load["rate"]) for r in plan.runs if r.load["type"] == "poisson"}
     assert again.capacity_rps < plan.capacity_rps and all(rates[n] < before[n] for n in rates)
     # 8 slots, each 8 × 285 ms of prompts and 64 steps of 69.8 ms: ~1.19 req/s
     assert again.capacity_rps == pytest.approx(8 / (8 * 0.285 + 64 * 0.0698), rel=1e-6)

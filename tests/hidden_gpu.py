@@ -1,0 +1,7 @@
+"""The hidden GPU the twin tests fit without being told of it (tests/e2e/test_twin.py, test_twin_one.py), and its
+roofline by hand."""
+
+HIDDEN = "accelerators:\n  hidden-gpu: {tflops: 400, hbm_tbps: 3.2, memory_gb: 24}\n"
+# The hidden device's roofline, by hand (design brief §5 defaults; Llama-3.1-8B reads 7.5047e9 × 2 B a step):
+DECODE_FIXED_MS = 7.5047e9 * 2 / (3.2e12 * 0.75) * 1e3 + 32 * 0.025 + 1.25  # weights + launches + t0 = 8.30
+PER_KTOKEN_MS = 2 * 7.5047e9 * 1000 / (400e12 * 0.62) * 1e3  # 60.5
