@@ -17,6 +17,7 @@ import numpy as np
 from harness.client.aio import open_session
 from harness.client.backend import Endpoint
 from harness.config.scenario import parse_scenario
+from harness.errors import EndpointError
 from harness.records import read_records
 from harness.report.files import write_run
 from harness.run.display import Display
@@ -31,8 +32,8 @@ from harness.tools.twin_samples import step_samples
 from harness.tools.twin_validate import P50_TOLERANCE, P99_TOLERANCE, ValidationRow, outside_fitted, validate_run
 
 Say = Callable[[str], None]
+DRIFT = 0.10  # the lone probe's TTFT or ITL moving this much between the first and the last: `engine-drift`
 # Findings that make a twin untrustworthy whatever its held-out errors (decode-spread and engine-drift explain them)
-DRIFT = 0.10
 FATAL = ("decode-superlinear", "decode-nonmonotonic", "prompt-cost-by-load", "own-runs-missed")
 
 
@@ -73,7 +74,6 @@ def probe_of(run_dir: Path) -> Probe:
     ok = [r for r in read_records(run_dir / "requests.jsonl") if r.status == "ok" and r.first_token_ns
           and r.sent_ns and len(r.chunk_ns) >= 2]
     if not ok:
-        from harness.errors import EndpointError
         raise EndpointError(f"{run_dir}: the probe requests did not succeed (see its summary.json): nothing to "
                             "design a twin on")
     ttft = float(np.median([(r.first_token_ns or 0) - (r.sent_ns or 0) for r in ok])) / 1e6
