@@ -17,8 +17,11 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from harness.config.presets import FittedAccelerator
+from harness.tools.twin_checks import decode_ms
 from tests.helpers import harness
 from tests.hidden_gpu import DECODE_FIXED_MS, HIDDEN, PER_KTOKEN_MS
 
@@ -62,7 +65,10 @@ def test_the_fit_recovers_the_hidden_device_and_predicts_a_held_out_level(runs: 
     assert fitted.returncode == 0, fitted.stdout + fitted.stderr
     fit = json.loads(fitted.stdout)
     twin = fit["accelerator"]
-    assert twin["step_ms"] + twin["weights_ms"] == pytest.approx(DECODE_FIXED_MS, rel=0.1)
+    # A decode step of one sequence, whichever form the fit took (the line, or a table where noise made the
+    # measured steps depart from it by over 10% at some batch size: seen once in a clean-clone CI run)
+    one = float(decode_ms(FittedAccelerator(**twin), np.array([1.0]), np.array([0.5]))[0])
+    assert one == pytest.approx(DECODE_FIXED_MS, rel=0.1), twin
     assert twin["per_ktoken_ms"] == pytest.approx(PER_KTOKEN_MS, rel=0.15)
     assert fit["kv_measured"] and twin["kv_tokens"] == pytest.approx(KV_TOKENS, rel=0.1)
     # Each fitted run replayed on the twin: the fit's own error, reported per run.
