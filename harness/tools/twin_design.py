@@ -2,7 +2,8 @@
 each batch size long enough to time pure decode steps, prompts alone at two or three lengths and together at
 another, one Poisson load)
 and held-out loads to validate on (a Poisson load at another rate, a closed loop and a fixed batch at the slot
-count), each with its estimated time, from one probe request's TTFT and ITL. Pure: tested without a network.
+count, these two twice), each with its estimated time, from one probe request's TTFT and ITL. Pure: tested
+without a network.
 
 Why these: fitted on Poisson loads alone, a twin of llama-server saw its highest batch sizes in a handful of
 steps, most of them mixed with prompt work, and its decode table rose faster than any engine's (issue 44); a
@@ -14,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from harness.errors import UsageError
+from harness.tools.twin_heldout import AGAIN
 
 # The workload of the Poisson and held-out runs: a chat-like request the fit sees prompts and decodes of
 RUN_PROMPT, RUN_OUTPUT = 128, 64
@@ -101,7 +103,8 @@ def design(slots: int, probe: Probe, context_tokens: int | None = None, rounds: 
     """The runs for an engine of `slots` concurrent requests. `rounds`: closed-loop rounds per ramp step;
     `scale` (≤ 1) shortens the open-loop and held-out runs (fewer requests) to fit a budget."""
     runs: list[PlannedRun] = []
-    for b in batch_sizes(slots):
+    ramp = batch_sizes(slots)
+    for b in ramp:
         runs.append(PlannedRun(f"ramp-{b}", "fit", {"type": "concurrency", "concurrency": b,
                                                      "requests": rounds * b},
                                RAMP_PROMPT, RAMP_OUTPUT, rounds * probe.request_s(b, RAMP_PROMPT, RAMP_OUTPUT)))
@@ -124,13 +127,19 @@ def design(slots: int, probe: Probe, context_tokens: int | None = None, rounds: 
         rate = round(share * capacity, 4)
         runs.append(PlannedRun(name, role, {"type": "poisson", "rate": rate, "requests": count},
                                RUN_PROMPT, RUN_OUTPUT, count / rate + probe.request_s(slots, RUN_PROMPT, RUN_OUTPUT)))
-    closed_rounds = max(2, round(3 * scale))
-    runs.append(PlannedRun(f"closed-{slots}", "held", {"type": "concurrency", "concurrency": slots,
-                                                       "requests": closed_rounds * slots},
-                           RUN_PROMPT, RUN_OUTPUT, closed_rounds * probe.request_s(slots, RUN_PROMPT, RUN_OUTPUT)))
-    runs.append(PlannedRun(f"batch-{slots}", "held", {"type": "batch", "size": slots, "batches": 2},
-                           RUN_PROMPT, RUN_OUTPUT, 2 * probe.request_s(slots, RUN_PROMPT, RUN_OUTPUT)))
+    runs = runs[:len(ramp)] + at_slots(slots, probe, scale) + runs[len(ramp):] + at_slots(slots, probe, scale, AGAIN)
     return Design(tuple(runs), capacity, rounds, scale)
+
+
+def at_slots(slots: int, probe: Probe, scale: float, suffix: str = "") -> list[PlannedRun]:
+    """The held-out loads at the slot count: a closed loop and a fixed batch. Run twice, once after the ramp and
+    again last, they measure the engine's own difference on exactly these figures (`twin_heldout`)."""
+    closed_rounds = max(2, round(3 * scale))
+    return [PlannedRun(f"closed-{slots}{suffix}", "held", {"type": "concurrency", "concurrency": slots,
+                                                           "requests": closed_rounds * slots},
+                       RUN_PROMPT, RUN_OUTPUT, closed_rounds * probe.request_s(slots, RUN_PROMPT, RUN_OUTPUT)),
+            PlannedRun(f"batch-{slots}{suffix}", "held", {"type": "batch", "size": slots, "batches": 2},
+                       RUN_PROMPT, RUN_OUTPUT, 2 * probe.request_s(slots, RUN_PROMPT, RUN_OUTPUT))]
 
 
 def within(slots: int, probe: Probe, budget_s: float, context_tokens: int | None = None, spent_s: float = 0.0

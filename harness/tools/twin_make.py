@@ -3,7 +3,8 @@ request, design the runs (`twin_design`) within the budget, make them, fit on th
 check the fit's shape (`twin_checks`) and validate on the held-out ones chosen before any was sent.
 
 The twin holds where every held-out figure lies within the bounds `sim fit` judges its own runs by (±15% on
-TTFT and ITL p50 and output tokens/s, ±30% on TTFT p99) and the fit's shape is one an engine can have."""
+TTFT and ITL p50 and output tokens/s, ±30% on TTFT p99) or the engine's own difference between two runs of that
+load where wider (`twin_heldout`), and the fit's shape is one an engine can have."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from harness.tools.twin import Fit, fit_runs, load_twin
 from harness.tools.twin_checks import Finding, confirmed, decode_findings, prompt_findings
 from harness.tools.twin_design import RUN_PROMPT, Design, PlannedRun, Probe, minutes, refined, within
 from harness.tools.twin_discover import EngineInfo, discover
+from harness.tools.twin_heldout import HeldFigure, held_figures
 from harness.tools.twin_samples import step_samples
 from harness.tools.twin_validate import P50_TOLERANCE, P99_TOLERANCE, ValidationRow, outside_fitted, validate_run
 
@@ -49,8 +51,12 @@ class TwinResult:
     outside: list[str] = field(default_factory=list)
 
     @property
-    def missed(self) -> list[ValidationRow]:
-        return misses(self.held)
+    def figures(self) -> list[HeldFigure]:
+        return held_figures(self.held)
+
+    @property
+    def missed(self) -> list[HeldFigure]:
+        return [f for f in self.figures if not f.holds]
 
     @property
     def holds(self) -> bool:
