@@ -7,8 +7,11 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
+import numpy as np
 import yaml
+from numpy.typing import NDArray
 
+from harness.config.fitted_step import prompt_part_ms
 from harness.config.yamlfile import read_yaml
 from harness.errors import PresetError
 
@@ -98,6 +101,12 @@ class FittedAccelerator:
     # to time), the prompt lengths its requests had; `predict` and `sim validate` say when a load leaves them.
     fitted_batch: list[int] | None = None  # [lowest, highest] sequences decoding in a step
     fitted_prompt_tokens: list[int] | None = None  # [shortest, longest]
+
+    def prompt_ms(self, prompt_k: NDArray[Any], prompts: NDArray[Any], decoders: NDArray[Any]) -> NDArray[np.float64]:
+        """What the prompts of measured steps (`prompts` of `prompt_k` thousand tokens in all, beside `decoders`
+        sequences decoding) cost beyond their decode part, priced as the simulator prices a step."""
+        return prompt_part_ms(self.prompt_step_ms, self.per_ktoken_ms, self.prompt_together, self.prompt_beside,
+                              prompt_k, prompts, decoders)
 
     def line_decode_ms(self, seqs: int, context_tokens: float) -> float:
         """The linear step model's time for `seqs` sequences decoding and nothing else (`sim fit` sets it beside

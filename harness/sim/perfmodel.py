@@ -18,6 +18,7 @@ import math
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
+from harness.config.fitted_step import prompt_part_ms, table_ms
 from harness.config.presets import ACCELERATORS, MODELS, Accelerator, AsicAccelerator, FittedAccelerator, ModelSpec
 
 Dtype = Literal["bf16", "fp8"]
@@ -202,11 +203,9 @@ class FittedModel:
             prompts = load.tokens - load.decodes
             # A first token held for this step leaves with the others' tokens at no cost of its own:
             # llama-server alone sends it ~7 ms after its prompt's step, with others one step later.
-            return (decode_curve_ms(a.decode_ms, a.per_seq_ms, load.decodes)
-                    + ((a.prompt_step_ms + a.per_ktoken_ms * prompts / 1e3)
-                       * max(0.1, 1 + a.prompt_together * max(0, load.seqs - load.decodes - 1)
-                             + a.prompt_beside * load.decodes)
-                       if prompts > 0 else 0.0)
+            prompt = (prompt_part_ms(a.prompt_step_ms, a.per_ktoken_ms, a.prompt_together, a.prompt_beside,
+                                     prompts / 1e3, load.seqs - load.decodes, load.decodes) if prompts > 0 else 0.0)
+            return (table_ms(a.decode_ms, a.per_seq_ms, load.decodes) + prompt
                     + a.per_context_ktoken_ms * load.decode_context / 1e3) / 1e3
         return (a.step_ms + a.per_seq_ms * load.seqs + a.per_context_ktoken_ms * load.decode_context / 1e3
                 + (a.prompt_step_ms if load.prefill_attn > 0 else 0.0)
@@ -214,15 +213,6 @@ class FittedModel:
 
     def kv_capacity_tokens(self, gpu_memory_utilization: float = 0.9, budget: Budget = Budget()) -> int:
         return self.accelerator.kv_tokens  # as measured, at the utilisation the endpoint ran with
-
-
-def decode_curve_ms(table: list[float], per_seq_ms: float, decodes: int) -> float:
-    """A decode step's time from a table of measured steps by sequence count (none decoding: nothing)."""
-    if decodes <= 0:
-        return 0.0
-    if decodes <= len(table):
-        return table[decodes - 1]
-    return table[-1] + per_seq_ms * (decodes - len(table))
 
 
 def build_model(accelerator: str, model: str, dtype: Dtype = "bf16", tp: int = 1,

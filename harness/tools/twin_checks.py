@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from harness.config.fitted_step import table_ms
 from harness.config.presets import FittedAccelerator
 from harness.tools.twin_curve import MIN_STEPS
 
@@ -47,11 +48,7 @@ class Finding:
 def decode_ms(a: FittedAccelerator, seqs: np.ndarray, context_k: np.ndarray) -> np.ndarray:
     """The twin's decode part of a step of `seqs` sequences (no prompt in it)."""
     if a.decode_ms:
-        table = np.asarray(a.decode_ms)
-        n = np.clip(seqs.astype(np.int64), 1, None)
-        inside = table[np.clip(n, 1, len(table)) - 1]
-        stepped: np.ndarray = np.where(n <= len(table), inside, table[-1] + a.per_seq_ms * (n - len(table)))
-        return stepped
+        return table_ms(a.decode_ms, a.per_seq_ms, seqs)
     line: np.ndarray = (a.step_ms + a.per_seq_ms * seqs + a.per_context_ktoken_ms * context_k
                         + np.hypot(a.weights_ms, a.per_ktoken_ms * seqs / 1e3))
     return line
@@ -125,14 +122,6 @@ def _both_clean(clean: Mapping[int, float], medians: Mapping[int, float], *sizes
     return all(n in clean and abs(medians[n] / clean[n] - 1) <= DIP for n in sizes)
 
 
-def prompt_ms(a: FittedAccelerator, prompt_k: np.ndarray, prompts: np.ndarray, decoders: np.ndarray) -> np.ndarray:
-    """The twin's price of a step's prompts beyond its decode part."""
-    grown = np.maximum(0.1, 1 + a.prompt_together * np.clip(prompts - 1, 0, None)
-                       + a.prompt_beside * np.clip(decoders, 0, None))
-    cost: np.ndarray = (a.prompt_step_ms + a.per_ktoken_ms * prompt_k) * grown
-    return cost
-
-
 def prompt_ratio(a: FittedAccelerator, rows: np.ndarray) -> float | None:
     """What the steps that held prompts took beyond the twin's decode part, over the twin's price of their
     prompts (the median); None with fewer than `MIN_PROMPT_STEPS` of them."""
@@ -141,7 +130,7 @@ def prompt_ratio(a: FittedAccelerator, rows: np.ndarray) -> float | None:
         return None
     n = _decoders(held)
     rest = held[:, 0] - decode_ms(a, n.astype(np.float64), held[:, 2]) * (n > 0)
-    return float(np.median(np.clip(rest, 0.0, None) / np.maximum(prompt_ms(a, held[:, 3], held[:, 4], n), 1e-9)))
+    return float(np.median(np.clip(rest, 0.0, None) / np.maximum(a.prompt_ms(held[:, 3], held[:, 4], n), 1e-9)))
 
 
 def prompt_findings(a: FittedAccelerator, rows_by_run: Mapping[str, np.ndarray]) -> list[Finding]:

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from harness.config.fitted_step import prompt_part_ms, table_ms
+
 MIN_STEPS = 10  # decode-only steps at a sequence count for its median to enter the table
 ONE_SIZE = 1.5  # prompt steps whose token counts all lie within this ratio: one size, no per-step cost told apart
 MIN_OTHER_SIZE = 5  # prompt steps of another size it takes to tell them apart (two pairs decide nothing)
@@ -41,19 +43,14 @@ class Curve:
         return max(abs(self.decode_ms[n - 1] / line(n, ctx) - 1) for n, ctx in self.seen.items())
 
     def predict(self, decoders: np.ndarray, prompt_k: np.ndarray, prompts: np.ndarray | float = 1.0) -> np.ndarray:
-        table = np.asarray(self.decode_ms)
         n = np.clip(decoders.astype(np.int64), 0, None)
-        inside = table[np.clip(n, 1, len(table)) - 1]
-        past = table[-1] + self.per_seq_ms * (n - len(table))
-        decode = np.where(n == 0, 0.0, np.where(n <= len(table), inside, past))
-        return decode + np.where(prompt_k > 0, self.prompt_part(prompt_k, prompts, n), 0.0)
+        return table_ms(self.decode_ms, self.per_seq_ms, n) + np.where(prompt_k > 0, self.prompt_part(
+            prompt_k, prompts, n), 0.0)
 
     def prompt_part(self, prompt_k: np.ndarray, prompts: np.ndarray | float, beside: np.ndarray) -> np.ndarray:
         """What the prompts of a step cost beyond its decode part."""
-        alone = self.prompt_step_ms + self.per_ktoken_ms * prompt_k
-        cost: np.ndarray = alone * np.maximum(0.1, 1 + self.prompt_together * np.clip(np.asarray(prompts) - 1, 0, None)
-                                              + self.prompt_beside * np.clip(beside, 0, None))
-        return cost
+        return prompt_part_ms(self.prompt_step_ms, self.per_ktoken_ms, self.prompt_together, self.prompt_beside,
+                              prompt_k, prompts, beside)
 
 
 def fit_curve(samples: np.ndarray, prompt_steps: np.ndarray | None = None) -> Curve | None:

@@ -147,7 +147,7 @@ def within(slots: int, probe: Probe, budget_s: float, context_tokens: int | None
     """The fullest design whose estimate fits what is left of `budget_s` (`spent_s` gone on the probe): shorter
     open-loop runs first, then one ramp round; a budget even the shortest design passes is a UsageError naming
     --budget."""
-    for rounds, scale in ((2, 1.0), (2, 0.66), (2, 0.33), (1, 0.33)):
+    for rounds, scale in [(2, s) for s in SCALES] + [(1, SCALES[-1])]:
         plan = design(slots, probe, context_tokens, rounds, scale)
         if plan.estimate_s <= budget_s - spent_s:
             return plan
@@ -160,8 +160,17 @@ def minutes(seconds: float) -> str:
     return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.0f} s"
 
 
-def refined(plan: Design, slots: int, probe: Probe, done: int, context_tokens: int | None = None) -> Design:
+SCALES = (1.0, 0.66, 0.33)  # of the open-loop and held-out runs' requests, the fullest that fits a budget first
+
+
+def refined(plan: Design, slots: int, probe: Probe, done: int, context_tokens: int | None = None,
+            left_s: float | None = None) -> Design:
     """The plan with its runs after the first `done` redesigned on a better probe (the ramp's measured ITL by batch
-    size, a prompt's measured TTFT): the open-loop rates follow the engine's measured capacity, not the guess."""
-    again = design(slots, probe, context_tokens, plan.rounds, plan.scale)
+    size, a prompt's measured TTFT): the open-loop rates follow the engine's measured capacity, not the guess. An
+    engine slower than its probe makes those runs longer: with `left_s`, the fullest rest that fits it (fewer
+    requests), else the shortest."""
+    for scale in [s for s in SCALES if s <= plan.scale] or [plan.scale]:
+        again = design(slots, probe, context_tokens, plan.rounds, scale)
+        if left_s is None or sum(r.estimate_s for r in again.runs[done:]) <= left_s:
+            break
     return replace(again, runs=plan.runs[:done] + again.runs[done:])

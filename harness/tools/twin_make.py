@@ -160,11 +160,15 @@ async def measure(endpoint: Endpoint, info: EngineInfo, slots: int, budget_s: fl
         for i in range(1, len(plan.runs) + 1):
             spec = plan.runs[i - 1]
             if spec.load["type"] == "poisson" and spec.role == "fit":
-                plan = refined(plan, slots, measured_probe(probe, plan, dirs), i - 1, info.context_tokens)
+                left = budget_s - (time.monotonic() - started)
+                plan = refined(plan, slots, measured_probe(probe, plan, dirs), i - 1, info.context_tokens, left)
                 spec = plan.runs[i - 1]
                 rates = [f"{r.load['rate']:g}" for r in plan.runs if r.load["type"] == "poisson"]
                 say(f"capacity from the ramp: ~{plan.capacity_rps:.2f} req/s; Poisson loads at {', '.join(rates)} "
-                    "req/s (fitted, held out)")
+                    f"req/s (fitted, held out), {spec.load['requests']} requests each")
+                if (rest := sum(r.estimate_s for r in plan.runs[i - 1:])) > left:
+                    say(f"the engine is slower than its probe: the rest takes ~{minutes(rest)}, past the budget by "
+                        f"~{minutes(rest - left)} even with the fewest requests")
             ratio = taken / estimated if estimated else 1.0
             left = sum(r.estimate_s for r in plan.runs[i - 1:]) * ratio
             say(f"[{i}/{len(plan.runs)}] {spec.role} {spec.name}: ~{minutes(spec.estimate_s * ratio)} "

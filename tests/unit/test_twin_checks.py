@@ -8,7 +8,7 @@ import re
 import numpy as np
 
 from harness.config.presets import FittedAccelerator
-from harness.tools.twin_checks import confirmed, decode_findings, prompt_findings, prompt_ms, prompt_ratio
+from harness.tools.twin_checks import confirmed, decode_findings, prompt_findings, prompt_ratio
 
 ISSUE_44 = [15.5, 34.6, 58.3, 73.0, 74.9, 116.0]  # the fit on Poisson 0.2 and 0.5 req/s that missed by +134%
 LLAMA = [24.4, 31.8, 51.5, 46.2, 68.7, 61.9, 83.2, 78.4]  # llama-server, --kv-unified: even batches tile better
@@ -87,7 +87,7 @@ def prompt_rows(a: FittedAccelerator, times: float, decoders: int, prompts: int 
     """Steps that each held `prompts` prompts of 128 tokens beside `decoders` streams, taking `times` the twin's
     price of them on top of its decode part."""
     k = 0.128 * prompts
-    price = float(prompt_ms(a, np.array([k]), np.array([float(prompts)]), np.array([decoders]))[0])
+    price = float(a.prompt_ms(np.array([k]), np.array([float(prompts)]), np.array([decoders]))[0])
     decode = a.decode_ms[decoders - 1] if decoders and a.decode_ms else 0.0
     return np.array([[decode + times * price, decoders + prompts, 0.2, k, float(prompts)] for _ in range(n)])
 
@@ -97,7 +97,7 @@ def test_the_twins_price_of_prompts_grows_with_company() -> None:
                           per_context_ktoken_ms=0.0, kv_tokens=1, decode_ms=[10.0], prompt_step_ms=40.0,
                           prompt_beside=0.1, prompt_together=0.02)
     one = 40.0 + 2000.0 * 0.128
-    got = prompt_ms(a, np.array([0.128, 0.128, 1.024]), np.array([1.0, 1.0, 8.0]), np.array([0, 6, 0]))
+    got = a.prompt_ms(np.array([0.128, 0.128, 1.024]), np.array([1.0, 1.0, 8.0]), np.array([0, 6, 0]))
     assert np.allclose(got, [one, one * 1.6, (40.0 + 2048.0) * 1.14])
 
 

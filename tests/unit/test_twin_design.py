@@ -89,3 +89,21 @@ def test_after_the_ramp_the_open_loop_rates_follow_the_measured_capacity() -> No
     assert again.capacity_rps < plan.capacity_rps and all(rates[n] < before[n] for n in rates)
     # 8 slots, each 8 × 285 ms of prompts and 64 steps of 69.8 ms: ~1.19 req/s
     assert again.capacity_rps == pytest.approx(8 / (8 * 0.285 + 64 * 0.0698), rel=1e-6)
+
+
+def test_an_engine_slower_than_its_probe_gets_fewer_open_loop_requests_to_stay_within_the_budget() -> None:
+    """A ramp measured on a busy machine: steps three times the probe's, so the Poisson runs at the rates that
+    follow would take three times as long; within what is left of the budget they get fewer requests."""
+    plan = design(8, Probe(300.0, 15.0, 128), context_tokens=1024)
+    done = [r.name for r in plan.runs].index("poisson-fit")
+    slow = Probe(300.0, 15.0, 128, tuple(45.0 * (1 + 0.35 * b) for b in range(8)))
+    full = refined(plan, 8, slow, done, 1024)
+    rest = sum(r.estimate_s for r in full.runs[done:])
+    squeezed = refined(plan, 8, slow, done, 1024, left_s=rest * 0.75)
+    assert squeezed.runs[:done] == plan.runs[:done]
+    assert sum(r.estimate_s for r in squeezed.runs[done:]) <= rest * 0.75
+    assert [r.load["requests"] for r in squeezed.runs if r.load["type"] == "poisson"] == [32, 32]
+    # Past even the fewest requests, the shortest rest, and the caller says it overruns
+    tight = refined(plan, 8, slow, done, 1024, left_s=1.0)
+    assert [r.load["requests"] for r in tight.runs if r.load["type"] == "poisson"] == [16, 16]
+    assert refined(plan, 8, slow, done, 1024, left_s=rest + 1).runs == full.runs
