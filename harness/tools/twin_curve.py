@@ -102,8 +102,9 @@ def _growth(rest: np.ndarray, base: np.ndarray, count: np.ndarray, rows: np.ndar
 
 
 def _prompt_terms(rest: np.ndarray, prompt_k: np.ndarray) -> tuple[float, float]:
-    """rest ≈ step + per_k · prompt_k, least squares with neither below zero, once more without the rows more
-    than five median deviations off (a stall in a prompt's step)."""
+    """rest ≈ step + per_k · prompt_k, least squares with neither below zero over each prompt length's median
+    (weighted by its count: one late wake-up among three prompts of a length moves nothing), once more without the
+    rows more than five median deviations off (a stall in a prompt's step)."""
     if len(rest) == 0:
         return 0.0, 0.0
     if np.count_nonzero(prompt_k > ONE_SIZE * prompt_k.min()) < MIN_OTHER_SIZE:
@@ -113,18 +114,25 @@ def _prompt_terms(rest: np.ndarray, prompt_k: np.ndarray) -> tuple[float, float]
     keep = np.ones(len(rest), dtype=bool)
     coef = np.zeros(2)
     for _ in range(2):
-        x = np.column_stack([np.ones(int(keep.sum())), prompt_k[keep]])
-        coef = np.linalg.lstsq(x, rest[keep], rcond=None)[0]
+        k, y, w = _by_length(rest[keep], prompt_k[keep])
+        coef = np.linalg.lstsq(np.column_stack([w, k * w]), y * w, rcond=None)[0]
         if coef[0] < 0:
-            coef = np.array([0.0, max(0.0, float(rest[keep] @ prompt_k[keep] / (prompt_k[keep] @ prompt_k[keep])))])
+            coef = np.array([0.0, max(0.0, float((y * w * w) @ k / ((k * w * w) @ k)))])
         elif coef[1] < 0:
-            coef = np.array([max(0.0, float(np.mean(rest[keep]))), 0.0])
+            coef = np.array([max(0.0, float(np.average(y, weights=w * w))), 0.0])
         residual = rest - (coef[0] + coef[1] * prompt_k)
         mad = max(float(np.median(np.abs(residual - np.median(residual)))), 1e-3 * float(np.median(np.abs(rest))))
         keep = np.abs(residual) <= 5 * mad
         if keep.sum() < 2:
             break
     return float(coef[0]), float(coef[1])
+
+
+def _by_length(rest: np.ndarray, prompt_k: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each distinct prompt length, the median of its rows, and the square root of their count (a weight)."""
+    lengths, which, counts = np.unique(prompt_k, return_inverse=True, return_counts=True)
+    medians = np.array([np.median(rest[which == i]) for i in range(len(lengths))])
+    return lengths, medians, np.sqrt(counts.astype(np.float64))
 
 
 def nonnegative(x: np.ndarray, y: np.ndarray) -> np.ndarray:

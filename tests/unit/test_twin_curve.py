@@ -153,3 +153,20 @@ def test_the_lines_decode_step_is_the_simulators() -> None:
     for n, context in ((1, 300), (8, 4000), (64, 90_000)):
         load = StepLoad(tokens=n, seqs=n, decodes=n, decode_context=context)
         assert line.line_decode_ms(n, context) == pytest.approx(FittedModel(line).step_seconds(load) * 1e3)
+
+
+def test_a_late_wake_up_among_a_lengths_few_lone_prompts_does_not_move_their_price() -> None:
+    """`sim twin` times three lone prompts of each length; on a busy machine one of them may end late (a client
+    woken a few ms after its first token): each length's median prices them, not a least-squares mean."""
+    decode = np.column_stack([np.full(40, 24.0), np.ones(40), np.full(40, 0.1), np.zeros(40), np.zeros(40)])
+    lengths = np.repeat([0.128, 0.512, 1.024], 3)
+    gaps = 30.0 + 60.0 * lengths + np.tile([-2.0, 0.0, 2.0], 3)  # a few ms of jitter …
+    gaps[8] += 7.0  # … and one reply late at the longest length, within five deviations: not dropped as a stall
+    lone = np.column_stack([gaps, np.ones(9), np.zeros(9), lengths, np.ones(9)])
+    # Two more lone prompts of the shortest length and one together (MIN_ALONE: prompts priced alone)
+    extra = np.array([[30.0 + 60 * 0.128, 1, 0, 0.128, 1]] * 2 + [[30.0 + 60 * 0.256, 2, 0, 0.256, 2]])
+    curve = fit_curve(np.vstack([decode, np.column_stack([np.full(40, 31.0), np.full(40, 2.0), np.full(40, 0.2),
+                                                          np.zeros(40), np.zeros(40)]), lone, extra]))
+    assert curve is not None
+    assert curve.per_ktoken_ms == pytest.approx(60.0, rel=0.01)  # least squares over the rows: +4.2%
+    assert curve.prompt_step_ms == pytest.approx(30.0, rel=0.02)
