@@ -69,7 +69,8 @@ def misses(rows: list[ValidationRow]) -> list[ValidationRow]:
             and abs(r["error"]) > (P99_TOLERANCE if "p99" in r["figure"] else P50_TOLERANCE)]
 
 
-async def _run(spec: PlannedRun, endpoint: Endpoint, where: Path, tokenizer: str | None, log: Display) -> Path:
+async def make_run(spec: PlannedRun, endpoint: Endpoint, where: Path, tokenizer: str | None, log: Display
+                   ) -> Path:
     scenario = parse_scenario(spec.scenario(tokenizer), f"sim twin: {spec.name}")
     write_run(await run_scenario(scenario, endpoint, where, display=log))
     return where
@@ -149,7 +150,7 @@ async def measure(endpoint: Endpoint, info: EngineInfo, slots: int, budget_s: fl
         say(f"probing {endpoint.base_url} with 3 requests one at a time …")
         probe_spec = PlannedRun("probe", "probe", {"type": "concurrency", "concurrency": 1, "requests": 3},
                                 RUN_PROMPT, 32, 0.0)
-        probe = probe_of(await _run(probe_spec, endpoint, workdir / "00-probe", tokenizer, log))
+        probe = probe_of(await make_run(probe_spec, endpoint, workdir / "00-probe", tokenizer, log))
         plan = within(slots, probe, budget_s, info.context_tokens, time.monotonic() - started)
         say(f"one request alone: TTFT {probe.ttft_ms:,.0f} ms, ITL {probe.itl_ms:,.1f} ms; {slots} slots "
             f"({info.source or '--slots'}); capacity ~{plan.capacity_rps:.2f} req/s")
@@ -174,12 +175,12 @@ async def measure(endpoint: Endpoint, info: EngineInfo, slots: int, budget_s: fl
             say(f"[{i}/{len(plan.runs)}] {spec.role} {spec.name}: ~{minutes(spec.estimate_s * ratio)} "
                 f"({minutes(time.monotonic() - started)} so far, ~{minutes(left)} to go)")
             t0 = time.monotonic()
-            dirs[spec.name] = await _run(spec, endpoint, workdir / f"{i:02d}-{spec.name}", tokenizer, log)
+            dirs[spec.name] = await make_run(spec, endpoint, workdir / f"{i:02d}-{spec.name}", tokenizer, log)
             taken += time.monotonic() - t0
             estimated += spec.estimate_s
         say("probing once more, to see whether the engine itself kept its speed …")
-        again = probe_of(await _run(probe_spec, endpoint, workdir / f"{len(plan.runs) + 1:02d}-probe-end", tokenizer,
-                                    log))
+        last = workdir / f"{len(plan.runs) + 1:02d}-probe-end"
+        again = probe_of(await make_run(probe_spec, endpoint, last, tokenizer, log))
     return Measured(info, slots, plan, dirs, (probe, again))
 
 

@@ -1,0 +1,132 @@
+"""How often `harness sim twin` condemns a twin that is right, and how often it passes one that is wrong.
+
+A/A (false alarms): TRIALS runs of the command as a user types it, each against a fresh bundled simulator of a
+hidden device (tests/hidden_gpu.py: 400 TFLOP/s, 3.2 TB/s, Llama-3.1-8B, 4 slots, 3% step noise) — a twin of the
+simulator is as right as a twin gets, so every exit 99 is a false alarm. With --hog a busy loop shares the
+harness's core (the simulator on the other): a loaded shared runner.
+Real case (misses): --wrong K runs where the fitting runs are made against the hidden device and the held-out
+loads against one SLOWER times slower (its compute and bandwidth scaled down): the twin is then wrong by about
+that much on every held-out figure, and a verdict of "holds" is a miss.
+
+Bounded: each run is one `sim twin` with --budget 4m (about a minute here); traffic to 127.0.0.1 only.
+
+    .venv/bin/python bench/twin_verdict.py [--trials 10] [--wrong 5] [--hog]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from dataclasses import replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.compare_power import PIN_SIM, hog, interval
+from harness.config.scenario import parse_scenario
+from harness.run.display import Display
+from harness.run.target import target
+from harness.tools.twin_make import engine_info, judge, make_run, measure
+from tests.hidden_gpu import HIDDEN
+
+SLOTS, SLOWER = 4, 1.3
+SLOW = f"  hidden-slow: {{tflops: {400 / SLOWER:g}, hbm_tbps: {3.2 / SLOWER:g}, memory_gb: 24}}\n"
+
+
+def simulator(presets: Path, accelerator: str, seed: int) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen([*PIN_SIM, sys.executable, "-m", "harness", "sim", "serve", "--port", "0", "--presets",
+                             str(presets), "--accelerator", accelerator, "--max-num-seqs", str(SLOTS),
+                             "--max-model-len", "16384", "--seed", str(seed)],
+                            stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    assert proc.stdout is not None
+    return proc, json.loads(proc.stdout.readline())["url"]
+
+
+def stop(proc: subprocess.Popen[str]) -> None:
+    proc.terminate()
+    proc.communicate(timeout=15)
+
+
+def aa_run(tmp: Path, presets: Path, k: int) -> tuple[int, list[str]]:
+    """One `sim twin` as a user runs it: its exit code and what it named when it did not hold."""
+    proc, url = simulator(presets, "hidden-gpu", 100 + k)
+    try:
+        done = subprocess.run([sys.executable, "-m", "harness", "sim", "twin", url, "--slots", str(SLOTS), "--budget",
+                               "4m", "--out", str(tmp / f"aa{k}.yaml"), "--json"], capture_output=True, text=True,
+                              timeout=600)
+    finally:
+        stop(proc)
+    if done.returncode not in (0, 99):
+        raise SystemExit(f"sim twin exited {done.returncode}: {done.stderr[-2000:]}")
+    result = json.loads(done.stdout)
+    named = [f"{f['load']} {f['figure']} {f['error']:+.0%} (±{f['tolerance']:.0%})" for f in result["held_out"]
+             if not f["holds"]] + [f["code"] for f in result["findings"]]
+    return done.returncode, named
+
+
+async def wrong_run(tmp: Path, presets: Path, k: int) -> bool:
+    """Fitted on the hidden device, held out on a slower one: whether the verdict said it holds (a miss)."""
+    scenario = parse_scenario({"name": "twin", "phases": [{"name": "p", "load": {"type": "concurrency",
+                                                                                  "concurrency": 1}}]}, "bench")
+    proc, url = simulator(presets, "hidden-gpu", 200 + k)
+    work = tmp / f"wrong{k}"
+    try:
+        async with target(scenario, url=url, model=None, api=None, api_key=None) as (endpoint, _):
+            made = await measure(endpoint, await engine_info(endpoint), SLOTS, 240.0, work, "server", lambda _: None)
+    finally:
+        stop(proc)
+    proc, url = simulator(presets, "hidden-slow", 300 + k)
+    dirs = dict(made.dirs)
+    try:
+        async with target(scenario, url=url, model=None, api=None, api_key=None) as (endpoint, _):
+            with (work / "slow.log").open("w", encoding="utf-8") as log:
+                for i, spec in enumerate(made.plan.role("held")):
+                    dirs[spec.name] = await make_run(spec, endpoint, work / f"slow-{i:02d}-{spec.name}", "server",
+                                                 Display(log))
+    finally:
+        stop(proc)
+    result = judge(replace(made, dirs=dirs), tmp / f"wrong{k}.yaml", "twin")
+    return result.holds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--trials", type=int, default=10)
+    parser.add_argument("--wrong", type=int, default=5)
+    parser.add_argument("--hog", action="store_true", help="a busy loop on the harness's core")
+    args = parser.parse_args()
+    busy = hog(0) if args.hog else None
+    try:
+        with tempfile.TemporaryDirectory() as workdir:
+            tmp = Path(workdir)
+            presets = tmp / "hidden.yaml"
+            presets.write_text(HIDDEN + SLOW)
+            codes, named = Counter[int](), Counter[str]()
+            for k in range(args.trials):
+                code, said = aa_run(tmp, presets, k)
+                codes[code] += 1
+                named.update(said)
+                print(f"A/A {k + 1}/{args.trials}: exit {code}{': ' + '; '.join(said) if said else ''}", flush=True)
+            alarms = codes[99]
+            print(f"false alarms: {alarms} of {args.trials} ({interval(alarms, args.trials)}); named: "
+                  f"{dict(named.most_common())}", flush=True)
+            misses = 0
+            for k in range(args.wrong):
+                held = asyncio.run(wrong_run(tmp, presets, k))
+                misses += held
+                verdict = "holds (a miss)" if held else "caught"
+                print(f"{SLOWER:g}× slower held-out server {k + 1}/{args.wrong}: {verdict}", flush=True)
+            if args.wrong:
+                print(f"caught: {args.wrong - misses} of {args.wrong} ({interval(args.wrong - misses, args.wrong)})")
+    finally:
+        if busy is not None:
+            busy.kill()
+
+
+if __name__ == "__main__":
+    main()
