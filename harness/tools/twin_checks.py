@@ -27,7 +27,7 @@ import numpy as np
 
 from harness.config.fitted_step import table_ms
 from harness.config.presets import FittedAccelerator
-from harness.tools.twin_curve import MIN_STEPS
+from harness.tools.twin_curve import MIN_STEPS, decoding
 
 SUPERLINEAR = 1.15
 DIP = 0.15
@@ -54,15 +54,10 @@ def decode_ms(a: FittedAccelerator, seqs: np.ndarray, context_k: np.ndarray) -> 
     return line
 
 
-def _decoders(rows: np.ndarray) -> np.ndarray:
-    counts: np.ndarray = np.round(rows[:, 1] - rows[:, 4]).astype(np.int64)
-    return counts
-
-
 def _by_size(rows: np.ndarray) -> dict[int, np.ndarray]:
     """Decode-only step times by the sequences they decoded, where there are enough of them."""
     plain = rows[rows[:, 3] == 0]
-    n = _decoders(plain)
+    n = decoding(plain)
     return {int(k): plain[n == k, 0] for k in np.unique(n) if k > 0 and np.count_nonzero(n == k) >= MIN_STEPS}
 
 
@@ -128,7 +123,7 @@ def prompt_ratio(a: FittedAccelerator, rows: np.ndarray) -> float | None:
     held = rows[(rows[:, 3] > 0)]
     if len(held) < MIN_PROMPT_STEPS:
         return None
-    n = _decoders(held)
+    n = decoding(held)
     rest = held[:, 0] - decode_ms(a, n.astype(np.float64), held[:, 2]) * (n > 0)
     return float(np.median(np.clip(rest, 0.0, None) / np.maximum(a.prompt_ms(held[:, 3], held[:, 4], n), 1e-9)))
 

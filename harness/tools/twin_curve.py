@@ -53,12 +53,19 @@ class Curve:
                               prompt_k, prompts, beside)
 
 
+def decoding(rows: np.ndarray) -> np.ndarray:
+    """How many sequences decoded in each step row [gap ms, sequences, context/1000, prompt tokens/1000, prompts]:
+    its sequences but its prompts."""
+    counts: np.ndarray = np.round(rows[:, 1] - rows[:, 4]).astype(np.int64)
+    return counts
+
+
 def fit_curve(samples: np.ndarray, prompt_steps: np.ndarray | None = None) -> Curve | None:
     """The table and the prompt terms, from rows [gap ms, sequences, context/1000, prompt tokens/1000, prompts
     in the step]; None when fewer than two sequence counts have `MIN_STEPS` decode-only steps. `prompt_steps`:
     rows of the server's own timing of its prompts, which then alone give the prompt terms (a stream's gap
     is given its step's prompts by when their first tokens came, which a late token can misplace)."""
-    decoders = np.round(samples[:, 1] - samples[:, 4]).astype(np.int64)
+    decoders = decoding(samples)
     decode_only = samples[:, 3] == 0
     counts = np.arange(1, int(decoders[decode_only].max(initial=0)) + 1)
     medians = {int(n): float(np.median(samples[decode_only & (decoders == n), 0])) for n in counts
@@ -72,7 +79,7 @@ def fit_curve(samples: np.ndarray, prompt_steps: np.ndarray | None = None) -> Cu
     slope = max(0.0, float(np.polyfit(known, values, 1)[0]))
     partial = Curve([float(v) for v in table], slope, 0.0, 0.0, seen)
     prompts = samples[samples[:, 3] > 0] if prompt_steps is None or not len(prompt_steps) else prompt_steps
-    beside = np.round(prompts[:, 1] - prompts[:, 4])
+    beside = decoding(prompts)
     rest = prompts[:, 0] - partial.predict(beside, np.zeros(len(prompts)))
     alone = beside == 0
     if np.count_nonzero(alone & (prompts[:, 4] == 1)) < MIN_ALONE:

@@ -12,14 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.tools.twin_validate import P50_TOLERANCE, P99_TOLERANCE, ValidationRow
+from harness.tools.twin_validate import ValidationRow, bound
 
 AGAIN = "-again"  # the suffix of a held-out load's repeat in the design
 UNSTEADY = 2.0  # an engine's own runs apart by more than this many bounds: no twin can be judged on the figure
-
-
-def bound(figure: str) -> float:
-    return P99_TOLERANCE if "p99" in figure else P50_TOLERANCE
 
 
 @dataclass(frozen=True)

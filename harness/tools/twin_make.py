@@ -31,7 +31,7 @@ from harness.tools.twin_design import RUN_PROMPT, Design, PlannedRun, Probe, min
 from harness.tools.twin_discover import EngineInfo, discover
 from harness.tools.twin_heldout import HeldFigure, held_figures
 from harness.tools.twin_samples import step_samples
-from harness.tools.twin_validate import P50_TOLERANCE, P99_TOLERANCE, ValidationRow, outside_fitted, validate_run
+from harness.tools.twin_validate import ValidationRow, misses, outside_fitted, validate_run
 
 Say = Callable[[str], None]
 DRIFT = 0.10  # the lone probe's TTFT or ITL moving this much between the first and the last: `engine-drift`
@@ -63,12 +63,6 @@ class TwinResult:
         return not self.missed and not any(f.code in FATAL for f in self.findings)
 
 
-def misses(rows: list[ValidationRow]) -> list[ValidationRow]:
-    """Rows beyond the bounds (none for a figure without data)."""
-    return [r for r in rows if r["error"] is not None
-            and abs(r["error"]) > (P99_TOLERANCE if "p99" in r["figure"] else P50_TOLERANCE)]
-
-
 async def make_run(spec: PlannedRun, endpoint: Endpoint, where: Path, tokenizer: str | None, log: Display
                    ) -> Path:
     scenario = parse_scenario(spec.scenario(tokenizer), f"sim twin: {spec.name}")
@@ -77,15 +71,17 @@ async def make_run(spec: PlannedRun, endpoint: Endpoint, where: Path, tokenizer:
 
 
 def probe_of(run_dir: Path) -> Probe:
-    """TTFT and ITL of requests sent one at a time: the medians."""
-    ok = [r for r in read_records(run_dir / "requests.jsonl") if r.status == "ok" and r.first_token_ns
-          and r.sent_ns and len(r.chunk_ns) >= 2]
-    if not ok:
+    """TTFT and ITL of requests sent one at a time: the p50s, as every run's summary gives them."""
+    ttft, itl = p50(run_dir, "ttft_p50"), p50(run_dir, "itl_p50")
+    if ttft is None or itl is None:
         raise EndpointError(f"{run_dir}: the probe requests did not succeed (see its summary.json): nothing to "
                             "design a twin on")
-    ttft = float(np.median([(r.first_token_ns or 0) - (r.sent_ns or 0) for r in ok])) / 1e6
-    itl = float(np.median(np.concatenate([np.diff(np.asarray(r.chunk_ns, dtype=np.int64)) for r in ok]))) / 1e6
     return Probe(ttft, itl, RUN_PROMPT)
+
+
+def p50(run_dir: Path, name: str) -> float | None:
+    (phase,) = read_summary(run_dir / "summary.json").phases
+    return observed(name, phase)
 
 
 def measured_probe(guess: Probe, plan: Design, dirs: dict[str, Path]) -> Probe:
@@ -94,14 +90,11 @@ def measured_probe(guess: Probe, plan: Design, dirs: dict[str, Path]) -> Probe:
     itl: list[float] = []
     for spec in plan.role("fit"):
         if spec.name.startswith("ramp-") and spec.name in dirs:
-            (phase,) = read_summary(dirs[spec.name] / "summary.json").phases
-            if (value := observed("itl_p50", phase)) is None:
+            if (value := p50(dirs[spec.name], "itl_p50")) is None:
                 break
             itl.append(value)
-    ttft = guess.ttft_ms
-    if (alone := dirs.get(f"prompt-{RUN_PROMPT}")) is not None:
-        (phase,) = read_summary(alone / "summary.json").phases
-        ttft = observed("ttft_p50", phase) or ttft
+    alone = dirs.get(f"prompt-{RUN_PROMPT}")
+    ttft = (p50(alone, "ttft_p50") if alone is not None else None) or guess.ttft_ms
     return replace(guess, ttft_ms=ttft, prompt_tokens=RUN_PROMPT, itl_by_seqs=tuple(itl))
 
 

@@ -52,6 +52,16 @@ def validate_run(run_dir: Path, accelerator: str, model: str | None = None) -> l
 P50_TOLERANCE, P99_TOLERANCE = 0.15, 0.30
 
 
+def bound(figure: str) -> float:
+    """The error a figure is held to: a tail's wider than a median's or a rate's."""
+    return P99_TOLERANCE if "p99" in figure else P50_TOLERANCE
+
+
+def misses(rows: Sequence[ValidationRow]) -> list[ValidationRow]:
+    """Rows beyond their bound (none for a figure without data)."""
+    return [r for r in rows if r["error"] is not None and abs(r["error"]) > bound(r["figure"])]
+
+
 def fit_warnings(fit: Fit, rows: Sequence[ValidationRow]) -> list[str]:
     """Where the fit's assumptions failed, in words: a large time outside the steps (the step model did not
     explain the first tokens), no KV series, its own runs missed, an error that moves with the load."""
@@ -65,9 +75,7 @@ def fit_warnings(fit: Fit, rows: Sequence[ValidationRow]) -> list[str]:
     if not fit.kv_measured:
         out.append(f"KV capacity not measured{fit.kv_note.removeprefix(' (not measured').rstrip(')')}: the twin "
                    "never runs out of KV cache")
-    missed = [r for r in rows if r["error"] is not None and abs(r["error"]) > (
-        P99_TOLERANCE if "p99" in r["figure"] else P50_TOLERANCE)]
-    if missed:
+    if missed := misses(rows):
         worst = max(missed, key=lambda r: abs(r["error"] or 0.0))
         out.append(f"the fit misses {len(missed)} of its own figures beyond ±{P50_TOLERANCE:.0%} (p50, tokens/s) or "
                    f"±{P99_TOLERANCE:.0%} (p99); worst: {worst['figure']} of {Path(worst['run']).name} / "

@@ -10,8 +10,8 @@ import pytest
 from harness.tools.twin_design import Probe, design
 from harness.tools.twin_discover import EngineInfo
 from harness.tools.twin_heldout import held_figures
-from harness.tools.twin_make import Measured, misses
-from harness.tools.twin_validate import ValidationRow
+from harness.tools.twin_make import Measured
+from harness.tools.twin_validate import ValidationRow, misses
 
 
 def measured(first: Probe, last: Probe) -> Measured:
