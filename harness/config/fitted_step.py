@@ -7,6 +7,7 @@ step at a time) by the very formula the fit and its checks apply to arrays of me
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, overload
 
 import numpy as np
@@ -34,21 +35,40 @@ def table_ms(table: Sequence[float], per_seq_ms: float, decoders: int | NDArray[
     return np.where(n <= 0, 0.0, np.where(n <= len(steps), inside, steps[-1] + per_seq_ms * (n - len(steps))))
 
 
-@overload
-def prompt_part_ms(prompt_step_ms: float, per_ktoken_ms: float, together: float, beside: float, prompt_k: float,
-                   prompts: int, decoders: int) -> float: ...
-@overload
-def prompt_part_ms(prompt_step_ms: float, per_ktoken_ms: float, together: float, beside: float,
-                   prompt_k: NDArray[Any], prompts: NDArray[Any] | float, decoders: NDArray[Any]
-                   ) -> NDArray[np.float64]: ...
-def prompt_part_ms(prompt_step_ms: float, per_ktoken_ms: float, together: float, beside: float,
-                   prompt_k: float | NDArray[Any], prompts: int | float | NDArray[Any],
-                   decoders: int | NDArray[Any]) -> float | NDArray[np.float64]:
-    """What `prompts` prompts of `prompt_k` thousand tokens in all cost in a step beside `decoders` decoding
-    sequences: their price alone, grown by `together` for each other prompt and `beside` for each stream."""
-    alone = prompt_step_ms + per_ktoken_ms * prompt_k
-    if isinstance(decoders, int) and isinstance(prompts, int):  # one step: as above
-        return alone * max(GROWTH_FLOOR, 1 + together * max(prompts - 1, 0) + beside * max(decoders, 0))
-    grown = np.maximum(GROWTH_FLOOR, 1 + together * np.maximum(np.asarray(prompts, dtype=np.float64) - 1, 0)
-                       + beside * np.maximum(np.asarray(decoders, dtype=np.float64), 0))
-    return np.asarray(alone * grown, dtype=np.float64)
+@dataclass(frozen=True, slots=True)
+class PromptPrice:
+    """What a step's prompts cost beyond its decode part: a cost per step that has any, per 1,000 prompt tokens,
+    and per (1,000 tokens)² of attention within the prompts (Σ q·(p + q/2) over their chunks of q tokens after p
+    already processed: a long prompt costs more per token than a short one — llama-server on 2 cores, 2.0 s per
+    1k at 128 tokens, 2.7 at 504); grown by `together` for each other prompt in the step and `beside` for each
+    stream decoding beside them."""
+
+    step_ms: float = 0.0
+    per_ktoken_ms: float = 0.0
+    attn_ms: float = 0.0
+    together: float = 0.0
+    beside: float = 0.0
+
+    @overload
+    def ms(self, prompt_k: float, prompts: int, decoders: int, attn_k2: float | None = None) -> float: ...
+    @overload
+    def ms(self, prompt_k: NDArray[Any], prompts: NDArray[Any] | float, decoders: NDArray[Any],
+           attn_k2: NDArray[Any] | None = None) -> NDArray[np.float64]: ...
+    def ms(self, prompt_k: float | NDArray[Any], prompts: int | float | NDArray[Any], decoders: int | NDArray[Any],
+           attn_k2: float | NDArray[Any] | None = None) -> float | NDArray[np.float64]:
+        """`prompts` prompts of `prompt_k` thousand tokens in all beside `decoders` decoding sequences; `attn_k2`:
+        their attention in (1k tokens)², by default that of prompts of equal length with nothing cached."""
+        if attn_k2 is None:
+            attn_k2 = within_prompts(prompt_k, prompts)
+        alone = self.step_ms + self.per_ktoken_ms * prompt_k + self.attn_ms * attn_k2
+        if isinstance(decoders, int) and isinstance(prompts, int):  # one step: as in table_ms
+            return alone * max(GROWTH_FLOOR, 1 + self.together * max(prompts - 1, 0) + self.beside * max(decoders, 0))
+        grown = np.maximum(GROWTH_FLOOR, 1 + self.together * np.maximum(np.asarray(prompts, dtype=np.float64) - 1, 0)
+                           + self.beside * np.maximum(np.asarray(decoders, dtype=np.float64), 0))
+        return np.asarray(alone * grown, dtype=np.float64)
+
+
+def within_prompts(prompt_k: Any, prompts: Any) -> Any:
+    """The attention within `prompts` prompts of equal length, `prompt_k` thousand tokens in all, in (1k tokens)²:
+    each of q tokens attends to the ones before it, q²/2."""
+    return prompt_k * prompt_k / (2 * np.maximum(prompts, 1) if not isinstance(prompts, int) else 2 * max(prompts, 1))

@@ -11,7 +11,7 @@ import numpy as np
 import yaml
 from numpy.typing import NDArray
 
-from harness.config.fitted_step import prompt_part_ms
+from harness.config.fitted_step import PromptPrice
 from harness.config.yamlfile import read_yaml
 from harness.errors import PresetError
 
@@ -89,6 +89,9 @@ class FittedAccelerator:
     # a 128-token prompt takes ~2.2 s per 1k alone and ~3.5 s beside six streams); decode tables only.
     prompt_beside: float = 0.0
     prompt_together: float = 0.0  # … and this fraction more for each other prompt processed in the same step
+    # … and this much per (1,000 tokens)² of attention within prompts (Σ q·(p + q/2) over a step's prompt chunks):
+    # a prompt's cost per token grows with its length (decode tables only)
+    prompt_attn_ms: float = 0.0
     # Where the decode step's time is not linear in its sequences (a CPU's kernels change with the batch; CUDA
     # graphs come in batch-size buckets), the measured time of a step of n decoding sequences, n = 1, 2, …; a
     # step then costs decode_ms[n − 1] (per_seq_ms a sequence more past the table) + prompt_step_ms +
@@ -102,11 +105,15 @@ class FittedAccelerator:
     fitted_batch: list[int] | None = None  # [lowest, highest] sequences decoding in a step
     fitted_prompt_tokens: list[int] | None = None  # [shortest, longest]
 
+    @property
+    def prompt_price(self) -> PromptPrice:
+        return PromptPrice(self.prompt_step_ms, self.per_ktoken_ms, self.prompt_attn_ms, self.prompt_together,
+                           self.prompt_beside)
+
     def prompt_ms(self, prompt_k: NDArray[Any], prompts: NDArray[Any], decoders: NDArray[Any]) -> NDArray[np.float64]:
         """What the prompts of measured steps (`prompts` of `prompt_k` thousand tokens in all, beside `decoders`
         sequences decoding) cost beyond their decode part, priced as the simulator prices a step."""
-        return prompt_part_ms(self.prompt_step_ms, self.per_ktoken_ms, self.prompt_together, self.prompt_beside,
-                              prompt_k, prompts, decoders)
+        return self.prompt_price.ms(prompt_k, prompts, decoders)
 
     def line_decode_ms(self, seqs: int, context_tokens: float) -> float:
         """The linear step model's time for `seqs` sequences decoding and nothing else (`sim fit` sets it beside
@@ -226,7 +233,7 @@ def _build(cls: type[Any], name: str, entry: object, source: str) -> Any:
 # Fields that may be zero (no growth, no time outside the steps); every other number must be above it.
 _MAY_BE_ZERO = {"growth_per_seq", "request_ms", "per_seq_ms", "per_context_ktoken_ms", "weights_ms", "step_ms",
                 "per_ktoken_ms", "first_token_step", "prompt_step_ms", "prompt_beside",
-                "prompt_together"}
+                "prompt_together", "prompt_attn_ms"}
 _ABSURD = 1e15  # past any device or model: a typo, or a unit mistaken
 _SPANS = {"fitted_rps": "requests/s", "fitted_batch": "sequences", "fitted_prompt_tokens": "prompt tokens"}
 

@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from harness.config.fitted_step import prompt_part_ms, table_ms
+from harness.config.fitted_step import table_ms
 from harness.config.presets import ACCELERATORS, MODELS, Accelerator, AsicAccelerator, FittedAccelerator, ModelSpec
 
 Dtype = Literal["bf16", "fp8"]
@@ -203,8 +203,8 @@ class FittedModel:
             prompts = load.tokens - load.decodes
             # A first token held for this step leaves with the others' tokens at no cost of its own:
             # llama-server alone sends it ~7 ms after its prompt's step, with others one step later.
-            prompt = (prompt_part_ms(a.prompt_step_ms, a.per_ktoken_ms, a.prompt_together, a.prompt_beside,
-                                     prompts / 1e3, load.seqs - load.decodes, load.decodes) if prompts > 0 else 0.0)
+            prompt = (a.prompt_price.ms(prompts / 1e3, load.seqs - load.decodes, load.decodes,
+                                        load.prefill_attn / 1e6) if prompts > 0 else 0.0)
             return (table_ms(a.decode_ms, a.per_seq_ms, load.decodes) + prompt
                     + a.per_context_ktoken_ms * load.decode_context / 1e3) / 1e3
         return (a.step_ms + a.per_seq_ms * load.seqs + a.per_context_ktoken_ms * load.decode_context / 1e3

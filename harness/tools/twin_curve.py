@@ -11,15 +11,16 @@ to the steps that processed prompts once the decode part is taken off.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from harness.config.fitted_step import prompt_part_ms, table_ms
+from harness.config.fitted_step import PromptPrice, table_ms, within_prompts
 
 MIN_STEPS = 10  # decode-only steps at a sequence count for its median to enter the table
 ONE_SIZE = 1.5  # prompt steps whose token counts all lie within this ratio: one size, no per-step cost told apart
 MIN_OTHER_SIZE = 5  # prompt steps of another size it takes to tell them apart (two pairs decide nothing)
+ATTN_LENGTHS = 3  # prompt lengths it takes to tell a cost growing with a prompt's length from a line
 MIN_ALONE = 5  # prompt steps alone, and beside streams, it takes to price a prompt apart from its company
 # Steps of several prompts alone (each timed whole by the server) it takes to price prompts together; together
 # they may also be cheaper than one prompt of their summed length (llama-server: 8 × 128 tokens in 2.5 s per 1k
@@ -36,6 +37,7 @@ class Curve:
     seen: dict[int, float]  # batch sizes measured (not interpolated): the median context/1000 of their steps
     prompt_beside: float = 0.0  # the prompt part's growth for each sequence decoding beside it
     prompt_together: float = 0.0  # the prompt part's growth for each other prompt processed in the same step
+    prompt_attn_ms: float = 0.0  # per (1k tokens)² of attention within the prompts
 
     def departure(self, line: Callable[[int, float], float]) -> float:
         """The largest relative difference between the table and `line` (a linear model's decode step of n
@@ -49,8 +51,8 @@ class Curve:
 
     def prompt_part(self, prompt_k: np.ndarray, prompts: np.ndarray | float, beside: np.ndarray) -> np.ndarray:
         """What the prompts of a step cost beyond its decode part."""
-        return prompt_part_ms(self.prompt_step_ms, self.per_ktoken_ms, self.prompt_together, self.prompt_beside,
-                              prompt_k, prompts, beside)
+        return PromptPrice(self.prompt_step_ms, self.per_ktoken_ms, self.prompt_attn_ms, self.prompt_together,
+                           self.prompt_beside).ms(prompt_k, prompts, beside)
 
 
 def decoding(rows: np.ndarray) -> np.ndarray:
@@ -83,20 +85,20 @@ def fit_curve(samples: np.ndarray, prompt_steps: np.ndarray | None = None) -> Cu
     rest = prompts[:, 0] - partial.predict(beside, np.zeros(len(prompts)))
     alone = beside == 0
     if np.count_nonzero(alone & (prompts[:, 4] == 1)) < MIN_ALONE:
-        step, per_k = _prompt_terms(rest, prompts[:, 3])
-        return Curve(partial.decode_ms, slope, step, per_k, seen)
+        step, per_k, attn = _prompt_terms(rest, prompts[:, 3])
+        return Curve(partial.decode_ms, slope, step, per_k, seen, prompt_attn_ms=attn)
     # A prompt beside decoding streams is slower than alone (llama-server: +10% a stream), and prompts processed
-    # together cost more than one of their summed length (8 × 128 tokens: 2.7 s, 1,024 alone: 2.3 s): the terms
-    # from single prompts processed alone, then each growth as the median over the steps that show it alone.
+    # together may cost other than their prices alone: the terms from single prompts processed alone, then each
+    # growth as the median over the steps that show it alone.
     single = alone & (prompts[:, 4] == 1)
-    step, per_k = _prompt_terms(rest[single], prompts[single, 3])
-    terms = Curve(partial.decode_ms, slope, step, per_k, seen)
-    together = _growth(rest, terms.prompt_part(prompts[:, 3], 1.0, np.zeros(len(rest))), prompts[:, 4] - 1,
+    step, per_k, attn = _prompt_terms(rest[single], prompts[single, 3])
+    terms = Curve(partial.decode_ms, slope, step, per_k, seen, prompt_attn_ms=attn)
+    together = _growth(rest, terms.prompt_part(prompts[:, 3], prompts[:, 4], np.zeros(len(rest))), prompts[:, 4] - 1,
                        alone & ~single, MIN_TOGETHER, TOGETHER_FLOOR)
-    terms = Curve(partial.decode_ms, slope, step, per_k, seen, 0.0, together)
+    terms = replace(terms, prompt_together=together)
     beside_growth = _growth(rest, terms.prompt_part(prompts[:, 3], prompts[:, 4], np.zeros(len(rest))), beside,
                             ~alone)
-    return Curve(partial.decode_ms, slope, step, per_k, seen, beside_growth, together)
+    return replace(terms, prompt_beside=beside_growth)
 
 
 def _growth(rest: np.ndarray, base: np.ndarray, count: np.ndarray, rows: np.ndarray, least: int = MIN_ALONE,
@@ -108,31 +110,30 @@ def _growth(rest: np.ndarray, base: np.ndarray, count: np.ndarray, rows: np.ndar
     return max(floor, float(np.median((rest[rows] / np.maximum(base[rows], 1e-9) - 1) / count[rows])))
 
 
-def _prompt_terms(rest: np.ndarray, prompt_k: np.ndarray) -> tuple[float, float]:
-    """rest ≈ step + per_k · prompt_k, least squares with neither below zero over each prompt length's median
-    (weighted by its count: one late wake-up among three prompts of a length moves nothing), once more without the
-    rows more than five median deviations off (a stall in a prompt's step)."""
+def _prompt_terms(rest: np.ndarray, prompt_k: np.ndarray) -> tuple[float, float, float]:
+    """rest ≈ step + per_k · prompt_k + attn · prompt_k²/2 (single prompts), least squares with none below zero over
+    each prompt length's median (weighted by its count: one late wake-up among three prompts of a length moves
+    nothing), once more without the rows more than five median deviations off (a stall in a prompt's step). The
+    attention term needs `ATTN_LENGTHS` lengths: through fewer, a line."""
     if len(rest) == 0:
-        return 0.0, 0.0
+        return 0.0, 0.0, 0.0
     if np.count_nonzero(prompt_k > ONE_SIZE * prompt_k.min()) < MIN_OTHER_SIZE:
         # (Nearly) every step held prompts of one size: their cost cannot be told per token from per step. Per
         # token, as a prompt's compute is (a batch of eight costs eight times one, not one step's cost).
-        return 0.0, max(0.0, float(np.median(rest / prompt_k)))
+        return 0.0, max(0.0, float(np.median(rest / prompt_k))), 0.0
     keep = np.ones(len(rest), dtype=bool)
-    coef = np.zeros(2)
+    coef = np.zeros(3)
     for _ in range(2):
         k, y, w = _by_length(rest[keep], prompt_k[keep])
-        coef = np.linalg.lstsq(np.column_stack([w, k * w]), y * w, rcond=None)[0]
-        if coef[0] < 0:
-            coef = np.array([0.0, max(0.0, float((y * w * w) @ k / ((k * w * w) @ k)))])
-        elif coef[1] < 0:
-            coef = np.array([max(0.0, float(np.average(y, weights=w * w))), 0.0])
-        residual = rest - (coef[0] + coef[1] * prompt_k)
+        terms = [np.ones(len(k)), k] + ([within_prompts(k, 1)] if len(k) >= ATTN_LENGTHS else [])
+        coef[:] = 0.0
+        coef[:len(terms)] = nonnegative(np.column_stack(terms) * w[:, None], y * w)
+        residual = rest - (coef[0] + coef[1] * prompt_k + coef[2] * within_prompts(prompt_k, 1))
         mad = max(float(np.median(np.abs(residual - np.median(residual)))), 1e-3 * float(np.median(np.abs(rest))))
         keep = np.abs(residual) <= 5 * mad
         if keep.sum() < 2:
             break
-    return float(coef[0]), float(coef[1])
+    return float(coef[0]), float(coef[1]), float(coef[2])
 
 
 def _by_length(rest: np.ndarray, prompt_k: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

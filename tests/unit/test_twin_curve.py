@@ -170,3 +170,29 @@ def test_a_late_wake_up_among_a_lengths_few_lone_prompts_does_not_move_their_pri
     assert curve is not None
     assert curve.per_ktoken_ms == pytest.approx(60.0, rel=0.01)  # least squares over the rows: +4.2%
     assert curve.prompt_step_ms == pytest.approx(30.0, rel=0.02)
+
+
+def test_a_prompt_whose_cost_per_token_grows_with_its_length_is_priced_by_its_attention() -> None:
+    """llama-server on 2 cores: 128 tokens alone in 262 ms (2.0 s per 1k), 504 in 1,339 (2.7 s per 1k); eight of
+    128 together, each attending only to itself, cost nearer the short price than the long one."""
+    def engine(k: float, n: int = 1) -> float:  # 20 ms a step, 1.8 s per 1k, 3 s per (1k)² of attention
+        return 20.0 + 1800.0 * k + 3000.0 * n * (k / n) ** 2 / 2
+
+    decode = [np.column_stack([np.full(30, t), np.full(30, n), np.full(30, 0.1), np.zeros(30), np.zeros(30)])
+              for n, t in ((1, 15.0), (2, 30.0))]
+    lengths = np.repeat([0.032, 0.128, 0.504], 4)
+    lone = np.column_stack([[engine(k) for k in lengths], np.ones(12), np.zeros(12), lengths, np.ones(12)])
+    together = np.array([[engine(8 * 0.256, 8), 8, 0, 8 * 0.256, 8]] * 4)
+    curve = fit_curve(np.vstack([*decode, lone, together]))
+    assert curve is not None
+    assert curve.prompt_attn_ms == pytest.approx(3000.0, rel=0.02) and curve.per_ktoken_ms == pytest.approx(
+        1800.0, rel=0.02)
+    assert abs(curve.prompt_together) < 0.01  # prompts together explained by their own attention, no growth
+    eight = curve.prompt_part(np.array([8 * 0.128]), np.array([8.0]), np.zeros(1))
+    assert float(eight[0]) == pytest.approx(engine(8 * 0.128, 8), rel=0.02)
+    # The simulator prices a step of them alike, from the attention its engine counts
+    twin = FittedAccelerator("attn", step_ms=0.0, weights_ms=0.0, per_ktoken_ms=curve.per_ktoken_ms, per_seq_ms=0.0,
+                             per_context_ktoken_ms=0.0, kv_tokens=10_000, prompt_step_ms=curve.prompt_step_ms,
+                             prompt_attn_ms=curve.prompt_attn_ms, decode_ms=curve.decode_ms)
+    load = StepLoad(tokens=1024, seqs=8, decodes=0, prefill_attn=8 * 128 * 64)
+    assert FittedModel(twin).step_seconds(load) * 1e3 == pytest.approx(engine(8 * 0.128, 8), rel=0.02)
