@@ -24,8 +24,10 @@ def _print_validation(rows: list[ValidationRow]) -> None:
     click.echo(f"{'run / phase':<44} {'figure':<16} {'measured':>10} {'predicted':>10} {'error':>8}")
     for r in rows:
         where = f"{Path(r['run']).name} / {r['phase']}"
-        error = "-" if r["error"] is None else f"{r['error']:+.1%}"
+        error = "-" if r["error"] is None else f"{r['error']:+.1%}" + ("*" if r["untrusted"] else "")
         click.echo(f"{where:<44} {r['figure']:<16} {num(r['measured']):>10} {num(r['predicted']):>10} {error:>8}")
+    if any(r["untrusted"] for r in rows):
+        click.echo("* the client could have moved the figure measured (its run was client limited): not judged")
 
 
 _EXAMPLES1 = examples(

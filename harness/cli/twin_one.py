@@ -17,7 +17,7 @@ from harness.cli.grouped import examples
 from harness.cli.request_flags import endpoint_url, request_options, with_request_flags
 from harness.cli.twin import step_model
 from harness.config.scenario import parse_scenario
-from harness.errors import EXIT_REGRESSION, UsageError
+from harness.errors import EXIT_NO_VERDICT, EXIT_REGRESSION, UsageError
 from harness.run.target import target
 from harness.tools.twin_design import RUN_OUTPUT, RUN_PROMPT, minutes
 from harness.tools.twin_heldout import HeldFigure
@@ -87,9 +87,12 @@ def twin_cmd(url: str, out: Path, slots: int | None, budget: float, name: str, m
 
     result = judge(asyncio.run(go()), out, name)
     _report(result, as_json)
+    what = [f.why() for f in result.missed] + [f.code for f in result.findings if f.code in FATAL]
+    if result.verdict == "no verdict":
+        raise fail(f"no verdict: the client limited {len(result.limited)} of the runs ({', '.join(result.limited)}): "
+                   f"what missed ({'; '.join(what)}) may be its own lateness; run it on a quieter machine",
+                   EXIT_NO_VERDICT)
     if not result.holds:
-        what = [f.why() for f in result.missed]
-        what += [f.code for f in result.findings if f.code in FATAL]
         raise fail(f"the twin does not hold: {'; '.join(what)} (see the findings above)", EXIT_REGRESSION)
 
 
@@ -99,6 +102,7 @@ def _report(result: TwinResult, as_json: bool) -> None:
         click.echo(json.dumps({"errors": result.held, "held_out": [_row(f) for f in result.figures],
                                "outside_fitted": result.outside, "fit_errors": result.own,
                                "findings": [asdict(f) for f in result.findings], "holds": result.holds,
+                               "verdict": result.verdict, "client_limited": result.limited,
                                "preset": str(result.preset), "accelerator": asdict(a),
                                "estimate_s": round(result.plan.estimate_s, 1)}, indent=2))
         return
@@ -118,9 +122,12 @@ def _report(result: TwinResult, as_json: bool) -> None:
         click.echo(f"finding {finding}", err=True)
     for line in result.outside:
         click.echo(f"note: {line}: an extrapolation, not a validation", err=True)
-    verdict = "holds" if result.holds else "does NOT hold"
-    click.echo(f"\nthe twin {verdict} on its held-out loads (±15% p50 and tokens/s, ±30% p99); "
-               f"design estimated {minutes(result.plan.estimate_s)}")
+    for run, why in result.limited.items():
+        click.echo(f"client limited {run}: {why}", err=True)
+    verdict = {"holds": "holds", "no verdict": "cannot be judged (the client limited runs)",
+               "does not hold": "does NOT hold"}[result.verdict]
+    click.echo(f"\nthe twin {verdict} on its held-out loads (±15% p50 and tokens/s, ±30% p99, or the engine's own "
+               f"difference); design estimated {minutes(result.plan.estimate_s)}")
 
 
 def _row(f: HeldFigure) -> dict[str, object]:

@@ -58,10 +58,10 @@ def load_name(run_dir: str) -> str:
 
 def held_figures(rows: list[ValidationRow]) -> list[HeldFigure]:
     """The validation rows of the held-out runs (one phase each), one figure per load with its repeats pooled;
-    none for a figure without data in any run."""
+    none for a figure without data in any run, or one the client could have moved in every run."""
     groups: dict[tuple[str, str], list[ValidationRow]] = {}
     for r in rows:
-        if r["measured"] and r["predicted"] is not None:
+        if r["measured"] and r["predicted"] is not None and not r["untrusted"]:
             groups.setdefault((load_name(r["run"]), r["figure"]), []).append(r)
     out = []
     for (load, figure), runs in groups.items():

@@ -49,6 +49,7 @@ class TwinResult:
     own: list[ValidationRow]
     findings: list[Finding] = field(default_factory=list)
     outside: list[str] = field(default_factory=list)
+    limited: dict[str, str] = field(default_factory=dict)  # runs the client limited: why
 
     @property
     def figures(self) -> list[HeldFigure]:
@@ -60,7 +61,20 @@ class TwinResult:
 
     @property
     def holds(self) -> bool:
-        return not self.missed and not any(f.code in FATAL for f in self.findings)
+        return self.verdict == "holds"
+
+    @property
+    def verdict(self) -> str:
+        return verdict(self.missed, self.findings, self.limited)
+
+
+def verdict(missed: list[HeldFigure], findings: list[Finding], limited: dict[str, str]) -> str:
+    """`holds` when no held-out figure missed and no finding condemns the fit; else `no verdict` where the client
+    limited some run (a starved client's timings fitted or judged it: the misses may be its own, as `harness
+    compare` says of such runs), `does not hold` where none."""
+    if not missed and not any(f.code in FATAL for f in findings):
+        return "holds"
+    return "no verdict" if limited else "does not hold"
 
 
 async def make_run(spec: PlannedRun, endpoint: Endpoint, where: Path, tokenizer: str | None, log: Display
@@ -204,7 +218,14 @@ def judge(runs: Measured, out: Path, name: str) -> TwinResult:
     if (moved := runs.drift()) is not None:
         findings.append(moved)
     outside = [line for d in held_dirs for line in outside_fitted(d, accelerator)]
-    return TwinResult(out, fit, runs.info, runs.plan, held, own, findings, outside)
+    limited = client_limited(fit_dirs + held_dirs)
+    return TwinResult(out, fit, runs.info, runs.plan, held, own, findings, outside, limited)
+
+
+def client_limited(run_dirs: list[Path]) -> dict[str, str]:
+    """The runs whose phase the client limited, by folder name: why."""
+    return {d.name: phase.client_limited_reason or "client limited" for d in run_dirs
+            for phase in read_summary(d / "summary.json").phases if phase.client_limited}
 
 
 FEW = 20  # a TTFT p99 of fewer requests is their slowest one: not a figure to hold a fitted run to

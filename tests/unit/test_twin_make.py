@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from harness.tools.twin_checks import Finding
 from harness.tools.twin_design import Probe, design
 from harness.tools.twin_discover import EngineInfo
 from harness.tools.twin_heldout import held_figures
-from harness.tools.twin_make import Measured
+from harness.tools.twin_make import Measured, verdict
 from harness.tools.twin_validate import ValidationRow, misses
 
 
@@ -28,7 +29,8 @@ def test_an_engine_whose_own_speed_moved_is_named() -> None:
 
 
 def row(figure: str, error: float | None) -> ValidationRow:
-    return {"run": str(Path("r")), "phase": "p", "figure": figure, "measured": 1.0, "predicted": 1.0, "error": error}
+    return {"run": str(Path("r")), "phase": "p", "figure": figure, "measured": 1.0, "predicted": 1.0, "error": error,
+            "untrusted": False}
 
 
 def test_held_out_figures_are_held_to_15_percent_and_p99_to_30() -> None:
@@ -39,7 +41,7 @@ def test_held_out_figures_are_held_to_15_percent_and_p99_to_30() -> None:
 
 def run(name: str, figure: str, measured: float, predicted: float) -> ValidationRow:
     return {"run": f"/w/{name}", "phase": "p", "figure": figure, "measured": measured, "predicted": predicted,
-            "error": predicted / measured - 1}
+            "error": predicted / measured - 1, "untrusted": False}
 
 
 def test_a_load_run_twice_is_held_to_its_bound_or_the_engines_own_difference_where_wider() -> None:
@@ -77,3 +79,18 @@ def test_a_twin_off_by_more_than_the_engines_difference_misses_and_an_unsteady_e
     assert tail[0].holds and tail[0].tolerance == pytest.approx(0.4)
     # A figure no run measured is not judged
     assert held_figures([{**run("05-batch-8", "output tokens/s", 1.0, 1.0), "measured": None}]) == []
+
+
+def test_a_figure_the_client_could_have_moved_is_not_judged_and_a_miss_beside_a_limited_run_has_no_verdict() -> None:
+    """A busy shared runner: the harness's own lateness moved a run's TTFT; that run's figure is not held against
+    the twin, and where something still misses, the command says it cannot judge rather than that it fails."""
+    late = {**run("15-closed-8-again", "TTFT p50 ms", 4000.0, 2500.0), "untrusted": True}
+    (figure,) = held_figures([run("05-closed-8", "TTFT p50 ms", 2450.0, 2500.0), late])
+    assert figure.measured == (2450.0,) and figure.holds
+    assert held_figures([late]) == []
+    assert misses([{**row("ITL p50 ms", 0.5), "untrusted": True}, row("ITL p50 ms", 0.2)]) == [row("ITL p50 ms", 0.2)]
+    (miss,) = held_figures([run("10-poisson-held", "TTFT p50 ms", 500.0, 300.0)])
+    fatal, mild = Finding("decode-superlinear", "x"), Finding("engine-drift", "y")
+    assert verdict([], [mild], {}) == "holds" and verdict([], [mild], {"03-ramp-3": "late"}) == "holds"
+    assert verdict([miss], [], {}) == "does not hold" and verdict([], [fatal], {}) == "does not hold"
+    assert verdict([miss], [], {"03-ramp-3": "waits for its event loop p99 40 ms"}) == "no verdict"
