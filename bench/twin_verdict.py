@@ -131,9 +131,9 @@ def main() -> None:
                   f"{dict(named.most_common())}", flush=True)
             verdicts = Counter[str]()
             for k in range(args.wrong):
-                said = asyncio.run(wrong_run(tmp, presets, k))
-                verdicts[said] += 1
-                print(f"{SLOWER:g}× slower held-out server {k + 1}/{args.wrong}: {said}", flush=True)
+                judged = asyncio.run(wrong_run(tmp, presets, k))
+                verdicts[judged] += 1
+                print(f"{SLOWER:g}× slower held-out server {k + 1}/{args.wrong}: {judged}", flush=True)
             if args.wrong:
                 caught = verdicts["does not hold"]
                 print(f"caught: {caught} of {args.wrong} ({interval(caught, args.wrong)}); {dict(verdicts)}")
