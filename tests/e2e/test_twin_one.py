@@ -63,15 +63,18 @@ def test_one_command_fits_recovers_the_device_and_validates_on_loads_it_held_out
     runs = {Path(r["run"]).name.split("-", 1)[1] for r in result["errors"]}
     assert runs == {"poisson-held", f"closed-{SLOTS}", f"batch-{SLOTS}", f"closed-{SLOTS}-again",
                     f"batch-{SLOTS}-again"}
-    held = {(f["load"], f["figure"]): f for f in result["held_out"]}
-    assert {load for load, _ in held} == {"poisson-held", f"closed-{SLOTS}", f"batch-{SLOTS}"}
-    assert all(len(f["measured"]) == (1 if load == "poisson-held" else 2) for (load, _), f in held.items())
+    held = {(f["load"], f["figure"]): f for f in result["held_out"]}  # figures the client could have moved: not
+    assert {load for load, _ in held} <= {"poisson-held", f"closed-{SLOTS}", f"batch-{SLOTS}"}
+    assert all(len(f["measured"]) <= (1 if load == "poisson-held" else 2) for (load, _), f in held.items())
     # The verdict is the figures' and the findings': exit 0 exactly when every held-out figure is within its bound
-    # (or the engine's own difference between its two runs, where wider) and no finding condemns the fit
-    within = all(abs(f["error"]) <= max(0.30 if "p99" in f["figure"] else 0.15, f["spread"] or 0.0) for f in
-                 held.values())
+    # (or the engine's own difference between its two runs, where wider) and no finding condemns the fit; where
+    # something misses beside a run the client limited (a busy machine), no verdict (5); else 99
+    within = all(abs(f["error"]) <= max(0.30 if "p99" in f["figure"] else 0.15, f["spread"] or 0.0)
+                 and not f["unsteady"] for f in held.values())
     assert result["holds"] is (within and not {f["code"] for f in result["findings"]} & set(FATAL)), result
-    assert done.returncode == (0 if result["holds"] else 99), done.stderr
+    assert result["verdict"] == ("holds" if result["holds"] else "no verdict" if result["client_limited"]
+                                 else "does not hold")
+    assert done.returncode == {"holds": 0, "no verdict": 5, "does not hold": 99}[result["verdict"]], done.stderr
     # What steps decide holds on every held-out load; a closed loop's or batch's TTFT here (25–40 ms) is a third
     # HTTP and parsing that a burst of requests stretches, which the step model holds to a median (docs)
     steps_decide = [f for (load, figure), f in held.items() if figure in ("ITL p50 ms", "output tokens/s")
