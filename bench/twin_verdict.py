@@ -3,7 +3,7 @@
 A/A (false alarms): TRIALS runs of the command as a user types it, each against a fresh bundled simulator of a
 hidden device (tests/hidden_gpu.py: 400 TFLOP/s, 3.2 TB/s, Llama-3.1-8B, 4 slots, 3% step noise) — a twin of the
 simulator is as right as a twin gets, so every exit 99 is a false alarm. With --hog a busy loop shares the
-harness's core (the simulator on the other): a loaded shared runner.
+harness's core (the simulator on the other): a loaded shared runner; --hog-nice 10, one that mostly yields.
 Real case (misses): --wrong K runs where the fitting runs are made against the hidden device and the held-out
 loads against one SLOWER times slower (its compute and bandwidth scaled down): the twin is then wrong by about
 that much on every held-out figure, and a verdict of "holds" is a miss. A verdict of "no verdict" (exit 5: the
@@ -11,7 +11,7 @@ client limited a run, so the misses may be its own) is neither an alarm nor a pa
 
 Bounded: each run is one `sim twin` with --budget 4m (about a minute here); traffic to 127.0.0.1 only.
 
-    .venv/bin/python bench/twin_verdict.py [--trials 10] [--wrong 5] [--hog]
+    .venv/bin/python bench/twin_verdict.py [--trials 10] [--wrong 5] [--hog [--hog-nice 10]]
 """
 
 from __future__ import annotations
@@ -112,8 +112,9 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=10)
     parser.add_argument("--wrong", type=int, default=5)
     parser.add_argument("--hog", action="store_true", help="a busy loop on the harness's core")
+    parser.add_argument("--hog-nice", type=int, default=0, help="the busy loop's nice value (default 0)")
     args = parser.parse_args()
-    busy = hog(0) if args.hog else None
+    busy = hog(args.hog_nice) if args.hog else None
     try:
         with tempfile.TemporaryDirectory() as workdir:
             tmp = Path(workdir)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -219,15 +219,27 @@ def _build(cls: type[Any], name: str, entry: object, source: str) -> Any:
     if unknown:
         field = sorted(unknown)[0]
         raise PresetError(f"{source}: {name}.{field}: unknown field (allowed: {', '.join(sorted(allowed))})")
+    missing = [f for f in _required(cls) if f not in entry]
+    if missing:
+        raise PresetError(f"{source}: {name}: missing field{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
+                          f"(required: {', '.join(_required(cls))})")
+    texts = {f.name for f in fields(cls) if str(f.type).split(" |")[0] == "str"}
     for field_name, value in entry.items():
         # A fitted twin's decode_ms is a table by batch size; an ASIC's, one number.
         table = field_name == "decode_ms" and cls is FittedAccelerator
-        if (problem := _table_problem(value) if table else _number_problem(field_name, value)) is not None:
+        problem = (_text_problem(value) if field_name in texts else _table_problem(value) if table
+                   else _number_problem(field_name, value))
+        if problem is not None:
             raise PresetError(f"{source}: {name}.{field_name}: {problem}")
-    try:
-        return cls(name=name, **entry)
-    except TypeError as exc:
-        raise PresetError(f"{source}: {name}: {exc}") from None
+    return cls(name=name, **entry)
+
+
+def _required(cls: type[Any]) -> list[str]:
+    return [f.name for f in fields(cls) if f.name != "name" and f.default is MISSING and f.default_factory is MISSING]
+
+
+def _text_problem(value: object) -> str | None:
+    return None if isinstance(value, str) and value.strip() else f"{str(value)[:30]!r} is not a text"
 
 
 # Fields that may be zero (no growth, no time outside the steps); every other number must be above it.
