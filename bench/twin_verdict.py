@@ -85,8 +85,8 @@ def prompt_errors(twin: FittedAccelerator, presets: Path) -> str:
 
 async def wrong_run(tmp: Path, presets: Path, k: int) -> str:
     """Fitted on the hidden device, held out on a slower one: the verdict ("holds" is a miss)."""
-    scenario = parse_scenario({"name": "twin", "phases": [{"name": "p", "load": {"type": "concurrency",
-                                                                                  "concurrency": 1}}]}, "bench")
+    scenario = parse_scenario({"name": "twin", "phases": [{"name": "p", "load": {
+        "type": "concurrency", "concurrency": 1, "requests": 1}}]}, "bench")
     proc, url = simulator(presets, "hidden-gpu", 200 + k)
     work = tmp / f"wrong{k}"
     try:
