@@ -5,12 +5,10 @@ Shared by the server and `harness predict`, so the two refuse and shorten the sa
 
 from __future__ import annotations
 
-import math
-
-from harness.config.presets import ACCELERATORS, MODELS, FittedAccelerator
+from harness.config.presets import ACCELERATORS, MODELS, AsicAccelerator, FittedAccelerator
 from harness.config.simulator import SimulatorConfig
 from harness.sim.engine import Engine, EngineConfig
-from harness.sim.perfmodel import AsicModel, Budget, PerformanceModel, build_model
+from harness.sim.perfmodel import Budget, PerformanceModel, build_model
 from harness.sim.requests import ParsedRequest
 
 
@@ -38,28 +36,46 @@ def context_problem(max_model_len: int, parsed: ParsedRequest) -> str | None:
     return None
 
 
+TP_LIMIT = 64  # SimulatorConfig's most
+
+
 def fit_problem(cfg: SimulatorConfig) -> str | None:
-    """Why vLLM would not start this model on this accelerator, or None: its weights leave no room for a KV
-    cache, or the KV cache cannot hold one request of the model's context (vLLM's `check_enough_kv_cache_memory`,
-    whose advice on max_model_len this repeats)."""
+    """Why vLLM would not start this model on this accelerator, or None — the weights do not fit, they leave no
+    room for a KV cache, or the KV cache cannot hold one request of the model's context (vLLM's
+    `check_enough_kv_cache_memory`, whose advice on max_model_len this repeats) — with the fewest devices that do
+    start it, or that none within the limit does."""
     if cfg.timing == "fixed":
         return None  # no memory model in fixed timing
+    problem = start_problem(cfg)
+    if problem is None:
+        return None
+    device = ACCELERATORS[cfg.accelerator]
+    gpu = not isinstance(device, AsicAccelerator)
+    # vLLM splits the attention heads between the GPUs: a tp that does not divide them does not start
+    heads = MODELS[cfg.model].q_heads
+    fewest = next((n for n in range(cfg.tp + 1, TP_LIMIT + 1)
+                   if (not gpu or heads % n == 0) and start_problem(cfg.model_copy(update={"tp": n})) is None), None)
+    unit = "GPU" if gpu else device.device  # type: ignore[union-attr]
+    return problem + (f"; the fewest that start it: tp {fewest} ({fewest} × {unit})" if fewest is not None else
+                      f"; no tp up to {TP_LIMIT} starts it (a smaller model, fp8, or a larger accelerator)")
+
+
+def start_problem(cfg: SimulatorConfig) -> str | None:
+    """Why vLLM would not start this exact configuration, or None."""
     perf, kv = perf_model(cfg)
     where = f"{cfg.tp} × {cfg.accelerator} (gpu_memory_utilization {cfg.gpu_memory_utilization})"
     if kv < 16:  # one KV block
-        if isinstance(perf, AsicModel):
-            a, each = perf.accelerator, perf.accelerator.memory_gb * cfg.gpu_memory_utilization
-            need = max(cfg.tp + 1, math.ceil((perf.weight_bytes / 1e9 + 1) / each))
-            return (f"{cfg.model}'s weights ({perf.weight_bytes / 1e9:,.0f} GB in {cfg.dtype}) do not fit {where}, "
-                    f"{a.memory_gb:g} GB each ({a.device}): it needs {need} (tp: {need}) or more")
-        return (f"{cfg.model} in {cfg.dtype} leaves no memory for a KV cache on {where}: raise tp, use fp8, or a "
-                "larger accelerator")
+        weights, room = perf.memory(cfg.gpu_memory_utilization, Budget(cfg.max_num_batched_tokens, cfg.max_num_seqs))
+        if weights >= room:
+            return (f"{cfg.model}'s weights ({weights / 1e9:,.0f} GB in {cfg.dtype}) do not fit {where}: "
+                    f"{room / 1e9:,.0f} GB for them and the KV cache")
+        return f"{cfg.model} in {cfg.dtype} leaves no memory for a KV cache on {where}"
     context = model_context(cfg)
     if kv < context:  # (never for a fitted twin: its context is its KV's at most)
         return (f"the model's max seq len ({context:,}) is larger than the maximum number of tokens that can be stored "
                 f"in KV cache ({kv:,}) on {where}, so vLLM refuses to start; based on the available memory, the "
                 f"estimated maximum model length is {kv:,}: set simulator.max_model_len (vLLM's --max-model-len) "
-                "to at most that, raise tp, or use a larger accelerator")
+                "to at most that")
     return None
 
 

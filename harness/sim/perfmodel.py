@@ -67,6 +67,10 @@ class PerformanceModel(Protocol):
 
     def kv_capacity_tokens(self, gpu_memory_utilization: float = 0.9, budget: Budget = Budget()) -> int: ...
 
+    def memory(self, gpu_memory_utilization: float = 0.9, budget: Budget = Budget()) -> tuple[float, float]:
+        """(weights, room for weights and KV cache), in bytes, all devices together."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class RooflineParams:
@@ -147,14 +151,17 @@ class RooflineModel:
         per_token = (2 * m.mlp_width / self.tp + 4 * m.hidden) * 2
         return budget.tokens * per_token + budget.seqs * m.vocab * 4
 
-    def kv_capacity_tokens(self, gpu_memory_utilization: float = 0.9, budget: Budget = Budget()) -> int:
-        """Tokens of KV cache that fit (all TP ranks together) in what vLLM's memory profile leaves: the memory
-        the driver reports × utilisation, less the weights, the peak activations and the runtime's own."""
-        p = self.params
-        weights = self.model.params_b * 1e9 * self.weight_bytes_per_param
-        per_device = (self.accelerator.reported_bytes * gpu_memory_utilization - p.runtime_bytes
+    def memory(self, gpu_memory_utilization: float = 0.9, budget: Budget = Budget()) -> tuple[float, float]:
+        """The weights' bytes, and what vLLM's memory profile leaves for weights and KV cache on all TP ranks
+        together: the memory the driver reports × utilisation, less the peak activations and the runtime's own."""
+        per_device = (self.accelerator.reported_bytes * gpu_memory_utilization - self.params.runtime_bytes
                       - self.activation_bytes(budget))
-        return max(0, int((per_device * self.tp - weights) / self.kv_bytes_per_token))
+        return self.model.params_b * 1e9 * self.weight_bytes_per_param, per_device * self.tp
+
+    def kv_capacity_tokens(self, gpu_memory_utilization: float = 0.9, budget: Budget = Budget()) -> int:
+        """Tokens of KV cache that fit (all TP ranks together) in what the weights leave."""
+        weights, room = self.memory(gpu_memory_utilization, budget)
+        return max(0, int((room - weights) / self.kv_bytes_per_token))
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,10 +188,14 @@ class AsicModel:
     def weight_bytes(self) -> float:
         return self.model.params_b * 1e9 * (1 if self.dtype == "fp8" else 2)
 
+    def memory(self, gpu_memory_utilization: float = 0.9, budget: Budget = Budget()) -> tuple[float, float]:
+        """The weights' bytes, and the devices' memory for weights and KV cache together."""
+        return self.weight_bytes, self.devices * self.accelerator.memory_gb * 1e9 * gpu_memory_utilization
+
     def kv_capacity_tokens(self, gpu_memory_utilization: float = 0.9, budget: Budget = Budget()) -> int:
         """What the devices' memory leaves once the weights are in it (none: the weights do not fit)."""
-        free = self.devices * self.accelerator.memory_gb * 1e9 * gpu_memory_utilization - self.weight_bytes
-        return max(0, int(free / self.model.kv_bytes_per_token(KV_DTYPE_BYTES)))
+        weights, room = self.memory(gpu_memory_utilization, budget)
+        return max(0, int((room - weights) / self.model.kv_bytes_per_token(KV_DTYPE_BYTES)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,6 +224,9 @@ class FittedModel:
 
     def kv_capacity_tokens(self, gpu_memory_utilization: float = 0.9, budget: Budget = Budget()) -> int:
         return self.accelerator.kv_tokens  # as measured, at the utilisation the endpoint ran with
+
+    def memory(self, gpu_memory_utilization: float = 0.9, budget: Budget = Budget()) -> tuple[float, float]:
+        return 0.0, math.inf  # a measured endpoint: it started, its weights fitted
 
 
 def build_model(accelerator: str, model: str, dtype: Dtype = "bf16", tp: int = 1,

@@ -82,7 +82,7 @@ def test_a_simulator_that_cannot_hold_its_model_is_bad_input(tmp_path: Path) -> 
         code, out = _run(command, str(scenario), "--reports-dir", str(tmp_path)) if command == "run" else \
             _run(command, str(scenario))
         assert code == 2 and out.count("\n") == 1, (command, out)
-        assert "leaves no memory for a KV cache on 1 × a100-80g" in out
+        assert "llama-3.1-70b's weights (141 GB in bf16) do not fit 1 × a100-80g" in out
     fp8 = tmp_path / "fp8.yaml"
     fp8.write_text(GOOD + "simulator: {accelerator: a100-80g, model: llama-3.1-70b, dtype: fp8}\n")
     code, out = _run("predict", str(fp8))  # 70 GB of fp8 weights leave room, not for a 128k-token request

@@ -19,7 +19,7 @@ phases:
 
 @pytest.mark.parametrize(("sim", "said"), [
     ("accelerator: h100-sxm, model: llama-3.1-70b",  # 141 GB of weights on one 80 GB GPU
-     "llama-3.1-70b in bf16 leaves no memory for a KV cache on 1 × h100-sxm"),
+     "llama-3.1-70b's weights (141 GB in bf16) do not fit 1 × h100-sxm"),
     ("accelerator: cerebras-cs3, model: llama-3.1-70b, tp: 2",  # two 44 GB systems
      "llama-3.1-70b's weights (141 GB in bf16) do not fit 2 × cerebras-cs3"),
     ("accelerator: h100-sxm, model: llama-3.1-70b, tp: 2",  # weights fit, a 128k-token request's KV does not

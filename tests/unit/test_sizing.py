@@ -1,0 +1,50 @@
+"""Sizing that tells the truth (issue 45): a configuration vLLM would not start names why — weights that do not
+fit as weights — and the fewest devices that do start it, which then start; or that none within tp 64 does."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.config import presets
+from harness.config.presets import AsicAccelerator
+from harness.config.simulator import SimulatorConfig
+from harness.sim.build import fit_problem
+
+
+def problem(**fields: object) -> str | None:
+    return fit_problem(SimulatorConfig.model_validate(fields))
+
+
+@pytest.mark.parametrize(("fields", "why", "fewest"), [
+    # 141 GB of bf16 weights on one 80 GB GPU: the weights, not the KV cache; tp 2 holds them but not a 128k
+    # request's KV, tp 3 does not divide 64 heads: 4
+    ({"accelerator": "h100-sxm", "model": "llama-3.1-70b"}, "llama-3.1-70b's weights (141 GB in bf16) do not fit "
+     "1 × h100-sxm (gpu_memory_utilization 0.9): 73 GB for them and the KV cache", 4),
+    ({"accelerator": "h100-sxm", "model": "llama-3.1-70b", "tp": 2}, "the model's max seq len (131,072) is larger "
+     "than the maximum number of tokens that can be stored in KV cache (20,269)", 4),
+    # Four 44 GB systems hold the weights but no KV cache for a 128k request: five start it
+    ({"accelerator": "cerebras-cs3", "model": "llama-3.1-70b"}, "llama-3.1-70b's weights (141 GB in bf16) do not "
+     "fit 1 × cerebras-cs3", 5),
+    ({"accelerator": "a100-80g", "model": "llama-3.1-70b", "dtype": "fp8"}, "estimated maximum model length is "
+     "13,164", 2),
+])
+def test_the_fewest_devices_named_are_the_fewest_that_start(fields: dict[str, object], why: str, fewest: int) -> None:
+    said = problem(**fields)
+    assert said is not None and why in said and "\n" not in said
+    assert said.endswith(f"the fewest that start it: tp {fewest} ({fewest} × "
+                         f"{'CS-3 system (one wafer)' if fields['accelerator'] == 'cerebras-cs3' else 'GPU'})")
+    assert problem(**{**fields, "tp": fewest}) is None
+    # Every tp below it that vLLM would take (one that divides the model's 64 heads; any count of systems) fails
+    lower = range(int(str(fields.get("tp", 1))), fewest)
+    assert all(problem(**{**fields, "tp": n}) is not None for n in lower
+               if fields["accelerator"] == "cerebras-cs3" or 64 % n == 0)
+
+
+def test_a_device_no_count_within_the_limit_can_hold_is_told_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(presets.ACCELERATORS, "sizing-chip", AsicAccelerator(
+        "sizing-chip", decode_ms_per_b_params=0.03, growth_per_seq=0.001, prefill_tokens_per_s_8b=30000,
+        memory_gb=0.2, device="chip"))
+    said = problem(accelerator="sizing-chip", model="llama-3.1-70b")
+    assert said is not None and said.endswith("no tp up to 64 starts it (a smaller model, fp8, or a larger "
+                                              "accelerator)")
+    assert "llama-3.1-70b's weights (141 GB in bf16) do not fit 1 × sizing-chip" in said
