@@ -34,7 +34,7 @@ from harness.config.scenario import parse_scenario
 from harness.run.display import Display
 from harness.run.target import target
 from harness.sim.perfmodel import FittedModel, StepLoad, build_model
-from harness.tools.twin_make import engine_info, judge, make_run, measure
+from harness.tools.twin_make import Measured, engine_info, judge, make_run, measure
 from tests.hidden_gpu import HIDDEN
 
 SLOTS, SLOWER = 4, 1.3
@@ -83,8 +83,13 @@ def prompt_errors(twin: FittedAccelerator, presets: Path) -> str:
     return "prompt alone " + ", ".join(errors)
 
 
-async def wrong_run(tmp: Path, presets: Path, k: int) -> str:
+def wrong_run(tmp: Path, presets: Path, k: int) -> str:
     """Fitted on the hidden device, held out on a slower one: the verdict ("holds" is a miss)."""
+    return judge(asyncio.run(wrong_runs(tmp, presets, k)), tmp / f"wrong{k}.yaml", "twin").verdict
+
+
+async def wrong_runs(tmp: Path, presets: Path, k: int) -> Measured:
+    """The runs of one `sim twin`, the held-out ones made again against the slower device."""
     scenario = parse_scenario({"name": "twin", "phases": [{"name": "p", "load": {
         "type": "concurrency", "concurrency": 1, "requests": 1}}]}, "bench")
     proc, url = simulator(presets, "hidden-gpu", 200 + k)
@@ -104,7 +109,7 @@ async def wrong_run(tmp: Path, presets: Path, k: int) -> str:
                                                  Display(log))
     finally:
         stop(proc)
-    return judge(replace(made, dirs=dirs), tmp / f"wrong{k}.yaml", "twin").verdict
+    return replace(made, dirs=dirs)
 
 
 def main() -> None:
@@ -132,7 +137,7 @@ def main() -> None:
                   f"{dict(named.most_common())}", flush=True)
             verdicts = Counter[str]()
             for k in range(args.wrong):
-                judged = asyncio.run(wrong_run(tmp, presets, k))
+                judged = wrong_run(tmp, presets, k)
                 verdicts[judged] += 1
                 print(f"{SLOWER:g}× slower held-out server {k + 1}/{args.wrong}: {judged}", flush=True)
             if args.wrong:
