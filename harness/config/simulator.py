@@ -53,7 +53,10 @@ class SimulatorConfig(_Strict):
     accelerator: str = Field("h100-sxm", description="see `harness sim presets`")
     model: str = Field("llama-3.1-8b", description="see `harness sim presets`")
     served_model_name: str | None = Field(None, description="model name clients must send (default: model)")
-    dtype: Literal["bf16", "fp8"] = Field("bf16", description="weight type (the KV cache stays bf16)")
+    dtype: Literal["bf16", "fp8"] = Field("bf16", description="weight type (the KV cache: kv_cache_dtype)")
+    kv_cache_dtype: Literal["auto", "fp8"] = Field(
+        "auto", description="vLLM's --kv-cache-dtype: auto keeps the KV cache in bf16; fp8 halves its bytes (twice "
+                            "the tokens in the same memory, half the bytes a decode reads)")
     tp: Annotated[int, Field(ge=1, le=64)] = Field(1, description="tensor parallelism")
     max_num_seqs: PositiveInt = Field(1024, description="default: vLLM 0.33's for the accelerator (docs/simulator.md)")
     max_num_batched_tokens: PositiveInt = Field(8192, description="default: vLLM 0.33's for the accelerator")

@@ -81,7 +81,7 @@ def start_problem(cfg: SimulatorConfig) -> str | None:
 
 def perf_model(cfg: SimulatorConfig) -> tuple[PerformanceModel, int]:
     """The step-time model of the configured device, and the tokens of KV cache it leaves."""
-    perf = build_model(cfg.accelerator, cfg.model, cfg.dtype, cfg.tp, cfg.async_scheduling)
+    perf = build_model(cfg.accelerator, cfg.model, cfg.dtype, cfg.tp, cfg.async_scheduling, cfg.kv_cache_dtype)
     budget = Budget(cfg.max_num_batched_tokens, cfg.max_num_seqs)
     return perf, perf.kv_capacity_tokens(cfg.gpu_memory_utilization, budget)
 

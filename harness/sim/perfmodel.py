@@ -22,7 +22,16 @@ from harness.config.fitted_step import table_ms
 from harness.config.presets import ACCELERATORS, MODELS, Accelerator, AsicAccelerator, FittedAccelerator, ModelSpec
 
 Dtype = Literal["bf16", "fp8"]
-KV_DTYPE_BYTES = 2  # the KV cache stays bf16 for both weight types, as vLLM does by default
+KV_DTYPE_BYTES = 2  # the KV cache stays bf16 for both weight types, as vLLM does by default (kv_cache_dtype auto)
+KvDtype = Literal["auto", "fp8"]
+# An fp8 KV cache halves the bytes a token's keys and values take (twice the tokens in the same memory, half the
+# bytes a decode reads); the attention kernels dequantise what they read: assumed to cost a tenth of attention's
+# arithmetic efficiency (an assumption, not a measurement: vLLM publishes none).
+FP8_KV_ATTN = 0.9
+
+
+def kv_bytes(kv_cache_dtype: KvDtype) -> int:
+    return 1 if kv_cache_dtype == "fp8" else KV_DTYPE_BYTES
 
 
 @dataclass(slots=True)
@@ -106,6 +115,7 @@ class RooflineModel:
     tp: int = 1
     params: RooflineParams = RooflineParams()
     async_scheduling: bool = True
+    kv_cache_dtype: KvDtype = "auto"
 
     @property
     def weight_bytes_per_param(self) -> int:
@@ -113,7 +123,7 @@ class RooflineModel:
 
     @property
     def kv_bytes_per_token(self) -> float:
-        return self.model.kv_bytes_per_token(KV_DTYPE_BYTES)
+        return self.model.kv_bytes_per_token(kv_bytes(self.kv_cache_dtype))
 
     @property
     def peaks(self) -> tuple[float, float]:
@@ -134,7 +144,8 @@ class RooflineModel:
         t_lin = m.layers * p.c0_s + math.hypot(t_mem, t_flops)
         kv_read = self.kv_bytes_per_token * (load.decode_context + load.prefill_cached)
         att_flops = 4 * m.layers * m.q_heads * m.head_dim * (load.decode_context + load.prefill_attn)
-        t_kv, t_att = kv_read / tp / bw, att_flops / tp / (a.flops(False) * p.eta_attn)
+        eta_attn = p.eta_attn * (FP8_KV_ATTN if self.kv_cache_dtype == "fp8" else 1.0)
+        t_kv, t_att = kv_read / tp / bw, att_flops / tp / (a.flops(False) * eta_attn)
         t_comm = 0.0
         if tp > 1:
             moved = 2 * (tp - 1) / tp * load.tokens * m.hidden * 2 / (a.link_gbps * 1e9)
@@ -170,6 +181,7 @@ class AsicModel:
     model: ModelSpec
     dtype: Dtype = "bf16"
     devices: int = 1  # systems serving the model together (the simulator's `tp`)
+    kv_cache_dtype: KvDtype = "auto"
 
     peaks = None  # weights in SRAM: no memory roofline to measure against
 
@@ -195,7 +207,7 @@ class AsicModel:
     def kv_capacity_tokens(self, gpu_memory_utilization: float = 0.9, budget: Budget = Budget()) -> int:
         """What the devices' memory leaves once the weights are in it (none: the weights do not fit)."""
         weights, room = self.memory(gpu_memory_utilization, budget)
-        return max(0, int((room - weights) / self.model.kv_bytes_per_token(KV_DTYPE_BYTES)))
+        return max(0, int((room - weights) / self.model.kv_bytes_per_token(kv_bytes(self.kv_cache_dtype))))
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,10 +242,11 @@ class FittedModel:
 
 
 def build_model(accelerator: str, model: str, dtype: Dtype = "bf16", tp: int = 1,
-                async_scheduling: bool = True) -> PerformanceModel:
+                async_scheduling: bool = True, kv_cache_dtype: KvDtype = "auto") -> PerformanceModel:
     acc, spec = ACCELERATORS[accelerator], MODELS[model]
     if isinstance(acc, AsicAccelerator):
-        return AsicModel(acc, spec, dtype, tp)
+        return AsicModel(acc, spec, dtype, tp, kv_cache_dtype)
     if isinstance(acc, FittedAccelerator):
-        return FittedModel(acc)
-    return RooflineModel(acc, spec, dtype, tp, FP8_PARAMS if dtype == "fp8" else RooflineParams(), async_scheduling)
+        return FittedModel(acc)  # its KV capacity measured, whatever the cache's type
+    return RooflineModel(acc, spec, dtype, tp, FP8_PARAMS if dtype == "fp8" else RooflineParams(), async_scheduling,
+                         kv_cache_dtype)

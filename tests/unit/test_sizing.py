@@ -48,3 +48,22 @@ def test_a_device_no_count_within_the_limit_can_hold_is_told_so(monkeypatch: pyt
     assert said is not None and said.endswith("no tp up to 64 starts it (a smaller model, fp8, or a larger "
                                               "accelerator)")
     assert "llama-3.1-70b's weights (141 GB in bf16) do not fit 1 × sizing-chip" in said
+
+
+def test_an_fp8_kv_cache_holds_twice_the_tokens_and_reads_half_the_bytes_a_decode_step() -> None:
+    """vLLM's --kv-cache-dtype fp8: one byte a value where bf16 takes two."""
+    from harness.sim.build import perf_model
+    from harness.sim.perfmodel import StepLoad
+
+    auto = SimulatorConfig.model_validate({"accelerator": "h100-sxm", "model": "llama-3.1-70b", "tp": 4})
+    fp8 = auto.model_copy(update={"kv_cache_dtype": "fp8"})
+    (perf, kv), (perf8, kv8) = perf_model(auto), perf_model(fp8)
+    assert kv8 == pytest.approx(2 * kv, abs=2)
+    long = StepLoad(tokens=64, seqs=64, decodes=64, decode_context=64 * 16_000)
+    bare = StepLoad(tokens=64, seqs=64, decodes=64)  # the weights alone
+    kv_read = [p.step_cost(long).hbm_bytes - p.step_cost(bare).hbm_bytes for p in (perf, perf8)]
+    assert kv_read[1] == pytest.approx(kv_read[0] / 2)
+    assert perf8.step_seconds(long) < perf.step_seconds(long)
+    # 70B in fp8 on one A100: 13,164 tokens of bf16 KV, no 128k request; an fp8 cache holds twice as many
+    said = problem(accelerator="a100-80g", model="llama-3.1-70b", dtype="fp8", kv_cache_dtype="fp8")
+    assert said is not None and "estimated maximum model length is 26,3" in said
