@@ -63,6 +63,8 @@ class SimulatorConfig(_Strict):
     gpu_memory_utilization: Annotated[float, Field(ge=0.05, le=1.0)] = 0.9
     max_model_len: Annotated[int, Field(ge=16)] | None = Field(None, description="default: the model's")
     prefix_caching: bool = Field(True, description="automatic prefix caching")
+    enforce_eager: bool = Field(False, description="vLLM's --enforce-eager: no CUDA graphs, so a decode step is not "
+                                                   "padded to a captured batch size (1, 2, 4, 8, 16, 24, …)")
     scheduler_compat: Literal["0.33", "0.11"] = Field(
         "0.33", description="the vLLM scheduler followed; 0.11: its older rules (docs/vllm.md)")
     async_scheduling: bool = Field(True, description="overlap the host's step preparation with the device's "

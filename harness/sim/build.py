@@ -8,7 +8,7 @@ from __future__ import annotations
 from harness.config.presets import ACCELERATORS, MODELS, AsicAccelerator, FittedAccelerator
 from harness.config.simulator import SimulatorConfig
 from harness.sim.engine import Engine, EngineConfig
-from harness.sim.perfmodel import Budget, PerformanceModel, build_model
+from harness.sim.perfmodel import Budget, PerformanceModel, build_model, graph_largest
 from harness.sim.requests import ParsedRequest
 
 
@@ -81,7 +81,8 @@ def start_problem(cfg: SimulatorConfig) -> str | None:
 
 def perf_model(cfg: SimulatorConfig) -> tuple[PerformanceModel, int]:
     """The step-time model of the configured device, and the tokens of KV cache it leaves."""
-    perf = build_model(cfg.accelerator, cfg.model, cfg.dtype, cfg.tp, cfg.async_scheduling, cfg.kv_cache_dtype)
+    graphs = 0 if cfg.enforce_eager else graph_largest(cfg.max_num_seqs, cfg.accelerator)
+    perf = build_model(cfg.accelerator, cfg.model, cfg.dtype, cfg.tp, cfg.async_scheduling, cfg.kv_cache_dtype, graphs)
     budget = Budget(cfg.max_num_batched_tokens, cfg.max_num_seqs)
     return perf, perf.kv_capacity_tokens(cfg.gpu_memory_utilization, budget)
 

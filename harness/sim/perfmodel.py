@@ -14,6 +14,8 @@ weights, the peak activations of a forward pass over a full token budget, and th
 
 from __future__ import annotations
 
+import bisect
+import functools
 import math
 from dataclasses import dataclass
 from typing import Literal, Protocol
@@ -28,6 +30,26 @@ KvDtype = Literal["auto", "fp8"]
 # bytes a decode reads); the attention kernels dequantise what they read: assumed to cost a tenth of attention's
 # arithmetic efficiency (an assumption, not a measurement: vLLM publishes none).
 FP8_KV_ATTN = 0.9
+
+
+def graph_size(tokens: int, largest: int) -> int:
+    """The CUDA graph a decode-only step of `tokens` sequences runs as: the smallest captured size holding it; a
+    step beyond every captured size runs eagerly, unpadded."""
+    sizes = captured_sizes(largest)
+    at = bisect.bisect_left(sizes, tokens)
+    return sizes[at] if tokens > 0 and at < len(sizes) else tokens
+
+
+@functools.cache
+def captured_sizes(largest: int) -> tuple[int, ...]:
+    """vLLM's CUDA graph sizes up to `largest` (vllm/config/vllm.py): 1, 2, 4, every 8 below 256, then every 16."""
+    return tuple([n for n in (1, 2, 4) if n <= largest] + list(range(8, min(largest + 1, 256), 8))
+                 + list(range(256, largest + 1, 16)))
+
+
+def graph_largest(max_num_seqs: int, accelerator: str) -> int:
+    """vLLM's largest captured size: twice the sequence cap, at most 512 (1,024 on a data-centre Blackwell)."""
+    return min(2 * max_num_seqs, 1024 if accelerator.startswith("b200") else 512)
 
 
 def kv_bytes(kv_cache_dtype: KvDtype) -> int:
@@ -116,6 +138,7 @@ class RooflineModel:
     params: RooflineParams = RooflineParams()
     async_scheduling: bool = True
     kv_cache_dtype: KvDtype = "auto"
+    graph_max: int = 0  # largest CUDA graph captured; 0: none (enforce_eager), no padding
 
     @property
     def weight_bytes_per_param(self) -> int:
@@ -137,8 +160,10 @@ class RooflineModel:
         m, a, p, tp = self.model, self.accelerator, self.params, self.tp
         bw = a.bandwidth * p.eta_mem
         flops = a.flops(self.dtype == "fp8")
-        weight_bytes = m.weight_params_read(load.tokens) * self.weight_bytes_per_param
-        lin_flops = 2 * m.active_params * load.tokens
+        # A decode-only step runs as its CUDA graph: padded tokens read experts and do the linear layers' maths
+        tokens = graph_size(load.tokens, self.graph_max) if load.tokens == load.decodes else load.tokens
+        weight_bytes = m.weight_params_read(tokens) * self.weight_bytes_per_param
+        lin_flops = 2 * m.active_params * tokens
         t_mem = weight_bytes / tp / bw
         t_flops = lin_flops / tp / (flops * p.eta_compute)
         t_lin = m.layers * p.c0_s + math.hypot(t_mem, t_flops)
@@ -242,11 +267,12 @@ class FittedModel:
 
 
 def build_model(accelerator: str, model: str, dtype: Dtype = "bf16", tp: int = 1,
-                async_scheduling: bool = True, kv_cache_dtype: KvDtype = "auto") -> PerformanceModel:
+                async_scheduling: bool = True, kv_cache_dtype: KvDtype = "auto", graph_max: int = 0
+                ) -> PerformanceModel:
     acc, spec = ACCELERATORS[accelerator], MODELS[model]
     if isinstance(acc, AsicAccelerator):
         return AsicModel(acc, spec, dtype, tp, kv_cache_dtype)
     if isinstance(acc, FittedAccelerator):
         return FittedModel(acc)  # its KV capacity measured, whatever the cache's type
     return RooflineModel(acc, spec, dtype, tp, FP8_PARAMS if dtype == "fp8" else RooflineParams(), async_scheduling,
-                         kv_cache_dtype)
+                         kv_cache_dtype, graph_max)

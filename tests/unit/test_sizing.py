@@ -67,3 +67,24 @@ def test_an_fp8_kv_cache_holds_twice_the_tokens_and_reads_half_the_bytes_a_decod
     # 70B in fp8 on one A100: 13,164 tokens of bf16 KV, no 128k request; an fp8 cache holds twice as many
     said = problem(accelerator="a100-80g", model="llama-3.1-70b", dtype="fp8", kv_cache_dtype="fp8")
     assert said is not None and "estimated maximum model length is 26,3" in said
+
+
+def test_a_decode_step_runs_as_the_cuda_graph_that_holds_it_unless_eager() -> None:
+    """vLLM captures CUDA graphs of 1, 2, 4, 8, 16, 24, … sequences (up to twice max_num_seqs, 512 at most): a
+    decode step of 9 runs as 16, its linear layers' maths for 16 tokens; --enforce-eager pads nothing, and a step
+    with a prompt in it is never padded."""
+    from harness.sim.build import perf_model
+    from harness.sim.perfmodel import StepLoad, captured_sizes, graph_size
+
+    assert captured_sizes(512)[:6] == (1, 2, 4, 8, 16, 24) and captured_sizes(512)[-2:] == (496, 512)
+    assert [graph_size(n, 512) for n in (3, 9, 248, 249, 257, 600)] == [4, 16, 248, 256, 272, 600]
+    assert graph_size(9, 6) == 9  # past what a max_num_seqs of 3 captures (1, 2, 4): eager
+    cfg = SimulatorConfig.model_validate({"accelerator": "h100-sxm", "model": "llama-3.1-8b", "max_num_seqs": 256})
+    graphs, _ = perf_model(cfg)
+    eager, _ = perf_model(cfg.model_copy(update={"enforce_eager": True}))
+    nine, sixteen = StepLoad(tokens=9, seqs=9, decodes=9), StepLoad(tokens=16, seqs=16, decodes=16)
+    per_token = graphs.step_cost(sixteen).flops / 16
+    assert graphs.step_cost(nine).flops == pytest.approx(graphs.step_cost(sixteen).flops)
+    assert eager.step_cost(nine).flops == pytest.approx(9 * per_token)
+    mixed = StepLoad(tokens=9 + 100, seqs=10, decodes=9, prefill_attn=100 * 50)
+    assert graphs.step_cost(mixed).flops == pytest.approx(eager.step_cost(mixed).flops)
