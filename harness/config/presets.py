@@ -25,7 +25,8 @@ class Accelerator:
     hbm_tbps: float
     memory_gb: float
     fp8_tflops: float | None = None  # dense fp8; None: no fp8 tensor cores (fp8 weights, bf16 maths)
-    link_gbps: float = 300.0  # tensor-parallel interconnect, per direction
+    link_gbps: float = 300.0  # tensor-parallel interconnect, GB/s per direction
+    link: str = "nvlink"  # its kind: nvlink, xgmi (both fully connected within a node), pcie, none
     reported_gib: float | None = None  # memory the driver reports, as vLLM's log shows it; None: memory_gb
 
     @property
@@ -85,20 +86,18 @@ class FittedAccelerator:
     batch_tokens: int | None = None
     first_token_step: int = 0
     prompt_step_ms: float = 0.0  # a step that processes prompt tokens costs this much more (its own setup)
-    # A prompt processed beside decoding streams costs this fraction more for each of them (llama-server on a CPU:
-    # a 128-token prompt takes ~2.2 s per 1k alone and ~3.5 s beside six streams); decode tables only.
+    # Decode tables only (config/fitted_step.py): a prompt beside decoding streams costs this fraction more for each
+    # (llama-server on a CPU: 2.2 s per 1k alone, ~3.5 beside six streams), this more for each other prompt in the
+    # step, and this much per (1,000 tokens)² of attention within prompts (Σ q·(p + q/2) over their chunks)
     prompt_beside: float = 0.0
-    prompt_together: float = 0.0  # … and this fraction more for each other prompt processed in the same step
-    # … and this much per (1,000 tokens)² of attention within prompts (Σ q·(p + q/2) over a step's prompt chunks):
-    # a prompt's cost per token grows with its length (decode tables only)
+    prompt_together: float = 0.0
     prompt_attn_ms: float = 0.0
     # Where the decode step's time is not linear in its sequences (a CPU's kernels change with the batch; CUDA
     # graphs come in batch-size buckets), the measured time of a step of n decoding sequences, n = 1, 2, …; a
     # step then costs decode_ms[n − 1] (per_seq_ms a sequence more past the table) + prompt_step_ms +
     # per_ktoken_ms per 1,000 prompt tokens + per_context_ktoken_ms per 1,000 context tokens.
     decode_ms: list[float] | None = None
-    # The loads the fit saw, offered requests per second (lowest, highest): `sim validate` says when a load lies
-    # outside them.
+    # The loads the fit saw, offered requests per second (lowest, highest): `sim validate` says when one is beyond.
     fitted_rps: list[float] | None = None  # [lowest, highest]
     # The rest of the envelope it was fitted on: the decode batch sizes its steps measured (each in enough steps
     # to time), the prompt lengths its requests had; `predict` and `sim validate` say when a load leaves them.
@@ -184,11 +183,15 @@ ACCELERATORS: dict[str, Device] = {
     a.name: a
     for a in (
         # reported_gib: the total the driver reports (nvidia-smi's less what it keeps), as vLLM logs it.
-        Accelerator("a100-80g", 312, 2.039, 80, reported_gib=79.15),
-        Accelerator("h100-sxm", 989, 3.35, 80, fp8_tflops=1979, reported_gib=79.19),
-        Accelerator("h200", 989, 4.8, 141, fp8_tflops=1979, reported_gib=139.8),
-        Accelerator("b200", 2250, 8.0, 180, fp8_tflops=4500, reported_gib=178.4),
-        Accelerator("mi300x", 1307, 5.3, 192, fp8_tflops=2615, reported_gib=191.98),
+        # link_gbps, per direction: NVIDIA's datasheets give NVLink both ways (A100 SXM: NVLink 3, 600 GB/s;
+        # H100 SXM and H200: NVLink 4, 900 GB/s; B200: NVLink 5, 1.8 TB/s); AMD's MI300X datasheet, 7 Infinity
+        # Fabric links of 64 GB/s each way to the other GPUs of a node (448 GB/s, the peak of a one-shot
+        # all-reduce reading every peer at once).
+        Accelerator("a100-80g", 312, 2.039, 80, reported_gib=79.15, link_gbps=300, link="nvlink"),
+        Accelerator("h100-sxm", 989, 3.35, 80, fp8_tflops=1979, reported_gib=79.19, link_gbps=450, link="nvlink"),
+        Accelerator("h200", 989, 4.8, 141, fp8_tflops=1979, reported_gib=139.8, link_gbps=450, link="nvlink"),
+        Accelerator("b200", 2250, 8.0, 180, fp8_tflops=4500, reported_gib=178.4, link_gbps=900, link="nvlink"),
+        Accelerator("mi300x", 1307, 5.3, 192, fp8_tflops=2615, reported_gib=191.98, link_gbps=448, link="xgmi"),
         # Cerebras CS-3: one WSE-3 wafer with 44 GB of SRAM (Cerebras' WSE-3 specifications, March 2024);
         # per-stream decode fitted to the speeds Cerebras Inference reported at launch (2024-08-27): 1,800
         # tokens/s for Llama-3.1-8B and 450 for Llama-3.1-70B, which it served on four CS-3 systems (as the
@@ -227,7 +230,7 @@ def _build(cls: type[Any], name: str, entry: object, source: str) -> Any:
     for field_name, value in entry.items():
         # A fitted twin's decode_ms is a table by batch size; an ASIC's, one number.
         table = field_name == "decode_ms" and cls is FittedAccelerator
-        problem = (_text_problem(value) if field_name in texts else _table_problem(value) if table
+        problem = (_text_problem(field_name, value) if field_name in texts else _table_problem(value) if table
                    else _number_problem(field_name, value))
         if problem is not None:
             raise PresetError(f"{source}: {name}.{field_name}: {problem}")
@@ -238,8 +241,15 @@ def _required(cls: type[Any]) -> list[str]:
     return [f.name for f in fields(cls) if f.name != "name" and f.default is MISSING and f.default_factory is MISSING]
 
 
-def _text_problem(value: object) -> str | None:
-    return None if isinstance(value, str) and value.strip() else f"{str(value)[:30]!r} is not a text"
+LINKS = ("nvlink", "xgmi", "pcie", "none")
+
+
+def _text_problem(name: str, value: object) -> str | None:
+    if not isinstance(value, str) or not value.strip():
+        return f"{str(value)[:30]!r} is not a text"
+    if name == "link" and value not in LINKS:
+        return f"{value!r} is not one of {', '.join(LINKS)}"
+    return None
 
 
 # Fields that may be zero (no growth, no time outside the steps); every other number must be above it.
@@ -317,17 +327,8 @@ def loaded_files() -> list[Path]:
 
 
 def load_presets(path: Path) -> list[str]:
-    """Add the accelerators and models of a YAML file to the presets; returns the accelerators' names.
-
-    ```yaml
-    accelerators:
-      my-gpu: {tflops: 500, hbm_tbps: 2.5, memory_gb: 96}
-      my-asic: {kind: asic, decode_ms_per_b_params: 0.3, growth_per_seq: 0.001,
-                prefill_tokens_per_s_8b: 30000, memory_gb: 500}
-    models:
-      my-model: {layers: 40, hidden: 5120, q_heads: 40, kv_heads: 8, head_dim: 128, params_b: 14, vocab: 150000}
-    ```
-    """
+    """Add the accelerators and models of a YAML file to the presets; returns the accelerators' names. The format,
+    with examples a test loads: docs/simulator.md ("Custom accelerators and models")."""
     try:
         data = read_yaml(path) or {}
     except ValueError as exc:

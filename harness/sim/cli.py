@@ -14,14 +14,14 @@ import click
 from pydantic import BaseModel, ValidationError
 
 from harness import loop as event_loop
-from harness.config.presets import ACCELERATORS, MODELS, device_counts, load_presets
+from harness.config.presets import ACCELERATORS, MODELS, Accelerator, device_counts, load_presets
 from harness.config.request_shape import parse_header
 from harness.config.simulator import SimulatorConfig
 from harness.errors import PresetError
 from harness.gctune import tune_for_timing
 from harness.sim.build import fit_problem, perf_model
 from harness.sim.gate import Gate
-from harness.sim.perfmodel import PerformanceModel, StepLoad
+from harness.sim.perfmodel import PerformanceModel, StepLoad, custom_allreduce
 from harness.sim.server import serve
 
 
@@ -187,20 +187,35 @@ def _fitting(accelerator: str, model: str) -> tuple[int, PerformanceModel, int] 
     return None
 
 
-def preset_rows() -> list[tuple[str, str, str, str, str, str]]:
-    """Per accelerator and model: the smallest TP that fits, ITL at batch 1 and 64 (1k context), KV tokens."""
-    rows = []
+def preset_rows() -> list[tuple[str, ...]]:
+    """Per accelerator and model: the smallest TP that fits, the link and the all-reduce at that TP, ITL at
+    batch 1 and 64 (1k context), KV tokens."""
+    rows: list[tuple[str, ...]] = []
     for acc in ACCELERATORS:
+        link = _link(acc)
         for model in MODELS:
             fitting = _fitting(acc, model)
             if fitting is None:
-                rows.append((acc, model, "-", "does not fit", "", ""))
+                rows.append((acc, model, "-", link, "", "does not fit", "", ""))
                 continue
             tp, perf, kv_tokens = fitting
             itl = [perf.step_seconds(StepLoad(tokens=b, seqs=b, decodes=b, decode_context=b * 1024)) * 1e3
                    for b in (1, 64)]
-            rows.append((acc, model, str(tp), f"{itl[0]:.1f}", f"{itl[1]:.1f}", f"{kv_tokens:,}"))
+            rows.append((acc, model, str(tp), link, _allreduce(acc, tp), f"{itl[0]:.1f}", f"{itl[1]:.1f}",
+                         f"{kv_tokens:,}"))
     return rows
+
+
+def _link(accelerator: str) -> str:
+    device = ACCELERATORS[accelerator]
+    return f"{device.link} {device.link_gbps:g} GB/s" if isinstance(device, Accelerator) else "-"
+
+
+def _allreduce(accelerator: str, tp: int) -> str:
+    device = ACCELERATORS[accelerator]
+    if not isinstance(device, Accelerator) or tp == 1:
+        return "-"
+    return "custom" if custom_allreduce(device.link, tp) else "NCCL"
 
 
 @sim.command("presets")
@@ -208,9 +223,9 @@ def preset_rows() -> list[tuple[str, str, str, str, str, str]]:
 def presets_cmd(presets: tuple[Path, ...]) -> None:
     """List accelerators and models with their derived decode latency and KV capacity."""
     _load_presets(presets)
-    header = ("accelerator", "model", "tp", "ITL b=1 ms", "ITL b=64 ms", "KV tokens")
+    header = ("accelerator", "model", "tp", "link", "all-reduce", "ITL b=1 ms", "ITL b=64 ms", "KV tokens")
     rows = [header, *preset_rows()]
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     for row in rows:
-        click.echo("  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths,
-                                                                                              strict=True))))
+        cells = zip(row, widths, strict=True)
+        click.echo("  ".join(c.ljust(w) if i in (0, 1, 3, 4) else c.rjust(w) for i, (c, w) in enumerate(cells)))

@@ -52,6 +52,12 @@ def graph_largest(max_num_seqs: int, accelerator: str) -> int:
     return min(2 * max_num_seqs, 1024 if accelerator.startswith("b200") else 512)
 
 
+def custom_allreduce(link: str, tp: int) -> bool:
+    """Whether vLLM's custom all-reduce kernel serves `tp` GPUs on this link (custom_all_reduce.py): 2, 4, 6 or 8
+    of them, fully connected (NVLink, xGMI) — over PCIe only a pair; otherwise NCCL's ring."""
+    return tp in (2, 4, 6, 8) and (link in ("nvlink", "xgmi") or (link == "pcie" and tp == 2))
+
+
 def kv_bytes(kv_cache_dtype: KvDtype) -> int:
     return 1 if kv_cache_dtype == "fp8" else KV_DTYPE_BYTES
 
@@ -114,7 +120,9 @@ class RooflineParams:
     # (tp 4), 11.8 / 45.0 µs (tp 8) in sglang PR #2904 — and NCCL's ring for large (prefill) messages, 25 µs
     # and the full link. Before issue 32 every all-reduce cost NCCL's, 2–3× the measured latency at decode sizes.
     alpha_s: float = 8e-6
-    eta_link: float = 0.18
+    # Fitted on H100 when every preset's link was 300 GB/s (0.18 of it, 54 GB/s effective); with H100's own NVLink
+    # 4 figure, 450 GB/s, the same 54 GB/s: the measured kernel times above stay where they were.
+    eta_link: float = 0.12
     alpha_ring_s: float = 25e-6
     # CPU time per step, 1.5 ms + 10 µs a sequence (design brief §5). Async scheduling hides the host's share
     # (scheduling and preparing the next step's inputs, per sequence mostly) under the device time; the rest
@@ -174,7 +182,9 @@ class RooflineModel:
         t_comm = 0.0
         if tp > 1:
             moved = 2 * (tp - 1) / tp * load.tokens * m.hidden * 2 / (a.link_gbps * 1e9)
-            t_comm = 2 * m.layers * min(p.alpha_s + moved / p.eta_link, p.alpha_ring_s + moved)
+            ring = p.alpha_ring_s + moved
+            t_comm = 2 * m.layers * (min(p.alpha_s + moved / p.eta_link, ring) if custom_allreduce(a.link, tp)
+                                     else ring)
         device = t_lin + max(t_kv, t_att) + t_comm + p.t0_s
         host = p.t_host_s + p.t_seq_s * load.seqs
         seconds = max(device, host) if self.async_scheduling else device + host

@@ -32,6 +32,7 @@ from harness.tools.twin_discover import EngineInfo, discover
 from harness.tools.twin_heldout import HeldFigure, held_figures
 from harness.tools.twin_samples import step_samples
 from harness.tools.twin_validate import ValidationRow, misses, outside_fitted, validate_run
+from harness.tools.twin_wake import wake_finding
 
 Say = Callable[[str], None]
 DRIFT = 0.10  # the lone probe's TTFT or ITL moving this much between the first and the last: `engine-drift`
@@ -160,13 +161,14 @@ async def measure(endpoint: Endpoint, info: EngineInfo, slots: int, budget_s: fl
         say(f"probing {endpoint.base_url} with 3 requests one at a time …")
         probe_spec = PlannedRun("probe", "probe", {"type": "concurrency", "concurrency": 1, "requests": 3},
                                 RUN_PROMPT, 32, 0.0)
-        probe = probe_of(await make_run(probe_spec, endpoint, workdir / "00-probe", tokenizer, log))
+        first = await make_run(probe_spec, endpoint, workdir / "00-probe", tokenizer, log)
+        probe = probe_of(first)
         plan = within(slots, probe, budget_s, info.context_tokens, time.monotonic() - started)
         say(f"one request alone: TTFT {probe.ttft_ms:,.0f} ms, ITL {probe.itl_ms:,.1f} ms; {slots} slots "
             f"({info.source or '--slots'}); capacity ~{plan.capacity_rps:.2f} req/s")
         say(f"{len(plan.role('fit'))} runs to fit on, {len(plan.role('held'))} held out; about "
             f"{minutes(plan.estimate_s)} in all (budget {minutes(budget_s)}); runs in {workdir}")
-        dirs: dict[str, Path] = {}
+        dirs: dict[str, Path] = {"probe": first}  # (not a planned run: read for what the engine did, not fitted)
         taken = estimated = 0.0
         for i in range(1, len(plan.runs) + 1):
             spec = plan.runs[i - 1]
@@ -190,7 +192,8 @@ async def measure(endpoint: Endpoint, info: EngineInfo, slots: int, budget_s: fl
             estimated += spec.estimate_s
         say("probing once more, to see whether the engine itself kept its speed …")
         last = workdir / f"{len(plan.runs) + 1:02d}-probe-end"
-        again = probe_of(await make_run(probe_spec, endpoint, last, tokenizer, log))
+        dirs["probe-end"] = await make_run(probe_spec, endpoint, last, tokenizer, log)
+        again = probe_of(dirs["probe-end"])
     return Measured(info, slots, plan, dirs, (probe, again))
 
 
@@ -220,6 +223,9 @@ def judge(runs: Measured, out: Path, name: str) -> TwinResult:
                                 f"{worst['error']:+.0%}"))
     if (moved := runs.drift()) is not None:
         findings.append(moved)
+    every = [r for d in runs.dirs.values() for r in read_records(d / "requests.jsonl")]
+    if (woke := wake_finding(every, RUN_PROMPT)) is not None:
+        findings.append(woke)
     outside = [line for d in held_dirs for line in outside_fitted(d, accelerator)]
     limited = client_limited(fit_dirs + held_dirs)
     return TwinResult(out, fit, runs.info, runs.plan, held, own, findings, outside, limited)
