@@ -76,12 +76,12 @@ def step_model(a: FittedAccelerator) -> str:
     """The fitted step model in words."""
     if a.decode_ms:
         table = ", ".join(f"{v:.1f}" for v in a.decode_ms)
-        grown = [f"+ {a.prompt_attn_ms:.2f} ms per (1k tokens)² of attention within them" if a.prompt_attn_ms else "",
-                 f", +{a.prompt_together:.0%} for each other prompt beside it" if a.prompt_together else "",
-                 f", +{a.prompt_beside:.0%} for each stream decoding beside a prompt" if a.prompt_beside else ""]
+        grown = [f" + {a.prompt_attn_ms:.2f} ms per (1k tokens)² of attention within them" if a.prompt_attn_ms else "",
+                 f", {a.prompt_together:+.0%} for each other prompt beside it" if a.prompt_together else "",
+                 f", {a.prompt_beside:+.0%} for each stream decoding beside a prompt" if a.prompt_beside else ""]
         return (f"decode steps of 1–{len(a.decode_ms)} sequences [{table}] ms (+{a.per_seq_ms:.2f} ms a sequence "
                 f"past them) + {a.prompt_step_ms:.2f} ms a step with prompts in it + {a.per_ktoken_ms:.2f} ms per 1k "
-                f"prompt tokens {''.join(grown)}".rstrip())
+                f"prompt tokens{''.join(grown)}")
     return (f"step {a.step_ms:.2f} ms + {a.per_seq_ms:.3f} ms a sequence + {a.per_context_ktoken_ms:.3f} ms per 1k "
             f"context tokens + hypot({a.weights_ms:.2f} ms, {a.per_ktoken_ms:.2f} ms per 1k tokens) + "
             f"{a.prompt_step_ms:.2f} ms a step with prompts in it")
