@@ -26,16 +26,18 @@ from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from bench.compare_power import PIN_SIM, hog, interval
 from harness.config.presets import FittedAccelerator, load_presets
 from harness.config.scenario import parse_scenario
 from harness.run.display import Display
 from harness.run.target import target
 from harness.sim.perfmodel import FittedModel, StepLoad, build_model
 from harness.tools.twin_make import Measured, engine_info, judge, make_run, measure
-from tests.hidden_gpu import HIDDEN
+
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
+
+from compare_power import PIN_SIM, hog, interval  # noqa: E402
+
+from tests.hidden_gpu import HIDDEN  # noqa: E402
 
 SLOTS, SLOWER = 4, 1.3
 SLOW = f"  hidden-slow: {{tflops: {400 / SLOWER:g}, hbm_tbps: {3.2 / SLOWER:g}, memory_gb: 24}}\n"
