@@ -88,6 +88,17 @@ def hog(nice: int) -> subprocess.Popen[bytes]:
                              "while True: pass"])
 
 
+def hog_options(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """--hog and --hog-nice, as every bench of a busy machine takes them."""
+    parser.add_argument("--hog", action="store_true", help="a busy loop on the harness's core")
+    parser.add_argument("--hog-nice", type=int, default=0, help="the busy loop's nice value (default 0)")
+    return parser
+
+
+def busy_loop(args: argparse.Namespace) -> subprocess.Popen[bytes] | None:
+    return hog(args.hog_nice) if args.hog else None
+
+
 def wilson(k: int, n: int) -> tuple[float, float]:
     """95% Wilson interval of a proportion k / n."""
     z, p = 1.96, k / n
@@ -106,10 +117,8 @@ def interval(k: int, n: int) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--trials", type=int, default=20)
-    parser.add_argument("--hog", action="store_true", help="a busy loop on the harness's core")
-    parser.add_argument("--hog-nice", type=int, default=0, help="the busy loop's nice value (default 0)")
-    args = parser.parse_args()
-    busy = hog(args.hog_nice) if args.hog else None
+    args = hog_options(parser).parse_args()
+    busy = busy_loop(args)
     try:
         measure(args.trials)
     finally:

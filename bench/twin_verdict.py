@@ -35,7 +35,7 @@ from harness.tools.twin_make import Measured, engine_info, judge, make_run, meas
 
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
 
-from compare_power import PIN_SIM, hog, interval  # noqa: E402
+from compare_power import PIN_SIM, busy_loop, hog_options, interval  # noqa: E402
 
 from tests.hidden_gpu import HIDDEN  # noqa: E402
 
@@ -118,10 +118,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--trials", type=int, default=10)
     parser.add_argument("--wrong", type=int, default=5)
-    parser.add_argument("--hog", action="store_true", help="a busy loop on the harness's core")
-    parser.add_argument("--hog-nice", type=int, default=0, help="the busy loop's nice value (default 0)")
-    args = parser.parse_args()
-    busy = hog(args.hog_nice) if args.hog else None
+    args = hog_options(parser).parse_args()
+    busy = busy_loop(args)
     try:
         with tempfile.TemporaryDirectory() as workdir:
             tmp = Path(workdir)
