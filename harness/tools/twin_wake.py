@@ -26,29 +26,29 @@ def prompt_ms(r: RequestRecord) -> float | None:
     return (r.first_token_ns - r.sent_ns) / 1e6 if r.first_token_ns and r.sent_ns else None
 
 
-def alone(records: Sequence[RequestRecord]) -> tuple[list[float], list[float]]:
-    """The prompt times of requests that had the engine to themselves, split by whether the engine had idled
-    `IDLE_S` before them (else it had just finished the one before)."""
+def alone(records: Sequence[RequestRecord], tokens: int | None = None) -> tuple[list[float], list[float]]:
+    """The prompt times of requests (of `tokens` prompt tokens, if given) that had the engine to themselves — no
+    request of any length in flight when sent — split by whether the engine had idled `IDLE_S` before them (else
+    it had just finished the one before)."""
     ok = sorted((r for r in records if r.status == "ok" and r.sent_ns and r.first_token_ns), key=lambda r: r.sent_ns
                 or 0)
     idle: list[float] = []
     busy: list[float] = []
-    for i, r in enumerate(ok):
+    last_end: int | None = None  # the latest end of any request sent before: in flight while beyond a send
+    for r in ok:
         sent = r.sent_ns or 0
-        if any(o.sent_ns is not None and o.sent_ns < sent < o.end_ns for o in ok[:i]):
-            continue  # another request was in flight
-        before = max((o.end_ns for o in ok[:i]), default=None)
-        if before is None or (took := prompt_ms(r)) is None:
-            continue  # the first of a run: its engine's state is unknown
-        (idle if (sent - before) / 1e9 >= IDLE_S else busy).append(took)
+        before, last_end = last_end, max(last_end or 0, r.end_ns)
+        if before is None or before > sent or (tokens is not None and r.prompt_tokens != tokens):
+            continue  # the first of a run (its engine's state unknown), company, or another length
+        if (took := prompt_ms(r)) is not None:
+            (idle if (sent - before) / 1e9 >= IDLE_S else busy).append(took)
     return idle, busy
 
 
 def wake_finding(records: Sequence[RequestRecord], tokens: int) -> Finding | None:
     """`engine-wakes-slow` where prompts of `tokens` tokens that found the engine idle took over `SLOWER` × the
     ones that followed another at once (the median of each; `LEAST` of each at least)."""
-    same = [r for r in records if r.prompt_tokens == tokens]
-    idle, busy = alone(same)
+    idle, busy = alone(records, tokens)
     if len(idle) < LEAST or len(busy) < LEAST:
         return None
     after, back = statistics.median(idle), statistics.median(busy)
