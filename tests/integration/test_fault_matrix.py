@@ -141,7 +141,7 @@ class _FaultServer(asyncio.Protocol):
             await asyncio.sleep(2.0)
             self.transport.close()
         elif kind == "stall":
-            await asyncio.sleep(1.0)
+            await asyncio.sleep(4.0)  # well past the first-token timeout below, within the request timeout
             if not self.transport.is_closing():
                 self._send(200, b"text/event-stream", b"".join(payload), "chunked")  # type: ignore[arg-type]
         elif kind in ("json", "json-eof"):
@@ -199,7 +199,8 @@ async def test_every_fault_ends_as_its_status_and_cause(fault_url: str, http: st
     scenario = parse_scenario({
         "name": "faults", "workload": {"prompt_tokens": 8, "output_tokens": 3},
         "endpoint": {"scrape_interval_s": 0},
-        "client": {"http": http, "first_token_timeout_s": 0.3, "request_timeout_s": 5},
+        # A timeout a busy core still leaves the gzip bomb's first 8 MiB to inflate in (at 0.3 s it did not)
+        "client": {"http": http, "first_token_timeout_s": 1.5, "request_timeout_s": 5},
         "phases": [{"name": "p", "load": {"type": "concurrency", "concurrency": 1, "requests": len(ORDER)}}],
     }, "test")
     result = await run_scenario(scenario, Endpoint(fault_url, "m", "chat", SECRET), tmp_path / "run")
