@@ -28,6 +28,8 @@ class Accelerator:
     link_gbps: float = 300.0  # tensor-parallel interconnect, GB/s per direction
     link: str = "nvlink"  # its kind: nvlink, xgmi (both fully connected within a node), pcie, none
     reported_gib: float | None = None  # memory the driver reports, as vLLM's log shows it; None: memory_gb
+    # share of the memory's peak MoE expert reads reach: fitted on A100, H100 (docs/simulator.md), assumed elsewhere
+    expert_eta_mem: float = 0.90
 
     @property
     def reported_bytes(self) -> float:
@@ -168,12 +170,12 @@ class ModelSpec:
         Dense: all of them. Mixture of experts: the shared part plus each expert that at least one
         token routes to; with uniform top-k routing, E·(1 − (1 − k/E)^T) experts per layer are touched.
         """
-        if self.expert_params == 0.0:
-            return self.active_params
+        return self.active_params - self.top_k * self.expert_params + self.expert_params_read(tokens)
+
+    def expert_params_read(self, tokens: int) -> float:
+        """The experts' share of `weight_params_read` (0 for dense models)."""
         e, k = self.experts, self.top_k
-        touched = e * (1 - (1 - k / e) ** max(tokens, 1))
-        shared = self.active_params - k * self.expert_params
-        return shared + touched * self.expert_params
+        return e * (1 - (1 - k / e) ** max(tokens, 1)) * self.expert_params if self.expert_params else 0.0
 
     def kv_bytes_per_token(self, dtype_bytes: float) -> float:
         return 2 * self.layers * self.kv_heads * self.head_dim * dtype_bytes

@@ -131,6 +131,18 @@ class RooflineParams:
     t0_s: float = 1.25e-3  # per step, not hidden
     t_host_s: float = 0.25e-3  # per step, hidden by async scheduling
     t_seq_s: float = 10e-6  # per running sequence, hidden by async scheduling
+    # Tensor parallelism's two waits, each growing with log2 of the ranks, fitted together with the two MoE terms
+    # below to published vLLM latencies of 70B-class dense and MoE models at tp 4 and 8 (docs/simulator.md,
+    # "Published points"; a weight-streaming efficiency falling with tp went to zero in the same fit): every
+    # all-reduce is a barrier where each rank waits for the slowest (kernel and clock skew) ...
+    barrier_s: float = 10e-6
+    # ... and every step the host hands its inputs to each rank (vLLM ≤ 0.4 broadcast them with torch.distributed):
+    # host work, so async scheduling hides it as it hides the rest of the host's share.
+    t_rank_s: float = 1.0e-3
+    # Experts' matmuls run at this share of eta_compute: a fused-MoE kernel multiplies a few tokens per expert,
+    # padded to its block size (fitted as above: a batch of 8 → 64 costs Mixtral-8x22B and DBRX 2–3× what the
+    # dense roofline gives).
+    moe_compute: float = 0.18
     runtime_bytes: float = 1.0 * 2**30  # CUDA context, NCCL, cuBLAS workspaces, CUDA graph pools, per device
 
 
@@ -171,9 +183,11 @@ class RooflineModel:
         # A decode-only step runs as its CUDA graph: padded tokens read experts and do the linear layers' maths
         tokens = graph_size(load.tokens, self.graph_max) if load.tokens == load.decodes else load.tokens
         weight_bytes = m.weight_params_read(tokens) * self.weight_bytes_per_param
+        expert_bytes = m.expert_params_read(tokens) * self.weight_bytes_per_param
         lin_flops = 2 * m.active_params * tokens
-        t_mem = weight_bytes / tp / bw
-        t_flops = lin_flops / tp / (flops * p.eta_compute)
+        expert_flops = 2 * m.top_k * m.expert_params * tokens
+        t_mem = ((weight_bytes - expert_bytes) / bw + expert_bytes / (a.bandwidth * a.expert_eta_mem)) / tp
+        t_flops = (lin_flops - expert_flops + expert_flops / p.moe_compute) / tp / (flops * p.eta_compute)
         t_lin = m.layers * p.c0_s + math.hypot(t_mem, t_flops)
         kv_read = self.kv_bytes_per_token * (load.decode_context + load.prefill_cached)
         att_flops = 4 * m.layers * m.q_heads * m.head_dim * (load.decode_context + load.prefill_attn)
@@ -185,8 +199,9 @@ class RooflineModel:
             ring = p.alpha_ring_s + moved
             t_comm = 2 * m.layers * (min(p.alpha_s + moved / p.eta_link, ring) if custom_allreduce(a.link, tp)
                                      else ring)
+            t_comm += 2 * m.layers * p.barrier_s * math.log2(tp)
         device = t_lin + max(t_kv, t_att) + t_comm + p.t0_s
-        host = p.t_host_s + p.t_seq_s * load.seqs
+        host = p.t_host_s + p.t_seq_s * load.seqs + p.t_rank_s * math.log2(tp)
         seconds = max(device, host) if self.async_scheduling else device + host
         return StepCost(seconds, weight_bytes + kv_read, lin_flops + att_flops, t_mem + t_kv >= t_flops + t_att)
 
