@@ -65,6 +65,9 @@ class SimulatorConfig(_Strict):
     prefix_caching: bool = Field(True, description="automatic prefix caching")
     enforce_eager: bool = Field(False, description="vLLM's --enforce-eager: no CUDA graphs, so a decode step is not "
                                                    "padded to a captured batch size (1, 2, 4, 8, 16, 24, …)")
+    enable_expert_parallel: bool = Field(
+        False, description="vLLM's --enable-expert-parallel: a mixture-of-experts model's ranks hold whole experts "
+                            "(the first ranks one more when they do not divide); no effect on a dense model")
     scheduler_compat: Literal["0.33", "0.11"] = Field(
         "0.33", description="the vLLM scheduler followed; 0.11: its older rules (docs/vllm.md)")
     async_scheduling: bool = Field(True, description="overlap the host's step preparation with the device's "

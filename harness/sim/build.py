@@ -82,7 +82,8 @@ def start_problem(cfg: SimulatorConfig) -> str | None:
 def perf_model(cfg: SimulatorConfig) -> tuple[PerformanceModel, int]:
     """The step-time model of the configured device, and the tokens of KV cache it leaves."""
     graphs = 0 if cfg.enforce_eager else graph_largest(cfg.max_num_seqs, cfg.accelerator)
-    perf = build_model(cfg.accelerator, cfg.model, cfg.dtype, cfg.tp, cfg.async_scheduling, cfg.kv_cache_dtype, graphs)
+    perf = build_model(cfg.accelerator, cfg.model, cfg.dtype, cfg.tp, cfg.async_scheduling, cfg.kv_cache_dtype, graphs,
+                       cfg.enable_expert_parallel)
     budget = Budget(cfg.max_num_batched_tokens, cfg.max_num_seqs)
     return perf, perf.kv_capacity_tokens(cfg.gpu_memory_utilization, budget)
 

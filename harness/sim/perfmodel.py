@@ -58,6 +58,17 @@ def custom_allreduce(link: str, tp: int) -> bool:
     return tp in (2, 4, 6, 8) and (link in ("nvlink", "xgmi") or (link == "pcie" and tp == 2))
 
 
+def slowest_rank_experts(experts: int, ranks: int, touched: float) -> float:
+    """Expert parallelism: the expected experts the busiest of `ranks` ranks reads in a layer, each rank holding
+    experts/ranks whole experts (the rounded-up share) and each expert touched with probability `touched`."""
+    n = math.ceil(experts / ranks)
+    cdf, below = 0.0, []
+    for m in range(n):
+        cdf += math.comb(n, m) * touched ** m * (1 - touched) ** (n - m)
+        below.append(cdf)
+    return sum(1 - c ** ranks for c in below)  # E[max] = Σ_m P(max > m)
+
+
 def kv_bytes(kv_cache_dtype: KvDtype) -> int:
     return 1 if kv_cache_dtype == "fp8" else KV_DTYPE_BYTES
 
@@ -159,6 +170,11 @@ class RooflineModel:
     async_scheduling: bool = True
     kv_cache_dtype: KvDtype = "auto"
     graph_max: int = 0  # largest CUDA graph captured; 0: none (enforce_eager), no padding
+    # vLLM's --enable-expert-parallel: each rank holds whole experts instead of a tp-th of every one. With one
+    # engine (no data-parallel attention) every rank already has every token, so the experts' outputs are summed
+    # by the same all-reduce tensor parallelism uses; the all-to-all vLLM's EP kernels do comes with data-parallel
+    # attention, which the simulator does not model.
+    expert_parallel: bool = False
 
     @property
     def weight_bytes_per_param(self) -> int:
@@ -186,7 +202,8 @@ class RooflineModel:
         expert_bytes = m.expert_params_read(tokens) * self.weight_bytes_per_param
         lin_flops = 2 * m.active_params * tokens
         expert_flops = 2 * m.top_k * m.expert_params * tokens
-        t_mem = ((weight_bytes - expert_bytes) / bw + expert_bytes / (a.bandwidth * a.expert_eta_mem)) / tp
+        t_mem = ((weight_bytes - expert_bytes) / tp / bw
+                 + self._rank_expert_bytes(expert_bytes, tokens) / (a.bandwidth * a.expert_eta_mem))
         t_flops = (lin_flops - expert_flops + expert_flops / p.moe_compute) / tp / (flops * p.eta_compute)
         t_lin = m.layers * p.c0_s + math.hypot(t_mem, t_flops)
         kv_read = self.kv_bytes_per_token * (load.decode_context + load.prefill_cached)
@@ -204,6 +221,16 @@ class RooflineModel:
         host = p.t_host_s + p.t_seq_s * load.seqs + p.t_rank_s * math.log2(tp)
         seconds = max(device, host) if self.async_scheduling else device + host
         return StepCost(seconds, weight_bytes + kv_read, lin_flops + att_flops, t_mem + t_kv >= t_flops + t_att)
+
+    def _rank_expert_bytes(self, expert_bytes: float, tokens: int) -> float:
+        """The expert weights the slowest rank reads: a tp-th of every touched expert, or with expert parallelism
+        the whole of each touched expert it holds — at a small batch one rank's share of touched experts is
+        often more than the mean."""
+        m = self.model
+        if not self.expert_parallel or self.tp == 1 or not expert_bytes:
+            return expert_bytes / self.tp
+        touched = 1 - (1 - m.top_k / m.experts) ** max(tokens, 1)
+        return slowest_rank_experts(m.experts, self.tp, touched) * m.expert_params * self.weight_bytes_per_param
 
     def activation_bytes(self, budget: Budget) -> float:
         """Peak activations of vLLM's profiling pass, per device: the MLP's widest tensors and a few hidden-size
@@ -292,12 +319,12 @@ class FittedModel:
 
 
 def build_model(accelerator: str, model: str, dtype: Dtype = "bf16", tp: int = 1,
-                async_scheduling: bool = True, kv_cache_dtype: KvDtype = "auto", graph_max: int = 0
-                ) -> PerformanceModel:
+                async_scheduling: bool = True, kv_cache_dtype: KvDtype = "auto", graph_max: int = 0,
+                expert_parallel: bool = False) -> PerformanceModel:
     acc, spec = ACCELERATORS[accelerator], MODELS[model]
     if isinstance(acc, AsicAccelerator):
         return AsicModel(acc, spec, dtype, tp, kv_cache_dtype)
     if isinstance(acc, FittedAccelerator):
         return FittedModel(acc)  # its KV capacity measured, whatever the cache's type
     return RooflineModel(acc, spec, dtype, tp, FP8_PARAMS if dtype == "fp8" else RooflineParams(), async_scheduling,
-                         kv_cache_dtype, graph_max)
+                         kv_cache_dtype, graph_max, expert_parallel)

@@ -88,3 +88,38 @@ def test_a_decode_step_runs_as_the_cuda_graph_that_holds_it_unless_eager() -> No
     assert eager.step_cost(nine).flops == pytest.approx(9 * per_token)
     mixed = StepLoad(tokens=9 + 100, seqs=10, decodes=9, prefill_attn=100 * 50)
     assert graphs.step_cost(mixed).flops == pytest.approx(eager.step_cost(mixed).flops)
+
+
+def test_the_busiest_ranks_experts_match_a_simulated_routing() -> None:
+    """With expert parallelism the step waits for the rank whose whole experts the batch touches most: the
+    expected maximum, checked against routing drawn at random (and exact where it is plain)."""
+    import numpy as np
+
+    from harness.sim.perfmodel import slowest_rank_experts
+
+    assert slowest_rank_experts(8, 1, 0.25) == pytest.approx(2.0)  # one rank: every touched expert
+    assert slowest_rank_experts(8, 2, 1.0) == pytest.approx(4.0)  # all touched: a rank's whole share
+    assert slowest_rank_experts(8, 8, 0.25) == pytest.approx(1 - 0.75 ** 8)  # one each: is any touched
+    rng = np.random.default_rng(7)
+    for experts, ranks, q in ((8, 2, 0.25), (8, 4, 0.4), (16, 4, 0.6), (64, 8, 0.1)):
+        touched = rng.random((20_000, experts)) < q
+        per_rank = touched.reshape(20_000, ranks, experts // ranks).sum(axis=2)
+        assert slowest_rank_experts(experts, ranks, q) == pytest.approx(per_rank.max(axis=1).mean(), rel=0.02)
+
+
+def test_expert_parallelism_costs_a_small_batch_its_imbalance_and_leaves_dense_models_alone() -> None:
+    from harness.sim.build import perf_model
+    from harness.sim.perfmodel import StepLoad
+
+    def step_ms(model: str, ep: bool, batch: int) -> float:
+        cfg = SimulatorConfig.model_validate({"accelerator": "h100-sxm", "model": model, "tp": 4,
+                                              "enable_expert_parallel": ep, "enforce_eager": True})
+        perf, _ = perf_model(cfg)
+        return perf.step_seconds(StepLoad(tokens=batch, seqs=batch, decodes=batch, decode_context=batch * 1024))
+
+    # One sequence touches 2 of Mixtral's 8 experts: split 4 ways they cost half an expert a rank; held whole, a
+    # rank holding one reads all of it.
+    assert step_ms("mixtral-8x7b", True, 1) > 1.2 * step_ms("mixtral-8x7b", False, 1)
+    # A batch that touches every expert reads the same bytes either way.
+    assert step_ms("mixtral-8x7b", True, 256) == pytest.approx(step_ms("mixtral-8x7b", False, 256), rel=0.01)
+    assert step_ms("llama-3.1-70b", True, 1) == step_ms("llama-3.1-70b", False, 1)
