@@ -142,18 +142,18 @@ class RooflineParams:
     t0_s: float = 1.25e-3  # per step, not hidden
     t_host_s: float = 0.25e-3  # per step, hidden by async scheduling
     t_seq_s: float = 10e-6  # per running sequence, hidden by async scheduling
-    # Tensor parallelism's two waits, each growing with log2 of the ranks, fitted together with the two MoE terms
-    # below to published vLLM latencies of 70B-class dense and MoE models at tp 4 and 8 (docs/simulator.md,
-    # "Published points"; a weight-streaming efficiency falling with tp went to zero in the same fit): every
-    # all-reduce is a barrier where each rank waits for the slowest (kernel and clock skew) ...
-    barrier_s: float = 10e-6
-    # ... and every step the host hands its inputs to each rank (vLLM ≤ 0.4 broadcast them with torch.distributed):
-    # host work, so async scheduling hides it as it hides the rest of the host's share.
-    t_rank_s: float = 1.0e-3
-    # Experts' matmuls run at this share of eta_compute: a fused-MoE kernel multiplies a few tokens per expert,
-    # padded to its block size (fitted as above: a batch of 8 → 64 costs Mixtral-8x22B and DBRX 2–3× what the
-    # dense roofline gives).
-    moe_compute: float = 0.18
+    # Fitted with the two MoE terms below to 21 published vLLM latencies of 70B-class dense and MoE models at tp 2,
+    # 4 and 8 (docs/simulator.md, "Published points"; a weight-streaming efficiency falling with tp went to zero
+    # in the same fit): every all-reduce is a barrier where each rank waits for the slowest (kernel and clock
+    # skew), a wait growing with log2 of the ranks.
+    barrier_s: float = 9e-6
+    # The host's hand-over of each step's inputs to the ranks, per doubling of them: vLLM ≤ 0.4 broadcast them
+    # with torch.distributed (0.9 ms, fitted with that era's points); newer vLLM uses shared memory, and async
+    # scheduling hides host work, so none is kept here.
+    t_rank_s: float = 0.0
+    # Experts' matmuls run at this share of eta_compute (fused-MoE kernels: few tokens per expert at a decode,
+    # a grouped GEMM at a prefill — fitted as above).
+    moe_compute: float = 0.74
     runtime_bytes: float = 1.0 * 2**30  # CUDA context, NCCL, cuBLAS workspaces, CUDA graph pools, per device
 
 

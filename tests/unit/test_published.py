@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from harness.config.presets import ACCELERATORS, MODELS, Accelerator
+from harness.sim import published
 from harness.sim.perfmodel import RooflineModel, RooflineParams, StepLoad
 from harness.sim.published import POINTS, table
 
@@ -19,17 +20,23 @@ def test_each_published_point_within_its_bound(point) -> None:
         f"{point.source}: model {point.model_seconds():.3f} s against {point.seconds} s"
 
 
-def _worst(params: RooflineParams, tp: int) -> float:
-    return max(abs(p.error(params)) for p in POINTS if p.tp == tp)
+def _worst(params: RooflineParams, which=lambda point: True) -> float:  # type: ignore[no-untyped-def]
+    return max(abs(p.error(params)) for p in POINTS if which(p))
 
 
-def test_each_fitted_term_is_needed() -> None:
+def test_each_fitted_term_is_needed(monkeypatch: pytest.MonkeyPatch) -> None:
     fitted = RooflineParams()
-    assert _worst(fitted, 8) <= 0.10
-    # Without the two waits tensor parallelism adds, tp 8 comes out far too fast.
-    assert _worst(dataclasses.replace(fitted, barrier_s=0.0, t_rank_s=0.0), 8) > 0.12
-    # With the dense layers' compute efficiency for the experts' matmuls, a growing batch costs too little.
-    assert _worst(dataclasses.replace(fitted, moe_compute=1.0), 4) > 0.08
+    assert _worst(fitted, lambda p: p.tp == 8) <= 0.08
+    # Without the barrier wait, tp 8 comes out too fast.
+    assert _worst(dataclasses.replace(fitted, barrier_s=0.0), lambda p: p.tp == 8) > 0.12
+    # The experts' matmuls at the dense layers' efficiency: a growing batch costs too little; at a fifth of it
+    # (what decode-only points alone once gave), a prompt of 1,000 tokens costs far too much.
+    moe = lambda p: p.model.experts > 1  # noqa: E731
+    assert _worst(dataclasses.replace(fitted, moe_compute=1.0), moe) > 0.15
+    assert _worst(dataclasses.replace(fitted, moe_compute=0.18), moe) > 1.0
+    # vLLM 0.2–0.4's host work is its own: today's per-sequence time and no hand-over miss those points.
+    monkeypatch.setattr(published, "EARLY_HOST", {"t_seq_s": fitted.t_seq_s, "t_rank_s": 0.0})
+    assert _worst(fitted, lambda p: p.vllm.startswith("0.")) > 0.25
 
 
 def test_experts_stream_at_their_own_efficiency_and_dense_models_do_not_care() -> None:
@@ -43,17 +50,17 @@ def test_experts_stream_at_their_own_efficiency_and_dense_models_do_not_care() -
         assert (slow_s > fast_s * 1.05) is changes, name
 
 
-def test_async_scheduling_hides_the_per_step_hand_over_to_the_ranks() -> None:
+def test_async_scheduling_hides_a_per_step_hand_over_to_the_ranks() -> None:
     h100 = ACCELERATORS["h100-sxm"]
     assert isinstance(h100, Accelerator)
     load = StepLoad(tokens=1, seqs=1, decodes=1, decode_context=1024)
-    without = RooflineParams(t_rank_s=0.0)
+    early = RooflineParams(t_rank_s=published.EARLY_HOST["t_rank_s"])
     for async_on, hidden in ((True, True), (False, False)):
         m = RooflineModel(h100, MODELS["llama-3.1-70b"], tp=8, async_scheduling=async_on)
-        bare = dataclasses.replace(m, params=without)
-        assert (m.step_seconds(load) == pytest.approx(bare.step_seconds(load))) is hidden
-        if not hidden:  # 1 ms for each doubling of the ranks: three at tp 8
-            assert m.step_seconds(load) - bare.step_seconds(load) == pytest.approx(3e-3)
+        handed = dataclasses.replace(m, params=early)
+        assert (handed.step_seconds(load) == pytest.approx(m.step_seconds(load))) is hidden
+        if not hidden:  # 0.9 ms for each doubling of the ranks: three at tp 8
+            assert handed.step_seconds(load) - m.step_seconds(load) == pytest.approx(2.7e-3)
 
 
 def test_the_docs_show_the_table_the_code_gives() -> None:
