@@ -38,7 +38,7 @@ def on_presets(scenario: Scenario, say: Callable[[str], None]) -> Scenario:
         return scenario
     if "accelerator" not in sim.model_fields_set and len(added) == 1:
         say(f"simulating {added[0]} from {path} (the scenario names no accelerator)")
-        return scenario.model_copy(update={"simulator": sim.model_copy(update={"accelerator": added[0]})})
+        return scenario.changed(simulator=sim.changed(accelerator=added[0]))
     say(f"simulating {sim.accelerator} (the scenario's simulator.accelerator), not {', '.join(added)} from "
         f"{path}: name it there (simulator: {{accelerator: {added[0]}}}) to use it")
     return scenario

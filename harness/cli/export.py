@@ -73,9 +73,8 @@ def with_export_flags(scenario: Scenario, flags: dict[str, Any]) -> Scenario:
                                  param_hint="--pushgateway-job" if flags["pushgateway_job"] else "--pushgateway-label")
     if push is not None:
         labels = {**push.labels, **_labels(flags["pushgateway_label"])}
-        update["pushgateway"] = push.model_copy(update={"job": flags["pushgateway_job"] or push.job,
-                                                        "labels": labels})
-    return scenario.model_copy(update=update) if update else scenario
+        update["pushgateway"] = push.changed(job=flags["pushgateway_job"] or push.job, labels=labels)
+    return scenario.changed(**update) if update else scenario
 
 
 @contextlib.contextmanager

@@ -79,16 +79,16 @@ def with_flags(scenario: Scenario, tokenizer: str | None, skip_bad_rows: bool, a
                 wait: float | None = None) -> Scenario:
     given = {k: v for k, v in (("accelerator", accelerator), ("wait_s", wait)) if v is not None}
     if given:
-        scenario = scenario.model_copy(update={"endpoint": scenario.endpoint.model_copy(update=given)})
+        scenario = scenario.changed(endpoint=scenario.endpoint.changed(**given))
     if tokenizer is not None:
         if tokenizer != "server" and not Path(tokenizer).exists():
             raise click.BadParameter(f"no such file or directory {tokenizer} (or give 'server')",
                                      param_hint="--tokenizer")
         resolved = tokenizer if tokenizer == "server" else str(Path(tokenizer).resolve())
-        workload = scenario.workload.model_copy(update={"tokenizer": resolved})
-        scenario = scenario.model_copy(update={"workload": workload})
+        workload = scenario.workload.changed(tokenizer=resolved)
+        scenario = scenario.changed(workload=workload)
     if skip_bad_rows:
-        phases = [p.model_copy(update={"load": p.load.model_copy(update={"skip_bad_rows": True})})
+        phases = [p.changed(load=p.load.changed(skip_bad_rows=True))
                   if isinstance(p.load, TraceLoad) else p for p in scenario.phases]
-        scenario = scenario.model_copy(update={"phases": phases})
+        scenario = scenario.changed(phases=phases)
     return scenario

@@ -70,7 +70,7 @@ def with_request_flags(scenario: Scenario, flags: Mapping[str, Any], say: Callab
     if cfg.insecure:
         say("TLS certificates are not checked (--insecure / endpoint.insecure): use it only against a server you "
             "trust")
-    return scenario.model_copy(update={"endpoint": cfg}), headers
+    return scenario.changed(endpoint=cfg), headers
 
 
 def _json_object(text: str) -> Body:

@@ -274,7 +274,7 @@ def _with_hardware(scenario: Scenario, hardware: str | None) -> Scenario:
         declared = parse_hardware(hardware)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--hardware") from None
-    return scenario.model_copy(update={"endpoint": scenario.endpoint.model_copy(update={"hardware": declared})})
+    return scenario.changed(endpoint=scenario.endpoint.changed(hardware=declared))
 
 
 async def _run(scenario: Scenario, run_dir: Path, url: str | None, model: str | None, api: Api | None,

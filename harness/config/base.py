@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated
+from typing import Annotated, Any, Self
 from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
@@ -45,7 +45,17 @@ def web_url(url: str) -> str:
 WebUrl = Annotated[str, AfterValidator(web_url)]
 
 
-class Strict(BaseModel):
+class Changeable(BaseModel):
+    """A frozen model changed only through `changed`: pydantic's `model_copy(update=…)` validates nothing (a
+    misspelt field is dropped, a text kept in a bool field), so harness/ never calls it (tests/unit/test_layers.py)."""
+
+    def changed(self, **fields: Any) -> Self:
+        """A copy with `fields` set, validated as a new model is: an unknown field or a wrong value raises."""
+        current = {name: getattr(self, name) for name in type(self).model_fields}
+        return type(self).model_validate({**current, **fields})
+
+
+class Strict(Changeable):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 

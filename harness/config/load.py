@@ -193,8 +193,7 @@ class Phase(Strict):
             return [self]
         key, values = ("rate", self.sweep.rate) if self.sweep.rate is not None else (
             "concurrency", self.sweep.concurrency)
-        return [self.model_copy(update={"name": f"{self.name}@{key}={v:g}", "sweep": None,
-                                        "load": self.load.model_copy(update={key: v})})
+        return [self.changed(name=f"{self.name}@{key}={v:g}", sweep=None, load=self.load.changed(**{key: v}))
                 for v in values or []]
 
 

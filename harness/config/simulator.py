@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from harness.config.base import Changeable
 from harness.config.presets import ACCELERATORS, MODELS, batch_defaults
 
 Rate = Annotated[float, Field(ge=0, le=1)]
@@ -20,7 +21,7 @@ PositiveInt = Annotated[int, Field(gt=0)]
 ERROR_TYPES = {400: "invalid_request_error", 429: "rate_limit_error", 500: "server_error", 503: "server_error"}
 
 
-class _Strict(BaseModel):
+class _Strict(Changeable):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 

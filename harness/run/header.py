@@ -1,6 +1,6 @@
 """The run header of summary.json, built here and nowhere else: for a live run, a prediction, a run rebuilt
 offline without its summary, and (from its shards' headers) a merged run. Later facts — how the run ended,
-a shard's measured lateness — are added with `model_copy(update=…)`, never by mutating a dict."""
+a shard's measured lateness — are added with `changed(…)` (validated), never by mutating a dict."""
 
 from __future__ import annotations
 

@@ -114,8 +114,8 @@ def rerunnable(scenario: Scenario, endpoint: Endpoint, bundled: bool) -> Scenari
     of the saved file drives the same server (the key never: it stays in the environment)."""
     if bundled:
         return scenario
-    cfg = scenario.endpoint.model_copy(update={"url": endpoint.base_url, "model": endpoint.model, "api": endpoint.api})
-    return scenario.model_copy(update={"endpoint": cfg})
+    cfg = scenario.endpoint.changed(url=endpoint.base_url, model=endpoint.model, api=endpoint.api)
+    return scenario.changed(endpoint=cfg)
 
 
 def _scraper(scenario: Scenario, endpoint: Endpoint, clock: Clock, run_dir: Path) -> ServerScraper | None:
@@ -234,7 +234,7 @@ class _Run:
         records = itertools.chain(writer.read_back(), writer.unwritten) if sink.run.over else sink.run.records
         rescued = rescue(records, self.run_dir, self.scenario.to_yaml())
         if self.records_file is not None:
-            self.records_file = self.records_file.model_copy(update={"rescued_to": rescued and str(rescued)})
+            self.records_file = self.records_file.changed(rescued_to=rescued and str(rescued))
         n = sink.run.count
         self.display.warn(f"the run's {n} records were written to {rescued}" if rescued else
                           f"no folder took the run's {n} records: they are lost with this process")
@@ -244,14 +244,14 @@ class _Run:
         """The header with how the run ended."""
         shard = header.shard
         if self.gate.late_ms and shard is not None:
-            shard = shard.model_copy(update={"phase_late_ms": self.gate.late_ms})
+            shard = shard.changed(phase_late_ms=self.gate.late_ms)
         after = None
         if self.stopped_ns is not None and header.anchor is not None:
             after = (self.stopped_ns - header.anchor.monotonic_ns) / 1e9
-        return header.model_copy(update={
-            "stopped": self.stopped, "shard": shard, "stopped_after_s": after, "records_file": self.records_file,
-            "not_run": [p.name for p in self.scenario.phases[len(self.phases):]],
-            "complete": len(self.phases) == len(self.plans) and self.stopped is None})
+        return header.changed(
+            stopped=self.stopped, shard=shard, stopped_after_s=after, records_file=self.records_file,
+            not_run=[p.name for p in self.scenario.phases[len(self.phases):]],
+            complete=len(self.phases) == len(self.plans) and self.stopped is None)
 
 
 def _self_check(cfg: ClientConfig, clock: Clock, warn: Callable[[str], None],

@@ -54,7 +54,7 @@ def fit_problem(cfg: SimulatorConfig) -> str | None:
     # vLLM splits the attention heads between the GPUs: a tp that does not divide them does not start
     heads = MODELS[cfg.model].q_heads
     fewest = next((n for n in range(cfg.tp + 1, TP_LIMIT + 1)
-                   if (not gpu or heads % n == 0) and start_problem(cfg.model_copy(update={"tp": n})) is None), None)
+                   if (not gpu or heads % n == 0) and start_problem(cfg.changed(tp=n)) is None), None)
     unit = "GPU" if gpu else device.device  # type: ignore[union-attr]
     return problem + (f"; the fewest that start it: tp {fewest} ({fewest} × {unit})" if fewest is not None else
                       f"; no tp up to {TP_LIMIT} starts it (a smaller model, fp8, or a larger accelerator)")

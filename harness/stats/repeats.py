@@ -25,8 +25,8 @@ def repeat_scenario(scenario: Scenario, k: int) -> Scenario:
     """The k-th repeat: fresh seeds for arrivals, prompts and the simulator, derived from the scenario's."""
     if k == 0:
         return scenario
-    sim = scenario.simulator.model_copy(update={"seed": derived_seed(scenario.simulator.seed, k)})
-    return scenario.model_copy(update={"seed": derived_seed(scenario.seed, k), "simulator": sim})
+    sim = scenario.simulator.changed(seed=derived_seed(scenario.simulator.seed, k))
+    return scenario.changed(seed=derived_seed(scenario.seed, k), simulator=sim)
 
 
 @dataclass(frozen=True, slots=True)

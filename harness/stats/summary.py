@@ -69,12 +69,12 @@ def phase_summary(scenario: Scenario, run: PhaseRun, rows: Sequence[Row] = (),
     pace = bottleneck(stats.client_limited, server)
     if excused is not None:  # the client's lateness was small beside what it measured
         why, queued = excused
-        client = client.model_copy(update={"verdict": "ok"})
-        stats = stats.model_copy(update={"client_limited": False, "client_limited_reason": None, "client": client})
+        client = client.changed(verdict="ok")
+        stats = stats.changed(client_limited=False, client_limited_reason=None, client=client)
         pace = "server" if queued else bottleneck(False, server)
         unsaid.append(why)
     trace = None if run.trace is None else TraceUse.model_validate(run.trace)
-    load = stats.load.model_copy(update={"target_rps": target_rate(scenario, phase, trace)})
+    load = stats.load.changed(target_rps=target_rate(scenario, phase, trace))
     return PhaseSummary(**{**dict(stats), "client": client, "load": load}, name=phase.name,
                         config=phase.model_dump(mode="json"),
                         trace=trace, server=server, stress=stress,
@@ -222,7 +222,7 @@ def build_summary(scenario: Scenario, header: RunHeader, phases: Sequence[PhaseR
     names = [p.name for p in scenario.phases]
     cut = incomplete(header, names, [p.phase.name for p in phases])
     late = late_phases(header)
-    entries = [e.model_copy(update={"incomplete": cut.get(e.name), "warnings": e.warnings + late.get(e.name, [])})
+    entries = [e.changed(incomplete=cut.get(e.name), warnings=e.warnings + late.get(e.name, []))
                for e in entries]
     return Summary(run=header, phases=entries, server_metrics=scraped, comparison=compare(entries))
 

@@ -42,7 +42,7 @@ def on_accelerator(scenario: Scenario, accelerator: str, slo: SLO) -> Scenario |
             check_fits(cfg)
         except ScenarioError:
             continue
-        return scenario.model_copy(update={"simulator": cfg, "slo": slo})
+        return scenario.changed(simulator=cfg, slo=slo)
     return None
 
 
@@ -50,7 +50,7 @@ def needs(cfg: SimulatorConfig) -> str | None:
     """The scenario's own setting this configuration fits only with (vLLM's defaults would refuse it), or None."""
     if cfg.max_model_len is None and cfg.gpu_memory_utilization <= 0.9:
         return None
-    default = cfg.model_copy(update={"max_model_len": None, "gpu_memory_utilization": 0.9})
+    default = cfg.changed(max_model_len=None, gpu_memory_utilization=0.9)
     try:
         check_fits(default)
     except ScenarioError:
@@ -87,7 +87,7 @@ async def _capacity(scenario: Scenario, slo: SLO) -> FoundCapacity | None:
     index = next((i for i, p in enumerate(scenario.phases) if not isinstance(p.load, BatchLoad)), None)
     if index is None or not slo.model_dump(exclude_none=True):
         return None
-    one = scenario.model_copy(update={"phases": [scenario.phases[index]]})
+    one = scenario.changed(phases=[scenario.phases[index]])
     c = CAPACITY
     found = await search(one, predict_async, slo, c["goodput"], c["low"], c["high"], c["duration_s"],
                          int(c["steps"]), int(c["repeats"]))

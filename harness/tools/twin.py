@@ -279,7 +279,7 @@ def on_twin(scenario: Scenario, accelerator: str, model: str | None) -> Scenario
         data.pop(key)  # the twin's own; its step times hold the endpoint's parallelism and weight type
     sim = scenario.simulator.model_validate({**data, "accelerator": accelerator,
                                              "model": model or scenario.simulator.model})
-    return scenario.model_copy(update={"simulator": sim})
+    return scenario.changed(simulator=sim)
 
 
 def load_twin(preset: Path, accelerator: str | None) -> str:

@@ -116,3 +116,26 @@ def test_every_part_of_the_summary_says_what_it_is() -> None:
             for node in ast.parse(path.read_text(encoding="utf-8")).body
             if isinstance(node, ast.ClassDef) and not ast.get_docstring(node)]
     assert not bare, f"schema classes without a docstring: {bare}"
+
+
+def test_no_model_is_changed_unvalidated() -> None:
+    """pydantic's model_copy(update=…) validates nothing: harness/ changes a model with `changed`, which does."""
+    unvalidated = [f"{path.relative_to(PACKAGE.parent)}:{n}" for path in sorted(PACKAGE.rglob("*.py"))
+                   for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+                   if "model_copy(update=" in line and "`model_copy(update=" not in line]
+    assert not unvalidated, unvalidated
+
+
+def test_a_change_is_validated_as_a_new_model_is() -> None:
+    import pydantic
+
+    from harness.config.simulator import SimulatorConfig
+
+    cfg = SimulatorConfig.model_validate({"accelerator": "a100-80g", "seed": 3})
+    assert cfg.changed(tp=2) == SimulatorConfig.model_validate({**cfg.model_dump(), "tp": 2})
+    assert cfg.changed(tp=2).seed == 3 and cfg.tp == 1  # the rest kept; the original untouched
+    for misspelt in ({"tpp": 2}, {"tp": "two"}, {"prefix_caching": "sometimes"}, {"tp": 0}):
+        with pytest.raises(pydantic.ValidationError):
+            cfg.changed(**misspelt)
+    # what model_copy(update=…) would have let through silently
+    assert cfg.model_copy(update={"tpp": 2}).tp == 1 and cfg.model_copy(update={"tp": "two"}).tp == "two"

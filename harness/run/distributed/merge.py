@@ -73,7 +73,7 @@ class ShardRun:
 
 def killed_summary(header: RunHeader, stopped: str) -> Summary:
     """A shard that ended before writing its summary: its header, said incomplete, and no phases."""
-    run = header.model_copy(update={"complete": False, "stopped": stopped})
+    run = header.changed(complete=False, stopped=stopped)
     return Summary(run=run, phases=[], comparison=Comparison(phases=[], conclusion=[]))
 
 
@@ -164,7 +164,7 @@ def merged_header(shards: Sequence[ShardRun], parent: ParentSaw | None = None) -
     per = [MergedShard(**{**s.shard.model_dump(), "run_dir": str(s.run_dir), "records": len(s.records),
                           "complete": s.saved.run.complete, "stopped": s.saved.run.stopped, "loss": s.loss,
                           "silent_max_s": s.silent_max_s, "records_at": s.records_at}) for s in shards]
-    return shards[0].saved.run.model_copy(update={
+    return shards[0].saved.run.changed(**{
         "shard": None, "shards": per, "complete": all(s.saved.run.complete for s in shards),
         "stopped": next((s.saved.run.stopped for s in shards if s.saved.run.stopped), None),
         **({} if parent is None else {"endpoint": parent.endpoint, "coordinator": parent.coordinator,

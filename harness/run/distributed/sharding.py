@@ -59,12 +59,12 @@ class Sharding:
         if self.relay is not None:
             # The parent's phase-0 barrier comes next and releases every shard together: time spent reaching the
             # common start is waited off there, so a shard with a parent is never late (it has no `late_ms`).
-            return header.model_copy(update={"shard": shard})
+            return header.changed(shard=shard)
         late_ms = max(0.0, (time.time() - self.start_at) * 1000)
         if late_ms > LATE_MS:
             warn(f"shard {self.shard} started {late_ms:,.0f} ms after the common start (--start-at): its share "
                  "of the load is late by as much")
-        return header.model_copy(update={"shard": shard.model_copy(update={"late_ms": round(late_ms, 1)})})
+        return header.changed(shard=shard.changed(late_ms=round(late_ms, 1)))
 
 
     async def _clock(self, shard: ShardInfo, warn: Callable[[str], None]) -> ShardInfo:
@@ -77,5 +77,4 @@ class Sharding:
         if abs(offset) - uncertainty > SKEW_MS:
             warn(f"shard {self.shard}: this host's clock is {offset:+,.1f} ms (±{uncertainty:.1f}) off the "
                  "coordinator's: the merge moves its records onto the coordinator's clock; latencies are unaffected")
-        return shard.model_copy(update={"clock_offset_ms": round(offset, 3),
-                                        "clock_uncertainty_ms": round(uncertainty, 3)})
+        return shard.changed(clock_offset_ms=round(offset, 3), clock_uncertainty_ms=round(uncertainty, 3))

@@ -102,7 +102,7 @@ def key_env(endpoint: Endpoint) -> dict[str, str]:
 
 def worker_scenario(scenario: Scenario) -> Scenario:
     """What a worker runs: the scenario, less what only the parent does (serve the live metrics, push)."""
-    return scenario.model_copy(update={"metrics_port": 0, "metrics_hold_s": 0.0, "pushgateway": None})
+    return scenario.changed(metrics_port=0, metrics_hold_s=0.0, pushgateway=None)
 
 
 def common_start(n: int) -> float:
@@ -278,8 +278,7 @@ def _dead(link: Link, like: ShardRun, hub: Hub, text: str, share: int | None) ->
     sent, ended = hub.sent_by(link.index), len(hub.records[link.index])
     loss = ShardLoss(phase=hub.phase_of[link.index], sent=sent, ended=ended, in_flight=max(sent - ended, 0),
                      never_sent=None if share is None else max(share - sent, 0))
-    header = like.saved.run.model_copy(update={"shard": like.shard.model_copy(update={"index": link.index}),
-                                               "anchor": anchor})
+    header = like.saved.run.changed(shard=like.shard.changed(index=link.index), anchor=anchor)
     return ShardRun(shard_dir(link.reports) or link.reports, text,
                     killed_summary(header, f"worker died ({link.death()})"), hub.records[link.index], loss=loss,
                     silent_max_s=_silence(hub, link.index), records_at=link.where)
@@ -306,7 +305,7 @@ def merge_workers(scenario: Scenario, plans: Sequence[PhasePlan], links: Sequenc
                          f"finished records kept, {loss.in_flight} in flight lost{never}; log: {link.log}")
     # A death is said per shard (`run.shards[].stopped`); the run's own `stopped` stays a signal's.
     endpoint = alive[0].saved.run.endpoint
-    parent = ParentSaw(None if endpoint is None else endpoint.model_copy(update={"bundled_simulator": bundled}),
+    parent = ParentSaw(None if endpoint is None else endpoint.changed(bundled_simulator=bundled),
                        hub.coordinator, stopped or next((s.saved.run.stopped for s in alive if s.saved.run.stopped),
                                                         None))
     return merge_runs([*alive, *died], run_dir, parent), lines

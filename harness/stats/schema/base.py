@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
+
+from harness.config.base import Changeable
 
 
-class Section(BaseModel):
+class Section(Changeable):
     """A frozen part of summary.json: unknown fields refused, aliases (p99.9, schema) honoured both ways."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
