@@ -5,11 +5,12 @@ with its knee — so a screenshot of the page's top (1400×900) says what the ru
 from __future__ import annotations
 
 import html
+from collections.abc import Sequence
 
 from harness.config.metric_registry import SLO_LATENCIES
 from harness.report.charts import Spec, json_values, series_spec
-from harness.report.table import sweep_points
-from harness.stats.conclusion import knee, phase_sentence
+from harness.report.table import swept
+from harness.stats.conclusion import phase_sentence
 from harness.stats.schema import PhaseSummary, Summary
 
 
@@ -60,8 +61,8 @@ def answer_lines(summary: Summary) -> list[str]:
     """The conclusion in words: the batch-versus-interactive sentences when the run has both, each sweep's
     capacity, and otherwise what each phase delivered within the SLOs."""
     said = list(summary.comparison.conclusion)
-    for name, points in sweep_points(summary).items():
-        best = knee(points)
+    for sweep in summary.sweeps:
+        name, best = sweep.of, sweep.knee
         said.append(f"Sweep {name}: capacity under the SLOs {best.name}, "
                     f"{best.throughput.output_tokens_per_s:,.0f} output tokens/s." if best else
                     f"Sweep {name}: no point met the SLOs for 95% of requests.")
@@ -111,22 +112,21 @@ def _thesis(summary: Summary, metric: str) -> Spec | None:
     limit = _slo(summary).get(f"{metric}_ms")
     if not phases or (metric != "ttft" and limit is None):  # TPOT drawn when it is an objective
         return None
-    sweeps = sweep_points(summary)
-    swept = {p.name for points in sweeps.values() for p in points}
+    in_sweeps = swept(summary)
     reached = sorted({round(p.throughput.output_tokens_per_s, 1) for p in phases})
     xs = [round(reached[0] * 0.8, 1), *reached, round(reached[-1] * 1.25 + 1, 1)]
 
-    def column(points: list[PhaseSummary]) -> list[float | None]:
+    def column(points: Sequence[PhaseSummary]) -> list[float | None]:
         at = {round(p.throughput.output_tokens_per_s, 1): getattr(p.latency_ms, metric).p99 for p in points}
         return [at.get(x) for x in xs]
 
     label = metric.upper()
     series = [{**series_spec(p.name, "ms", column([p]), points=True, log=True), "size": 11}
-              for p in phases if p.name not in swept]
-    for name, points in sweeps.items():
-        series.append({**series_spec(f"sweep {name}", "ms", column(points), points=True, line=True, log=True),
-                       "span": True, "size": 7})
-        best = knee(points)
+              for p in phases if p.name not in in_sweeps]
+    for sweep in summary.sweeps:
+        series.append({**series_spec(f"sweep {sweep.of}", "ms", column(sweep.points), points=True, line=True,
+                                     log=True), "span": True, "size": 7})
+        best = sweep.knee
         if best is not None:
             series.append({**series_spec(f"knee: {best.name}", "ms", column([best]), points=True, log=True,
                                          color="#000"), "size": 14})

@@ -23,8 +23,7 @@ from harness.report.charts import (
     workload_specs,
 )
 from harness.report.notes import notes
-from harness.report.table import render_table, sweep_points
-from harness.stats.conclusion import knee
+from harness.report.table import render_table
 from harness.stats.schema import Summary
 from harness.stats.server import Row
 
@@ -77,8 +76,8 @@ def render_html(summary: Summary, records: Sequence[RequestRecord], rows: Sequen
     parts += ["<h2>The table</h2>", f"<pre>{html.escape(render_table(summary))}</pre>",
               "<h2>What was sent and received</h2>",
               *(chart_html(spec, next(ids), small=True) for spec in workload_specs(by_phase))]
-    for name, points in sweep_points(summary).items():
-        best = knee(points)
+    for sweep in summary.sweeps:
+        name, points, best = sweep.of, list(sweep.points), sweep.knee
         capacity = (f"capacity under the SLOs: {best.name} at {best.throughput.output_tokens_per_s:,.0f} "
                     f"output tokens/s" if best else "no point of the sweep met the SLOs")
         parts += [f"<h2>Sweep {html.escape(name)}</h2><p>{html.escape(capacity)}</p>",

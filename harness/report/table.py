@@ -15,8 +15,9 @@ from rich.table import Table
 from rich.text import Text
 
 from harness.config.metric_registry import SLO_LATENCIES
-from harness.stats.conclusion import KNEE_GOODPUT, decided_by, knee, phase_sentence, sweeps
+from harness.stats.conclusion import decided_by, phase_sentence
 from harness.stats.schema import PhaseSummary, ServerPhase, Stress, Summary, ThresholdResult
+from harness.stats.sweeps import KNEE_GOODPUT, SweepResult
 from harness.stats.thresholds import observed
 
 Cell = Callable[[PhaseSummary], str | Text]
@@ -250,18 +251,19 @@ def _applicable(sections: list[list[TableRow]], phases: list[PhaseSummary]) -> l
     return [[row for row in rows if row[0] not in skip] for rows in sections]
 
 
-def sweep_points(summary: Summary) -> dict[str, list[PhaseSummary]]:
-    """Phases expanded from one sweep (`name@rate=4`, …), grouped by the phase they came from."""
-    return sweeps([p for p in summary.phases if "@" in p.name])
+def swept(summary: Summary) -> frozenset[str]:
+    """The phases that are points of a sweep."""
+    return frozenset(name for sweep in summary.sweeps for name in sweep.names)
 
 
-def _sweep_table(name: str, points: list[PhaseSummary]) -> tuple[Table, str]:
+def _sweep_table(sweep: SweepResult) -> tuple[Table, str]:
     """A sweep, one row per point, and the sentence that names its capacity under the SLOs."""
+    name, best = sweep.of, sweep.knee
     table = Table(title=f"sweep {name}", box=box.SIMPLE_HEAD, title_justify="left")
     for column in ("point", "target / sent req/s", "TTFT p50 / p99 ms", "TPOT p50 / p99 ms", "ITL p50 / p99 ms",
                    "output tok/s", f"goodput (≥ {KNEE_GOODPUT:.0%}), failing on"):
         table.add_column(column, justify="left" if column == "point" else "right")
-    for p in points:
+    for p in sweep.points:
         lat = p.latency_ms
         fraction = p.goodput.fraction
         good = fraction >= KNEE_GOODPUT
@@ -270,7 +272,6 @@ def _sweep_table(name: str, points: list[PhaseSummary]) -> tuple[Table, str]:
         table.add_row(p.name.partition("@")[2], _load(p).rsplit(" / ", 1)[0],
                       f"{_ms(lat.ttft.p50)} / {_ms(lat.ttft.p99)}", f"{_ms(lat.tpot.p50)} / {_ms(lat.tpot.p99)}",
                       f"{_ms(lat.itl.p50)} / {_ms(lat.itl.p99)}", f"{p.throughput.output_tokens_per_s:,.0f}", mark)
-    best = knee(points)
     sentence = (f"Capacity under the SLOs: {best.name} at {best.throughput.output_tokens_per_s:,.0f} output tokens/s, "
                 f"the fastest point with ≥ {KNEE_GOODPUT:.0%} goodput." if best is not None
                 else f"No point of sweep {name} met the SLOs for {KNEE_GOODPUT:.0%} of its requests.")
@@ -278,8 +279,8 @@ def _sweep_table(name: str, points: list[PhaseSummary]) -> tuple[Table, str]:
 
 
 def build_table(summary: Summary) -> Table:
-    swept = {p.name for points in sweep_points(summary).values() for p in points}
-    phases = [p for p in summary.phases if p.name not in swept]
+    points = swept(summary)
+    phases = [p for p in summary.phases if p.name not in points]
     run = summary.run
     title = run.scenario
     if run.mode == "predict":
@@ -327,15 +328,14 @@ def _parts(summary: Summary) -> list[Table | str]:
     """What is printed, in order: the phases' table (when some phase is not part of a sweep), each sweep as a
     table of its own with its capacity sentence, and the conclusion."""
     parts: list[Table | str] = []
-    sweeps_ = sweep_points(summary)
-    if len(summary.phases) > sum(len(points) for points in sweeps_.values()):
+    points = swept(summary)
+    if len(summary.phases) > len(points):
         parts.append(build_table(summary))
-    for name, points in sweeps_.items():
-        parts += [*_sweep_table(name, points)]
+    for sweep in summary.sweeps:
+        parts += [*_sweep_table(sweep)]
     conclusion = summary.comparison.conclusion
     if not conclusion:  # no batch to compare with: what each phase outside a sweep delivered
-        swept = {p.name for points in sweeps_.values() for p in points}
-        conclusion = [phase_sentence(p) for p in summary.phases if p.name not in swept]
+        conclusion = [phase_sentence(p) for p in summary.phases if p.name not in points]
     checks = threshold_lines(summary)
     return [*parts, *(["\n".join(conclusion)] if conclusion else []),
             *(["\n".join(["thresholds", *(f"  {line}" for line in checks)])] if checks else [])]

@@ -13,41 +13,21 @@ from collections.abc import Sequence
 
 from harness.config.metric_registry import SLO_LATENCIES
 from harness.stats.schema import Comparison, PhaseComparison, PhaseSummary, Stress
+from harness.stats.sweeps import KNEE_GOODPUT, find_sweeps
 
 _OPEN_LOOP = {"poisson", "gamma", "constant", "ramp", "trace"}
-KNEE_GOODPUT = 0.95
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
     return None if a is None or b is None or b == 0 else a / b
 
 
-def _kind(phase: PhaseSummary) -> str:
-    return str(phase.config["load"]["type"])
-
-
-def knee(points: Sequence[PhaseSummary], goodput: float = KNEE_GOODPUT) -> PhaseSummary | None:
-    """The highest-throughput point whose goodput share still meets `goodput`: the capacity under the SLOs."""
-    good = [p for p in points if p.goodput.fraction >= goodput]
-    return max(good, key=lambda p: p.throughput.output_tokens_per_s) if good else None
-
-
-def sweeps(phases: Sequence[PhaseSummary]) -> dict[str, list[PhaseSummary]]:
-    """Phases expanded from one sweep (`name@rate=4`, …), grouped by the phase they came from."""
-    groups: dict[str, list[PhaseSummary]] = {}
-    for phase in phases:
-        base, sep, _ = phase.name.partition("@")
-        if sep:
-            groups.setdefault(base, []).append(phase)
-    return {k: v for k, v in groups.items() if len(v) >= 2}
-
-
 def _interactive(phases: Sequence[PhaseSummary]) -> tuple[PhaseSummary | None, bool]:
     """The phase to compare batches with, and whether it is a measured capacity."""
-    for points in sweeps(phases).values():
-        if _kind(points[0]) in _OPEN_LOOP and (best := knee(points)) is not None:
-            return best, True
-    return next((p for p in phases if _kind(p) in _OPEN_LOOP and p.requests.ok), None), False
+    for sweep in find_sweeps(phases):
+        if sweep.points[0].load_kind in _OPEN_LOOP and sweep.knee is not None:
+            return sweep.knee, True
+    return next((p for p in phases if p.load_kind in _OPEN_LOOP and p.requests.ok), None), False
 
 
 def comparisons(phases: Sequence[PhaseSummary]) -> list[PhaseComparison]:
@@ -58,7 +38,7 @@ def comparisons(phases: Sequence[PhaseSummary]) -> list[PhaseComparison]:
     i_lat = interactive.latency_ms
     return [
         PhaseComparison(
-            phase=p.name, batch_size=p.config["load"]["size"], versus=interactive.name,
+            phase=p.name, batch_size=p.batch_size, versus=interactive.name,
             throughput_ratio=_ratio(p.throughput.output_tokens_per_s, interactive.throughput.output_tokens_per_s),
             ttft_p50_ratio=_ratio(p.latency_ms.ttft.p50, i_lat.ttft.p50),
             ttft_p99_ratio=_ratio(p.latency_ms.ttft.p99, i_lat.ttft.p99),
@@ -69,7 +49,7 @@ def comparisons(phases: Sequence[PhaseSummary]) -> list[PhaseComparison]:
             waiting_max=p.server.waiting_max if p.server is not None else None,
             stress=p.stress, interactive_stress=interactive.stress,
         )
-        for p in phases if _kind(p) == "batch" and p.requests.ok
+        for p in phases if p.load_kind == "batch" and p.requests.ok
     ]
 
 

@@ -8,8 +8,7 @@ import pytest
 
 from harness.config.scenario import load_scenario, parse_scenario
 from harness.errors import ScenarioError
-from harness.report.table import sweep_points
-from harness.stats.conclusion import knee
+from harness.stats.sweeps import knee
 from harness.tools.predict import predict
 from tests.helpers import harness
 
@@ -42,11 +41,14 @@ def test_bad_sweeps_are_named(phase: dict, message: str) -> None:
 
 def test_the_knee_is_the_fastest_point_still_meeting_the_slos() -> None:
     summary = predict(load_scenario(ROOT / "scenarios" / "sweep.yaml"))
-    (points,) = sweep_points(summary).values()
-    best = knee(points)
-    assert best is not None and best.name == "poisson@rate=40"
+    (sweep,) = summary.sweeps
+    points, best = sweep.points, sweep.knee
+    assert best is not None and best.name == "poisson@rate=40" and best is knee(points)
     assert all(p.goodput.fraction < 0.95 for p in points
                if p.throughput.output_tokens_per_s > best.throughput.output_tokens_per_s)
+    # found once: every reader gets the same objects, and summary.json gains no field for them
+    assert summary.sweeps is summary.sweeps and "sweeps" not in summary.to_json()
+    assert sweep.of == "poisson" and all(p.load_kind == "poisson" for p in points)
 
 
 def test_sweep_section_in_the_html_report(tmp_path: Path, sim_url: str) -> None:
@@ -72,8 +74,8 @@ def test_a_sweep_prints_as_one_row_per_point_with_its_capacity() -> None:
 
     summary = predict(load_scenario(ROOT / "scenarios" / "sweep.yaml"))
     text = render_table(summary)
-    (points,) = sweep_points(summary).values()
-    best = knee(points)
+    (sweep,) = summary.sweeps
+    points, best = sweep.points, sweep.knee
     assert best is not None
     lines = text.splitlines()
     assert lines[0] == "sweep poisson"  # no phase outside the sweep: no side-by-side table of 5 columns

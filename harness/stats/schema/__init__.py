@@ -6,16 +6,20 @@ read back only through `read_summary` (the schema version checked); docs/summary
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, ValidationError
 
 from harness.config.base import first_error
 from harness.config.presets import load_beside
 from harness.errors import ScenarioError
+
+if TYPE_CHECKING:
+    from harness.stats.sweeps import SweepResult
 from harness.stats.schema.base import ClientHealth, Distribution, Section, Stress
 from harness.stats.schema.comparison import Comparison, PhaseComparison
 from harness.stats.schema.phase import (
@@ -75,6 +79,13 @@ class Summary(Section):
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Summary:
         return cls.model_validate(data)
+
+    @functools.cached_property
+    def sweeps(self) -> tuple[SweepResult, ...]:
+        """The run's sweeps and their knees, found once (stats/sweeps.py)."""
+        from harness.stats.sweeps import find_sweeps  # it reads PhaseSummary from here
+
+        return find_sweeps(self.phases)
 
 
 def read_summary(path: Path) -> Summary:

@@ -238,6 +238,16 @@ class _PhaseHead(Section):
     name: str
     config: dict[str, Any] = Field(description="the phase as the scenario gave it")
 
+    @property
+    def load_kind(self) -> str:
+        """The load's type as the scenario gave it: poisson, gamma, constant, ramp, trace, concurrency, batch…"""
+        return str(self.config["load"]["type"])
+
+    @property
+    def batch_size(self) -> int | None:
+        """A fixed-batch phase's batch size; None for any other load."""
+        return int(self.config["load"]["size"]) if self.load_kind == "batch" else None
+
 
 class SessionStats(Section):
     """Multi-turn conversations: how many, how long, and TTFT by turn."""
