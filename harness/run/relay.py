@@ -1,22 +1,13 @@
 """A worker's line to the process that started it (`harness run --shard i/N --relay`).
 
 `--workers` and `--ray` start one `harness run` a shard; each tells its parent, on stdout, what it does as it
-does it, one JSON object a line behind an ASCII record separator (the worker's other output has none):
-
-    {"k": "phase", "name": P, "sent": n, "anchor": {...}}  the shard begins phase P (its clock's wall-clock
-                                                    anchor with it, so a shard that dies can still be merged)
-    {"k": "rec", "rec": {...record...}, "sent": n}  a request ended (the record, as requests.jsonl has it)
-    {"k": "at", "name": P, "batch": b, "sent": n}   the shard's share of batches 0…b−1 of P has ended
-    {"k": "at", "name": P, "batch": -1, "sent": n}  the shard has ended every phase before P and is ready for it
-    {"k": "beat", "sent": n}                        every second: alive (a silent worker is frozen or stuck)
-    {"k": "clock", "n": k, "sent": n}               round k of measuring its clock against the parent's, which
-                                                    answers {"k": "clock", "n": k, "t1": its wall clock, ns}
-
-and, after an "at", waits on stdin for {"k": "go", "name": P, "batch": b}: the parent sends it when every live
-shard has got there, so phase P (with its batch 0), and each later batch b, starts across all shards together:
-one timeline for the whole run, phases never overlapping across shards.
-`sent` is the shard's count of requests sent so far (the parent's live view adds them up). The records are on
-the worker's own disk too; the stream is what lets the parent show, export and keep them as they end.
+does it — the typed messages of `run/distributed/wire.py`: a phase begun (with its clock's anchor, so a shard
+that dies can still be merged), each record as its request ends, each barrier reached, a beat every second (a
+silent worker is frozen or stuck), and rounds of measuring its clock against the parent's. After reaching a
+barrier it waits on stdin for the parent's `Go`: sent when every live shard has got there, so phase P (with its
+batch 0), and each later batch b, starts across all shards together — one timeline for the whole run, phases
+never overlapping across shards. The records are on the worker's own disk too; the stream is what lets the
+parent show, export and keep them as they end.
 """
 
 from __future__ import annotations
@@ -25,34 +16,31 @@ import asyncio
 import sys
 import time
 from collections.abc import Callable
-from typing import IO, Any
-
-import orjson
+from typing import IO
 
 from harness.records import RequestRecord, record_fields
+from harness.run.distributed.wire import (
+    AtBarrier,
+    Beat,
+    ClockAnswer,
+    ClockAsk,
+    Go,
+    Message,
+    PhaseBegun,
+    RecordEnded,
+    decode,
+    encode,
+)
 from harness.run.observe import PhaseStart
 
-MARK = b"\x1e"  # ASCII record separator: a relay line, not the worker's own output
 PHASE_START = -1  # the barrier before a phase's first send (batches count from 0)
 BEAT_S = 1.0  # a worker says it is alive this often
 CLOCK_ROUNDS = 5  # round trips to the parent; the one with the shortest round trip measures the offset
 CLOCK_TIMEOUT_S = 5.0
 
 
-def relay_line(message: dict[str, Any]) -> bytes:
-    return MARK + orjson.dumps(message) + b"\n"
-
-
-def parse_line(line: bytes) -> dict[str, Any] | None:
-    """A relay message, or None for any other output of the worker."""
-    if not line.startswith(MARK):
-        return None
-    message: dict[str, Any] = orjson.loads(line[len(MARK):])
-    return message
-
-
-def _is_clock(message: dict[str, Any] | None, k: int) -> bool:
-    return message is not None and message.get("k") == "clock" and message.get("n") == k and "t1" in message
+def _is_answer(message: Message | None, k: int) -> bool:
+    return isinstance(message, ClockAnswer) and message.n == k
 
 
 class Relay:
@@ -67,10 +55,10 @@ class Relay:
         self.lost = False  # the parent stopped reading: the records stay on this shard's disk only
         self._beats: asyncio.Task[None] | None = None
 
-    def _say(self, message: dict[str, Any]) -> None:
+    def _say(self, message: Message) -> None:
         if not self.lost:
             try:
-                self._out.write(relay_line({**message, "sent": self.sent()}))
+                self._out.write(encode(message))
             except OSError:  # BrokenPipeError: the parent is gone
                 self._lose()
 
@@ -88,7 +76,7 @@ class Relay:
 
     def phase(self, name: str) -> None:
         anchor = {"monotonic_ns": time.monotonic_ns(), "wall_ns": time.time_ns()}  # MonotonicClock's time
-        self._say({"k": "phase", "name": name, "anchor": anchor})
+        self._say(PhaseBegun(name, anchor, self.sent()))
         self.flush()
 
     def start_beats(self) -> None:
@@ -99,7 +87,7 @@ class Relay:
     async def _beat(self) -> None:
         while not self.lost:
             await asyncio.sleep(BEAT_S)
-            self._say({"k": "beat"})
+            self._say(Beat(self.sent()))
             self.flush()
 
     async def clock_offset(self) -> tuple[float, float] | None:
@@ -116,22 +104,20 @@ class Relay:
         reader = await self._stdin()
         for k in range(CLOCK_ROUNDS):
             t0 = time.time_ns()
-            self._say({"k": "clock", "n": k})
+            self._say(ClockAsk(k, self.sent()))
             self.flush()
-            while (line := await reader.readline()) and not _is_clock(parse_line(line), k):
+            while (line := await reader.readline()) and not _is_answer(answer := decode(line), k):
                 pass
             t2 = time.time_ns()
-            if self.lost or not line:
+            if self.lost or not line or not isinstance(answer, ClockAnswer):
                 return None
-            answer = parse_line(line)
-            assert answer is not None
-            rtt, offset = t2 - t0, int(answer["t1"]) - (t0 + t2) // 2
+            rtt, offset = t2 - t0, answer.t1 - (t0 + t2) // 2
             best = min(best or (rtt, offset), (rtt, offset))
         assert best is not None
         return best[1] / 1e6, best[0] / 2e6
 
     def record(self, rec: RequestRecord) -> None:
-        self._say({"k": "rec", "rec": record_fields(rec)})  # flushed with the records file, a batch at a time
+        self._say(RecordEnded(record_fields(rec), self.sent()))  # flushed with the records file, a batch at a time
 
     def flush(self) -> None:
         if not self.lost:
@@ -142,13 +128,13 @@ class Relay:
 
     async def barrier(self, phase: str, batch: int) -> None:
         """Until the parent says every shard has ended its share of the batches before `batch`."""
-        self._say({"k": "at", "name": phase, "batch": batch})
+        self._say(AtBarrier(phase, batch, self.sent()))
         self.flush()
         if self.lost:
             return
         reader = await self._stdin()
         while line := await reader.readline():
-            if parse_line(line) == {"k": "go", "name": phase, "batch": batch}:
+            if decode(line) == Go(phase, batch):
                 return
         self.warn(f"the parent closed its line at batch {batch} of {phase}: going on without the barrier")
 

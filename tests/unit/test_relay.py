@@ -1,4 +1,6 @@
-"""The workers' relay lines: a worker's barrier over real pipes, and the parent's hub with fake workers."""
+"""The workers' relay lines: a worker's barrier over real pipes, and the parent's hub with fake workers. The fakes
+speak the wire's raw JSON, so these also hold the typed messages (run/distributed/wire.py) to the bytes a worker or
+parent of an earlier version sends."""
 
 from __future__ import annotations
 
@@ -7,14 +9,24 @@ import os
 import time
 from collections.abc import Callable
 
+import orjson
 import pytest
 
 from harness.config.scenario import parse_scenario
 from harness.records import RequestRecord, record_fields
+from harness.run.distributed import wire
 from harness.run.distributed.hub import Hub
 from harness.run.observe import FanOut, PhaseStart
-from harness.run.relay import Relay, parse_line, relay_line
+from harness.run.relay import Relay
 from harness.workload.plan import plan_phase
+
+
+def relay_line(message: dict[str, object]) -> bytes:
+    return wire.MARK + orjson.dumps(message) + b"\n"
+
+
+def parse_line(line: bytes) -> dict[str, object] | None:
+    return orjson.loads(line[1:]) if line.startswith(wire.MARK) else None
 
 SCENARIO = parse_scenario({
     "name": "two", "workload": {"prompt_tokens": 10, "output_tokens": 4},
@@ -54,8 +66,32 @@ async def test_a_worker_waits_at_the_barrier_until_its_parent_says_go() -> None:
 
 
 def test_plain_output_is_not_a_relay_line() -> None:
-    assert parse_line(b"report: reports/x\n") is None
-    assert parse_line(relay_line({"k": "phase", "name": "p"})) == {"k": "phase", "name": "p"}
+    assert wire.decode(b"report: reports/x\n") is None
+    assert wire.decode(relay_line({"k": "phase", "name": "p"})) == wire.PhaseBegun("p")
+
+
+@pytest.mark.parametrize("message", [
+    wire.PhaseBegun("chat", {"monotonic_ns": 5, "wall_ns": 9}, 3), wire.PhaseBegun("chat"),
+    wire.RecordEnded({"request_id": "x", "phase": "chat"}, 4), wire.AtBarrier("batch", -1, 2), wire.Beat(7),
+    wire.ClockAsk(2, 1), wire.ClockAnswer(2, 123), wire.Go("batch", 0)])
+def test_every_message_comes_back_as_it_went(message: wire.Message) -> None:
+    line = wire.encode(message)
+    assert line.startswith(wire.MARK) and line.endswith(b"\n") and line.count(b"\n") == 1
+    assert wire.decode(line) == message
+
+
+def test_the_bytes_on_the_wire_are_those_earlier_versions_send() -> None:
+    assert parse_line(wire.encode(wire.AtBarrier("batch", 2, 7))) == {"k": "at", "name": "batch", "batch": 2,
+                                                                      "sent": 7}
+    assert parse_line(wire.encode(wire.Go("batch", 1))) == {"k": "go", "name": "batch", "batch": 1}
+    assert parse_line(wire.encode(wire.ClockAnswer(0, 5))) == {"k": "clock", "n": 0, "t1": 5}
+
+
+def test_a_kind_this_side_does_not_know_is_a_relay_line_all_the_same() -> None:
+    """A newer worker's message: not printed as the worker's own output, not acted on."""
+    assert wire.decode(relay_line({"k": "later", "sent": 1})) is None
+    hub = hub_of(1, FakeWorkers().send)
+    assert hub.feed(0, relay_line({"k": "later", "sent": 1})) and hub.sent() == 0
 
 
 class FakeWorkers:

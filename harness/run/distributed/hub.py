@@ -1,4 +1,5 @@
-"""The parent's end of its workers' relay lines (`--workers`, `--ray`; `harness/run/relay.py` is the other end).
+"""The parent's end of its workers' relay lines (`--workers`, `--ray`; `harness/run/relay.py` is the other end,
+`wire.py` their messages).
 
 One merged stream: each record, as its worker's request ends, is kept under its shard and fed to the parent's
 progress line and live exporter (one `FanOut`, as a run's own records have). A phase begins in the parent's
@@ -16,8 +17,19 @@ from collections.abc import Callable
 
 from harness.config.scenario import Scenario
 from harness.records import RequestRecord
+from harness.run.distributed.wire import (
+    MARK,
+    AtBarrier,
+    Beat,
+    ClockAnswer,
+    ClockAsk,
+    Go,
+    PhaseBegun,
+    RecordEnded,
+    decode,
+    encode,
+)
 from harness.run.observe import FanOut, PhaseStart
-from harness.run.relay import parse_line, relay_line
 from harness.stats.schema import ClientHealth
 from harness.workload.plan import PhasePlan
 
@@ -56,31 +68,32 @@ class Hub:
 
     def feed(self, worker: int, line: bytes) -> bool:
         """Take one line of worker `worker`'s output; False if it was not a relay message (plain output)."""
-        message = parse_line(line)
-        if message is None:
+        if not line.startswith(MARK):
             return False
         self.seen[worker] = time.monotonic()
-        kind = message["k"]
-        if kind == "phase":
+        message = decode(line)
+        if isinstance(message, PhaseBegun):
             self._sent_before[worker] += self._sent[worker]
-            self.phase_of[worker] = str(message["name"])
-        self._sent[worker] = 0 if kind == "phase" else int(message.get("sent", self._sent[worker]))
-        if kind == "rec":
-            rec = RequestRecord(**message["rec"])
+            self._sent[worker] = 0
+            self.phase_of[worker] = message.name
+            if message.anchor is not None:
+                self.anchors.setdefault(worker, message.anchor)
+            self._begun.setdefault(message.name, set()).add(worker)
+            self._advance()
+            return True
+        if isinstance(message, RecordEnded | AtBarrier | ClockAsk | Beat):
+            self._sent[worker] = message.sent
+        if isinstance(message, RecordEnded):
+            rec = RequestRecord(**message.rec)
             self.records[worker].append(rec)
             if self._current >= 0 and rec.phase == self.scenario.phases[self._current].name:
                 self._show(rec)
             else:
                 self._early.append(rec)
-        elif kind == "phase":
-            if "anchor" in message:
-                self.anchors.setdefault(worker, message["anchor"])
-            self._begun.setdefault(str(message["name"]), set()).add(worker)
-            self._advance()
-        elif kind == "clock":  # answered at once: the worker measures its clock against this one's
-            self._send(worker, relay_line({"k": "clock", "n": message["n"], "t1": time.time_ns()}))
-        elif kind == "at":
-            self._at.setdefault((str(message["name"]), int(message["batch"])), set()).add(worker)
+        elif isinstance(message, ClockAsk):  # answered at once: the worker measures its clock against this one's
+            self._send(worker, encode(ClockAnswer(message.n, time.time_ns())))
+        elif isinstance(message, AtBarrier):
+            self._at.setdefault((message.name, message.batch), set()).add(worker)
             self._release()
         return True
 
@@ -123,4 +136,4 @@ class Hub:
                 del self._at[key]
                 self.released.append(key)
                 for worker in sorted(arrived & self.alive):
-                    self._send(worker, relay_line({"k": "go", "name": key[0], "batch": key[1]}))
+                    self._send(worker, encode(Go(*key)))
