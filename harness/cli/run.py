@@ -38,7 +38,8 @@ from harness.run.distributed.conduct import run_workers
 from harness.run.distributed.sharding import Sharding
 from harness.run.exporter import LiveMetrics
 from harness.run.relay import Relay
-from harness.run.runner import RunResult, claimed, new_run_dir, run_scenario
+from harness.run.result import RunResult
+from harness.run.runner import claimed, new_run_dir, run_scenario
 from harness.run.signals import results_kept
 from harness.run.target import target
 from harness.stats.repeats import repeat_scenario

@@ -20,7 +20,7 @@ from harness.stats.schema import RunHeader, Summary
 from harness.stats.server import Row
 
 if TYPE_CHECKING:
-    from harness.run.runner import RunResult
+    from harness.run.result import RunResult
 
 
 def run_dirs(path: Path) -> list[Path]:

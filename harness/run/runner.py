@@ -35,6 +35,7 @@ from harness.run.observe import PhaseStart, RecordObserver
 from harness.run.progress import Progress
 from harness.run.relay import Relay
 from harness.run.rescue import rescue, save_parquet
+from harness.run.result import RunResult
 from harness.run.scrape import ServerScraper
 from harness.run.selfcheck import SelfCheck
 from harness.run.server_tokens import server_words
@@ -42,8 +43,8 @@ from harness.run.signals import Stopper
 from harness.run.sink import RecordSink
 from harness.run.timeline import PhaseGate
 from harness.stats.keep import RunSample
-from harness.stats.schema import RecordsFile, RunHeader, ScrapeInfo, Summary
-from harness.stats.server import Row, metrics_url, same_origin, series_names
+from harness.stats.schema import RecordsFile, RunHeader, ScrapeInfo
+from harness.stats.server import metrics_url, same_origin, series_names
 from harness.stats.summary import PhaseRun, build_summary
 from harness.workload.plan import (
     BatchPlan,
@@ -59,15 +60,6 @@ from harness.workload.plan import (
 from harness.workload.shards import Shard, shard_plan
 
 FLUSH_S = 0.05
-@dataclass(frozen=True, slots=True)
-class RunResult:
-    run_dir: Path
-    summary: Summary
-    records: list[RequestRecord]
-    server_rows: list[Row]
-    every: int = 1  # `records` holds 1 record in `every`: the run ended more than client.records_in_memory
-
-
 def new_run_dir(reports_dir: Path, scenario_name: str) -> Path:
     """A new, empty run directory, created here: `mkdir` is atomic, so runs started in the same second by several
     processes each get their own (a check for existence and a later create let two runs share one)."""

@@ -16,7 +16,8 @@ from harness.config.scenario import parse_scenario
 from harness.errors import EndpointError
 from harness.records import read_records
 from harness.report.notes import notes
-from harness.run.runner import RunResult, run_scenario
+from harness.run.result import RunResult
+from harness.run.runner import run_scenario
 from tests.llamacpp_like import CHAT_TEMPLATE, LlamaCppLike, serving
 
 SECRET = "sk-llama-0123456789abcdef"

@@ -17,7 +17,8 @@ import pytest
 from harness.client.backend import Endpoint
 from harness.config.scenario import parse_scenario
 from harness.run.display import Display
-from harness.run.runner import RunResult, run_scenario
+from harness.run.result import RunResult
+from harness.run.runner import run_scenario
 from tests.helpers import ROOT
 
 pytestmark = [pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores: harness and server apart"),

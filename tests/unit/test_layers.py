@@ -139,3 +139,11 @@ def test_a_change_is_validated_as_a_new_model_is() -> None:
             cfg.changed(**misspelt)
     # what model_copy(update=…) would have let through silently
     assert cfg.model_copy(update={"tpp": 2}).tp == 1 and cfg.model_copy(update={"tp": "two"}).tp == "two"
+
+
+def test_the_scale_out_side_never_imports_the_runner_back() -> None:
+    """runner.py uses run/distributed/ (a shard's gate, the relay's messages); nothing there imports the runner:
+    what a run returns is in run/result.py."""
+    back = [str(path.relative_to(PACKAGE.parent)) for path in sorted((PACKAGE / "run" / "distributed").glob("*.py"))
+            if "harness.run.runner" in path.read_text(encoding="utf-8")]
+    assert not back, back

@@ -20,7 +20,7 @@ from harness.run.distributed.workers import Link, follow, merge_workers, start_w
 from harness.run.exporter import LiveMetrics
 from harness.run.observe import FanOut, RecordObserver
 from harness.run.progress import Progress
-from harness.run.runner import RunResult
+from harness.run.result import RunResult
 from harness.run.signals import USR1_IGNORED, detach_terminal, off_signals, on_signals
 from harness.run.target import target
 from harness.workload.plan import plan_phase

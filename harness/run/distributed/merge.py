@@ -19,7 +19,7 @@ from harness.config.scenario import Scenario, load_scenario
 from harness.errors import ScenarioError
 from harness.records import RecordWriter, RequestRecord, read_records, write_parquet
 from harness.run.distributed.sharding import SHARD_HEADER
-from harness.run.runner import RunResult
+from harness.run.result import RunResult
 from harness.stats.schema import (
     ClientHealth,
     Comparison,

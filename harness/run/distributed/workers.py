@@ -32,7 +32,7 @@ from harness.records import RecordWriter, RequestRecord
 from harness.run.display import Display
 from harness.run.distributed.hub import Hub
 from harness.run.distributed.merge import ParentSaw, ShardRun, killed_summary, merge_runs
-from harness.run.runner import RunResult
+from harness.run.result import RunResult
 from harness.run.selfcheck import SelfCheck
 from harness.run.simulator import given_cores
 from harness.stats.schema import Anchor, ShardLoss, read_summary
