@@ -41,6 +41,7 @@ class Metric:
     higher_is_better: bool = False
     latency: str | None = None  # a latency distribution of the phase (latency_ms.<latency>) …
     statistic: str | None = None  # … and which of its fields
+    quantile: float | None = None  # … as a percentile (99.9 for p999), None for the mean
     field: tuple[str, ...] = ()  # otherwise: the attribute path in a phase's summary
     per: tuple[str, ...] = ()  # a ratio: `field` over this path (None when it is 0)
 
@@ -54,9 +55,13 @@ class Metric:
         return self.kind == "fraction"
 
 
+QUANTILES: dict[str, float | None] = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0, "p999": 99.9,
+                                      "mean": None, "max": 100.0}
+
+
 def _latency(name: str, stat: str) -> Metric:
     return Metric(f"{name}_{stat}", "latency", f"{LATENCIES[name]}, {stat}", latency=name,
-                  statistic=STATISTICS[stat])
+                  statistic=STATISTICS[stat], quantile=QUANTILES[stat])
 
 
 _OTHERS = (

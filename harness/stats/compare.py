@@ -101,7 +101,7 @@ def _latency(name: str) -> tuple[str, float | None]:
     """A compared latency's distribution and percentile (None: the mean)."""
     entry = metric(name)
     assert entry.latency is not None and entry.statistic is not None, f"{name}: not a latency"
-    return entry.latency, None if entry.statistic == "mean" else float(entry.statistic[1:].replace("_", "."))
+    return entry.latency, entry.quantile
 
 
 def value(name: str, drawn: Sequence[Block]) -> float | None:

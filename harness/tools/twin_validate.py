@@ -19,7 +19,7 @@ from harness.tools.predict import predict
 from harness.tools.twin import Fit, on_twin
 
 # The figures a twin is judged on, as the metric registry names them
-COMPARED = (("TTFT p50 ms", "ttft_p50"), ("TTFT p99 ms", "ttft_p99"), ("ITL p50 ms", "itl_p50"),
+VALIDATED = (("TTFT p50 ms", "ttft_p50"), ("TTFT p99 ms", "ttft_p99"), ("ITL p50 ms", "itl_p50"),
             ("output tokens/s", "output_tokens_per_s"))
 
 
@@ -41,7 +41,7 @@ def validate_run(run_dir: Path, accelerator: str, model: str | None = None) -> l
     predicted = predict(on_twin(load_scenario(run_dir / "scenario.yaml"), accelerator, model))
     rows: list[ValidationRow] = []
     for m, p in zip(measured.phases, predicted.phases, strict=True):
-        for label, name in COMPARED:
+        for label, name in VALIDATED:
             got, want = observed(name, p), observed(name, m)
             error = None if got is None or not want else got / want - 1
             rows.append({"run": str(run_dir), "phase": m.name, "figure": label, "measured": want,

@@ -219,3 +219,15 @@ def test_a_p99_of_a_few_hundred_samples_does_not_vote() -> None:
     assert "a p99 of 200 samples (it needs 1,000" in verdicts["ttft_p99"].note
     assert verdicts["itl_p99"].verdict == "within tolerance"
     assert verdicts["ttft_p50"].verdict == "regression"  # the median moved 60%: every sample votes
+
+
+@pytest.mark.parametrize(("name", "q"), [("ttft_p50", 50), ("itl_p999", 99.9), ("e2e_p95", 95), ("tpot_max", 100)])
+def test_a_latency_figure_is_the_percentile_its_registry_entry_names(name: str, q: float) -> None:
+    """compare reads the percentile from the registry, never from the metric's name."""
+    from harness.stats.compare import Block
+
+    samples = np.arange(1.0, 1001.0)
+    kind = name.rsplit("_", 1)[0]
+    block = Block({k: samples for k in ("ttft", "itl", "tpot", "e2e")}, 0.0, 1.0, 1000, 0)
+    assert value(name, [block]) == pytest.approx(float(np.percentile(samples, q)))
+    assert value(f"{kind}_mean", [block]) == pytest.approx(500.5)
