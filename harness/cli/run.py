@@ -35,9 +35,9 @@ from harness.report.repeats import write_repeats
 from harness.report.table import print_table, threshold_lines
 from harness.run.display import Display, make_display, plan_lines
 from harness.run.distributed.conduct import run_workers
+from harness.run.distributed.relay import Relay
 from harness.run.distributed.sharding import Sharding
 from harness.run.exporter import LiveMetrics
-from harness.run.relay import Relay
 from harness.run.result import RunResult
 from harness.run.runner import claimed, new_run_dir, run_scenario
 from harness.run.signals import results_kept

@@ -28,12 +28,10 @@ from harness.records import RecordWriter, RequestRecord
 from harness.redact import redactor
 from harness.run.dispatch import Barrier, Dispatcher
 from harness.run.display import Display
-from harness.run.distributed.sharding import Sharding
 from harness.run.exporter import LiveMetrics
 from harness.run.header import run_header
 from harness.run.observe import PhaseStart, RecordObserver
 from harness.run.progress import Progress
-from harness.run.relay import Relay
 from harness.run.rescue import rescue, save_parquet
 from harness.run.result import RunResult
 from harness.run.scrape import ServerScraper
@@ -41,7 +39,7 @@ from harness.run.selfcheck import SelfCheck
 from harness.run.server_tokens import server_words
 from harness.run.signals import Stopper
 from harness.run.sink import RecordSink
-from harness.run.timeline import PhaseGate
+from harness.run.start_gate import AtOnce, ParentLine, PhaseStarts, StartGate
 from harness.stats.keep import RunSample
 from harness.stats.schema import RecordsFile, RunHeader, ScrapeInfo
 from harness.stats.server import metrics_url, same_origin, series_names
@@ -122,8 +120,8 @@ def _scraper(scenario: Scenario, endpoint: Endpoint, clock: Clock, run_dir: Path
 
 
 async def _run_phases(scenario: Scenario, plans: list[PhasePlan], dispatcher: Dispatcher, backend: PooledBackend,
-                      sink: RecordSink, check: SelfCheck, done: list[PhaseRun], gate: PhaseGate,
-                      relay: Relay | None) -> None:
+                      sink: RecordSink, check: SelfCheck, done: list[PhaseRun], gate: PhaseStarts,
+                      relay: ParentLine | None) -> None:
     """Phases in order until done or stopped; a phase cut short is kept with the records it has."""
     for k, (phase, plan) in enumerate(zip(scenario.phases, plans, strict=True)):
         if dispatcher.stopping:
@@ -153,8 +151,8 @@ class _Run:
     display: Display
     plans: list[PhasePlan]
     metrics: LiveMetrics | None = None
-    relay: Relay | None = None
-    gate: PhaseGate = field(default_factory=PhaseGate)
+    relay: ParentLine | None = None
+    gate: PhaseStarts = field(default_factory=AtOnce)
     phases: list[PhaseRun] = field(default_factory=list)
     records: list[RequestRecord] = field(default_factory=list)
     every: int = 1  # past records_in_memory, `records` holds 1 in `every` (harness.stats.keep.RunSample)
@@ -256,7 +254,7 @@ def _self_check(cfg: ClientConfig, clock: Clock, warn: Callable[[str], None],
 async def run_scenario(
     scenario: Scenario, endpoint: Endpoint, run_dir: Path, *, bundled: bool = False, clock: Clock | None = None,
     display: Display | None = None, ceiling_tokens_per_s: float | None = None, metrics: LiveMetrics | None = None,
-    sharding: Sharding | None = None,
+    sharding: StartGate | None = None,
 ) -> RunResult:
     """Run every phase of `scenario` against `endpoint`; records go to `run_dir` as requests end.
 

@@ -105,9 +105,16 @@ def test_the_run_command_parses_and_delegates() -> None:
     and workers; those live in run/ and report/ now, and its imports stay few (issue 33)."""
     direct = {m for m in _imports(MODULES["harness.cli.run"]) if m in MODULES}
     assert len(direct) <= 30, sorted(direct)
-    assert not any(m.startswith("harness.run.distributed.") and m not in {"harness.run.distributed.conduct",
-                                                                         "harness.run.distributed.sharding"}
+    # a shard's own side (its gate and its line to a parent) it may build; the workers it goes through conduct
+    own = {"harness.run.distributed.conduct", "harness.run.distributed.sharding", "harness.run.distributed.relay"}
+    assert not any(m.startswith("harness.run.distributed.") and m not in own
                    for m in direct), "the run command reaches into the workers: go through run.distributed.conduct"
+
+
+def test_the_runner_needs_no_part_of_the_scale_out_side() -> None:
+    """runner.py depends on run/start_gate.py's protocols; run/distributed/ provides them (issue 46)."""
+    direct = {m for m in _imports(MODULES["harness.run.runner"]) if m in MODULES}
+    assert not [m for m in direct if m.startswith("harness.run.distributed")], sorted(direct)
 
 
 def test_every_part_of_the_summary_says_what_it_is() -> None:

@@ -16,8 +16,8 @@ from harness.config.scenario import parse_scenario
 from harness.records import RequestRecord, record_fields
 from harness.run.distributed import wire
 from harness.run.distributed.hub import Hub
+from harness.run.distributed.relay import Relay
 from harness.run.observe import FanOut, PhaseStart
-from harness.run.relay import Relay
 from harness.workload.plan import plan_phase
 
 

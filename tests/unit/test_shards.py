@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from harness.cli import main
 from harness.config.scenario import parse_scenario
-from harness.run.timeline import PhaseGate, manual_gate
+from harness.run.distributed.timeline import PhaseGate, manual_gate
 from harness.workload.plan import BatchPlan, ClosedLoopPlan, OpenLoopPlan, PhasePlan, SessionPlan, plan_phase
 from harness.workload.shards import Shard, planned_span_s, shard_plan, timetable
 

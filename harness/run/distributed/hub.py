@@ -1,4 +1,4 @@
-"""The parent's end of its workers' relay lines (`--workers`, `--ray`; `harness/run/relay.py` is the other end,
+"""The parent's end of its workers' relay lines (`--workers`, `--ray`; `relay.py` is the other end,
 `wire.py` their messages).
 
 One merged stream: each record, as its worker's request ends, is kept under its shard and fed to the parent's

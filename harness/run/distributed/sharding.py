@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.config.load import Phase
-from harness.run.relay import Relay
-from harness.run.timeline import PhaseGate, manual_gate
+from harness.run.distributed.relay import Relay
+from harness.run.distributed.timeline import PhaseGate, manual_gate
 from harness.stats.schema import RunHeader, ShardInfo
 from harness.workload.plan import PhasePlan
 from harness.workload.shards import LATE_MS, PHASE_SLACK_S, SKEW_MS, Shard

@@ -1,4 +1,4 @@
-"""The relay's messages as types: what a worker (`harness/run/relay.py`) and its parent (`hub.py`) say to each
+"""The relay's messages as types: what a worker (`relay.py`) and its parent (`hub.py`) say to each
 other, encoded and decoded here alone.
 
 On the wire each is one JSON object a line behind an ASCII record separator (the worker's other output has none),

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from harness.config.load import Phase
-from harness.run.relay import PHASE_START, Relay
+from harness.run.distributed.relay import PHASE_START, Relay
 from harness.workload.plan import BatchPlan, PhasePlan
 from harness.workload.shards import LATE_MS, planned_span_s, timetable
 
