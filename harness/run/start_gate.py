@@ -10,8 +10,7 @@ from pathlib import Path
 from typing import Protocol
 
 from harness.config.load import Phase
-from harness.records import RequestRecord
-from harness.run.observe import PhaseStart
+from harness.run.observe import RecordObserver
 from harness.stats.schema import RunHeader, ShardInfo
 from harness.workload.plan import PhasePlan
 from harness.workload.shards import Shard
@@ -35,16 +34,8 @@ class AtOnce:
         return None
 
 
-class ParentLine(Protocol):
+class ParentLine(RecordObserver, Protocol):
     """The line to a parent that started this shard: it follows the records, and holds each batch's barrier."""
-
-    def begin_phase(self, start: PhaseStart) -> None: ...
-
-    def record(self, rec: RequestRecord) -> None: ...
-
-    def flush(self) -> None: ...
-
-    def end_phase(self) -> None: ...
 
     async def barrier(self, phase: str, batch: int) -> None: ...
 
