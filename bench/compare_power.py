@@ -25,11 +25,12 @@ import tempfile
 from pathlib import Path
 
 from harness.client.backend import Endpoint
+from harness.config.metric_registry import DEFAULT_TOLERANCES
 from harness.config.presets import ACCELERATORS, Accelerator
 from harness.config.scenario import parse_scenario
 from harness.records import read_records
 from harness.run.runner import run_scenario
-from harness.stats.compare import DEFAULT_TOLERANCES, Block, blocks, bootstrap
+from harness.stats.compare import Block, blocks, bootstrap
 
 SLOWER = 1.27
 

@@ -9,6 +9,7 @@ import click
 
 from harness.cli.errors import fail, guarded
 from harness.cli.grouped import examples
+from harness.config.metric_registry import metric
 from harness.config.units import as_fraction
 from harness.errors import EXIT_NO_VERDICT, EXIT_USAGE
 from harness.report.comparison import (
@@ -22,7 +23,6 @@ from harness.report.comparison import (
     verdict_line,
 )
 from harness.stats.compare import exit_code
-from harness.stats.distortion import central
 from harness.tools import history
 from harness.tools.compare import Run, compare_sides, how_much, load_side, refusal, tolerances
 
@@ -72,7 +72,7 @@ def _first_night(cur: Sequence[Run], named: str, why: str, limits: dict[str, flo
     (a median, a mean, a rate: a baseline the client shaped would make every later night's verdict its own): then
     no verdict, exit 5. A tail it could have moved stays untrusted, figure by figure, in later comparisons."""
     limited = [f"{r.run_id} {name}" for r in cur for name, p in r.phases.items()
-               if any(p.untrusted(m) for m in limits if central(m))]
+               if any(p.untrusted(m) for m in limits if metric(m).central)]
     _write(markdown, junit, render_first(named, thresholds, limited), render_junit([], thresholds=thresholds))
     if limited:
         click.echo(f"no baseline yet, and this run cannot start one: the client limited {', '.join(limited)}", err=True)

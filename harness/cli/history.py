@@ -9,13 +9,13 @@ import click
 
 from harness.cli.errors import guarded
 from harness.cli.grouped import examples
-from harness.config.metric_registry import FOLLOWED
+from harness.config.metric_registry import FOLLOWED, having
 from harness.report.history import render_history
 from harness.tools import history as store
 
 _DB = click.option("--db", type=click.Path(dir_okay=False, path_type=Path), default=store.DEFAULT_DB,
                    show_default=True, help="The history file (SQLite; created when missing).")
-_SHOWN = ("ttft_p99", "itl_p50", "output_tokens_per_s", "error_rate")
+_SHOWN = tuple(m.name for m in having("shown"))
 
 
 @click.group(short_help="Keep run summaries in a local SQLite file; show their trends; accept baselines.")

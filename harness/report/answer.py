@@ -7,7 +7,7 @@ from __future__ import annotations
 import html
 from collections.abc import Sequence
 
-from harness.config.metric_registry import SLO_LATENCIES
+from harness.config.metric_registry import LATENCIES, SLO_LATENCIES, Latency
 from harness.report.charts import Spec, json_values, series_spec
 from harness.report.table import swept
 from harness.stats.conclusion import phase_sentence
@@ -38,7 +38,7 @@ def _slo(summary: Summary) -> dict[str, float]:
     if not summary.phases:
         return {}
     slo = summary.phases[0].goodput.slo
-    return {key: v for key, _, _ in SLO_LATENCIES if (v := getattr(slo, key)) is not None}
+    return {key: v for key, _ in SLO_LATENCIES if (v := getattr(slo, key)) is not None}
 
 
 def _lengths(phases: list[PhaseSummary]) -> str:
@@ -74,8 +74,8 @@ def answer_lines(summary: Summary) -> list[str]:
 def _card(p: PhaseSummary, slo: dict[str, float]) -> str:
     """One phase: ✓ when every SLO's p99 is within its limit (the table's rule) and every threshold passed."""
     lines, good = [], True
-    for key, metric, label in SLO_LATENCIES:
-        limit, p99 = slo.get(key), getattr(p.latency_ms, metric).p99
+    for key, latency in SLO_LATENCIES:
+        limit, p99, label = slo.get(key), getattr(p.latency_ms, latency).p99, LATENCIES[latency].label
         if limit is None:
             continue
         ok = p99 is not None and p99 <= limit
@@ -104,13 +104,13 @@ def thesis_specs(summary: Summary) -> list[Spec]:
     """TTFT p99 (and TPOT p99) against output tokens/s: each phase a point, each sweep a curve with its knee, the
     SLO a line across the whole chart — drawn even for one phase, whose lone x would leave a line nothing to
     span (the x range is padded on both sides)."""
-    return [spec for metric in ("ttft", "tpot") if (spec := _thesis(summary, metric)) is not None]
+    return [spec for key, latency in SLO_LATENCIES[:2] if (spec := _thesis(summary, key, latency)) is not None]
 
 
-def _thesis(summary: Summary, metric: str) -> Spec | None:
+def _thesis(summary: Summary, key: str, metric: Latency) -> Spec | None:
     phases = [p for p in summary.phases if getattr(p.latency_ms, metric).p99 is not None]
-    limit = _slo(summary).get(f"{metric}_ms")
-    if not phases or (metric != "ttft" and limit is None):  # TPOT drawn when it is an objective
+    limit = _slo(summary).get(key)
+    if not phases or (metric is not Latency.TTFT and limit is None):  # TPOT drawn when it is an objective
         return None
     in_sweeps = swept(summary)
     reached = sorted({round(p.throughput.output_tokens_per_s, 1) for p in phases})
@@ -120,7 +120,7 @@ def _thesis(summary: Summary, metric: str) -> Spec | None:
         at = {round(p.throughput.output_tokens_per_s, 1): getattr(p.latency_ms, metric).p99 for p in points}
         return [at.get(x) for x in xs]
 
-    label = metric.upper()
+    label = LATENCIES[metric].label
     series = [{**series_spec(p.name, "ms", column([p]), points=True, log=True), "size": 11}
               for p in phases if p.name not in in_sweeps]
     for sweep in summary.sweeps:

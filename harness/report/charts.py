@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from harness.clock import NS_PER_MS, NS_PER_S
+from harness.config.metric_registry import LATENCIES, SLO_LATENCIES
 from harness.config.scenario import SLO
 from harness.records import RequestRecord
 from harness.stats.metrics import e2e_ns, in_flight, itl_array_ns, ttft_ns
@@ -211,8 +212,9 @@ def sweep_specs(name: str, points: list[PhaseSummary], slo: SLO, knee: PhaseSumm
     x = json_values([p.throughput.output_tokens_per_s for p in order], 1)
     at = f"; knee: {knee.name}" if knee else "; no point met the SLOs"
     specs = []
-    for metric, limit in (("ttft", slo.ttft_ms), ("tpot", slo.tpot_ms)):
-        series = [series_spec(f"{metric.upper()} {q}", "ms", [getattr(getattr(p.latency_ms, metric), q)
+    for key, metric in SLO_LATENCIES[:2]:
+        limit: float | None = getattr(slo, key)
+        series = [series_spec(f"{LATENCIES[metric].label} {q}", "ms", [getattr(getattr(p.latency_ms, metric), q)
                                                               for p in order], points=True,
                               line=True, log=True, dash=q == "p99") for q in ("p50", "p99")]
         if limit is not None:
@@ -222,6 +224,6 @@ def sweep_specs(name: str, points: list[PhaseSummary], slo: SLO, knee: PhaseSumm
             series.append({**series_spec(f"knee: {knee.name}", "ms", [getattr(p.latency_ms, metric).p99 if
                                          p.name == knee.name else None for p in order], points=True,
                                          log=True, color="#000"), "size": 10})
-        specs.append({"title": f"sweep {name}: {metric.upper()} against output tokens/s{at}",
+        specs.append({"title": f"sweep {name}: {LATENCIES[metric].label} against output tokens/s{at}",
                       "xlabel": "output tokens/s", "x": x, "series": series})
     return specs

@@ -16,32 +16,28 @@ from urllib.request import ProxyHandler, Request, build_opener
 
 from prometheus_client import CollectorRegistry, Gauge, push_to_gateway
 
-from harness.config.metric_registry import LATENCIES, REGISTRY
+from harness.config.metric_registry import LATENCIES, PUSHED_STATISTICS, REGISTRY, of
 from harness.config.scenario import Pushgateway
 from harness.stats.schema import PhaseSummary, Summary
 from harness.stats.thresholds import observed
 
-QUANTILES = {"p50": "0.5", "p90": "0.9", "p99": "0.99"}
-_LATENCIES = ("ttft", "itl", "tpot", "e2e")
-# Pushed gauge → the registry's figure (base units: seconds, shares, per second)
-_PER_PHASE = {"output_tokens_per_second": "output_tokens_per_s", "requests_per_second": "requests_per_s",
-              "goodput_fraction": "goodput_fraction", "schedule_lag_p99_seconds": "schedule_lag_p99"}
 _TIMEOUT_S = 10.0
 Figures = dict[tuple[str, str, tuple[str, ...]], dict[tuple[str, ...], float]]  # (name, doc, labels) → values
 
 
 def _phase_figures(phase: PhaseSummary, out: Figures) -> None:
     name = phase.name
-    for latency in _LATENCIES:
-        for q, label in QUANTILES.items():
-            value = observed(f"{latency}_{q}", phase)
-            if value is not None:
-                out.setdefault((f"harness_summary_{latency}_seconds", f"{LATENCIES[latency]}, of ok requests, by "
-                                "phase and quantile", ("phase", "quantile")), {})[(name, label)] = value / 1000
-    for gauge, metric in _PER_PHASE.items():
-        value = observed(metric, phase) or 0.0
-        entry = REGISTRY[metric]
-        out.setdefault((f"harness_summary_{gauge}", entry.doc, ("phase",)), {})[(name,)] = (
+    for latency in (latency for latency, info in LATENCIES.items() if info.pushed):
+        for entry in (of(latency, stat) for stat in PUSHED_STATISTICS):
+            value = observed(entry.name, phase)
+            if value is not None and entry.quantile is not None:
+                key = (f"harness_summary_{latency}_seconds",
+                       f"{LATENCIES[latency].doc}, of ok requests, by phase and quantile", ("phase", "quantile"))
+                out.setdefault(key, {})[(name, f"{entry.quantile / 100:g}")] = value / 1000
+    # Base units: seconds, shares, per second
+    for entry in (e for e in REGISTRY.values() if e.export is not None):
+        value = observed(entry.name, phase) or 0.0
+        out.setdefault((f"harness_summary_{entry.export}", entry.doc, ("phase",)), {})[(name,)] = (
             value / 1000 if entry.kind == "latency" else value)
     out.setdefault(("harness_summary_client_limited", "1: the harness could not keep up in this phase (its "
                     "latencies are untrusted)", ("phase",)), {})[(name,)] = float(phase.client_limited)

@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from harness.config.metric_registry import SLO_LATENCIES
+from harness.config.metric_registry import GOODPUT, LATENCIES, SLO_LATENCIES, Latency, Metric, having, of
 from harness.stats.conclusion import decided_by, phase_sentence
 from harness.stats.schema import PhaseSummary, ServerPhase, Stress, Summary, ThresholdResult
 from harness.stats.sweeps import KNEE_GOODPUT, SweepResult
@@ -37,15 +37,16 @@ def _mark(phase: PhaseSummary, metric: str, text: str) -> str:
     return text + UNTRUSTED if phase.client_limited_metrics and phase.untrusted(metric) else text
 
 
-def _latency_row(label: str, metric: str) -> TableRow:
+def _latency_row(latency: Latency) -> TableRow:
+    shown = [of(latency, q).name for q in ("p50", "p90", "p99")]
+
     def cell(phase: PhaseSummary) -> str:
-        return " / ".join(_mark(phase, f"{metric}_{q}", _ms(observed(f"{metric}_{q}", phase)))
-                          for q in ("p50", "p90", "p99"))
-    return (f"  {label}", cell)
+        return " / ".join(_mark(phase, name, _ms(observed(name, phase))) for name in shown)
+    return (f"  {LATENCIES[latency].label}", cell)
 
 
-def _rate_row(label: str, metric: str, fmt: Callable[[PhaseSummary], str]) -> TableRow:
-    return (label, lambda p: _mark(p, metric, fmt(p)))
+def _rate_row(entry: Metric) -> TableRow:
+    return (entry.label, lambda p: _mark(p, entry.name, format(observed(entry.name, p) or 0.0, entry.fmt)))
 
 
 def _outcomes(phase: PhaseSummary) -> Text:
@@ -69,7 +70,7 @@ def _batch_time(phase: PhaseSummary) -> str:
 
 def _goodput(phase: PhaseSummary) -> str:
     g = phase.goodput
-    return _mark(phase, "goodput_fraction", f"{g.requests_per_s:.2f} ({g.fraction:.0%})")
+    return _mark(phase, GOODPUT[0], f"{g.requests_per_s:.2f} ({g.fraction:.0%})")
 
 
 def _prompt_off(phase: PhaseSummary) -> str:
@@ -121,19 +122,19 @@ def _failures(phase: PhaseSummary) -> str:
 def _slo_rows(phases: list[PhaseSummary]) -> list[TableRow]:
     """One row per SLO the scenario set: each phase's p99 of that metric, ✓ within the limit, ✗ over it."""
     rows: list[TableRow] = []
-    for key, metric, label in SLO_LATENCIES:
+    for key, latency in SLO_LATENCIES:
         limit = getattr(phases[0].goodput.slo, key) if phases else None
         if limit is None:
             continue
 
-        def cell(phase: PhaseSummary, metric: str = metric, limit: float = limit) -> Text:
-            p99 = observed(f"{metric}_p99", phase)
+        def cell(phase: PhaseSummary, metric: str = of(latency, "p99").name, limit: float = limit) -> Text:
+            p99 = observed(metric, phase)
             if p99 is None:
                 return Text("-")
             ok = p99 <= limit
             return Text(f"{_ms(p99)} {'✓' if ok else '✗'}", style="green" if ok else "bold red")
 
-        rows.append((f"  {label} p99 ≤ {limit:g} ms", cell))
+        rows.append((f"  {LATENCIES[latency].label} p99 ≤ {limit:g} ms", cell))
     return rows
 
 
@@ -162,18 +163,11 @@ SECTIONS: list[list[TableRow]] = [
     ],
     [
         ("latency p50 / p90 / p99 ms", None),
-        _latency_row("TTFT", "ttft"),
-        _latency_row("TTFT (answer)", "time_to_first_content"),
-        _latency_row("TTFT from intended", "ttft_from_intended"),
-        _latency_row("ITL", "itl"),
-        _latency_row("TPOT", "tpot"),
-        _latency_row("E2E", "e2e"),
+        *(_latency_row(latency) for latency, info in LATENCIES.items() if info.row),
         ("batch time p50 / max ms (n)", _batch_time),
     ],
     [
-        _rate_row("output tokens/s", "output_tokens_per_s", lambda p: f"{p.throughput.output_tokens_per_s:,.0f}"),
-        _rate_row("total tokens/s", "total_tokens_per_s", lambda p: f"{p.throughput.total_tokens_per_s:,.0f}"),
-        _rate_row("requests/s", "requests_per_s", lambda p: f"{p.throughput.requests_per_s:.2f}"),
+        *(_rate_row(entry) for entry in having("row")),
         ("goodput req/s (share)", _goodput),
     ],
     [

@@ -26,10 +26,10 @@ from prometheus_client.samples import Exemplar
 
 from harness.clock import NS_PER_S
 from harness.config.load import describe
-from harness.config.metric_registry import LATENCIES
+from harness.config.metric_registry import LATENCIES, Latency
 from harness.records import RequestRecord
 from harness.run.observe import PhaseStart
-from harness.stats.metrics import cause, e2e_ns, itl_array_ns, schedule_lag_ns, tpot_ns, ttft_ns
+from harness.stats.metrics import PER_RECORD, cause, itl_array_ns, schedule_lag_ns
 from harness.stats.phase import span_rate
 from harness.workload.plan import OpenLoopPlan, SessionPlan
 
@@ -42,7 +42,10 @@ LATENCY_BUCKETS_S = (0.00025, 0.0005, *(round(0.001 * 2 ** (k / 16), 9) for k in
 _LES = (*(f"{b:g}" for b in LATENCY_BUCKETS_S), "+Inf")  # the `le` labels, formatted once
 MAX_REASONS = 20  # distinct failure causes a run may add as label values; the rest count as "other"
 _BOUNDS = np.asarray(LATENCY_BUCKETS_S)
-_HISTOGRAMS = {name: LATENCIES[name] for name in ("ttft", "itl", "tpot", "e2e", "schedule_lag")}  # the registry's
+# Observed once per ok record (ITL: per gap); the schedule lag of every record, sent or failed.
+_PER_OK_RECORD = [latency for latency, info in LATENCIES.items() if info.live and latency not in (
+    Latency.ITL, Latency.SCHEDULE_LAG)]
+_HISTOGRAMS = {latency: info.doc for latency, info in LATENCIES.items() if info.live}
 
 
 def _status(rec: RequestRecord) -> str:
@@ -188,15 +191,15 @@ class LiveMetrics:
         counter.inc()
         lag = schedule_lag_ns(rec)
         if lag is not None:
-            self._hist.observe("schedule_lag", labels, lag / NS_PER_S, rec.request_id)
+            self._hist.observe(Latency.SCHEDULE_LAG, labels, lag / NS_PER_S, rec.request_id)
         if status != "ok":
             return
         self._output_child.inc(rec.delivered_tokens)
         self._input_child.inc(rec.prompt_tokens if rec.prompt_tokens is not None else rec.prompt_tokens_requested)
-        for name, value in (("ttft", ttft_ns(rec)), ("tpot", tpot_ns(rec)), ("e2e", e2e_ns(rec))):
-            if value is not None:
-                self._hist.observe(name, labels, value / NS_PER_S, rec.request_id)
-        self._hist.observe_many("itl", labels, itl_array_ns(rec) / NS_PER_S, rec.request_id)
+        for latency in _PER_OK_RECORD:
+            if (value := PER_RECORD[latency](rec)) is not None:
+                self._hist.observe(latency, labels, value / NS_PER_S, rec.request_id)
+        self._hist.observe_many(Latency.ITL, labels, itl_array_ns(rec) / NS_PER_S, rec.request_id)
 
     def serve(self, port: int, addr: str = "0.0.0.0") -> None:
         """Serve /metrics from a thread of prometheus-client's (it negotiates OpenMetrics for exemplars)."""

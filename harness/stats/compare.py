@@ -27,19 +27,16 @@ from typing import Literal
 import numpy as np
 
 from harness.clock import NS_PER_MS, NS_PER_S
-from harness.config.metric_registry import metric
+from harness.config.metric_registry import Latency, metric
 from harness.errors import EXIT_NO_VERDICT, EXIT_REGRESSION
 from harness.records import RequestRecord
-from harness.stats.metrics import e2e_ns, itl_array_ns, tpot_ns, ttft_ns
+from harness.stats.metrics import PER_RECORD, itl_array_ns
 from harness.stats.noise import MIN_BEYOND, RunSpread, holm, noise_half_width, samples_needed, worse_p
 
 Verdict = Literal["regression", "improvement", "within tolerance", "inconclusive", "no data", "untrusted"]
 JUDGED = ("regression", "improvement", "within tolerance")  # verdicts that say something about the change
-# The defaults: relative, except error_rate (an absolute share). Tails are noisier than medians.
-DEFAULT_TOLERANCES: dict[str, float] = {
-    "ttft_p50": 0.10, "ttft_p99": 0.20, "itl_p50": 0.05, "itl_p99": 0.15, "tpot_p50": 0.05, "e2e_p50": 0.10,
-    "e2e_p99": 0.15, "output_tokens_per_s": 0.05, "error_rate": 0.01,
-}
+# The latencies a block keeps, in the order the history stores them (its blocks table's columns).
+BLOCK_LATENCIES = (Latency.TTFT, Latency.TPOT, Latency.E2E, Latency.ITL)
 RESAMPLES = 1000
 REPEATS_FOR_RUN_LEVEL = 3
 _T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
@@ -53,20 +50,27 @@ MIN_BLOCKS = 4  # fewer a side and the spread between blocks says nothing: the v
 class Block:
     """A stretch of consecutive requests of one run: what the bootstrap draws."""
 
-    latencies: dict[str, np.ndarray]  # ms: ttft, tpot, e2e per ok request; itl per sample
+    latencies: dict[Latency, np.ndarray]  # ms: BLOCK_LATENCIES, per ok request (ITL: per sample)
     tokens: float
     seconds: float
     total: int
     failed: int
 
+    @property
+    def done(self) -> int:
+        return self.total - self.failed
+
+    def count(self, name: str) -> float:
+        """One of the counts a ratio metric is drawn from (the registry's BlockCount)."""
+        return float(getattr(self, name))
+
 
 def _block(records: Sequence[RequestRecord], seconds: float) -> Block:
     ok = [r for r in records if r.status == "ok"]
-    per_request: dict[str, list[float | None]] = {
-        "ttft": [ttft_ns(r) for r in ok], "tpot": [tpot_ns(r) for r in ok], "e2e": [e2e_ns(r) for r in ok]}
-    latencies = {k: np.array([v for v in vs if v is not None], dtype=np.float64) / NS_PER_MS
-                 for k, vs in per_request.items()}
-    latencies["itl"] = np.concatenate([itl_array_ns(r) for r in ok] or [np.zeros(0)]) / NS_PER_MS
+    latencies: dict[Latency, np.ndarray] = {
+        k: np.array([v for r in ok if (v := PER_RECORD[k](r)) is not None], dtype=np.float64) / NS_PER_MS
+        for k in BLOCK_LATENCIES if k is not Latency.ITL}
+    latencies[Latency.ITL] = np.concatenate([itl_array_ns(r) for r in ok] or [np.zeros(0)]) / NS_PER_MS
     failed = sum(r.status not in ("ok", "cancelled") for r in records)
     return Block(latencies, float(sum(r.delivered_tokens for r in ok)), seconds, len(records), failed)
 
@@ -97,7 +101,7 @@ def blocks(records: Sequence[RequestRecord], start_ns: int, end_ns: int) -> list
     return [_block(measured[cuts[k]:cuts[k + 1]], (edges[i + 1] - edges[i]) / NS_PER_S) for i, k in enumerate(held)]
 
 
-def _latency(name: str) -> tuple[str, float | None]:
+def _latency(name: str) -> tuple[Latency, float | None]:
     """A compared latency's distribution and percentile (None: the mean)."""
     entry = metric(name)
     assert entry.latency is not None and entry.statistic is not None, f"{name}: not a latency"
@@ -106,15 +110,9 @@ def _latency(name: str) -> tuple[str, float | None]:
 
 def value(name: str, drawn: Sequence[Block]) -> float | None:
     """The metric over the pooled requests of `drawn` (None: no data)."""
-    if name == "error_rate":
-        total = sum(b.total for b in drawn)
-        return sum(b.failed for b in drawn) / total if total else None
-    if name in ("output_tokens_per_s", "requests_per_s"):
-        seconds = sum(b.seconds for b in drawn)
-        if seconds <= 0:
-            return None
-        return (sum(b.tokens for b in drawn) if name == "output_tokens_per_s" else
-                sum(b.total - b.failed for b in drawn)) / seconds
+    if (ratio := metric(name).ratio) is not None:
+        over = sum(b.count(ratio[1]) for b in drawn)
+        return sum(b.count(ratio[0]) for b in drawn) / over if over > 0 else None
     latency, q = _latency(name)
     pooled = np.concatenate([b.latencies[latency] for b in drawn] or [np.zeros(0)])
     if not len(pooled):
@@ -167,11 +165,9 @@ def _multiplicities(rng: np.random.Generator, n: int) -> np.ndarray:
 def resampled(name: str, side: Sequence[Block], weights: np.ndarray) -> np.ndarray:
     """The metric in every resample at once (NaN where a resample has no data)."""
     with np.errstate(divide="ignore", invalid="ignore"):
-        if name == "error_rate":
-            return np.asarray(weights @ [b.failed for b in side] / (weights @ [b.total for b in side]))
-        if name in ("output_tokens_per_s", "requests_per_s"):
-            done = [b.tokens if name == "output_tokens_per_s" else b.total - b.failed for b in side]
-            return np.asarray(weights @ done / (weights @ [b.seconds for b in side]))
+        if (ratio := metric(name).ratio) is not None:
+            over, under = ([b.count(c) for b in side] for c in ratio)
+            return np.asarray(weights @ over / (weights @ under))
         latency, q = _latency(name)
         if q is None:
             return np.asarray(weights @ [float(b.latencies[latency].sum()) for b in side]

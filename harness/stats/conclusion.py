@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from harness.config.metric_registry import SLO_LATENCIES
+from harness.config.metric_registry import LATENCIES, SLO_LATENCIES
 from harness.stats.schema import Comparison, PhaseComparison, PhaseSummary, Stress
 from harness.stats.sweeps import KNEE_GOODPUT, find_sweeps
 
@@ -97,7 +97,7 @@ def _why(interactive: Stress | None, batch: Stress | None) -> str:
 def decided_by(phase: PhaseSummary) -> str:
     """What kept a phase's requests out of its goodput: the SLO limit most of them went over (TTFT, TPOT, E2E;
     several when they tie), or errors when failures outnumber every limit's misses; '' when nothing did."""
-    missed = {label: phase.goodput.missed.get(key, 0) for key, _, label in SLO_LATENCIES}
+    missed = {LATENCIES[latency].label: phase.goodput.missed.get(key, 0) for key, latency in SLO_LATENCIES}
     most = max(missed.values(), default=0)
     if phase.requests.failed > most:
         return "errors"

@@ -32,6 +32,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from harness.config.metric_registry import GOODPUT, RATES, SLO_LATENCIES, Latency, metric, of
+
 # The event-loop lag kept per phase, as quantiles on this grid (percent): enough of its shape, tail included,
 # to judge again offline (`harness report`, a merge) as the live run did.
 LAG_GRID: tuple[float, ...] = (0.0, 10.0, 25.0, 50.0, 75.0, 90.0, 95.0, 98.0, 99.0, 99.5, 99.9, 100.0)
@@ -39,12 +41,12 @@ LAG_P99 = LAG_GRID.index(99.0)
 TIMER_RESOLUTION_MS = 1.0
 SHARE = 0.05
 # The figures judged: the statistics the table shows and `harness compare` judges, of the latencies it shows.
-STATISTICS: dict[str, float | None] = {"p50": 50.0, "p90": 90.0, "p99": 99.0, "mean": None}
-_STAMPED_ONCE = ("ttft", "e2e", "itl")
-_FROM_INTENDED = ("ttft_from_intended", "e2e_from_intended")
-JUDGED = (*_STAMPED_ONCE, "tpot", *_FROM_INTENDED)
-RATES = ("requests_per_s", "output_tokens_per_s", "total_tokens_per_s", "goodput_requests_per_s")
-_SLO_BOUND = ("ttft", "tpot", "e2e", "ttft_from_intended", "e2e_from_intended")
+STATISTICS = ("p50", "p90", "p99", "mean")
+_STAMPED_ONCE = (Latency.TTFT, Latency.E2E, Latency.ITL)  # one stamp late moves them by the loop's wait
+_FROM_INTENDED = (Latency.TTFT_FROM_INTENDED, Latency.E2E_FROM_INTENDED)  # … and by the send's lateness
+JUDGED = (*_STAMPED_ONCE, Latency.TPOT, *_FROM_INTENDED)
+# The latencies an SLO bounds, measured from the send or from the intended send: goodput moves with them.
+_SLO_BOUND = (*(latency for _, latency in SLO_LATENCIES), *_FROM_INTENDED)
 
 
 def wait_quantiles(lags_ms: Sequence[float] | np.ndarray, tick_ms: float) -> tuple[float, ...] | None:
@@ -112,8 +114,8 @@ class Lateness:
 
 def shift_ms(name: str, q: float | None, lateness: Lateness) -> float:
     """How far the q-th percentile (None: the mean) of latency `name` could have moved, in ms."""
-    loop = lateness.loop(q, per_event=name == "itl")
-    if name == "tpot":
+    loop = lateness.loop(q, per_event=name == Latency.ITL)
+    if name == Latency.TPOT:
         return loop / max(lateness.tokens_per_request - 1.0, 1.0)
     if name in _FROM_INTENDED:
         return loop + lateness.sending(q)
@@ -129,10 +131,12 @@ def latency_shifts(values_ms: Mapping[str, np.ndarray], lateness: Lateness) -> d
         values = np.asarray(values, dtype=np.float64)
         if not values.size or name not in JUDGED:
             continue
-        for stat, q in STATISTICS.items():
+        for stat in STATISTICS:
+            entry = of(Latency(name), stat)
+            q = entry.quantile
             base = float(values.mean() if q is None else np.percentile(values, q))
             if base > 0:
-                out[f"{name}_{stat}"] = shift_ms(name, q, lateness) / base
+                out[entry.name] = shift_ms(name, q, lateness) / base
     return out
 
 
@@ -143,12 +147,6 @@ def rate_shift(offered_rps: float | None, sent_rps: float | None) -> float | Non
     return abs(sent_rps / offered_rps - 1.0)
 
 
-def central(metric: str) -> bool:
-    """A figure a baseline rests on: not a tail percentile (p90, p99), which the client's rare stalls move first
-    and which stays untrusted, figure by figure, in every comparison against that run."""
-    return not metric.endswith(("_p90", "_p99"))
-
-
 def flagged(shifts: Mapping[str, float], rate: float | None, saturated: bool, share: float = SHARE) -> list[str]:
     """The figures the client could have moved by more than `share`, in the registry's names, in order: the
     latencies over it, the rates when sending drifted or the client's core was full, goodput with any figure its
@@ -156,8 +154,8 @@ def flagged(shifts: Mapping[str, float], rate: float | None, saturated: bool, sh
     out = [name for name, s in shifts.items() if s > share]
     if saturated or (rate is not None and rate > share):
         out += list(RATES)
-    if any(name.rsplit("_", 1)[0] in _SLO_BOUND for name in out):
-        out += ["goodput_fraction", "goodput_requests_per_s"]
+    if any(metric(name).latency in _SLO_BOUND for name in out):
+        out += list(GOODPUT)
     return list(dict.fromkeys(out))
 
 

@@ -10,22 +10,15 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from harness.clock import NS_PER_S
+from harness.config.metric_registry import Latency
 from harness.records import RequestRecord
-from harness.stats.metrics import (
-    duration_ns,
-    e2e_from_intended_ns,
-    e2e_ns,
-    itl_array_ns,
-    tpot_ns,
-    ttfc_ns,
-    ttft_from_intended_ns,
-    ttft_ns,
-)
+from harness.stats.metrics import PER_RECORD, duration_ns, itl_array_ns, ttft_ns
 from harness.stats.schema import (
     Latencies,
     SessionStats,
@@ -40,8 +33,10 @@ from harness.stats.sketch import Samples
 STATUS_GROUP = {"ok": "ok", "cancelled": "cancelled",
                 **{s: "errored" for s in ("truncated", "overrun", "http_error", "timeout", "transport_error",
                                           "bad_stream")}}
-_PER_RECORD = {"ttft": ttft_ns, "ttft_from_intended": ttft_from_intended_ns, "time_to_first_content": ttfc_ns,
-               "tpot": tpot_ns, "e2e": e2e_ns, "e2e_from_intended": e2e_from_intended_ns, "duration": duration_ns}
+# A group's per-record samples: the registry's latencies of one value a record (the schedule lag is the
+# phase's, of every record: not split by status) and the duration of each.
+_PER_RECORD: dict[str, Callable[[RequestRecord], float | None]] = {
+    **{k: f for k, f in PER_RECORD.items() if k is not Latency.SCHEDULE_LAG}, "duration": duration_ns}
 SLOW_CONNECT_MS = 1000.0  # Linux's first SYN retransmission: a connect this slow lost a SYN
 EVERYTHING = (-(2**63), 2**63 - 1)  # a window that holds a record already known to lie inside the real one
 
@@ -68,8 +63,8 @@ class Group:
 
     count: int = 0
     output_tokens: int = 0
-    values: dict[str, Samples] = field(default_factory=lambda: {k: Samples() for k in (*_PER_RECORD, "itl",
-                                                                                        "chunk_gap")})
+    values: dict[str, Samples] = field(default_factory=lambda: {k: Samples() for k in (
+        *_PER_RECORD, Latency.ITL, Latency.CHUNK_GAP)})
 
     def add(self, rec: RequestRecord) -> None:
         self.count += 1
@@ -78,9 +73,9 @@ class Group:
             value = metric(rec)
             if value is not None:
                 self.values[name].add(float(value))
-        self.values["itl"].extend(itl_array_ns(rec))
+        self.values[Latency.ITL].extend(itl_array_ns(rec))
         if len(rec.chunk_ns) > 1:
-            self.values["chunk_gap"].extend(np.diff(np.asarray(rec.chunk_ns, dtype=np.float64)))
+            self.values[Latency.CHUNK_GAP].extend(np.diff(np.asarray(rec.chunk_ns, dtype=np.float64)))
 
     def latencies(self) -> Latencies:
         return Latencies(**{name: self.values[name].distribution() for name in Latencies.model_fields})

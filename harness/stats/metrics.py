@@ -5,11 +5,12 @@ Every report, the progress line, calibration and the HTML plots take their figur
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from harness.clock import NS_PER_MS
+from harness.config.metric_registry import SLO_LATENCIES, Latency
 from harness.config.scenario import SLO
 from harness.records import RequestRecord
 from harness.stats.schema import Distribution
@@ -107,12 +108,18 @@ def client_late_ns(rec: RequestRecord) -> int | None:
     return None if rec.sent_ns is None else max(0, rec.sent_ns - rec.intended_ns - rec.held_ns)
 
 
+# The registry's per-request latencies, one value a record (ITL and chunk gaps are many a record: itl_array_ns).
+PER_RECORD: dict[Latency, Callable[[RequestRecord], float | None]] = {
+    Latency.TTFT: ttft_ns, Latency.TIME_TO_FIRST_CONTENT: ttfc_ns, Latency.TTFT_FROM_INTENDED: ttft_from_intended_ns,
+    Latency.TPOT: tpot_ns, Latency.E2E: e2e_ns, Latency.E2E_FROM_INTENDED: e2e_from_intended_ns,
+    Latency.SCHEDULE_LAG: schedule_lag_ns}
+
+
 def slo_misses(rec: RequestRecord, slo: SLO) -> list[str]:
     """The limits (`ttft_ms`, `tpot_ms`, `e2e_ms`) a request went over: what decided it was not good."""
-    checks = (("ttft_ms", slo.ttft_ms, ttft_ns(rec)), ("tpot_ms", slo.tpot_ms, tpot_ns(rec)),
-              ("e2e_ms", slo.e2e_ms, e2e_ns(rec)))
-    return [key for key, limit_ms, value_ns in checks
-            if limit_ms is not None and value_ns is not None and value_ns > limit_ms * NS_PER_MS]
+    return [key for key, latency in SLO_LATENCIES
+            if (limit_ms := getattr(slo, key)) is not None and (value_ns := PER_RECORD[latency](rec)) is not None
+            and value_ns > limit_ms * NS_PER_MS]
 
 
 

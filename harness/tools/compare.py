@@ -17,12 +17,11 @@ from typing import Any
 
 import yaml
 
-from harness.config.metric_registry import COMPARED
+from harness.config.metric_registry import COMPARED, DEFAULT_TOLERANCES
 from harness.errors import ScenarioError
 from harness.records import RequestRecord, read_records
 from harness.report.files import run_dirs
 from harness.stats.compare import (
-    DEFAULT_TOLERANCES,
     JUDGED,
     REPEATS_FOR_RUN_LEVEL,
     Block,

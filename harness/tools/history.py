@@ -26,8 +26,7 @@ import numpy as np
 from harness.config.metric_registry import COMPARED, FOLLOWED, metric
 from harness.errors import ScenarioError
 from harness.report.files import run_dirs
-from harness.stats.compare import Block, value
-from harness.stats.distortion import central
+from harness.stats.compare import BLOCK_LATENCIES, Block, value
 from harness.stats.noise import MIN_RUNS, RunSpread, spread
 from harness.stats.schema import ThresholdResult, read_summary
 from harness.stats.thresholds import observed
@@ -57,7 +56,6 @@ _ADDED = {"client_limited": "INTEGER NOT NULL DEFAULT 0", "shape": "TEXT", "flag
           "accepted": "INTEGER NOT NULL DEFAULT 0"}
 _ADDED_PHASES = {"limited_metrics": "TEXT"}  # JSON: the figures the client could have moved (null: older runs)
 NOISE_RUNS = 10  # the last good runs of a scenario whose spread is its noise
-_LATENCIES = ("ttft", "tpot", "e2e", "itl")
 
 
 @contextlib.contextmanager
@@ -106,13 +104,13 @@ def _rows(run_dir: Path, flag: str | None) -> _Rows:
         "path": str(run_dir.resolve()), "complete": int(run.complete),
         "thresholds_passed": int(all(t.passed for p in phases for t in p.thresholds)),
         "requests_ok": sum(p.requests.ok for p in phases),
-        "client_limited": int(any(p.untrusted(m) for p in phases for m in COMPARED if central(m))),
+        "client_limited": int(any(p.untrusted(m) for p in phases for m in COMPARED if metric(m).central)),
         "shape": json.dumps(loaded.shape) if loaded else None, "flagged": flag, "accepted": 0}
     rows = [(p.name, k, (p.client_limited_reason or "late") if p.client_limited else None,
              json.dumps([t.to_json() for t in p.thresholds]), json.dumps(p.client_limited_metrics))
             for k, p in enumerate(phases)]
     packed: list[tuple[str | int | float | bytes, ...]] = [
-        (name, i, b.seconds, b.tokens, b.total, b.failed, *(_pack(b.latencies[k]) for k in _LATENCIES))
+        (name, i, b.seconds, b.tokens, b.total, b.failed, *(_pack(b.latencies[k]) for k in BLOCK_LATENCIES))
         for name, phase in (loaded.phases.items() if loaded else []) for i, b in enumerate(phase.blocks)]
     return _Rows(head, figures, rows, packed)
 
@@ -234,7 +232,7 @@ def _run_from_db(db: sqlite3.Connection, entry: Entry, where: str) -> Run:
     for name, limited, thresholds, moved in db.execute(
             "SELECT phase, client_limited, thresholds, limited_metrics FROM phases WHERE run_id = ? ORDER BY ord",
             (entry.run_id,)):
-        cut = [Block(dict(zip(_LATENCIES, (_unpack(b) for b in blobs), strict=True)), tokens, seconds, total, failed)
+        cut = [Block(dict(zip(BLOCK_LATENCIES, map(_unpack, blobs), strict=True)), tokens, seconds, total, failed)
                for seconds, tokens, total, failed, *blobs in db.execute(
                    "SELECT seconds, tokens, total, failed, ttft, tpot, e2e, itl FROM blocks "
                    "WHERE run_id = ? AND phase = ? ORDER BY idx", (entry.run_id, name))]

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from harness.config.metric_registry import SLO_LATENCIES
 from harness.config.scenario import SLO, Scenario, parse_scenario
 from harness.stats.conclusion import decided_by
 from harness.stats.schema import Summary
@@ -26,7 +27,7 @@ MIN_REQUESTS = 50
 SETTLE_E2E = 8
 
 
-_KEYS = {"ttft": "ttft_ms", "tpot": "tpot_ms", "e2e": "e2e_ms"}
+_KEYS = {latency.value: key for key, latency in SLO_LATENCIES}
 
 
 def parse_slo(text: str) -> SLO:

@@ -17,6 +17,7 @@ import numpy as np
 
 from harness.client.aio import open_session
 from harness.client.backend import Endpoint
+from harness.config.metric_registry import Latency, of
 from harness.config.scenario import parse_scenario
 from harness.errors import EndpointError
 from harness.records import read_records
@@ -31,10 +32,12 @@ from harness.tools.twin_design import RUN_PROMPT, Design, PlannedRun, Probe, min
 from harness.tools.twin_discover import EngineInfo, discover
 from harness.tools.twin_heldout import HeldFigure, held_figures
 from harness.tools.twin_samples import step_samples
-from harness.tools.twin_validate import ValidationRow, misses, outside_fitted, validate_run
+from harness.tools.twin_validate import ValidationRow, misses, outside_fitted, validate_run, validated
 from harness.tools.twin_wake import wake_finding
 
 Say = Callable[[str], None]
+TTFT_P50, TTFT_P99, ITL_P50 = (of(latency, q).name for latency, q in (
+    (Latency.TTFT, "p50"), (Latency.TTFT, "p99"), (Latency.ITL, "p50")))
 DRIFT = 0.10  # the lone probe's TTFT or ITL moving this much between the first and the last: `engine-drift`
 # Findings that make a twin untrustworthy whatever its held-out errors. The others explain: decode-spread,
 # engine-drift, and prompt-cost-by-load — on a twin of the bundled simulator that held every held-out figure it
@@ -90,7 +93,7 @@ async def make_run(spec: PlannedRun, endpoint: Endpoint, where: Path, tokenizer:
 
 def probe_of(run_dir: Path) -> Probe:
     """TTFT and ITL of requests sent one at a time: the p50s, as every run's summary gives them."""
-    ttft, itl = p50(run_dir, "ttft_p50"), p50(run_dir, "itl_p50")
+    ttft, itl = p50(run_dir, TTFT_P50), p50(run_dir, ITL_P50)
     if ttft is None or itl is None:
         raise EndpointError(f"{run_dir}: the probe requests did not succeed (see its summary.json): nothing to "
                             "design a twin on")
@@ -108,11 +111,11 @@ def measured_probe(guess: Probe, plan: Design, dirs: dict[str, Path]) -> Probe:
     itl: list[float] = []
     for spec in plan.role("fit"):
         if spec.name.startswith("ramp-") and spec.name in dirs:
-            if (value := p50(dirs[spec.name], "itl_p50")) is None:
+            if (value := p50(dirs[spec.name], ITL_P50)) is None:
                 break
             itl.append(value)
     alone = dirs.get(f"prompt-{RUN_PROMPT}")
-    ttft = (p50(alone, "ttft_p50") if alone is not None else None) or guess.ttft_ms
+    ttft = (p50(alone, TTFT_P50) if alone is not None else None) or guess.ttft_ms
     return replace(guess, ttft_ms=ttft, prompt_tokens=RUN_PROMPT, itl_by_seqs=tuple(itl))
 
 
@@ -214,8 +217,7 @@ def judge(runs: Measured, out: Path, name: str) -> TwinResult:
     findings += prompt_findings(fit.accelerator, {d: r for d, r in rows.items() if "-ramp-" not in d})
     # A ramp's TTFT is its 32-token prompts and the time around them, which a burst of its users stretches: it
     # times decode steps; and a p99 of fewer than `FEW` requests is their slowest.
-    judged = [r for r in own if not (r["figure"].startswith("TTFT") and "-ramp-" in Path(r["run"]).name)
-              and not (r["figure"].startswith("TTFT p99") and _few(r["run"]))]
+    judged = [r for r in own if _judged(r)]
     if own_missed := misses(judged):
         worst = max(own_missed, key=lambda r: abs(r["error"] or 0.0))
         findings.append(Finding("own-runs-missed", f"the twin misses {len(own_missed)} figures of the runs it was "
@@ -237,10 +239,19 @@ def client_limited(run_dirs: list[Path]) -> dict[str, str]:
     beside the server the client is "not scheduled" in most runs, by a few ms at the p99."""
     return {d.name: phase.client_limited_reason or "client limited" for d in run_dirs
             for phase in read_summary(d / "summary.json").phases
-            if phase.untrusted("ttft_p50") or phase.untrusted("itl_p50")}
+            if phase.untrusted(TTFT_P50) or phase.untrusted(ITL_P50)}
 
 
 FEW = 20  # a TTFT p99 of fewer requests is their slowest one: not a figure to hold a fitted run to
+
+
+def _judged(row: ValidationRow) -> bool:
+    """A figure of a fitted run the twin is held to (see `judge`)."""
+    entry = validated(row["figure"])
+    if entry is None:
+        return True
+    ramp = "-ramp-" in Path(row["run"]).name
+    return not ((entry.latency is Latency.TTFT and ramp) or (entry.name == TTFT_P99 and _few(row["run"])))
 
 
 def _few(run_dir: str) -> bool:

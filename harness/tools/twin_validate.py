@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TypedDict
 
 from harness.config.load import BatchLoad, ConcurrencyLoad
+from harness.config.metric_registry import Latency, Metric, having, of
 from harness.config.presets import ACCELERATORS, FittedAccelerator
 from harness.config.scenario import Scenario, load_scenario
 from harness.config.workload import Length
@@ -18,9 +19,10 @@ from harness.stats.thresholds import observed
 from harness.tools.predict import predict
 from harness.tools.twin import Fit, on_twin
 
-# The figures a twin is judged on, as the metric registry names them
-VALIDATED = (("TTFT p50 ms", "ttft_p50"), ("TTFT p99 ms", "ttft_p99"), ("ITL p50 ms", "itl_p50"),
-            ("output tokens/s", "output_tokens_per_s"))
+# The figures a twin is judged on (rows name them by their registry label)
+VALIDATED = having("validated")
+_BY_LABEL = {m.label: m for m in VALIDATED}
+TTFT_P50 = of(Latency.TTFT, "p50")
 
 
 class ValidationRow(TypedDict):
@@ -41,11 +43,11 @@ def validate_run(run_dir: Path, accelerator: str, model: str | None = None) -> l
     predicted = predict(on_twin(load_scenario(run_dir / "scenario.yaml"), accelerator, model))
     rows: list[ValidationRow] = []
     for m, p in zip(measured.phases, predicted.phases, strict=True):
-        for label, name in VALIDATED:
-            got, want = observed(name, p), observed(name, m)
+        for entry in VALIDATED:
+            got, want = observed(entry.name, p), observed(entry.name, m)
             error = None if got is None or not want else got / want - 1
-            rows.append({"run": str(run_dir), "phase": m.name, "figure": label, "measured": want,
-                         "predicted": got, "error": error, "untrusted": m.untrusted(name)})
+            rows.append({"run": str(run_dir), "phase": m.name, "figure": entry.label, "measured": want,
+                         "predicted": got, "error": error, "untrusted": m.untrusted(entry.name)})
     return rows
 
 
@@ -53,9 +55,15 @@ def validate_run(run_dir: Path, accelerator: str, model: str | None = None) -> l
 P50_TOLERANCE, P99_TOLERANCE = 0.15, 0.30
 
 
+def validated(figure: str) -> Metric | None:
+    """The registry's entry of a row's figure (None: not a validated figure)."""
+    return _BY_LABEL.get(figure)
+
+
 def bound(figure: str) -> float:
     """The error a figure is held to: a tail's wider than a median's or a rate's."""
-    return P99_TOLERANCE if "p99" in figure else P50_TOLERANCE
+    entry = validated(figure)
+    return P99_TOLERANCE if entry is not None and not entry.central else P50_TOLERANCE
 
 
 def misses(rows: Sequence[ValidationRow]) -> list[ValidationRow]:
@@ -67,7 +75,7 @@ def fit_warnings(fit: Fit, rows: Sequence[ValidationRow]) -> list[str]:
     """Where the fit's assumptions failed, in words: a large time outside the steps (the step model did not
     explain the first tokens), no KV series, its own runs missed, an error that moves with the load."""
     a, out = fit.accelerator, []
-    ttft = [r["measured"] for r in rows if r["figure"] == "TTFT p50 ms" and r["measured"]]
+    ttft = [r["measured"] for r in rows if r["figure"] == TTFT_P50.label and r["measured"]]
     if ttft and a.request_ms > 0.25 * min(ttft):
         out.append(f"{a.request_ms:,.0f} ms of every request lies outside the fitted steps, over a quarter of the "
                    f"lowest TTFT p50 measured ({min(ttft):,.0f} ms): the step model does not explain the first "
@@ -85,7 +93,7 @@ def fit_warnings(fit: Fit, rows: Sequence[ValidationRow]) -> list[str]:
     if said is not None and not 0.5 <= (a.per_ktoken_ms or 1e-9) / said <= 2.0:
         out.append(f"the server timed its own prompt processing at {said:,.0f} ms per 1k tokens; the fit found "
                    f"{a.per_ktoken_ms:,.0f}: the step model misplaces the prompts' cost")
-    spread = [r["error"] for r in rows if r["figure"] == "TTFT p50 ms" and r["error"] is not None]
+    spread = [r["error"] for r in rows if r["figure"] == TTFT_P50.label and r["error"] is not None]
     if len(spread) >= 2 and max(spread) - min(spread) > 0.30:
         out.append(f"the TTFT p50 error moves with the run ({min(spread):+.0%} to {max(spread):+.0%}): a term the "
                    "model lacks grows with load (slots, a queue, prompts stalling the decode)")

@@ -10,8 +10,9 @@ from collections.abc import Iterator
 import pytest
 
 from harness.config import presets
+from harness.config.metric_registry import DEFAULT_TOLERANCES
 from harness.config.scenario import parse_scenario
-from harness.stats.compare import DEFAULT_TOLERANCES, Block, blocks, bootstrap
+from harness.stats.compare import Block, blocks, bootstrap
 from harness.tools.predict import predict_runs
 
 SLOWER = 1.27  # the accelerator's compute and bandwidth scaled down: decode steps (ITL) about 20% slower
