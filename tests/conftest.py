@@ -34,6 +34,9 @@ def sim_url() -> Iterator[str]:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "timing: checks timing; a failure while other processes held the machine's "
                                        "cores is reported as a skip, with the reason, not as a failure")
+    config.addinivalue_line("markers", "pairs: a timing test whose bounds hold with one other such test running "
+                                       "beside it (`make check` runs these two at once; the rest of the timing tests "
+                                       "alone)")
 
 
 @pytest.hookimpl(hookwrapper=True)

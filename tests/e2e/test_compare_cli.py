@@ -13,7 +13,7 @@ import pytest
 
 from tests.helpers import harness
 
-pytestmark = pytest.mark.timing  # two runs' latencies compared for a regression
+pytestmark = [pytest.mark.timing, pytest.mark.pairs]  # two runs' latencies compared for a regression
 
 # Tolerant client bounds: on a busy machine a run whose client was late is "untrusted" (exit 5) by design; these
 # tests are about the comparison itself (the nightly test checks a starved night).

@@ -29,7 +29,7 @@ FROZEN = """name: frozen
 workload: {prompt_tokens: 16, output_tokens: 8}
 client: {worker_silence_s: 6}
 phases:
-  - {name: open, load: {type: constant, rate: 6, requests: 120}}
+  - {name: open, load: {type: constant, rate: 12, requests: 120}}
 """
 
 
@@ -39,7 +39,7 @@ def test_a_worker_frozen_for_good_is_killed_after_the_stated_silence_and_the_run
     os.kill(worker_pid(tmp_path / "reports", 1, 300), signal.SIGSTOP)
     stopped_at = time.monotonic()
     _, err = proc.communicate(timeout=120)
-    # Its share was 60 requests at 3 a second: it would have run 20 s. The silence limit ended it first.
+    # Its share was 60 requests at 6 a second: it would have run 10 s. The silence limit ended it first.
     assert time.monotonic() - stopped_at < 60
     assert proc.returncode == EXIT_HARNESS, err
     assert "worker 1 has said nothing for" in err and "6 s at most (client.worker_silence_s)" in err

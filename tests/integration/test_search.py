@@ -124,6 +124,7 @@ phases:
 
 
 @pytest.mark.timing
+@pytest.mark.pairs
 def test_search_over_real_http_agrees_with_virtual_time(tmp_path: Path) -> None:
     """Trials over loopback HTTP against one bundled simulator (four sequences at a time, so the
     capacity is low and trials short) find the capacity that virtual time predicts."""
@@ -207,6 +208,7 @@ async def test_one_seed_claims_no_interval_and_each_trial_names_what_failed_it()
 
 
 @pytest.mark.timing
+@pytest.mark.pairs
 def test_search_says_something_within_10_s_and_every_15_s_after(tmp_path: Path) -> None:
     """Against the bundled simulator with the defaults' long first trial (0.5 req/s: ≥ 100 s): lines keep
     coming while it runs. Ctrl-C into that trial after ~26 s (bounded): exit 130, "partial", no capacity claimed
