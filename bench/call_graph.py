@@ -6,6 +6,11 @@ The run is a real one, in this process, against the bundled simulator (its own p
 Python call between two of the package's modules, in every thread, is seen by a profile hook. An edge is a
 (caller module, callee module) pair, counted once however many calls cross it.
 
+The entry walk is what a reader follows from `harness run` to the first request's send
+(`harness.run.worker.run_request`): the package's functions called before it (stays), their modules (rooms),
+and the module-to-module calls among them that go up a layer or back into a module the walk had already left
+(climbs: each makes the reader turn back).
+
     .venv/bin/python bench/call_graph.py [--requests 20]
 """
 
@@ -34,10 +39,15 @@ def _module(filename: str) -> str | None:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def trace(argv: list[str]) -> tuple[set[str], set[tuple[str, str]]]:
+Walk = list[tuple[str | None, str, str]]  # (caller module, callee module, callee function), in call order
+
+
+def trace(argv: list[str]) -> tuple[set[str], set[tuple[str, str]], Walk]:
     called: set[str] = set()
     edges: set[tuple[str, str]] = set()
     cache: dict[str, str | None] = {}
+    walk: Walk = []
+    sent = threading.Event()
 
     def hook(frame: FrameType, event: str, _: object) -> None:
         if event != "call" or frame.f_back is None or not frame.f_code.co_flags & inspect.CO_NEWLOCALS:
@@ -49,6 +59,10 @@ def trace(argv: list[str]) -> tuple[set[str], set[tuple[str, str]]]:
         caller = cache.setdefault(frame.f_back.f_code.co_filename, _module(frame.f_back.f_code.co_filename))
         if caller is not None and caller != callee:
             edges.add((caller, callee))
+        if not sent.is_set():
+            walk.append((caller, callee, frame.f_code.co_qualname))
+            if callee == "harness.run.worker" and frame.f_code.co_name == "run_request":
+                sent.set()
 
     from harness.cli import main
 
@@ -59,7 +73,20 @@ def trace(argv: list[str]) -> tuple[set[str], set[tuple[str, str]]]:
     finally:
         sys.setprofile(None)
         threading.setprofile(None)
-    return called, edges
+    return called, edges, walk
+
+
+def entry_walk(walk: Walk) -> tuple[int, int, int]:
+    """Stays, rooms and climbs of the walk to the first send (see the module's docstring)."""
+    stays = {(module, name) for _, module, name in walk}
+    rooms = {module for _, module, _ in walk}
+    seen: set[str] = set()
+    climbs: set[tuple[str, str]] = set()
+    for caller, callee, _ in walk:
+        if caller is not None and caller != callee and (_up(caller, callee) or callee in seen):
+            climbs.add((caller, callee))
+        seen.add(callee)
+    return len(stays), len(rooms), len(climbs)
 
 
 def _up(caller: str, callee: str) -> bool:
@@ -72,13 +99,15 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=20)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as reports:
-        called, edges = trace(["run", "--rate", "20", "--requests", str(args.requests), "--output-tokens", "16",
+        called, edges, walk = trace(["run", "--rate", "20", "--requests", str(args.requests), "--output-tokens", "16",
                                "--prompt-tokens", "32", "--progress", "off", "--reports-dir", reports])
     up = sorted(f"{a} -> {b}" for a, b in edges if _up(a, b))
     print(f"a quick `harness run` of {args.requests} requests calls into {len(called)} of the package's modules, "
           f"across {len(edges)} module-to-module edges; {len(up)} of them run back up a layer:")
     for line in up:
         print(f"  {line}")
+    stays, rooms, climbs = entry_walk(walk)
+    print(f"the entry walk to the first send: {stays} stays (functions), {rooms} rooms (modules), {climbs} climbs")
 
 
 if __name__ == "__main__":

@@ -18,7 +18,8 @@ from harness.stats.stress import estimate
 from harness.tools.predict import predict
 from tests.helpers import harness
 
-pytestmark = [pytest.mark.timing, pytest.mark.pairs]  # the default run against its prediction; Ctrl-C at a moment of the run
+# The default run against its prediction; Ctrl-C at a moment of the run.
+pytestmark = [pytest.mark.timing, pytest.mark.pairs]
 
 ROOT = Path(__file__).resolve().parents[2]
 
