@@ -30,7 +30,7 @@ check:
 	$(BIN)/ruff check harness tests bench
 	$(BIN)/mypy harness bench
 	$(BIN)/pytest -q -n 2 tests/unit  # in-process and pure: two at once
-	$(BIN)/pytest -q -n 2 --durations=10 -m "not timing" tests/integration tests/e2e  # real processes, no clock judged
+	$(BIN)/pytest -q -n 3 --durations=10 -m "not timing" tests/integration tests/e2e  # real processes, no clock judged
 	$(BIN)/pytest -q -n 2 --dist loadfile --durations=5 -m "timing and pairs" tests/integration tests/e2e  # two at once
 	$(BIN)/pytest -q --durations=10 -m "timing and not pairs" tests/integration tests/e2e  # alone: on a quiet machine
 
