@@ -7,7 +7,8 @@ Python call between two of the package's modules, in every thread, is seen by a 
 (caller module, callee module) pair, counted once however many calls cross it.
 
 The entry walk is what a reader follows from `harness run` to the first request's send
-(`harness.run.worker.run_request`): the package's functions called before it (stays), their modules (rooms),
+(`harness.run.worker.run_request`): the package's functions called before it (stays; not comprehensions or
+lambdas, nor what a module's body calls while it is imported), their modules (rooms),
 and the module-to-module calls among them that go up a layer or back into a module the walk had already left
 (climbs: each makes the reader turn back).
 
@@ -59,7 +60,7 @@ def trace(argv: list[str]) -> tuple[set[str], set[tuple[str, str]], Walk]:
         caller = cache.setdefault(frame.f_back.f_code.co_filename, _module(frame.f_back.f_code.co_filename))
         if caller is not None and caller != callee:
             edges.add((caller, callee))
-        if not sent.is_set():
+        if not sent.is_set() and not frame.f_code.co_name.startswith("<") and not _importing(frame):
             walk.append((caller, callee, frame.f_code.co_qualname))
             if callee == "harness.run.worker" and frame.f_code.co_name == "run_request":
                 sent.set()
@@ -74,6 +75,16 @@ def trace(argv: list[str]) -> tuple[set[str], set[tuple[str, str]], Walk]:
         sys.setprofile(None)
         threading.setprofile(None)
     return called, edges, walk
+
+
+def _importing(frame: FrameType) -> bool:
+    """A call a module's body makes while it is imported (building a table, a registry): not a step of the run."""
+    at: FrameType | None = frame
+    while at is not None:
+        if at.f_code.co_name == "<module>" and at.f_code.co_filename.startswith(PACKAGE):
+            return True
+        at = at.f_back
+    return False
 
 
 def entry_walk(walk: Walk) -> tuple[int, int, int]:

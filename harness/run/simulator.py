@@ -34,7 +34,8 @@ def simulator_cli() -> click.Group:
 
 
 def check_fits(cfg: SimulatorConfig) -> None:
-    """A simulator that could serve nothing is a scenario mistake, named before anything starts."""
+    """A simulator that could serve nothing is a scenario mistake, named before anything starts (`predict`,
+    which runs the simulator in this process; the bundled one checks itself and says so on its first line)."""
     from harness.sim.build import fit_problem
 
     problem = fit_problem(cfg)
@@ -94,7 +95,6 @@ async def bundled_simulator(cfg: SimulatorConfig, pin: bool = False,
     the simulator writes to stderr goes there instead of straight to the terminal, where it would
     land in the middle of a live display.
     """
-    check_fits(cfg)
     cores = split_cores() if pin else None
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}  # the simulator does no BLAS
     proc = await asyncio.create_subprocess_exec(
@@ -115,6 +115,8 @@ async def bundled_simulator(cfg: SimulatorConfig, pin: bool = False,
             info = json.loads(line)
         except (TimeoutError, ValueError):
             raise SimulatorError("the bundled simulator did not start") from None
+        if "refused" in info:  # it checks its own configuration starts, as vLLM would: a scenario mistake
+            raise ScenarioError(f"simulator: {info['refused']}")
         yield info["url"], info["model"]
     finally:
         if proc.returncode is None:

@@ -155,6 +155,9 @@ def serve_cmd(host: str, port: int, presets: tuple[Path, ...], config_json: str 
         cfg = simulator_config(options)
     problem = fit_problem(cfg)
     if problem is not None:
+        if config_json is not None:  # started by a harness run: its refusal on the line the URL would take
+            sys.stdout.write(json.dumps({"refused": problem}) + "\n")
+            raise SystemExit(2)
         raise click.BadParameter(problem, param_hint="--model / --accelerator / --tp")
     try:
         event_loop.run(_serve_forever(cfg, host, port, api_key, gate))
