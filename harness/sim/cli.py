@@ -124,7 +124,8 @@ def simulator_config(options: dict[str, Any]) -> SimulatorConfig:
               help="0 picks a free port; the URL is printed as JSON on the first line of stdout.")
 @_presets_option
 @click.option("--config-json", metavar="JSON", help="The whole configuration as JSON (the bundled simulator's "
-              "way in); flags given beside it are ignored.")
+              "way in); flags given beside it are ignored. One that cannot start is said on the URL's line, as "
+              "{\"refused\": why}, exit 2.")
 @click.option("--api-key-env", default=None, metavar="VAR",
               help="Require this environment variable's value as the bearer API key.")
 @click.option("--require-header", "required", multiple=True, metavar="'NAME: VALUE'",
