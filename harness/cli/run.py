@@ -220,7 +220,8 @@ def _exit(results: list[RunResult]) -> None:
     if any(r.summary.run.stopped for r in results):
         raise SystemExit(EXIT_STOPPED)
     for result in results:
-        if not any(phase.requests.ok for phase in result.summary.phases):
+        idle = result.summary.run.complete and not result.summary.phases  # a shard whose share was empty
+        if not idle and not any(phase.requests.ok for phase in result.summary.phases):
             causes = Counter[str]()
             for phase in result.summary.phases:
                 causes.update(phase.requests.failure_reasons)

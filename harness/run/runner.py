@@ -55,7 +55,7 @@ from harness.workload.plan import (
     text_maker,
     warm_connections,
 )
-from harness.workload.shards import Shard, shard_plan
+from harness.workload.shards import Shard, empty, idle_line, shard_plan
 
 FLUSH_S = 0.05
 def new_run_dir(reports_dir: Path, scenario_name: str) -> Path:
@@ -121,11 +121,13 @@ def _scraper(scenario: Scenario, endpoint: Endpoint, clock: Clock, run_dir: Path
 
 async def _run_phases(scenario: Scenario, plans: list[PhasePlan], dispatcher: Dispatcher, backend: PooledBackend,
                       sink: RecordSink, check: SelfCheck, done: list[PhaseRun], gate: PhaseStarts,
-                      relay: ParentLine | None) -> None:
-    """Phases in order until done or stopped; a phase cut short is kept with the records it has."""
+                      relay: ParentLine | None, reached: list[str]) -> None:
+    """Phases in order until done or stopped; a phase cut short is kept with the records it has. `reached`: every
+    phase begun, a shard's empty share of one included (`done` holds those that sent something)."""
     for k, (phase, plan) in enumerate(zip(scenario.phases, plans, strict=True)):
         if dispatcher.stopping:
             break
+        reached.append(phase.name)
         await backend.warm(warm_connections(plan))
         await gate.before(k, phase.name)  # one timeline: no shard begins this phase before every shard ended the last
         sink.begin_phase(PhaseStart(phase, plan, lambda: dispatcher.launched))
@@ -154,6 +156,7 @@ class _Run:
     relay: ParentLine | None = None
     gate: PhaseStarts = field(default_factory=AtOnce)
     phases: list[PhaseRun] = field(default_factory=list)
+    reached: list[str] = field(default_factory=list)  # phases begun, with or without records
     records: list[RequestRecord] = field(default_factory=list)
     every: int = 1  # past records_in_memory, `records` holds 1 in `every` (harness.stats.keep.RunSample)
     stopped: str | None = None
@@ -182,7 +185,7 @@ class _Run:
             stopper.install()
             try:
                 await _run_phases(self.scenario, self.plans, dispatcher, backend, sink, check, self.phases, self.gate,
-                                  self.relay)
+                                  self.relay, self.reached)
             except asyncio.CancelledError:
                 if not stopper.cancelled:
                     raise
@@ -240,8 +243,25 @@ class _Run:
             after = (self.stopped_ns - header.anchor.monotonic_ns) / 1e9
         return header.changed(
             stopped=self.stopped, shard=shard, stopped_after_s=after, records_file=self.records_file,
-            not_run=[p.name for p in self.scenario.phases[len(self.phases):]],
-            complete=len(self.phases) == len(self.plans) and self.stopped is None)
+            not_run=self.not_run(), complete=not self.not_run() and self.stopped is None)
+
+    def not_run(self) -> list[str]:
+        """Phases that sent nothing though their plan had something to send (a shard's empty share of a phase it
+        reached ran in full: it had nothing to send)."""
+        ran = {r.phase.name for r in self.phases} | {
+            p.name for p, plan in zip(self.scenario.phases, self.plans, strict=True) if p.name in self.reached
+            and empty(plan)}
+        return [p.name for p in self.scenario.phases if p.name not in ran]
+
+
+def _lined_up(sharding: StartGate, scenario: Scenario, whole: list[PhasePlan], display: Display) -> PhaseStarts:
+    """When this shard begins each phase; by hand, each shard also says which shards have no share of a phase (3
+    users over 4 shards) — the parent of workers says it itself."""
+    if sharding.relay is None:
+        for phase, plan in zip(scenario.phases, whole, strict=True):
+            if (line := idle_line(phase.name, plan, sharding.shard.count)) is not None:
+                display.say(line)
+    return sharding.gate(list(scenario.phases), whole, display.warn)
 
 
 def _self_check(cfg: ClientConfig, clock: Clock, warn: Callable[[str], None],
@@ -281,7 +301,7 @@ async def run_scenario(
                sharding.relay if sharding else None)
     check = _self_check(cfg, clock, run.display.warn, metrics)
     if sharding is not None:
-        run.gate = sharding.gate(list(scenario.phases), whole, run.display.warn)
+        run.gate = _lined_up(sharding, scenario, whole, run.display)
     backend = make_backend(endpoint, cfg, max(peak_connections(p) for p in plans))
     scraper = _scraper(scenario, endpoint, clock, run_dir)
     scraped: ScrapeInfo | None = None

@@ -74,6 +74,40 @@ def shard_plan(plan: PhasePlan, shard: Shard) -> PhasePlan:
     raise TypeError(f"no sharding for {type(plan).__name__}")
 
 
+def empty(plan: PhasePlan) -> bool:
+    """A plan that sends nothing (a shard's share of fewer users, batch members or requests than shards)."""
+    if isinstance(plan, OpenLoopPlan):
+        return len(plan.specs) == 0
+    if isinstance(plan, BatchPlan):
+        return not any(plan.batches)
+    if isinstance(plan, ClosedLoopPlan):
+        return plan.concurrency == 0
+    return len(plan.offsets_ns) == 0
+
+
+def _split(plan: PhasePlan) -> tuple[int, str]:
+    """What a plan is split by, and how many of it there are."""
+    if isinstance(plan, ClosedLoopPlan):
+        return plan.concurrency, "users"
+    if isinstance(plan, BatchPlan):
+        return max(map(len, plan.batches), default=0), "requests a batch"
+    if isinstance(plan, SessionPlan):
+        return len(plan.offsets_ns), "conversations"
+    return len(plan.specs), "requests"
+
+
+def idle_line(name: str, plan: PhasePlan, count: int, who: str = "shard") -> str | None:
+    """Said before a split run starts when some of its `count` shards have no share of phase `name` (3 users over 4
+    shards): which idle there, and that the run is complete without them. None when every shard has a share."""
+    idle = [i for i in range(count) if empty(shard_plan(plan, Shard(i, count)))]
+    if not idle or count == 1:
+        return None
+    n, units = _split(plan)
+    whom = f"{who} {idle[0]}" if len(idle) == 1 else f"{who}s {', '.join(map(str, idle))}"
+    return (f"phase {name}: {n} {units} over {count} {who}s: {whom} {'idles' if len(idle) == 1 else 'idle'} in it "
+            "(nothing of the load is lost)")
+
+
 def planned_span_s(plan: PhasePlan) -> float | None:
     """How long a phase's schedule lasts whatever the server does (its last arrival, or its duration); None where
     only the answers end it (fixed batches, a closed loop of a count of requests). Of the whole plan, not a

@@ -1,6 +1,7 @@
 """`--workers` under faults, with real processes and real signals: a worker frozen for good is killed after
 `client.worker_silence_s` and the run ends incomplete; Ctrl-C of the parent stops the workers and still merges
-what they wrote. No clock is judged here (the generous bounds hold on a busy machine)."""
+what they wrote; fewer users than workers (or than shards by hand) is said up front and the run is complete.
+No clock is judged here (the generous bounds hold on a busy machine)."""
 
 from __future__ import annotations
 
@@ -16,11 +17,12 @@ from harness.errors import EXIT_HARNESS, EXIT_STOPPED
 from tests.helpers import ROOT, only_run_dir, worker_pid
 
 
-def _workers(tmp_path: Path, sim_url: str, scenario: str) -> subprocess.Popen[str]:
+def _workers(tmp_path: Path, sim_url: str, scenario: str, workers: int = 2) -> subprocess.Popen[str]:
     path = tmp_path / "scenario.yaml"
     path.write_text(scenario)
     return subprocess.Popen([sys.executable, "-m", "harness", "run", str(path), "--endpoint", sim_url,
-                             "--progress", "lines", "--workers", "2", "--reports-dir", str(tmp_path / "reports")],
+                             "--progress", "lines", "--workers", str(workers),
+                             "--reports-dir", str(tmp_path / "reports")],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
 
@@ -79,3 +81,33 @@ def test_ctrl_c_of_the_parent_stops_the_workers_and_merges_what_they_wrote(sim_u
     ok = summary["phases"][0]["requests"]["ok"]
     assert ok == shards[0]["records"] + shards[1]["records"]  # every request in flight at the stop finished
     assert len((run_dir / "requests.jsonl").read_text().splitlines()) == ok
+
+
+THREE_USERS = """name: three
+workload: {prompt_tokens: 16, output_tokens: 8}
+phases:
+  - {name: users, load: {type: concurrency, concurrency: 3, requests: 12}}
+"""
+IDLES = "phase users: 3 users over 4 {who}s: {who} 3 idles in it (nothing of the load is lost)"
+
+
+def test_three_users_over_four_workers_is_complete_and_says_up_front_that_one_idles(sim_url: str,
+                                                                                     tmp_path: Path) -> None:
+    out, err = _workers(tmp_path, sim_url, THREE_USERS, workers=4).communicate(timeout=120)
+    assert IDLES.format(who="worker") in out + err, out + err
+    summary = json.loads((only_run_dir(tmp_path / "reports") / "summary.json").read_text())
+    assert summary["run"]["complete"] and summary["run"]["not_run"] == []
+    assert [s["records"] for s in sorted(summary["run"]["shards"], key=lambda s: s["index"])] == [4, 4, 4, 0]
+    assert summary["phases"][0]["requests"]["ok"] == 12 and summary["phases"][0]["incomplete"] is None
+
+
+def test_a_shard_by_hand_without_a_share_says_so_and_ends_complete(sim_url: str, tmp_path: Path) -> None:
+    (tmp_path / "s.yaml").write_text(THREE_USERS)
+    done = subprocess.run([sys.executable, "-m", "harness", "run", str(tmp_path / "s.yaml"), "--endpoint", sim_url,
+                           "--shard", "3/4", "--start-at", repr(time.time() + 1), "--progress", "off",
+                           "--reports-dir", str(tmp_path / "r")], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert IDLES.format(who="shard") in done.stdout + done.stderr
+    summary = json.loads((only_run_dir(tmp_path / "r") / "summary.json").read_text())
+    assert summary["run"]["complete"] and summary["run"]["not_run"] == [] and summary["phases"] == []

@@ -15,7 +15,7 @@ from harness.cli import main
 from harness.config.scenario import parse_scenario
 from harness.run.distributed.timeline import PhaseGate, manual_gate
 from harness.workload.plan import BatchPlan, ClosedLoopPlan, OpenLoopPlan, PhasePlan, SessionPlan, plan_phase
-from harness.workload.shards import Shard, planned_span_s, shard_plan, timetable
+from harness.workload.shards import Shard, empty, idle_line, planned_span_s, shard_plan, timetable
 
 LOADS = [
     {"type": "poisson", "rate": 20, "requests": 37},
@@ -138,3 +138,22 @@ def test_a_gate_by_hand_says_up_front_what_no_plan_can_hold() -> None:
     assert gate.starts[:2] == [100.0, 100.0 + planned_span_s(whole[0]) + 5.0] and gate.starts[2] is None  # type: ignore[operator]
     assert len(said) == 2 and "phase batches" in said[0] and "first batch together" in said[0]
     assert "phase after has no planned start" in said[1]
+
+
+@pytest.mark.parametrize(("load", "n", "idle", "said"), [
+    ({"type": "concurrency", "concurrency": 3, "requests": 12}, 4, [3],
+     "phase p: 3 users over 4 workers: worker 3 idles in it (nothing of the load is lost)"),
+    ({"type": "constant", "rate": 5, "requests": 2}, 4, [2, 3],
+     "phase p: 2 requests over 4 workers: workers 2, 3 idle in it (nothing of the load is lost)"),
+    ({"type": "batch", "size": 3, "batches": 2}, 5, [3, 4],
+     "phase p: 3 requests a batch over 5 workers: workers 3, 4 idle in it (nothing of the load is lost)"),
+    ({"type": "concurrency", "concurrency": 4, "requests": 12}, 4, [], None),
+])
+def test_shards_without_a_share_are_said_and_the_rest_hold_the_whole_load(load: dict, n: int, idle: list[int],
+                                                                          said: str | None) -> None:
+    whole = plan(load, 0)
+    parts = [shard_plan(whole, Shard(i, n)) for i in range(n)]
+    assert [i for i, p in enumerate(parts) if empty(p)] == idle
+    assert sorted(x for p in parts for x in sent(p)) == sent(whole)
+    assert idle_line("p", whole, n, who="worker") == said
+    assert not empty(whole) and idle_line("p", whole, 1) is None

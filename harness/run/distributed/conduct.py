@@ -24,6 +24,7 @@ from harness.run.result import RunResult
 from harness.run.signals import USR1_IGNORED, detach_terminal, off_signals, on_signals
 from harness.run.target import target
 from harness.workload.plan import plan_phase
+from harness.workload.shards import idle_line
 
 
 async def run_workers(scenario: Scenario, run_dir: Path, url: str | None, model: str | None, api: Api | None,
@@ -35,6 +36,9 @@ async def run_workers(scenario: Scenario, run_dir: Path, url: str | None, model:
         for line in plan_lines(scenario, endpoint, bundled, run_dir):
             display.say(line)
         plans = [plan_phase(scenario, i, "count") for i in range(len(scenario.phases))]
+        for phase, plan in zip(scenario.phases, plans, strict=True):
+            if (idle := idle_line(phase.name, plan, n, who="worker")) is not None:
+                display.say(f"  {idle}")
         work = run_dir / "workers"
         links = await _start(scenario, endpoint, work, n, ray_address, bundled, display)
         progress = Progress(MonotonicClock(), len(scenario.phases))
