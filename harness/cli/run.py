@@ -36,7 +36,7 @@ from harness.report.table import print_table, threshold_lines
 from harness.run.display import Display, make_display, plan_lines
 from harness.run.distributed.conduct import run_workers
 from harness.run.distributed.relay import Relay
-from harness.run.distributed.sharding import Sharding
+from harness.run.distributed.sharding import LEAD_S, Sharding, since_launch_s
 from harness.run.exporter import LiveMetrics
 from harness.run.result import RunResult
 from harness.run.runner import claimed, new_run_dir, run_scenario
@@ -245,8 +245,12 @@ def _start(start_at: float | None, late_ok: bool) -> float | None:
     """A common start already past would start this shard late against the others: refused unless asked for."""
     past_s = None if start_at is None else time.time() - start_at
     if past_s is not None and past_s * 1000 > LATE_MS and not late_ok:
+        launched = since_launch_s()
+        took = "" if launched is None else f"; this process was launched {launched:,.1f} s ago"
         raise click.BadParameter(f"{start_at!r} is {past_s:,.1f} s in the past: this shard would begin that late "
-                                 "against the others (--late-ok to start now anyway)", param_hint="--start-at")
+                                 f"against the others{took}, and a shard still builds its requests and opens its "
+                                 f"connections before the start: give a lead of at least {LEAD_S:g} s (--late-ok "
+                                 "to start now anyway)", param_hint="--start-at")
     return start_at
 
 

@@ -111,3 +111,4 @@ def test_a_shard_by_hand_without_a_share_says_so_and_ends_complete(sim_url: str,
     assert IDLES.format(who="shard") in done.stdout + done.stderr
     summary = json.loads((only_run_dir(tmp_path / "r") / "summary.json").read_text())
     assert summary["run"]["complete"] and summary["run"]["not_run"] == [] and summary["phases"] == []
+    assert 0 < summary["run"]["shard"]["ready_s"] < 60  # launch to ready: the lead --start-at needs

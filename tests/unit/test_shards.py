@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from harness.cli import main
 from harness.config.scenario import parse_scenario
+from harness.run.distributed.sharding import since_launch_s
 from harness.run.distributed.timeline import PhaseGate, manual_gate
 from harness.workload.plan import BatchPlan, ClosedLoopPlan, OpenLoopPlan, PhasePlan, SessionPlan, plan_phase
 from harness.workload.shards import Shard, empty, idle_line, planned_span_s, shard_plan, timetable
@@ -88,7 +89,7 @@ def test_a_shard_is_i_of_n_and_every_shard_derives_the_same_run_id() -> None:
 def test_shard_and_worker_flags_are_checked(tmp_path: Path) -> None:
     for args, problem in ((["--shard", "2/2", "--start-at", "1", "--late-ok"], "index must be 0 to 1"),
                           (["--shard", "0/2"], "needs --start-at"),
-                          (["--shard", "0/2", "--start-at", "1"], "s in the past"),  # refused unless asked for
+                          (["--shard", "0/2", "--start-at", "1"], "give a lead of at least 5 s"),  # unless asked for
                           (["--workers", "2", "--shard", "0/2", "--start-at", "1", "--late-ok"], "drop --shard"),
                           (["--workers", "1"], "--workers")):
         result = CliRunner().invoke(main, ["run", "--rate", "1", "--requests", "1", *args, "--reports-dir",
@@ -157,3 +158,15 @@ def test_shards_without_a_share_are_said_and_the_rest_hold_the_whole_load(load: 
     assert sorted(x for p in parts for x in sent(p)) == sent(whole)
     assert idle_line("p", whole, n, who="worker") == said
     assert not empty(whole) and idle_line("p", whole, 1) is None
+
+
+def test_a_process_knows_how_long_ago_it_was_launched() -> None:
+    """The lead a shard needed is read from the kernel's start time of the process (Linux), to 10 ms."""
+    first = since_launch_s()
+    if first is None:
+        pytest.skip("no /proc here: a shard's ready_s is null")
+    started = time.monotonic()
+    time.sleep(0.05)
+    second = since_launch_s()
+    assert second is not None and 0 < first < second
+    assert second - first == pytest.approx(time.monotonic() - started, abs=0.03)

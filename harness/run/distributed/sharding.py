@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,6 +21,21 @@ from harness.workload.plan import PhasePlan
 from harness.workload.shards import LATE_MS, PHASE_SLACK_S, SKEW_MS, Shard
 
 SHARD_HEADER = "shard.json"
+# The lead `--start-at` needs: a shard's launch to its ready (Python and the harness loaded, the requests built,
+# the connections open), `bench/start_lead.py` on this 2-core machine: 2 shards at once 0.7–0.9 s quiet, 1.6–2.4 s
+# with a busy loop on each core; 4 at once 1.8–2.1 s and 2.9–3.4 s. A lead of 5 s covers all, with room.
+LEAD_S = 5.0
+
+
+def since_launch_s() -> float | None:
+    """Seconds since this process was launched (Linux: its start in /proc/self/stat and the time since boot in
+    /proc/uptime, both counted from boot); None where that cannot be read."""
+    try:
+        ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+        up = float(Path("/proc/uptime").read_text().split()[0])
+    except (OSError, IndexError, ValueError):
+        return None
+    return max(0.0, up - ticks / os.sysconf("SC_CLK_TCK"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,8 +64,10 @@ class Sharding:
         much for a shard by hand (`shard.late_ms` in the summary; `harness merge` names it). The run's header
         goes to `shard.json` first: a shard killed before its summary can still be merged.
         The header, with what was measured."""
+        ready = since_launch_s()
+        shard = (header.shard or self.info()).changed(ready_s=None if ready is None else round(ready, 2))
+        header = header.changed(shard=shard)
         (run_dir / SHARD_HEADER).write_text(json.dumps({"run": header.to_json()}), encoding="utf-8")
-        shard = header.shard or self.info()
         if self.relay is not None:
             self.relay.start_beats()
             shard = await self._clock(shard, warn)
@@ -62,8 +80,10 @@ class Sharding:
             return header.changed(shard=shard)
         late_ms = max(0.0, (time.time() - self.start_at) * 1000)
         if late_ms > LATE_MS:
+            took = "" if ready is None else (f"; it was ready {ready:,.1f} s after its launch: a lead of at least "
+                                             f"{max(LEAD_S, 2 * ready):,.0f} s keeps the shards together")
             warn(f"shard {self.shard} started {late_ms:,.0f} ms after the common start (--start-at): its share "
-                 "of the load is late by as much")
+                 f"of the load is late by as much{took}")
         return header.changed(shard=shard.changed(late_ms=round(late_ms, 1)))
 
 

@@ -51,6 +51,9 @@ class ShardInfo(Section):
                                         "after each phase's schedule before the next phase starts on every shard")
     phase_late_ms: dict[str, float] | None = Field(None, description="by hand: phase -> how long after its planned "
                                                    "start it began on this shard (late: the phase before ran over)")
+    ready_s: float | None = Field(None, description="seconds from this shard's launch to its being ready to start "
+                                  "(Python and the harness loaded, requests built, connections open): the least "
+                                  "lead --start-at needs; null where the launch time cannot be read")
 
 
 class ShardLoss(Section):
