@@ -53,6 +53,7 @@ class Hub:
         # When each worker last said anything (it beats every second from its start; None: not started yet).
         self.seen: list[float | None] = [None] * n
         self.silent_max: dict[int, float] = {}  # the longest silence past SILENT_S of each worker, seconds
+        self.silences: dict[int, dict[str, float]] = {}  # … and per phase it was in (the one it began last)
         self.coordinator: ClientHealth | None = None  # the parent's own self-check over the run
         self._begun: dict[str, set[int]] = {}
         self._current = -1  # the phase the parent's view is in
@@ -102,6 +103,9 @@ class Hub:
         quiet = {w: now - seen for w in self.alive if (seen := self.seen[w]) is not None and now - seen > limit_s}
         for w, seconds in quiet.items():
             self.silent_max[w] = max(self.silent_max.get(w, 0.0), seconds)
+            if (phase := self.phase_of[w]) is not None:
+                per = self.silences.setdefault(w, {})
+                per[phase] = round(max(per.get(phase, 0.0), seconds), 1)
         return quiet
 
     def ended(self, worker: int) -> None:

@@ -48,7 +48,8 @@ class ShardRun:
     records: list[RequestRecord]
     # What the parent of --workers/--ray saw of this worker (by hand: nothing)
     loss: ShardLoss | None = None  # it died: what was lost
-    silent_max_s: float | None = None  # its longest silence past 3.5 s (SILENT_S)
+    silent_max_s: float | None = None  # its longest silence past 2 s (SILENT_S)
+    silences: dict[str, float] | None = None  # phase -> its longest silence in it
     records_at: str | None = None  # where it wrote its own records
 
     @property
@@ -163,7 +164,8 @@ def merged_header(shards: Sequence[ShardRun], parent: ParentSaw | None = None) -
     ended, what its parent saw of it), complete only if every shard was; with a parent, what it saw."""
     per = [MergedShard(**{**s.shard.model_dump(), "run_dir": str(s.run_dir), "records": len(s.records),
                           "complete": s.saved.run.complete, "stopped": s.saved.run.stopped, "loss": s.loss,
-                          "silent_max_s": s.silent_max_s, "records_at": s.records_at}) for s in shards]
+                          "silent_max_s": s.silent_max_s, "records_at": s.records_at, "silences": s.silences})
+           for s in shards]
     return shards[0].saved.run.changed(**{
         "shard": None, "shards": per, "complete": all(s.saved.run.complete for s in shards),
         "stopped": next((s.saved.run.stopped for s in shards if s.saved.run.stopped), None),
@@ -185,6 +187,7 @@ def merge_runs(shards: Sequence[ShardRun], out: Path, parent: ParentSaw | None =
     header = merged_header(shards, parent)
     rows = read_server_metrics(shards[0].run_dir)  # every shard scraped the same server: the first one's
     summary = build_summary(scenario, header, phases, rows, shards[0].saved.server_metrics)
+    summary = summary.changed(phases=[frozen(p, shards) for p in summary.phases])
     with RecordWriter(out) as writer:
         for rec in records:
             writer.write(rec)
@@ -205,6 +208,19 @@ def _phase_runs(scenario: Scenario, shards: Sequence[ShardRun], records: list[Re
         checks = [saved_check(p, cfg.loop_lag_bound_ms, cfg.cpu_bound, cfg.max_shift) for p in saved]
         runs.append(PhaseRun(phase, mine, worst(checks), saved[0].trace if saved[0] else None))
     return runs
+
+
+def frozen(phase: PhaseSummary, shards: Sequence[ShardRun]) -> PhaseSummary:
+    """A client-limited phase whose lateness a worker's freeze explains (its parent heard nothing from it for
+    seconds while it was in the phase: SIGSTOP, a stuck process) says so, instead of guessing at the server."""
+    silent = [(s.shard.index, seconds) for s in shards if (seconds := (s.silences or {}).get(phase.name))]
+    if not silent or not phase.client_limited:
+        return phase
+    index, seconds = max(silent, key=lambda x: x[1])
+    cause = (phase.client_limited_reason or "").replace(
+        ": something else holds its cores (the server on the same machine?)", "")
+    return phase.changed(client_limited_reason=f"worker {index} was frozen for {seconds:.1f} s in this phase (it "
+                         f"said nothing to its parent: SIGSTOP, or stuck): its lateness is its own; {cause}")
 
 
 def _copy_rows(src: Path, out: Path) -> None:

@@ -2,7 +2,7 @@
 
 `--workers` and `--ray` start one `harness run` a shard; each tells its parent, on stdout, what it does as it
 does it — the typed messages of `run/distributed/wire.py`: a phase begun (with its clock's anchor, so a shard
-that dies can still be merged), each record as its request ends, each barrier reached, a beat every second (a
+that dies can still be merged), each record as its request ends, each barrier reached, a beat twice a second (a
 silent worker is frozen or stuck), and rounds of measuring its clock against the parent's. After reaching a
 barrier it waits on stdin for the parent's `Go`: sent when every live shard has got there, so phase P (with its
 batch 0), and each later batch b, starts across all shards together — one timeline for the whole run, phases
@@ -34,7 +34,7 @@ from harness.run.distributed.wire import (
 from harness.run.observe import PhaseStart
 
 PHASE_START = -1  # the barrier before a phase's first send (batches count from 0)
-BEAT_S = 1.0  # a worker says it is alive this often
+BEAT_S = 0.5  # a worker says it is alive this often: a silence of 2 s is four beats missed
 CLOCK_ROUNDS = 5  # round trips to the parent; the one with the shortest round trip measures the offset
 CLOCK_TIMEOUT_S = 5.0
 

@@ -32,6 +32,7 @@ from harness.records import RecordWriter, RequestRecord
 from harness.run.display import Display
 from harness.run.distributed.hub import Hub
 from harness.run.distributed.merge import ParentSaw, ShardRun, killed_summary, merge_runs
+from harness.run.distributed.relay import BEAT_S
 from harness.run.result import RunResult
 from harness.run.selfcheck import SelfCheck
 from harness.run.simulator import given_cores
@@ -44,7 +45,7 @@ STARTUP_S = 3.0  # for the workers to start, build their first requests and open
 KEY_VARIABLE = "HARNESS_WORKER_API_KEY"  # the key reaches the workers through their environment only
 HEADER_VARIABLE = "HARNESS_WORKER_HEADER_"  # as do the headers' values, one variable each
 SAY_EVERY_S = 10.0
-SILENT_S = 3.5  # a worker that says nothing this long (it beats every second) is named within 5 s: frozen, stuck
+SILENT_S = 2.0  # a worker that says nothing this long (it beats twice a second) is named: frozen, stuck
 # Exits of a worker whose run ended and wrote its summary: stopped by a signal, no request ok, a threshold broken.
 WHOLE_EXITS = (0, EXIT_NOTHING_OK, EXIT_REGRESSION, EXIT_STOPPED, EXIT_HANGUP)
 LINE_LIMIT = 64 * 2**20  # one record a line: a long answer's chunk times run to hundreds of kB
@@ -203,7 +204,7 @@ async def follow(links: Sequence[Link], hub: Hub, display: Display, logs: Path) 
         named: set[int] = set()
         limit = hub.scenario.client.worker_silence_s
         while True:
-            await asyncio.sleep(1.0)
+            await asyncio.sleep(BEAT_S)
             quiet = hub.silent(time.monotonic(), SILENT_S)
             for w in sorted(set(quiet) - named):
                 display.warn(f"worker {w} has said nothing for {quiet[w]:.0f} s (frozen, e.g. SIGSTOP, or stuck): "
@@ -262,7 +263,8 @@ def _finished(link: Link, hub: Hub, text: str) -> ShardRun | None:
     if link.returncode not in WHOLE_EXITS or run_dir is None or not (run_dir / "summary.json").is_file():
         return None
     return ShardRun(run_dir, text, read_summary(run_dir / "summary.json"), hub.records[link.index],
-                    silent_max_s=_silence(hub, link.index), records_at=link.where)
+                    silent_max_s=_silence(hub, link.index), records_at=link.where,
+                    silences=hub.silences.get(link.index))
 
 
 def _silence(hub: Hub, index: int) -> float | None:
@@ -281,7 +283,8 @@ def _dead(link: Link, like: ShardRun, hub: Hub, text: str, share: int | None) ->
     header = like.saved.run.changed(shard=like.shard.changed(index=link.index), anchor=anchor)
     return ShardRun(shard_dir(link.reports) or link.reports, text,
                     killed_summary(header, f"worker died ({link.death()})"), hub.records[link.index], loss=loss,
-                    silent_max_s=_silence(hub, link.index), records_at=link.where)
+                    silent_max_s=_silence(hub, link.index), records_at=link.where,
+                    silences=hub.silences.get(link.index))
 
 
 def merge_workers(scenario: Scenario, plans: Sequence[PhasePlan], links: Sequence[Link], hub: Hub, run_dir: Path,

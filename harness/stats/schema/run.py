@@ -74,8 +74,10 @@ class MergedShard(ShardInfo):
     complete: bool | None
     stopped: str | None
     loss: ShardLoss | None = Field(None, description="a worker of --workers/--ray that died: what was lost")
-    silent_max_s: float | None = Field(None, description="a worker that said nothing for over 3.5 s (frozen, "
+    silent_max_s: float | None = Field(None, description="a worker that said nothing for over 2 s (frozen, "
                                        "stuck): its longest silence")
+    silences: dict[str, float] | None = Field(None, description="… per phase it was in: phase -> its longest "
+                                              "silence there, seconds (the phase's lateness is then its own)")
     records_at: str | None = Field(None, description="where the worker wrote its own records (host:path for a Ray "
                                    "actor: they stay on that node if the driver dies)")
 
