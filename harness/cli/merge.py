@@ -32,6 +32,9 @@ def merge(run_dirs: tuple[Path, ...], out: Path) -> None:
     write_run(result)
     print_table(result.summary)
     click.echo(f"\nreport: {out}")
+    for phase in result.summary.phases:
+        if phase.incomplete:
+            click.echo(f"warning: phase {phase.name} is incomplete: {phase.incomplete}", err=True)
     cut = [s for s in result.summary.run.shards or [] if not s.complete and s.stopped]
     if cut:
         raise fail("the merged run is incomplete: " + "; ".join(f"shard {s.index}: {s.stopped}" for s in cut),

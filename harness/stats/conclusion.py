@@ -122,5 +122,15 @@ def phase_sentence(p: PhaseSummary) -> str:
 
 
 def compare(phases: Sequence[PhaseSummary]) -> Comparison:
+    """The batch phases against the interactive one; none built on an incomplete phase (stopped, late, a shard
+    lost in it), whose load was not the one planned: the conclusion says why instead."""
     comps = comparisons(phases)
-    return Comparison(phases=comps, conclusion=sentences(comps))
+    kept = [c for c in comps if not _partial(phases, c.phase, c.versus)]
+    refused = [f"No ratio of {c.phase} to {c.versus}: {why}; a ratio built on it would say what the run did not "
+               "measure." for c in comps if (why := _partial(phases, c.phase, c.versus))]
+    return Comparison(phases=kept, conclusion=sentences(kept) + refused)
+
+
+def _partial(phases: Sequence[PhaseSummary], *names: str) -> str:
+    """Why the named phases cannot be compared ('' when they can): each incomplete one, with its reason."""
+    return "; ".join(f"{p.name} is incomplete ({p.incomplete})" for p in phases if p.name in names and p.incomplete)

@@ -32,7 +32,7 @@ from harness.stats.server import Row, phase_server_summary
 from harness.stats.stress import estimate, from_simulator, unestimated
 from harness.stats.thresholds import evaluate
 from harness.stats.verdict import ClientCheck
-from harness.workload.shards import LATE_MS
+from harness.workload.shards import DISTORTED_MS, LATE_MS
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,11 +228,18 @@ def build_summary(scenario: Scenario, header: RunHeader, phases: Sequence[PhaseR
 
 
 def incomplete(header: RunHeader, names: Sequence[str], ran: Sequence[str]) -> dict[str, str]:
-    """Why each phase that ran lacks part of its load: the run was stopped in it (the last that ran), or a shard
-    died in it or in a phase before it (its share of every later phase was never sent)."""
+    """Why each phase that ran lacks part of its load: the run was stopped in it (the last that ran), a shard by
+    hand began it over DISTORTED_MS late (its share sent late: the phase's load was not the one planned), or a
+    shard died in it or in a phase before it (its share of every later phase was never sent)."""
     out = {}
     if header.stopped and ran:
         out[ran[-1]] = f"stopped ({header.stopped})"
+    for shard in header.shards or []:
+        lateness = {**({names[0]: shard.late_ms} if names and shard.late_ms else {}), **(shard.phase_late_ms or {})}
+        for name, late in lateness.items():
+            if late > DISTORTED_MS and name in names:
+                out[name] = (f"shard {shard.index}/{shard.count} began it {late / 1000:,.1f} s late: its share of the "
+                             "load was sent late")
     for shard in header.shards or []:
         died_in = shard.loss.phase if shard.loss else None
         if died_in is not None and died_in in names:

@@ -16,6 +16,9 @@ from harness.workload.plan import BatchPlan, ClosedLoopPlan, OpenLoopPlan, Phase
 from harness.workload.requests import LazySpecs
 
 LATE_MS = 50.0  # a shard that begins later than this after the common start is named, in its run and the merge
+# … and one that began a phase later than this (by hand: no barrier) sent its share of it late enough to move the
+# phase's rates and the load the others met: the merged phase is incomplete, and no conclusion rests on it.
+DISTORTED_MS = 500.0
 SKEW_MS = 10.0  # a shard whose clock is off the coordinator's by more than this (beyond the uncertainty) is named
 PHASE_SLACK_S = 5.0  # shards by hand: the pause planned after each phase's schedule for its last answers to end
 
@@ -72,6 +75,15 @@ def shard_plan(plan: PhasePlan, shard: Shard) -> PhasePlan:
     if isinstance(plan, SessionPlan):
         return replace(plan, offsets_ns=plan.offsets_ns[i::n], conversations=range(i, len(plan.offsets_ns), n))
     raise TypeError(f"no sharding for {type(plan).__name__}")
+
+
+def share_count(plan: PhasePlan) -> int | None:
+    """Requests a plan sends (None: a phase bound by time, or sessions, has no count up front)."""
+    if isinstance(plan, OpenLoopPlan | BatchPlan):
+        return len(plan.specs)
+    if isinstance(plan, ClosedLoopPlan) and plan.requests is not None:
+        return plan.requests
+    return None
 
 
 def empty(plan: PhasePlan) -> bool:

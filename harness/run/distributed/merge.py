@@ -35,7 +35,8 @@ from harness.stats.schema import (
 from harness.stats.server import read_server_metrics
 from harness.stats.summary import PhaseRun, build_summary
 from harness.stats.verdict import RANK, ClientCheck, saved_check
-from harness.workload.shards import SKEW_MS
+from harness.workload.plan import plan_phase
+from harness.workload.shards import SKEW_MS, Shard, shard_plan, share_count
 
 _TIMES = ("intended_ns", "sent_ns", "first_token_ns", "first_content_ns", "last_token_ns", "end_ns")
 
@@ -98,6 +99,31 @@ def read_shard(run_dir: Path, warn: Callable[[str], None] | None = None) -> Shar
         raise ScenarioError(f"{run_dir}: not a shard (run with --shard i/N)")
     return ShardRun(run_dir, (run_dir / "scenario.yaml").read_text(encoding="utf-8"), saved,
                     list(read_records(records, warn)) if records.is_file() else [])
+
+
+def _counted(shard: ShardRun, scenario: Scenario) -> ShardRun:
+    """A shard by hand killed before its summary, with what it lost counted from its records against its plan (no
+    parent saw it): it died in the phase of its last record (the next, when that one's share is all there), and
+    its share of that phase and those after without a record is lost — in flight or never sent, which no one
+    can tell apart without a parent (`in_flight` 0, both in `never_sent`; null where a phase is bound by time)."""
+    if shard.loss is not None or shard.saved.phases or shard.saved.run.complete is not False:
+        return shard
+    me = Shard(shard.shard.index, shard.shard.count)
+    try:
+        shares = [share_count(shard_plan(plan_phase(scenario, i, "count"), me)) for i in range(len(scenario.phases))]
+    except (ScenarioError, OSError, ValueError):  # its plan cannot be rebuilt here (a trace gone): counted as before
+        return shard
+    names = [p.name for p in scenario.phases]
+    have = [sum(r.phase == name for r in shard.records) for name in names]
+    k = max((i for i, n in enumerate(have) if n), default=0)
+    if shares[k] is not None and have[k] >= (shares[k] or 0):
+        k += 1
+    if k >= len(names):
+        return shard
+    rest = [None if s is None else s - h for s, h in zip(shares[k:], have[k:], strict=True)]
+    lost = None if None in rest else sum(n or 0 for n in rest)
+    n = len(shard.records)
+    return dataclasses.replace(shard, loss=ShardLoss(phase=names[k], sent=n, ended=n, in_flight=0, never_sent=lost))
 
 
 def _check_complete(shards: Sequence[ShardRun]) -> None:
@@ -180,6 +206,7 @@ def merge_runs(shards: Sequence[ShardRun], out: Path, parent: ParentSaw | None =
     out.mkdir(parents=True, exist_ok=True)
     (out / "scenario.yaml").write_text(shards[0].scenario_text, encoding="utf-8")
     scenario = load_scenario(out / "scenario.yaml")
+    shards = [_counted(s, scenario) for s in shards]
     offsets = [s.clock_offset_ns - shards[0].clock_offset_ns for s in shards]  # once a shard, not a record
     records = sorted((_shifted(r, by) for s, by in zip(shards, offsets, strict=True) for r in s.records),
                      key=lambda r: (r.intended_ns, r.request_id))
@@ -188,6 +215,8 @@ def merge_runs(shards: Sequence[ShardRun], out: Path, parent: ParentSaw | None =
     rows = read_server_metrics(shards[0].run_dir)  # every shard scraped the same server: the first one's
     summary = build_summary(scenario, header, phases, rows, shards[0].saved.server_metrics)
     summary = summary.changed(phases=[frozen(p, shards) for p in summary.phases])
+    if any(p.incomplete for p in summary.phases):  # a phase whose load was not the one planned: nor is the run
+        summary = summary.changed(run=summary.run.changed(complete=False))
     with RecordWriter(out) as writer:
         for rec in records:
             writer.write(rec)

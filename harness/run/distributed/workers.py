@@ -38,8 +38,8 @@ from harness.run.selfcheck import SelfCheck
 from harness.run.simulator import given_cores
 from harness.stats.schema import Anchor, ShardLoss, read_summary
 from harness.stats.verdict import health
-from harness.workload.plan import BatchPlan, ClosedLoopPlan, OpenLoopPlan, PhasePlan
-from harness.workload.shards import Shard, shard_plan
+from harness.workload.plan import PhasePlan
+from harness.workload.shards import Shard, shard_plan, share_count
 
 STARTUP_S = 3.0  # for the workers to start, build their first requests and open connections
 KEY_VARIABLE = "HARNESS_WORKER_API_KEY"  # the key reaches the workers through their environment only
@@ -246,16 +246,8 @@ def _keep_streamed(link: Link, records: list[RequestRecord]) -> None:
 
 def planned(plans: Sequence[PhasePlan], shard: Shard) -> int | None:
     """Requests a shard was to send (None: a phase bound by time, or sessions, has no count up front)."""
-    total = 0
-    for whole in plans:
-        plan = shard_plan(whole, shard)
-        if isinstance(plan, OpenLoopPlan | BatchPlan):
-            total += len(plan.specs)
-        elif isinstance(plan, ClosedLoopPlan) and plan.requests is not None:
-            total += plan.requests
-        else:
-            return None
-    return total
+    counts = [share_count(shard_plan(whole, shard)) for whole in plans]
+    return None if None in counts else sum(c or 0 for c in counts)
 
 
 def _finished(link: Link, hub: Hub, text: str) -> ShardRun | None:

@@ -1,0 +1,88 @@
+"""Shards by hand (`--shard i/N --start-at T`, no parent) as things go wrong, with real processes and real signals:
+what `harness merge` then says must be as exact as the timeline. A shard that began 3 s late has its phase marked
+incomplete, and no batch-versus-interactive ratio rests on it; a shard killed with SIGKILL mid-phase has the
+phase it died in (and those after) incomplete, its loss counted from its records against its plan.
+
+No clock is judged closely: 3 s of lateness against a 0.5 s bound, a kill at a known point of a 4 s phase."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from harness.errors import EXIT_HARNESS
+from tests.helpers import ROOT
+
+TWO_PHASES = """name: byhand
+workload: {prompt_tokens: 16, output_tokens: 8}
+phases:
+  - {name: interactive, load: {type: constant, rate: 10, requests: 40}}
+  - {name: batch, load: {type: batch, size: 8, batches: 2}}
+"""
+
+
+def _shard(scenario: Path, sim_url: str, index: int, start_at: float, reports: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "harness", "run", str(scenario), "--endpoint", sim_url,
+                             "--shard", f"{index}/2", "--start-at", repr(start_at), "--late-ok", "--progress", "off",
+                             "--phase-slack", "8s",  # the late shard's share of phase 1 ends well before phase 2
+                             "--reports-dir", str(reports)], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def _merge(tmp_path: Path) -> tuple[subprocess.CompletedProcess[str], dict]:
+    dirs = [str(d) for i in (0, 1) for d in (tmp_path / f"s{i}").iterdir()]
+    done = subprocess.run([sys.executable, "-m", "harness", "merge", *dirs, "--out", str(tmp_path / "merged")],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    return done, json.loads((tmp_path / "merged" / "summary.json").read_text())
+
+
+def test_a_shard_3_s_late_marks_its_phase_and_the_conclusion_says_why(sim_url: str, tmp_path: Path) -> None:
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(TWO_PHASES)
+    start_at = time.time() + 6
+    first = _shard(scenario, sim_url, 0, start_at, tmp_path / "s0")
+    time.sleep(max(0.0, start_at + 3 - time.time()))
+    late = _shard(scenario, sim_url, 1, start_at, tmp_path / "s1")
+    for proc in (first, late):
+        proc.communicate(timeout=120)
+    assert late.returncode == 0 and first.returncode == 0
+    done, summary = _merge(tmp_path)
+    assert done.returncode == 0, done.stderr
+    phases = {p["name"]: p for p in summary["phases"]}
+    said = re.fullmatch(r"shard 1/2 began it ([\d.]+) s late: its share of the load was sent late",
+                        phases["interactive"]["incomplete"] or "")
+    assert said is not None and float(said[1]) >= 3.0, phases["interactive"]["incomplete"]  # 3 s and its start-up
+    assert phases["batch"]["incomplete"] is None  # the planned timetable held it: it began on time
+    assert "warning: phase interactive is incomplete: shard 1/2 began it" in done.stderr
+    assert not summary["run"]["complete"]
+    assert summary["comparison"]["phases"] == []  # no ratio rests on the distorted phase …
+    (said,) = summary["comparison"]["conclusion"]  # … and the conclusion says why
+    assert said.startswith("No ratio of batch to interactive: interactive is incomplete (shard 1/2 began it")
+
+
+def test_a_shard_killed_mid_phase_leaves_that_phase_incomplete_with_its_loss_counted(sim_url: str,
+                                                                                     tmp_path: Path) -> None:
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(TWO_PHASES)
+    start_at = time.time() + 6
+    procs = [_shard(scenario, sim_url, i, start_at, tmp_path / f"s{i}") for i in (0, 1)]
+    time.sleep(max(0.0, start_at + 2 - time.time()))  # about half way through its 20 requests of 40 at 10/s
+    os.kill(procs[1].pid, signal.SIGKILL)
+    for proc in procs:
+        proc.communicate(timeout=120)
+    assert procs[1].returncode == -signal.SIGKILL
+    done, summary = _merge(tmp_path)
+    assert done.returncode == EXIT_HARNESS and "shard 1" in done.stderr, done.stderr
+    phases = {p["name"]: p for p in summary["phases"]}
+    assert phases["interactive"]["incomplete"] == "shard 1/2 died in it"
+    assert phases["batch"]["incomplete"] == "shard 1/2 died in phase interactive, before it"
+    loss = {s["index"]: s for s in summary["run"]["shards"]}[1]["loss"]
+    assert loss["phase"] == "interactive" and 0 < loss["ended"] < 20
+    assert loss["never_sent"] == 20 + 8 - loss["ended"]  # its share of both phases, less what it recorded
+    assert sum(p["requests"]["total"] for p in summary["phases"]) == 20 + 8 + loss["ended"]  # shard 0's all there
