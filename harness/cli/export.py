@@ -78,12 +78,13 @@ def with_export_flags(scenario: Scenario, flags: dict[str, Any]) -> Scenario:
 
 
 @contextlib.contextmanager
-def live_metrics(scenario: Scenario) -> Iterator[LiveMetrics | None]:
-    """The exporter, serving while the block runs (and `metrics_hold_s` after it, when it ended well)."""
+def live_metrics(scenario: Scenario, shard: str = "") -> Iterator[LiveMetrics | None]:
+    """The exporter, serving while the block runs (and `metrics_hold_s` after it, when it ended well). `shard`:
+    "i/N" for a shard by hand, the `shard` label of every series (a dashboard sums over it)."""
     if not scenario.metrics_port:
         yield None
         return
-    metrics = LiveMetrics(scenario.name)
+    metrics = LiveMetrics(scenario.name, shard)
     try:
         metrics.serve(scenario.metrics_port)
     except OSError as exc:

@@ -168,7 +168,8 @@ def run(scenario_path: Path | None, endpoint: str | None, base_url: str | None, 
     parent = new_run_dir(reports_dir, f"{scenario.name}-x{repeat}") if repeat > 1 else None
     results: list[RunResult] = []
     died: list[str] = []
-    with live_metrics(scenario) as metrics, results_kept(display.warn):
+    by_hand = "" if sharding is None or sharding.relay is not None or sharding.shard.count == 1 else str(sharding.shard)
+    with live_metrics(scenario, by_hand) as metrics, results_kept(display.warn):
         for k in range(repeat):
             each = repeat_scenario(scenario, k)
             run_dir = parent / f"run-{k + 1}" if parent else new_run_dir(reports_dir, scenario.name)

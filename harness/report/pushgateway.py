@@ -18,7 +18,7 @@ from prometheus_client import CollectorRegistry, Gauge, push_to_gateway
 
 from harness.config.metric_registry import LATENCIES, PUSHED_STATISTICS, REGISTRY, of
 from harness.config.scenario import Pushgateway
-from harness.stats.schema import PhaseSummary, Summary
+from harness.stats.schema import PhaseSummary, ShardInfo, Summary
 from harness.stats.thresholds import observed
 
 _TIMEOUT_S = 10.0
@@ -83,10 +83,12 @@ def summary_registry(summaries: Sequence[Summary]) -> CollectorRegistry:
     return registry
 
 
-def grouping(cfg: Pushgateway, scenario: str) -> dict[str, str]:
+def grouping(cfg: Pushgateway, scenario: str, shard: ShardInfo | None = None) -> dict[str, str]:
     """job (given apart) + scenario + the configured labels: no host name, which would make every ephemeral
-    runner a new group (add `instance` as a label where a per-host group is wanted)."""
-    return {"scenario": scenario, **cfg.labels}
+    runner a new group (add `instance` as a label where a per-host group is wanted); a shard by hand's "i/N" as
+    `shard`, so the shards of one run push side by side rather than over each other."""
+    mine = {"shard": f"{shard.index}/{shard.count}"} if shard is not None and shard.count > 1 else {}
+    return {"scenario": scenario, **mine, **cfg.labels}
 
 
 def direct(url: str, method: str, timeout: float | None, headers: Sequence[tuple[str, str]], data: bytes
@@ -107,7 +109,7 @@ def push_summary(cfg: Pushgateway, summaries: Sequence[Summary], warn: Callable[
     """Push; a gateway that is down or refuses is a warning (the run and its reports stand), never an error."""
     if not summaries:
         return False
-    group = grouping(cfg, summaries[0].run.scenario)
+    group = grouping(cfg, summaries[0].run.scenario, summaries[0].run.shard)
     try:
         push_to_gateway(cfg.url, job=cfg.job, registry=summary_registry(summaries), grouping_key=group,
                         timeout=_TIMEOUT_S, handler=direct)

@@ -53,15 +53,16 @@ def _status(rec: RequestRecord) -> str:
 
 
 class _Histograms(Collector):
-    """Bucket counts, sums and the latest exemplar per bucket, for each histogram and (scenario, phase)."""
+    """Bucket counts, sums and the latest exemplar per bucket, for each histogram and (scenario[, shard], phase)."""
 
-    def __init__(self) -> None:
+    def __init__(self, names: list[str]) -> None:
+        self._names = names
         self._lock = threading.Lock()
-        self._counts: dict[tuple[str, tuple[str, str]], np.ndarray] = {}
-        self._sums: dict[tuple[str, tuple[str, str]], float] = {}
-        self._exemplars: dict[tuple[str, tuple[str, str]], list[Exemplar | None]] = {}
+        self._counts: dict[tuple[str, tuple[str, ...]], np.ndarray] = {}
+        self._sums: dict[tuple[str, tuple[str, ...]], float] = {}
+        self._exemplars: dict[tuple[str, tuple[str, ...]], list[Exemplar | None]] = {}
 
-    def _slot(self, key: tuple[str, tuple[str, str]]) -> np.ndarray:
+    def _slot(self, key: tuple[str, tuple[str, ...]]) -> np.ndarray:
         counts = self._counts.get(key)
         if counts is None:
             counts = self._counts[key] = np.zeros(len(LATENCY_BUCKETS_S) + 1, dtype=np.int64)
@@ -69,7 +70,7 @@ class _Histograms(Collector):
             self._exemplars[key] = [None] * (len(LATENCY_BUCKETS_S) + 1)
         return counts
 
-    def observe(self, name: str, labels: tuple[str, str], seconds: float, request_id: str) -> None:
+    def observe(self, name: str, labels: tuple[str, ...], seconds: float, request_id: str) -> None:
         key = (name, labels)
         at = bisect.bisect_left(LATENCY_BUCKETS_S, seconds)
         exemplar = Exemplar({"request_id": request_id}, seconds, time.time())
@@ -78,7 +79,7 @@ class _Histograms(Collector):
             self._sums[key] += seconds
             self._exemplars[key][at] = exemplar
 
-    def observe_many(self, name: str, labels: tuple[str, str], seconds: np.ndarray, request_id: str) -> None:
+    def observe_many(self, name: str, labels: tuple[str, ...], seconds: np.ndarray, request_id: str) -> None:
         """A request's many samples (its ITL) at once; its exemplar goes to the bucket of its slowest."""
         if not len(seconds):
             return
@@ -97,7 +98,7 @@ class _Histograms(Collector):
             snapshot = [(k, c.cumsum().tolist(), self._sums[k], list(self._exemplars[k]))
                         for k, c in self._counts.items()]
         for name, doc in _HISTOGRAMS.items():
-            family = HistogramMetricFamily(f"harness_{name}_seconds", doc, labels=["scenario", "phase"])
+            family = HistogramMetricFamily(f"harness_{name}_seconds", doc, labels=self._names)
             for (metric, labels), cumulative, total, exemplars in snapshot:
                 if metric != name:
                     continue
@@ -109,12 +110,13 @@ class _Histograms(Collector):
 class LiveMetrics:
     """Fed every finished record of the run and told when a phase begins; served on a port while it runs."""
 
-    def __init__(self, scenario: str) -> None:
-        self.scenario = scenario
+    def __init__(self, scenario: str, shard: str = "") -> None:
+        # A shard by hand labels every series with its "i/N" (a dashboard sums over it); a whole run has no such label.
+        self._prefix = (scenario, shard) if shard else (scenario,)
+        base = ["scenario", "shard", "phase"] if shard else ["scenario", "phase"]
         self.registry = CollectorRegistry()
-        self._hist = _Histograms()
+        self._hist = _Histograms(base)
         self.registry.register(self._hist)
-        base = ["scenario", "phase"]
         self._requests = Counter("harness_requests", "finished requests by status (ok, errored, cancelled) and "
                                  "cause", [*base, "status", "reason"], registry=self.registry)
         self._output = Counter("harness_output_tokens", "output tokens received, ok requests", base,
@@ -131,7 +133,7 @@ class LiveMetrics:
                               "second of its self-check; at the end: the phase's verdict), so its latencies are "
                               "inflated and untrusted; 0: it kept up", base, registry=self.registry)
         self._reasons: set[str] = set()
-        self._phase: tuple[str, str] = (scenario, "")
+        self._phase: tuple[str, ...] = (*self._prefix, "")
         self._load = ""
         self._done = 0
         self._server: Any = None
@@ -150,7 +152,7 @@ class LiveMetrics:
     def open_phase(self, phase: str, load: str, offered_rps: float | None, launched: Callable[[], int]) -> None:
         """A phase begins: its load in words, its schedule's rate (open loop), its count of requests sent."""
         self.end_phase()
-        self._phase, self._load, self._done = (self.scenario, phase), load, 0
+        self._phase, self._load, self._done = (*self._prefix, phase), load, 0
         self._info.labels(*self._phase, load).set(1)
         self._limited.labels(*self._phase).set(0)
         if offered_rps is not None:
@@ -164,16 +166,16 @@ class LiveMetrics:
 
     def client_late(self) -> None:
         """The self-check found a second in which the harness could not keep up."""
-        if self._phase[1]:
+        if self._phase[-1]:
             self._limited.labels(*self._phase).set(1)
 
     def verdicts(self, phases: dict[str, bool]) -> None:
         """Each phase's final client-limited verdict, from its summary."""
         for phase, limited in phases.items():
-            self._limited.labels(self.scenario, phase).set(int(limited))
+            self._limited.labels(*self._prefix, phase).set(int(limited))
 
     def end_phase(self) -> None:
-        if self._phase[1]:
+        if self._phase[-1]:
             self._info.labels(*self._phase, self._load).set(0)
             self._in_flight.labels(*self._phase).set_function(lambda: 0)
 

@@ -218,8 +218,11 @@ def _pushed(port: int) -> dict[tuple[str, str], float]:
 @pytest.fixture
 def pushgateway(tmp_path: Path) -> Iterator[int]:
     port = _free_port()
+    # In memory only: Debian's build persists to /var/lib/prometheus/pushgateway.data by default, which would
+    # carry one test's (and one run's) pushes into the next.
     proc = subprocess.Popen([_binary("prometheus-pushgateway"), f"--web.listen-address=127.0.0.1:{port}",
-                             "--log.level=warn"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                             "--log.level=warn", "--persistence.file="], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
     try:
         _wait_ready(f"http://127.0.0.1:{port}/-/ready", proc)
         yield port
@@ -272,6 +275,32 @@ def test_a_completed_and_a_stopped_run_both_reach_the_pushgateway(tmp_path: Path
     assert pushed[ok_key] == open_phase["requests"]["by_status"]["ok"]
     info = ("harness_run_info", f"instance=,job=nightly,repeat=1,run=a,run_id={summary['run']['run_id']},scenario=push")
     assert pushed[info] == 1
+
+
+def test_shards_by_hand_push_side_by_side_each_under_its_share(tmp_path: Path, sim_url: str,
+                                                               pushgateway: int) -> None:
+    """Two shards of one run push to one gateway: two groups, `shard` 0/2 and 1/2, neither overwriting the other;
+    their request counts add up to the run's."""
+    scenario = tmp_path / "push.yaml"
+    scenario.write_text(SCENARIO.replace("name: prom", "name: shards"))
+    start_at = time.time() + 6
+    procs = [subprocess.Popen([sys.executable, "-m", "harness", "run", str(scenario), "--endpoint", sim_url,
+                               "--shard", f"{i}/2", "--start-at", repr(start_at), "--progress", "off",
+                               "--pushgateway", f"http://127.0.0.1:{pushgateway}", "--pushgateway-job", "nightly",
+                               "--reports-dir", str(tmp_path / str(i))], cwd=ROOT, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for i in (0, 1)]
+    for proc in procs:
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0 and "not pushed" not in err, err
+    pushed = _pushed(pushgateway)
+    complete = {labels: v for (name, labels), v in pushed.items()
+                if name == "harness_run_complete" and "scenario=shards" in labels and "repeat=mean" in labels}
+    groups = "instance=,job=nightly,repeat=mean,scenario=shards,shard={}"
+    assert complete == {groups.format("0/2"): 1, groups.format("1/2"): 1}
+    ok = [v for (name, labels), v in pushed.items()
+          if name == "harness_summary_requests" and "scenario=shards" in labels and "phase=open" in labels
+          and "status=ok" in labels and "repeat=1" in labels]
+    assert sorted(ok) == [30, 30]  # the open phase's 60 requests, half each
 
 
 def test_a_pushgateway_that_is_down_is_a_warning_not_a_lost_run(tmp_path: Path, sim_url: str) -> None:

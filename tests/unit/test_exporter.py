@@ -130,9 +130,31 @@ def test_repeats_push_each_run_and_their_mean() -> None:
 def test_the_group_is_job_scenario_and_labels_not_the_host() -> None:
     from harness.config.scenario import Pushgateway
     from harness.report.pushgateway import grouping
+    from harness.stats.schema import ShardInfo
 
-    assert grouping(Pushgateway(url="http://gw", labels={"branch": "main"}), "nightly") == {
-        "scenario": "nightly", "branch": "main"}
+    cfg = Pushgateway(url="http://gw", labels={"branch": "main"})
+    assert grouping(cfg, "nightly") == {"scenario": "nightly", "branch": "main"}
+    # Shards by hand push side by side, one group each, not over each other; a lone "shard" 0/1 is a whole run.
+    assert grouping(cfg, "nightly", ShardInfo(index=1, count=2)) == {"scenario": "nightly", "shard": "1/2",
+                                                                      "branch": "main"}
+    assert grouping(cfg, "nightly", ShardInfo(index=0, count=1)) == grouping(cfg, "nightly")
+
+
+def test_a_shard_by_hand_labels_every_live_series_with_its_share() -> None:
+    metrics = _one_record(LiveMetrics("sc", "1/2"))
+    metrics.verdicts({"open": False})
+    s = _samples(metrics)
+    names = {name for name, _ in s}
+    assert {"harness_ttft_seconds_bucket", "harness_requests_total", "harness_client_limited"} <= names
+    assert all(dict(labels).get("shard") == "1/2" for _, labels in s), s  # every series, histograms too
+    whole = _samples(_one_record(LiveMetrics("sc")))
+    assert all("shard" not in dict(labels) for _, labels in whole)  # a whole run: no such label
+
+
+def _one_record(metrics: LiveMetrics) -> LiveMetrics:
+    metrics.open_phase("open", "constant 2 req/s, 2 requests", 2.0, lambda: 2)
+    metrics.record(rec(0, 1, [20, 30], completion=2, idx=1))
+    return metrics
 
 
 def _scenario(extra: str = "") -> object:
