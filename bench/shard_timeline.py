@@ -7,7 +7,10 @@ arrivals, a closed loop of 3 users and fixed batches of 8; one replaying the Azu
 (negative: phases overlapped), each batch's send spread, the closed loop's time-weighted requests in flight, and
 each phase's TTFT p50, ITL p50 and output tokens/s. Bounded: six runs of ~15–25 s; traffic to 127.0.0.1 only.
 
-    .venv/bin/python bench/shard_timeline.py [--workers 2]
+    .venv/bin/python bench/shard_timeline.py [--workers 2] [--ray ADDRESS] [--scenarios 1]
+
+`--ray ADDRESS` runs the sharded side on Ray actors of that cluster (`ray start --head --num-cpus 2` on this
+host); `--scenarios 1` runs only the first scenario (the phase boundaries and batches).
 """
 
 from __future__ import annotations
@@ -96,16 +99,20 @@ def one(url: str, tmp: Path, name: str, extra: list[str], scenario: str = SCENAR
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--ray", metavar="ADDRESS", help="the sharded runs on Ray actors of this cluster")
+    parser.add_argument("--scenarios", type=int, default=3, help="how many of the three scenarios to run")
     args = parser.parse_args()
+    sharded = ["--workers", str(args.workers), *(["--ray", args.ray] if args.ray else [])]
+    label = f"--workers {args.workers}" + (" --ray" if args.ray else "")
     sim = subprocess.Popen([sys.executable, "-m", "harness", "sim", "serve", "--port", "0", "--seed", "2"],
                            stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
     try:
         assert sim.stdout is not None
         url = json.loads(sim.stdout.readline())["url"]
-        for scenario in (SCENARIO, TRACE, SESSIONS):
+        for scenario in (SCENARIO, TRACE, SESSIONS)[:args.scenarios]:
             with tempfile.TemporaryDirectory() as workdir:
                 one(url, Path(workdir), "one process", [], scenario)
-                one(url, Path(workdir), f"--workers {args.workers}", ["--workers", str(args.workers)], scenario)
+                one(url, Path(workdir), label, sharded, scenario)
     finally:
         sim.terminate()
         sim.communicate(timeout=15)

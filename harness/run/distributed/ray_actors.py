@@ -3,9 +3,11 @@
 Each actor runs the same worker a local `--workers` run starts (`harness run --shard i/N --start-at T --relay`,
 on the actor's node, with the Python the actor runs), keeps its output lines until the driver takes them, and
 passes the driver's barrier answers to its stdin. The driver places every actor first and only then sets the
-common start, so a slow placement never eats into the schedule. Records come back as they end (the driver
-polls each actor every `POLL_S`); each shard's summary and server series are fetched when it has finished. An
-actor lost mid-run (its node gone, killed) is named; what it had sent back is kept, the rest counted as lost.
+common start, so a slow placement never eats into the schedule. Records come back as they end: the driver
+keeps a call to each actor's `take` open, which returns the moment its worker writes a line (a barrier is
+answered within a call's round trip, not a polling interval); each shard's summary, server series and log are
+fetched when it has finished (the log kept as `workers/i.log` in the run folder, as a local worker's). An actor
+lost mid-run (its node gone, killed) is named; what it had sent back is kept, the rest counted as lost.
 
 Ray is optional (`pip install 'harness[ray]'`) and imported only here, only when `--ray` is given. Every
 node needs harness installed in the same environment, and must reach the endpoint (the bundled simulator
@@ -44,7 +46,8 @@ from harness.run.distributed.workers import (
 )
 from harness.workload.shards import Shard
 
-POLL_S = 0.05
+TAKE_WAIT_S = 1.0  # an actor's `take` returns at once with lines, or after this with none (the driver asks again)
+LOG_BYTES = 1 << 20  # the end of a worker's log fetched into the run folder
 PLACE_S = 60.0  # for Ray to place every actor (each asks for one CPU)
 SHARD_FILES = ("summary.json", "scenario.yaml", "server_metrics.csv")
 
@@ -57,6 +60,7 @@ class ShardProcess:
         self._proc: subprocess.Popen[bytes] | None = None
         self._lines: collections.deque[bytes] = collections.deque()
         self._eof = threading.Event()
+        self._said = threading.Condition()  # a line written, or the end: wakes a waiting `take`
 
     def ready(self) -> tuple[str, int, str]:
         """Where it runs: host, process id, and the worker's log there."""
@@ -79,15 +83,33 @@ class ShardProcess:
     def _read(self) -> None:
         assert self._proc is not None and self._proc.stdout is not None
         for line in self._proc.stdout:
-            self._lines.append(line)
-        self._eof.set()
+            with self._said:
+                self._lines.append(line)
+                self._said.notify_all()
+        with self._said:
+            self._eof.set()
+            self._said.notify_all()
 
-    def take(self) -> tuple[list[bytes], int | None]:
-        """The lines written since the last take, and the exit code once the worker has ended."""
-        ended = self._eof.is_set()  # before draining: every line was queued before the end was marked
-        lines = [self._lines.popleft() for _ in range(len(self._lines))]
+    def take(self, wait_s: float = 0.0) -> tuple[list[bytes], int | None]:
+        """The lines written since the last take — waiting up to `wait_s` for one when there are none — and the
+        exit code once the worker has ended."""
+        with self._said:
+            if not self._lines and not self._eof.is_set():
+                self._said.wait(wait_s)
+            ended = self._eof.is_set()  # every line was queued before the end was marked
+            lines = list(self._lines)
+            self._lines.clear()
         assert self._proc is not None
         return lines, (self._proc.wait() if ended else None)
+
+    def log(self) -> bytes:
+        """The end of the worker's log (its stderr), to keep beside the run once this actor is gone."""
+        path = self._dir / "worker.log"
+        if not path.is_file():
+            return b""
+        with path.open("rb") as f:
+            f.seek(max(0, path.stat().st_size - LOG_BYTES))
+            return f.read()
 
     def send(self, line: bytes) -> None:
         if self._proc is not None and self._proc.stdin is not None and self._proc.poll() is None:
@@ -136,7 +158,7 @@ class RayWorker:
     async def lines(self) -> AsyncIterator[bytes]:
         while True:
             try:
-                lines, code = await _get(self.actor.take.remote())
+                lines, code = await _get(self.actor.take.remote(TAKE_WAIT_S))
             except Exception as exc:  # Ray's errors for a dead actor or node vary by version
                 self.lost = f"Ray actor lost: {type(exc).__name__}"
                 return
@@ -145,8 +167,6 @@ class RayWorker:
             if code is not None:
                 self._code = code
                 return
-            if not lines:
-                await asyncio.sleep(POLL_S)
 
     def send(self, line: bytes) -> None:
         if self.lost is None:
@@ -168,6 +188,9 @@ class RayWorker:
                     (self.reports / name).mkdir(parents=True, exist_ok=True)
                     (self.reports / name / file).write_bytes(data)
         if self.lost is None:
+            with contextlib.suppress(Exception):  # gone already: its log stays on its node, where it said
+                self.reports.parent.joinpath(f"{self.index}.log").write_bytes(await _get(self.actor.log.remote()))
+                self.log = str(self.reports.parent / f"{self.index}.log")
             with contextlib.suppress(Exception):  # gone already: nothing of it left to clean
                 await _get(self.actor.cleanup.remote())
         ray.kill(self.actor)  # its CPU back to the cluster
@@ -205,7 +228,8 @@ def connect(address: str) -> Any:
 async def start_ray_workers(scenario: Scenario, endpoint: Endpoint, work: Path, n: int,
                             address: str) -> list[Link]:
     ray = connect(address)
-    actor_class = ray.remote(num_cpus=1, max_restarts=0)(ShardProcess)
+    # Threaded (max_concurrency): a `take` waiting for a line must not hold up the barrier answer sent meanwhile.
+    actor_class = ray.remote(num_cpus=1, max_restarts=0, max_concurrency=4)(ShardProcess)
     actors = [actor_class.options(scheduling_strategy="SPREAD").remote() for _ in range(n)]
     try:
         placed = await asyncio.wait_for(asyncio.gather(*(_get(a.ready.remote()) for a in actors)), PLACE_S)
