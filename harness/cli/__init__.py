@@ -30,7 +30,7 @@ COMMANDS = {
     "predict": "harness.cli.predict:predict", "calibrate": "harness.cli.calibrate:calibrate",
     "report": "harness.cli.report:report", "search": "harness.cli.search:search_cmd",
     "compare": "harness.cli.compare:compare", "history": "harness.cli.history:history",
-    "trace": "harness.cli.trace:trace", "sim": "harness.cli.sim:sim",
+    "trace": "harness.cli.trace:trace", "sim": "harness.cli.sim:sim", "clock": "harness.cli.clock:clock",
 }
 
 

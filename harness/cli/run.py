@@ -53,7 +53,7 @@ RUN_GROUPS = {
                  "hardware", "presets", "pin"],
     "Request shape (gateways, sampling, TLS)": list(REQUEST_FLAGS),
     "Output and pass/fail": ["reports_dir", "progress", "thresholds", "repeat", "skip_bad_rows"],
-    "Scale-out": ["workers", "ray_address", "shard_text", "start_at", "late_ok", "phase_slack_s"],
+    "Scale-out": ["workers", "ray_address", "shard_text", "start_at", "late_ok", "phase_slack_s", "clock_ref"],
     "Live metrics": ["metrics_port", "metrics_hold_s", "pushgateway", "pushgateway_job", "pushgateway_label"],
 }
 RUN_EXAMPLES = [
@@ -104,6 +104,9 @@ RUN_EXAMPLES = [
               metavar="DURATION",
               help="With --shard (by hand): each phase after the first starts on every shard at a planned time, "
                    "the previous phase's schedule plus this, for its last answers to end.")
+@click.option("--clock-ref", metavar="URL",
+              help="With --shard (by hand): measure this host's clock against a `harness clock` at URL before the "
+                   "start, so `harness merge` puts every shard on one clock and names a shard whose clock is off.")
 @click.option("--tokenizer", metavar="PATH|server",
               help="Prompts of exact length on a real model: a local Hugging Face tokenizer (directory or "
                    "tokenizer.json, never downloaded), or 'server' to count with the endpoint's own /tokenize.")
@@ -150,7 +153,7 @@ def run(scenario_path: Path | None, endpoint: str | None, base_url: str | None, 
     --batch), and report each phase side by side."""
     export = {k: quick.pop(k) for k in ("metrics_port", "metrics_hold_s", "pushgateway", "pushgateway_job",
                                         "pushgateway_label")}
-    slack_s, thresholds = quick.pop("phase_slack_s"), quick.pop("thresholds")
+    slack_s, thresholds, clock_ref = quick.pop("phase_slack_s"), quick.pop("thresholds"), quick.pop("clock_ref")
     shape = {k: quick.pop(k) for k in REQUEST_FLAGS}
     endpoint, api = endpoint_url(endpoint, base_url, api)  # type: ignore[assignment]
     scenario = with_flags(flag_scenario(scenario_path, quick, api), tokenizer, skip_bad_rows, accelerator, wait)
@@ -158,7 +161,7 @@ def run(scenario_path: Path | None, endpoint: str | None, base_url: str | None, 
     scenario = _with_hardware(scenario, hardware)
     display = make_display(progress)
     sharding = _sharding(shard_text, _start(start_at, late_ok), repeat, Relay(warn=display.warn) if relay else None,
-                         slack_s)
+                         slack_s, clock_ref)
     _check_workers(workers, ray_address, sharding, repeat)
     scenario = with_export_flags(scenario, export)
     scenario, headers = with_request_flags(scenario, shape, display.warn)
@@ -256,11 +259,13 @@ def _start(start_at: float | None, late_ok: bool) -> float | None:
 
 
 def _sharding(shard_text: str | None, start_at: float | None, repeat: int, relay: Relay | None,
-              slack_s: float) -> Sharding | None:
+              slack_s: float, clock_ref: str | None = None) -> Sharding | None:
     if relay is not None and shard_text is None:
         raise click.BadParameter("is for the workers of --workers and --ray, which run with --shard",
                                  param_hint="--relay")
     if shard_text is None:
+        if clock_ref is not None:
+            raise click.BadParameter("is for shards by hand: give --shard i/N and --start-at", param_hint="--clock-ref")
         return None if start_at is None else Sharding(Shard(0, 1), start_at)
     try:
         shard = Shard.parse(shard_text)
@@ -271,7 +276,10 @@ def _sharding(shard_text: str | None, start_at: float | None, repeat: int, relay
                                  "request ids from)", param_hint="--shard")
     if repeat > 1:
         raise click.BadParameter("a shard runs once; repeat the whole sharded run instead", param_hint="--repeat")
-    return Sharding(shard, start_at, relay, slack_s)
+    if clock_ref is not None and relay is not None:
+        raise click.BadParameter("is for shards by hand: a worker measures its clock against its parent",
+                                 param_hint="--clock-ref")
+    return Sharding(shard, start_at, relay, slack_s, clock_ref)
 
 
 def _with_hardware(scenario: Scenario, hardware: str | None) -> Scenario:

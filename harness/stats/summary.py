@@ -32,7 +32,7 @@ from harness.stats.server import Row, phase_server_summary
 from harness.stats.stress import estimate, from_simulator, unestimated
 from harness.stats.thresholds import evaluate
 from harness.stats.verdict import ClientCheck
-from harness.workload.shards import DISTORTED_MS, LATE_MS
+from harness.workload.shards import DISTORTED_MS, LATE_MS, skew_ms
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,17 +235,32 @@ def incomplete(header: RunHeader, names: Sequence[str], ran: Sequence[str]) -> d
     if header.stopped and ran:
         out[ran[-1]] = f"stopped ({header.stopped})"
     for shard in header.shards or []:
-        lateness = {**({names[0]: shard.late_ms} if names and shard.late_ms else {}), **(shard.phase_late_ms or {})}
-        for name, late in lateness.items():
-            if late > DISTORTED_MS and name in names:
-                out[name] = (f"shard {shard.index}/{shard.count} began it {late / 1000:,.1f} s late: its share of the "
-                             "load was sent late")
+        out.update(out_of_step(shard, names))
     for shard in header.shards or []:
         died_in = shard.loss.phase if shard.loss else None
         if died_in is not None and died_in in names:
             who = f"shard {shard.index}/{shard.count}"
             for name in names[names.index(died_in):]:
                 out[name] = f"{who} died in it" if name == died_in else f"{who} died in phase {died_in}, before it"
+    return out
+
+
+def out_of_step(shard: ShardInfo, names: Sequence[str]) -> dict[str, str]:
+    """A shard by hand's phases begun over DISTORTED_MS from their planned start on the common clock: its own
+    lateness (its first phase's `late_ms`, each later one's `phase_late_ms`, read on its own clock) plus its
+    clock's measured skew (--clock-ref): a shard 300 ms behind began everything 300 ms late, on time by its clock."""
+    skew = skew_ms(shard.clock_offset_ms, shard.clock_uncertainty_ms)
+    if shard.late_ms is None:  # a worker with a parent: its barriers, on the parent's clock, started its phases
+        return {}
+    own = {**(dict.fromkeys(names, 0.0) if skew else {}), **({names[0]: shard.late_ms} if names else {}),
+           **(shard.phase_late_ms or {})}
+    out = {}
+    for name, late in ((n, v + skew) for n, v in own.items() if n in names):
+        if abs(late) > DISTORTED_MS:
+            clock = f" (its clock {skew:+,.0f} ms off the reference's)" if skew else ""
+            when = "late" if late > 0 else "early"
+            out[name] = (f"shard {shard.index}/{shard.count} began it {abs(late) / 1000:,.1f} s {when}{clock}: its "
+                         f"share of the load was sent {when}")
     return out
 
 

@@ -16,9 +16,18 @@ from harness.workload.plan import BatchPlan, ClosedLoopPlan, OpenLoopPlan, Phase
 from harness.workload.requests import LazySpecs
 
 LATE_MS = 50.0  # a shard that begins later than this after the common start is named, in its run and the merge
-# … and one that began a phase later than this (by hand: no barrier) sent its share of it late enough to move the
-# phase's rates and the load the others met: the merged phase is incomplete, and no conclusion rests on it.
-DISTORTED_MS = 500.0
+# … and one that began a phase further than this from its planned start on the common clock (by hand: no barrier;
+# late, or early on a clock that was off) sent its share of it out of step enough to move the phase's rates and
+# the load the others met: the merged phase is incomplete, and no conclusion rests on it.
+DISTORTED_MS = 250.0
+
+
+def skew_ms(offset_ms: float | None, uncertainty_ms: float | None) -> float:
+    """A shard's measured clock offset (the reference's wall clock − its own) where it is known to exceed both
+    its uncertainty and SKEW_MS; 0 otherwise (a slow reference makes a long round trip and an offset that means
+    nothing: then the wall clocks, NTP-synchronised, are trusted)."""
+    offset, uncertainty = offset_ms or 0.0, uncertainty_ms or 0.0
+    return offset if abs(offset) > uncertainty + SKEW_MS else 0.0
 SKEW_MS = 10.0  # a shard whose clock is off the coordinator's by more than this (beyond the uncertainty) is named
 PHASE_SLACK_S = 5.0  # shards by hand: the pause planned after each phase's schedule for its last answers to end
 

@@ -1,20 +1,26 @@
 """Shards by hand (`--shard i/N --start-at T`, no parent) as things go wrong, with real processes and real signals:
 what `harness merge` then says must be as exact as the timeline. A shard that began 3 s late has its phase marked
-incomplete, and no batch-versus-interactive ratio rests on it; a shard killed with SIGKILL mid-phase has the
-phase it died in (and those after) incomplete, its loss counted from its records against its plan.
+incomplete, and no batch-versus-interactive ratio rests on it; so has one whose clock is 300 ms behind (measured
+against `harness clock` with --clock-ref, its records moved); a shard killed with SIGKILL mid-phase has the phase
+it died in (and those after) incomplete, its loss counted from its records against its plan.
 
-No clock is judged closely: 3 s of lateness against a 0.5 s bound, a kill at a known point of a 4 s phase."""
+No clock is judged closely: 3 s of lateness and 300 ms of skew against a 0.25 s bound, a kill at a known point of
+a 4 s phase."""
 
 from __future__ import annotations
 
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 from harness.errors import EXIT_HARNESS
 from tests.helpers import ROOT
@@ -27,12 +33,14 @@ phases:
 """
 
 
-def _shard(scenario: Path, sim_url: str, index: int, start_at: float, reports: Path) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "harness", "run", str(scenario), "--endpoint", sim_url,
+def _shard(scenario: Path, sim_url: str, index: int, start_at: float, reports: Path, *extra: str,
+           prefix: tuple[str, ...] = (), env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    return subprocess.Popen([*prefix, sys.executable, "-m", "harness", "run", str(scenario), "--endpoint", sim_url,
+                             *extra,
                              "--shard", f"{index}/2", "--start-at", repr(start_at), "--late-ok", "--progress", "off",
                              "--phase-slack", "8s",  # the late shard's share of phase 1 ends well before phase 2
                              "--reports-dir", str(reports)], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, env=env)
 
 
 def _merge(tmp_path: Path) -> tuple[subprocess.CompletedProcess[str], dict]:
@@ -86,3 +94,47 @@ def test_a_shard_killed_mid_phase_leaves_that_phase_incomplete_with_its_loss_cou
     assert loss["phase"] == "interactive" and 0 < loss["ended"] < 20
     assert loss["never_sent"] == 20 + 8 - loss["ended"]  # its share of both phases, less what it recorded
     assert sum(p["requests"]["total"] for p in summary["phases"]) == 20 + 8 + loss["ended"]  # shard 0's all there
+
+
+@pytest.fixture
+def clock_ref() -> Iterator[str]:
+    proc = subprocess.Popen([sys.executable, "-m", "harness", "clock", "--host", "127.0.0.1", "--port", "0"],
+                            cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        yield json.loads(proc.stdout.readline())["url"]
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=15)
+
+
+@pytest.mark.skipif(shutil.which("faketime") is None, reason="needs Debian's faketime (make test installs it)")
+def test_a_shard_whose_clock_is_300_ms_behind_is_measured_moved_and_its_phases_marked(
+        sim_url: str, clock_ref: str, tmp_path: Path) -> None:
+    """Shard 1 runs with its wall clock 300 ms behind (libfaketime; its monotonic clock untouched): on time by its
+    clock, 300 ms late on everyone else's. Both measure their clocks against `harness clock`; the merge moves shard
+    1's records onto the reference clock — its first batch then leaves ~300 ms after shard 0's, as it did — and
+    marks both phases, so no conclusion rests on them."""
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(TWO_PHASES)
+    start_at = time.time() + 6
+    skewed = {**os.environ, "FAKETIME": "-0.3", "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
+    procs = [_shard(scenario, sim_url, 0, start_at, tmp_path / "s0", "--clock-ref", clock_ref),
+             _shard(scenario, sim_url, 1, start_at, tmp_path / "s1", "--clock-ref", clock_ref,
+                    prefix=("faketime", "-f", "-0.3"), env=skewed)]
+    said = [proc.communicate(timeout=120) for proc in procs]
+    assert [p.returncode for p in procs] == [0, 0], said
+    assert "shard 1/2: this host's clock is +3" in said[1][1] and "off the reference's" in said[1][1]
+    done, summary = _merge(tmp_path)
+    assert done.returncode == 0, done.stderr
+    shards = {s["index"]: s for s in summary["run"]["shards"]}
+    assert shards[1]["clock_offset_ms"] == pytest.approx(300, abs=40), shards[1]  # measured, ± the loopback trip
+    assert abs(shards[0]["clock_offset_ms"]) < 40
+    phases = {p["name"]: p for p in summary["phases"]}
+    for name in ("interactive", "batch"):
+        assert re.fullmatch(r"shard 1/2 began it 0\.[234] s late \(its clock \+\d+ ms off the reference's\): "
+                            r"its share of the load was sent late", phases[name]["incomplete"] or ""), phases[name]
+    records = [json.loads(line) for line in (tmp_path / "merged" / "requests.jsonl").read_text().splitlines()]
+    first = [r["sent_ns"] for r in records if r["batch"] == 0]
+    assert (max(first) - min(first)) / 1e6 > 200  # the true spread of batch 0, no longer hidden by the clocks
+    assert summary["comparison"]["phases"] == [] and summary["comparison"]["conclusion"][0].startswith("No ratio")

@@ -36,7 +36,7 @@ from harness.stats.server import read_server_metrics
 from harness.stats.summary import PhaseRun, build_summary
 from harness.stats.verdict import RANK, ClientCheck, saved_check
 from harness.workload.plan import plan_phase
-from harness.workload.shards import SKEW_MS, Shard, shard_plan, share_count
+from harness.workload.shards import Shard, shard_plan, share_count, skew_ms
 
 _TIMES = ("intended_ns", "sent_ns", "first_token_ns", "first_content_ns", "last_token_ns", "end_ns")
 
@@ -65,9 +65,8 @@ class ShardRun:
         trip and an offset that means nothing: then the wall clocks, NTP-synchronised, are trusted)."""
         anchor = self.saved.run.anchor
         assert anchor is not None, "a shard's header always has its anchor"
-        offset, uncertainty = self.shard.clock_offset_ms or 0.0, self.shard.clock_uncertainty_ms or 0.0
-        skew_ms = offset if abs(offset) > uncertainty + SKEW_MS else 0.0
-        return anchor.wall_ns - anchor.monotonic_ns + int(skew_ms * 1e6)
+        skew = skew_ms(self.shard.clock_offset_ms, self.shard.clock_uncertainty_ms)
+        return anchor.wall_ns - anchor.monotonic_ns + int(skew * 1e6)
 
     def phase(self, name: str) -> PhaseSummary | None:
         return next((p for p in self.saved.phases if p.name == name), None)

@@ -14,11 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.config.load import Phase
+from harness.run.distributed.clockref import measure
 from harness.run.distributed.relay import Relay
 from harness.run.distributed.timeline import PhaseGate, manual_gate
 from harness.stats.schema import RunHeader, ShardInfo
 from harness.workload.plan import PhasePlan
-from harness.workload.shards import LATE_MS, PHASE_SLACK_S, SKEW_MS, Shard
+from harness.workload.shards import LATE_MS, PHASE_SLACK_S, SKEW_MS, Shard, skew_ms
 
 SHARD_HEADER = "shard.json"
 # The lead `--start-at` needs: a shard's launch to its ready (Python and the harness loaded, the requests built,
@@ -46,6 +47,7 @@ class Sharding:
     start_at: float  # Unix time, seconds
     relay: Relay | None = None  # the line to a parent that started this shard (`--workers`, `--ray`)
     slack_s: float = PHASE_SLACK_S  # by hand (no relay): planned after each phase's schedule (run.timeline)
+    clock_ref: str | None = None  # by hand: a `harness clock` to measure this host's clock against
 
     def info(self) -> ShardInfo:
         return ShardInfo(index=self.shard.index, count=self.shard.count, start_at=self.start_at,
@@ -71,6 +73,8 @@ class Sharding:
         if self.relay is not None:
             self.relay.start_beats()
             shard = await self._clock(shard, warn)
+        elif self.clock_ref is not None:
+            shard = await self._reference(shard, self.clock_ref, warn)
         delay = self.start_at - time.time()
         if delay > 0:
             await asyncio.sleep(delay)
@@ -86,6 +90,20 @@ class Sharding:
                  f"of the load is late by as much{took}")
         return header.changed(shard=shard.changed(late_ms=round(late_ms, 1)))
 
+
+    async def _reference(self, shard: ShardInfo, url: str, warn: Callable[[str], None]) -> ShardInfo:
+        """By hand: this host's clock against a `harness clock` (--clock-ref), before the start."""
+        try:
+            offset, uncertainty = await asyncio.to_thread(measure, url)
+        except (OSError, ValueError, KeyError) as exc:
+            warn(f"shard {self.shard}: --clock-ref {url} could not be read ({type(exc).__name__}): this host's clock "
+                 "is trusted as it is (NTP)")
+            return shard
+        if skew_ms(offset, uncertainty):
+            warn(f"shard {self.shard}: this host's clock is {offset:+,.1f} ms (±{uncertainty:.1f}) off the reference's "
+                 "(--clock-ref): its start and phases are late or early by as much on the reference's clock; `harness "
+                 "merge` moves its records onto it and says so")
+        return shard.changed(clock_offset_ms=round(offset, 3), clock_uncertainty_ms=round(uncertainty, 3))
 
     async def _clock(self, shard: ShardInfo, warn: Callable[[str], None]) -> ShardInfo:
         """This host's clock against the coordinator's (the parent of --workers/--ray)."""

@@ -45,7 +45,8 @@ class ShardInfo(Section):
     late_ms: float | None = Field(None, description="by hand: how long after the common start the shard began (0: on "
                                   "time); None with a parent, whose phase-0 barrier releases the shards together")
     clock_offset_ms: float | None = Field(None, description="the coordinator's wall clock − this shard's, measured "
-                                          "NTP-style at its start (--workers/--ray; null by hand)")
+                                          "NTP-style at its start (--workers/--ray; by hand, against --clock-ref; "
+                                          "else null)")
     clock_uncertainty_ms: float | None = Field(None, description="± of that: half the shortest round trip")
     phase_slack_s: float | None = Field(None, description="by hand (--shard without a parent): the pause planned "
                                         "after each phase's schedule before the next phase starts on every shard")
