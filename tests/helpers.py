@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -133,3 +136,16 @@ def free_port() -> int:
 
 
 SEEN = web.AppKey("seen", list)  # what a recording test server was sent: (headers, body, client port)
+
+
+@contextlib.contextmanager
+def serving(*args: str, **popen: Any) -> Iterator[str]:
+    """`harness ARGS` serving until the block ends (a simulator, a clock): the URL it prints as JSON first."""
+    proc = subprocess.Popen([sys.executable, "-m", "harness", *args], stdout=subprocess.PIPE, text=True, cwd=ROOT,
+                            **popen)
+    try:
+        assert proc.stdout is not None
+        yield json.loads(proc.stdout.readline())["url"]
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=15)

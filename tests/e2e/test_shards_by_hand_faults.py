@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from harness.errors import EXIT_HARNESS
-from tests.helpers import ROOT
+from tests.helpers import ROOT, serving
 
 TWO_PHASES = """name: byhand
 workload: {prompt_tokens: 16, output_tokens: 8}
@@ -98,14 +98,8 @@ def test_a_shard_killed_mid_phase_leaves_that_phase_incomplete_with_its_loss_cou
 
 @pytest.fixture
 def clock_ref() -> Iterator[str]:
-    proc = subprocess.Popen([sys.executable, "-m", "harness", "clock", "--host", "127.0.0.1", "--port", "0"],
-                            cwd=ROOT, stdout=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None
-        yield json.loads(proc.stdout.readline())["url"]
-    finally:
-        proc.terminate()
-        proc.communicate(timeout=15)
+    with serving("clock", "--host", "127.0.0.1", "--port", "0") as url:
+        yield url
 
 
 @pytest.mark.skipif(shutil.which("faketime") is None, reason="needs Debian's faketime (make test installs it)")

@@ -4,7 +4,6 @@ The simulator runs on the other core; both loads are bounded (a few seconds, a f
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -19,7 +18,7 @@ from harness.config.scenario import parse_scenario
 from harness.run.display import Display
 from harness.run.result import RunResult
 from harness.run.runner import run_scenario
-from tests.helpers import ROOT
+from tests.helpers import serving
 
 pytestmark = [pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores: harness and server apart"),
               pytest.mark.timing]  # the verdicts are readings of this machine's CPU
@@ -39,17 +38,9 @@ def on_core(core: int) -> Iterator[None]:
 
 @contextmanager
 def simulator(core: int, *flags: str) -> Iterator[str]:
-    proc = subprocess.Popen([sys.executable, "-m", "harness", "sim", "serve", "--port", "0", "--timing", "fixed",
-                             *flags], stdout=subprocess.PIPE, text=True, cwd=ROOT,
-                            preexec_fn=lambda: os.sched_setaffinity(0, {core}))
-    try:
-        assert proc.stdout is not None
-        yield json.loads(proc.stdout.readline())["url"]
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-        if proc.stdout is not None:
-            proc.stdout.close()
+    with serving("sim", "serve", "--port", "0", "--timing", "fixed", *flags,
+                 preexec_fn=lambda: os.sched_setaffinity(0, {core})) as url:
+        yield url
 
 
 @contextmanager
