@@ -242,3 +242,39 @@ def test_the_hub_answers_a_clock_round_at_once() -> None:
     ((worker, answer),) = fake.got
     assert worker == 1 and answer is not None and answer["k"] == "clock" and answer["n"] == 3
     assert abs(int(answer["t1"]) - time.time_ns()) < 1e9
+
+
+async def test_a_worker_says_each_send_at_once_and_beats_when_nothing_changes(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The parent of a worker that dies counts what was in flight from the last `sent` it heard: a worker says a
+    new count at its next tick (SENT_S), not at its next beat — here a beat 10 s away — and says nothing more
+    while nothing changes."""
+    import io
+
+    from harness.run.distributed import relay as relay_module
+
+    monkeypatch.setattr(relay_module, "BEAT_S", 10.0)
+    out = io.BytesIO()
+    relay = Relay(out=out)
+    count = [0]
+    relay.sent = lambda: count[0]
+
+    def beats() -> list[int]:
+        return [m.sent for m in map(wire.decode, out.getvalue().splitlines(keepends=True)) if isinstance(m, wire.Beat)]
+
+    relay.start_beats()
+    try:
+        started = time.monotonic()
+        while not beats():
+            assert time.monotonic() - started < 5.0, "no first word"
+            await asyncio.sleep(relay_module.SENT_S / 5)
+        await asyncio.sleep(relay_module.SENT_S * 6)
+        assert beats() == [0]  # the first word, then quiet: no line a tick
+        count[0] = 5
+        said_at = time.monotonic()
+        while beats() != [0, 5]:
+            assert time.monotonic() - said_at < 5.0, "the new count waited for the beat"
+            await asyncio.sleep(relay_module.SENT_S / 5)
+    finally:
+        relay.lost = True
+        await asyncio.sleep(relay_module.SENT_S * 2)
