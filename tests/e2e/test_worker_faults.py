@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from harness.errors import EXIT_HARNESS, EXIT_STOPPED
+from harness.run.distributed.sharding import LEAD_S
 from tests.helpers import ROOT, only_run_dir, worker_pid
 
 
@@ -104,7 +105,7 @@ def test_three_users_over_four_workers_is_complete_and_says_up_front_that_one_id
 def test_a_shard_by_hand_without_a_share_says_so_and_ends_complete(sim_url: str, tmp_path: Path) -> None:
     (tmp_path / "s.yaml").write_text(THREE_USERS)
     done = subprocess.run([sys.executable, "-m", "harness", "run", str(tmp_path / "s.yaml"), "--endpoint", sim_url,
-                           "--shard", "3/4", "--start-at", repr(time.time() + 1), "--progress", "off",
+                           "--shard", "3/4", "--start-at", repr(time.time() + LEAD_S), "--progress", "off",
                            "--reports-dir", str(tmp_path / "r")], cwd=ROOT, capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0, done.stderr
