@@ -32,7 +32,7 @@ import yaml
 from tests import machine
 
 # The nightly job judges latency changes between runs on this machine.
-pytestmark = [pytest.mark.timing, pytest.mark.pairs]
+pytestmark = pytest.mark.timing
 
 ROOT = Path(__file__).resolve().parents[2]
 # Tolerant client bounds: a shared CI machine's stalls must not make every night "untrusted"; the starved night

@@ -25,7 +25,7 @@ from harness.tools.twin_checks import decode_ms
 from tests.helpers import harness
 from tests.hidden_gpu import DECODE_FIXED_MS, HIDDEN
 
-pytestmark = [pytest.mark.timing, pytest.mark.pairs]  # a twin fitted to measured latencies
+pytestmark = pytest.mark.timing  # a twin fitted to measured latencies
 
 # 24 GB × 0.9, less 1 GiB of runtime, the profiling pass (8,192 tokens, 1,024 fp32 logit rows) and the weights.
 # vLLM's batch defaults for a 24 GB GPU: 256 sequences, 2,048 tokens a step (the profiling pass's activations).

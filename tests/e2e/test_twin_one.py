@@ -24,7 +24,7 @@ from harness.tools.twin_make import FATAL
 from tests.helpers import harness
 from tests.hidden_gpu import DECODE_FIXED_MS, HIDDEN, prompt_alone_ms
 
-pytestmark = [pytest.mark.timing, pytest.mark.pairs]  # a twin fitted to measured latencies
+pytestmark = pytest.mark.timing  # a twin fitted to measured latencies
 
 SLOTS = 4
 

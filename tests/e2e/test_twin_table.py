@@ -17,7 +17,7 @@ import pytest
 
 from tests.helpers import harness
 
-pytestmark = [pytest.mark.timing, pytest.mark.pairs]  # a twin fitted to measured latencies
+pytestmark = pytest.mark.timing  # a twin fitted to measured latencies
 
 TABLE = [20.0, 24.0, 40.0, 38.0, 52.0, 48.0]
 HIDDEN = ("accelerators:\n  hidden-cpu: {kind: fitted, step_ms: 0, weights_ms: 0, per_ktoken_ms: 400, "
