@@ -149,3 +149,20 @@ def serving(*args: str, **popen: Any) -> Iterator[str]:
     finally:
         proc.terminate()
         proc.communicate(timeout=15)
+
+
+def arrived_at_sim(sim_url: str, ids: list[str]) -> list[str]:
+    """Which of `ids` the bundled simulator saw arrive (its ground truth, `/sim/truth`): the server's count of what
+    a client sent, to check the client's own against."""
+    import urllib.request
+
+    body = json.dumps({"ids": ids}).encode()
+    request = urllib.request.Request(sim_url.removesuffix("/v1") + "/sim/truth", body,
+                                     {"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as resp:
+        return [r["request_id"] for r in json.load(resp)["requests"]]
+
+
+def shard_ids(run_id: str, phase_index: int, requests: int, shard: int, shards: int) -> list[str]:
+    """The request ids shard `shard` of `shards` was to send in a phase of `requests` (every `shards`-th)."""
+    return [f"{run_id}-{phase_index}-{k}" for k in range(shard, requests, shards)]

@@ -54,6 +54,11 @@ class Dispatcher:
         # False: each load model returns no records, the sink alone keeps them (a long run's memory is its).
         self.keep_records = keep_records
         self.launched = 0  # requests handed to the backend this phase
+        # Told how many of this phase's requests have gone (handed to their connection, or ended unsent) as each
+        # goes, before the bytes are written: a shard's relay, whose parent, losing it, then counts what was in
+        # flight as the endpoint saw it (told at launch, a request could wait on a busy loop for milliseconds).
+        self.told: Callable[[int], None] | None = None
+        self._gone = 0
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -75,7 +80,7 @@ class Dispatcher:
     async def _phase(self, sender: Coroutine[Any, Any, None], grace_s: float, feed: Lookahead | None = None
                      ) -> list[RequestRecord]:
         self._records = []
-        self.launched = 0
+        self.launched = self._gone = 0
         self._sender = asyncio.ensure_future(sender)
         try:
             with contextlib.suppress(asyncio.CancelledError):
@@ -115,9 +120,17 @@ class Dispatcher:
 
     async def _one(self, spec: RequestSpec, intended_ns: int, answer: list[str] | None,
                    held_ns: int) -> RequestRecord:
-        return await run_request(self.backend, self.clock, spec, intended_ns, self._finished, answer, held_ns)
+        return await run_request(self.backend, self.clock, spec, intended_ns, self._finished, answer, held_ns,
+                                 None if self.told is None else self._went)
+
+    def _went(self) -> None:
+        assert self.told is not None
+        self._gone += 1
+        self.told(self._gone)
 
     def _finished(self, rec: RequestRecord) -> None:
+        if rec.sent_ns is None and self.told is not None:
+            self._went()  # it ended before any byte of it left (refused, cancelled): gone all the same
         if self.keep_records:
             self._records.append(rec)
         self.sink(rec)

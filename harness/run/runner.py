@@ -181,6 +181,7 @@ class _Run:
                               self._watchers(), self.display.warn)
             dispatcher = Dispatcher(backend, self.clock, sink, builder, cfg.lookahead_requests,
                                     int(cfg.lookahead_s * NS_PER_S), keep_records=False)
+            dispatcher.told = None if self.relay is None else self.relay.launched
             stopper = Stopper(dispatcher, self.display.warn)
             stopper.install()
             try:

@@ -39,6 +39,9 @@ class ParentLine(RecordObserver, Protocol):
 
     async def barrier(self, phase: str, batch: int) -> None: ...
 
+    def launched(self, sent: int) -> None:
+        """A request is about to leave (or ended unsent): `sent` of this phase have, said before its bytes go."""
+
 
 class StartGate(Protocol):
     """This process's share of a split run: which shard, from when, lined up how with the other shards."""

@@ -19,10 +19,14 @@ from harness.workload.requests import RequestSpec
 class RecordStamper:
     """The `RequestEvents` a backend reports to: each event stamped with `clock` into `rec`."""
 
-    __slots__ = ("_cap", "_connecting", "_counted", "_now", "answer", "done", "got_token", "keep_text", "rec")
+    __slots__ = ("_cap", "_connecting", "_counted", "_now", "_wrote", "answer", "done", "got_token", "keep_text",
+                 "rec")
 
-    def __init__(self, rec: RequestRecord, clock: Clock, answer: list[str] | None = None) -> None:
+    def __init__(self, rec: RequestRecord, clock: Clock, answer: list[str] | None = None,
+                 wrote: Callable[[], None] | None = None) -> None:
+        """`wrote`: called once, as the request is first handed to the connection (a retry is the same request)."""
         self.rec = rec
+        self._wrote = wrote
         self.answer = answer  # the answer's text pieces, when a session needs them for its next turn
         self.keep_text = answer is not None
         self._now = clock.now_ns
@@ -39,6 +43,8 @@ class RecordStamper:
         self.rec.content_type = content_type[:80]
 
     def sent(self) -> None:
+        if self._wrote is not None and self.rec.sent_ns is None:
+            self._wrote()
         self.rec.sent_ns = now = self._now()
         if self._connecting:
             self.rec.connect_ms = (now - self._connecting) / 1e6
@@ -135,12 +141,13 @@ class RecordStamper:
 
 async def run_request(backend: Backend, clock: Clock, spec: RequestSpec, intended_ns: int,
                       sink: Callable[[RequestRecord], None], answer: list[str] | None = None,
-                      held_ns: int = 0) -> RequestRecord:
+                      held_ns: int = 0, wrote: Callable[[], None] | None = None) -> RequestRecord:
     """Send one request; its closed record goes to `sink` however it ends (a cancelled one as `cancelled`).
-    With `answer`, the answer's text is appended to it as it arrives; `held_ns`, how long an in-flight cap held it."""
+    With `answer`, the answer's text is appended to it as it arrives; `held_ns`, how long an in-flight cap held it;
+    `wrote`, called as its bytes are handed to the connection."""
     rec = RequestRecord(spec.request_id, spec.phase, spec.index, spec.prompt_tokens, spec.max_tokens, intended_ns,
                         batch=spec.batch, session=spec.session, turn=spec.turn, held_ns=held_ns)
-    events = RecordStamper(rec, clock, answer)
+    events = RecordStamper(rec, clock, answer, wrote)
     try:
         await backend.execute(spec, events)
     except asyncio.CancelledError:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import ROOT, free_port, harness, only_run_dir
+from tests.helpers import ROOT, arrived_at_sim, free_port, harness, only_run_dir, shard_ids
 from tests.helpers import WORKER_QUICK as QUICK
 
 pytestmark = pytest.mark.timing  # shards on Ray actors on one timeline
@@ -110,3 +110,6 @@ def test_an_actor_lost_mid_run_is_reported_and_the_other_shard_kept(ray_head: st
     assert shards[0]["records"] == 12 and shards[0]["complete"]  # the other shard's share, whole
     assert shards[1]["stopped"].startswith("worker died (Ray actor lost") and 0 < shards[1]["records"] < 12
     assert summary["phases"][0]["requests"]["ok"] == shards[0]["records"] + shards[1]["records"]
+    # What it had sent is what the server saw: each send said as it went, taken by a call the driver keeps open.
+    loss = shards[1]["loss"]
+    assert loss["sent"] == len(arrived_at_sim(sim_url, shard_ids(summary["run"]["run_id"], 0, 24, 1, 2))), loss

@@ -1,7 +1,8 @@
 """`--workers` under faults, with real processes and real signals: a worker frozen for good is killed after
 `client.worker_silence_s` and the run ends incomplete; Ctrl-C of the parent stops the workers and still merges
-what they wrote; fewer users than workers (or than shards by hand) is said up front and the run is complete.
-No clock is judged here (the generous bounds hold on a busy machine)."""
+what they wrote; a worker killed while none of its requests has ended has its loss counted exactly as the
+server saw it; fewer users than workers (or than shards by hand) is said up front and the run is complete. No
+clock is judged here (the generous bounds hold on a busy machine)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from pathlib import Path
 
 from harness.errors import EXIT_HARNESS, EXIT_STOPPED
 from harness.run.distributed.sharding import LEAD_S
-from tests.helpers import ROOT, only_run_dir, worker_pid
+from harness.workload.shards import Shard
+from tests.helpers import ROOT, arrived_at_sim, only_run_dir, shard_ids, worker_pid
 
 
 def _workers(tmp_path: Path, sim_url: str, scenario: str, workers: int = 2) -> subprocess.Popen[str]:
@@ -53,6 +55,46 @@ def test_a_worker_frozen_for_good_is_killed_after_the_stated_silence_and_the_run
     assert shards[1]["stopped"].startswith("worker died (silent for") and not shards[1]["complete"]
     assert shards[0]["records"] == 60 and shards[1]["loss"]["never_sent"] > 0
     assert summary["phases"][0]["incomplete"] == "shard 1/2 died in it"
+
+
+IN_FLIGHT = """name: in-flight
+workload: {prompt_tokens: 16, output_tokens: 400}
+phases:
+  - {name: open, load: {type: constant, rate: 20, requests: 60}}
+"""
+
+
+def _started(reports: Path, index: int) -> tuple[int, float]:
+    """Worker `index`'s process id and its --start-at, from its command line (as `ps` shows it)."""
+    for _ in range(300):
+        if (pids := list(reports.glob("*/workers/pids"))) and (found := pids[0].read_text()):
+            pid = int(dict(line.split()[:2] for line in found.splitlines())[str(index)])
+            args = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+            return pid, float(args[args.index("--start-at") + 1])
+        time.sleep(0.1)
+    raise AssertionError("the workers were never started")
+
+
+def test_a_worker_killed_with_requests_in_flight_has_its_loss_counted_as_the_server_saw_it(
+        sim_url: str, tmp_path: Path) -> None:
+    """Every request it sent is still streaming (400 tokens each) when it is killed, so no record has told the
+    parent its count: what the parent says it sent must still be what reached the server."""
+    proc = _workers(tmp_path, sim_url, IN_FLIGHT)
+    reports = tmp_path / "reports"
+    pid, start_at = _started(reports, 1)
+    ids = shard_ids(Shard(1, 2).run_id("in-flight", start_at), 0, 60, 1, 2)
+    for _ in range(600):
+        if len(arrived_at_sim(sim_url, ids)) >= 4:
+            break
+        time.sleep(0.05)
+    time.sleep(0.17)  # between two sends (one each 100 ms) and away from the twice-a-second beat
+    os.kill(pid, signal.SIGKILL)
+    _, err = proc.communicate(timeout=120)
+    loss = {s["index"]: s for s in json.loads((only_run_dir(reports) / "summary.json").read_text())[
+        "run"]["shards"]}[1]["loss"]
+    assert loss is not None, err
+    assert loss["sent"] == len(arrived_at_sim(sim_url, ids)) >= 4, (loss, arrived_at_sim(sim_url, ids))
+    assert loss["in_flight"] == loss["sent"] - loss["ended"] and loss["never_sent"] == 30 - loss["sent"]
 
 
 LONG = """name: long

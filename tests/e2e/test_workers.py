@@ -18,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from harness.config.scenario import load_scenario
 from harness.workload.plan import plan_phase
 from harness.workload.shards import Shard
-from tests.helpers import ROOT, WORKER_QUICK, free_port, only_run_dir, worker_pid
+from tests.helpers import ROOT, WORKER_QUICK, arrived_at_sim, free_port, only_run_dir, shard_ids, worker_pid
 
 pytestmark = pytest.mark.timing  # shards on one timeline: how close together processes send
 
@@ -157,6 +157,9 @@ def test_a_worker_killed_mid_run_is_named_and_the_rest_kept(sim_url: str, tmp_pa
     loss = shards[1]["loss"]
     assert loss["phase"] == "interactive" and loss["ended"] == shards[1]["records"]
     assert loss["sent"] == loss["ended"] + loss["in_flight"] and loss["sent"] + loss["never_sent"] == 20
+    # … and exact against the server's own count: each send was said to the parent before it left (a beat a
+    # second made it up to a second stale).
+    assert len(arrived_at_sim(sim_url, shard_ids(summary["run"]["run_id"], 0, 40, 1, 2))) == loss["sent"]
     assert shards[0]["loss"] is None
     assert summary["phases"][0]["incomplete"] == "shard 1/2 died in it"  # the phase itself says it is not whole
     table = (only_run_dir(tmp_path) / "table.txt").read_text()

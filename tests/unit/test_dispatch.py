@@ -161,3 +161,33 @@ async def test_closed_loop_stops_starting_requests_at_its_duration() -> None:
     # Two users, 50 ms per request, new requests until t = 1 s: 20 each.
     assert len(records) == 40
     assert max(r.intended_ns for r in records) < 1000 * MS
+
+
+async def test_each_request_is_told_as_it_goes_and_an_unsent_one_as_it_ends() -> None:
+    """A shard's parent counts a killed shard's requests in flight from what it was told: a count for each
+    request as the backend hands it to its connection (a retry is not another), and for one that ended before
+    any byte left, so that every ended request is among those counted."""
+    clock = FakeClock()
+    told: list[int] = []
+    heard: list[tuple[str, int]] = []
+
+    class Watching(ScriptedBackend):
+        async def execute(self, spec: Any, events: Any) -> None:
+            if spec.index == 4:  # refused before it was written
+                events.failed("transport_error", "ConnectionRefusedError")
+                return
+            heard.append(("before", len(told)))
+            await super().execute(spec, events)
+            events.sent()  # as a retry stamps it again
+            heard.append(("after", len(told)))
+
+    dispatcher = Dispatcher(Watching(clock, ttft_ms=10, itl_ms=1), clock, lambda r: None)
+    dispatcher.told = told.append
+    s = specs(6, batch=3)
+    records = await drive(clock, dispatcher.fixed_batch([s[:3], s[3:]]))
+    assert told == [1, 2, 3, 4, 5, 6]  # the phase's count, once per request, the refused one included
+    assert [r.status for r in records].count("ok") == 5
+    # A request's own count was said while it was handed over (ScriptedBackend stamps `sent` as it starts).
+    befores = [n for when, n in heard if when == "before"]
+    afters = [n for when, n in heard if when == "after"]
+    assert all(a > b for b, a in zip(befores, afters, strict=True)), heard

@@ -50,7 +50,8 @@ async def test_a_worker_waits_at_the_barrier_until_its_parent_says_go() -> None:
     up_r, up_w = os.pipe()  # worker → parent (its stdout)
     with open(up_w, "wb") as out, open(down_r, "rb", buffering=0) as inp, open(up_r, "rb") as parent_in:
         relay = Relay(out, inp)
-        relay.sent = lambda: 7
+        relay.launched(7)
+        assert wire.decode(parent_in.readline()) == wire.Beat(7)
         waiting = asyncio.ensure_future(relay.barrier("batch", 2))
         line = await asyncio.get_running_loop().run_in_executor(None, parent_in.readline)
         assert parse_line(line) == {"k": "at", "name": "batch", "batch": 2, "sent": 7}
@@ -244,37 +245,40 @@ def test_the_hub_answers_a_clock_round_at_once() -> None:
     assert abs(int(answer["t1"]) - time.time_ns()) < 1e9
 
 
-async def test_a_worker_says_each_send_at_once_and_beats_when_nothing_changes(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """The parent of a worker that dies counts what was in flight from the last `sent` it heard: a worker says a
-    new count at its next tick (SENT_S), not at its next beat — here a beat 10 s away — and says nothing more
-    while nothing changes."""
+def test_a_worker_says_each_send_before_it_leaves_in_a_line_of_its_own() -> None:
+    """The parent of a worker that dies counts what was in flight from the last `sent` it heard: the count is
+    written and flushed at once (no await between), not at the next beat."""
+    import io
+
+    class Flushes(io.BytesIO):
+        flushed = b""
+
+        def flush(self) -> None:
+            self.flushed = self.getvalue()
+
+    out = Flushes()
+    relay = Relay(out=out)
+    relay.launched(1)
+    relay.launched(2)
+    said = [wire.decode(line) for line in out.flushed.splitlines(keepends=True)]
+    assert said == [wire.Beat(1), wire.Beat(2)]
+
+
+async def test_a_worker_beats_while_nothing_is_sent(monkeypatch: pytest.MonkeyPatch) -> None:
     import io
 
     from harness.run.distributed import relay as relay_module
 
-    monkeypatch.setattr(relay_module, "BEAT_S", 10.0)
+    monkeypatch.setattr(relay_module, "BEAT_S", 0.02)
     out = io.BytesIO()
     relay = Relay(out=out)
-    count = [0]
-    relay.sent = lambda: count[0]
-
-    def beats() -> list[int]:
-        return [m.sent for m in map(wire.decode, out.getvalue().splitlines(keepends=True)) if isinstance(m, wire.Beat)]
-
+    relay.launched(7)
     relay.start_beats()
     try:
         started = time.monotonic()
-        while not beats():
-            assert time.monotonic() - started < 5.0, "no first word"
-            await asyncio.sleep(relay_module.SENT_S / 5)
-        await asyncio.sleep(relay_module.SENT_S * 6)
-        assert beats() == [0]  # the first word, then quiet: no line a tick
-        count[0] = 5
-        said_at = time.monotonic()
-        while beats() != [0, 5]:
-            assert time.monotonic() - said_at < 5.0, "the new count waited for the beat"
-            await asyncio.sleep(relay_module.SENT_S / 5)
+        while len(out.getvalue().splitlines()) < 3:
+            assert time.monotonic() - started < 5.0, "fewer than three beats in 5 s at one per 20 ms"
+            await asyncio.sleep(0.01)
     finally:
-        relay.lost = True
-        await asyncio.sleep(relay_module.SENT_S * 2)
+        relay.close()
+    assert {wire.decode(line) for line in out.getvalue().splitlines(keepends=True)} == {wire.Beat(7)}

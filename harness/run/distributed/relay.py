@@ -2,8 +2,9 @@
 
 `--workers` and `--ray` start one `harness run` a shard; each tells its parent, on stdout, what it does as it
 does it — the typed messages of `run/distributed/wire.py`: a phase begun (with its clock's anchor, so a shard
-that dies can still be merged), each record as its request ends, each barrier reached, a beat twice a second (a
-silent worker is frozen or stuck), and rounds of measuring its clock against the parent's. After reaching a
+that dies can still be merged), each record as its request ends, each barrier reached, its count of requests sent
+before each one leaves (a parent that loses it knows what was in flight), a beat twice a second (a silent worker
+is frozen or stuck), and rounds of measuring its clock against the parent's. After reaching a
 barrier it waits on stdin for the parent's `Go`: sent when every live shard has got there, so phase P (with its
 batch 0), and each later batch b, starts across all shards together — one timeline for the whole run, phases
 never overlapping across shards. The records are on the worker's own disk too; the stream is what lets the
@@ -35,9 +36,6 @@ from harness.run.observe import PhaseStart
 
 PHASE_START = -1  # the barrier before a phase's first send (batches count from 0)
 BEAT_S = 0.5  # a worker says it is alive this often: a silence of 2 s is four beats missed
-# … and says how many it has sent within this of a send, so a parent that loses it knows what was in flight
-# (a beat a second left a killed worker's loss a second stale: 3 in flight counted where 6 were).
-SENT_S = 0.05
 CLOCK_ROUNDS = 5  # round trips to the parent; the one with the shortest round trip measures the offset
 CLOCK_TIMEOUT_S = 5.0
 
@@ -53,7 +51,7 @@ class Relay:
         self._in = inp if inp is not None else sys.stdin.buffer
         self._reader: asyncio.StreamReader | None = None
         self._transport: asyncio.ReadTransport | None = None
-        self.sent: Callable[[], int] = lambda: 0  # the current phase's requests sent so far
+        self._sent = 0  # the current phase's requests gone so far, as the dispatcher said
         self.warn = warn
         self.lost = False  # the parent stopped reading: the records stay on this shard's disk only
         self._beats: asyncio.Task[None] | None = None
@@ -70,8 +68,11 @@ class Relay:
         self.warn("the parent stopped reading this worker's records: they stay in its run directory "
                   "(`harness merge` joins the shards)")
 
+    def sent(self) -> int:
+        return self._sent
+
     def begin_phase(self, start: PhaseStart) -> None:
-        self.sent = start.launched
+        self._sent = 0
         self.phase(start.phase.name)
 
     def end_phase(self) -> None:
@@ -82,22 +83,24 @@ class Relay:
         self._say(PhaseBegun(name, anchor, self.sent()))
         self.flush()
 
+    def launched(self, sent: int) -> None:
+        """Said, and flushed, just before the request's bytes go: a parent that loses this worker (kill -9, its
+        Ray actor gone) counts what was in flight from the count the endpoint saw, not one a beat old (a beat a
+        second left a killed worker's loss stale: 3 in flight counted where 6 were)."""
+        self._sent = sent
+        self._say(Beat(sent))
+        self.flush()
+
     def start_beats(self) -> None:
-        """Say twice a second that this worker is alive, and within SENT_S how many it has sent, until its event
-        loop ends."""
+        """Say twice a second that this worker is alive, until its event loop ends."""
         if self._beats is None:
             self._beats = asyncio.ensure_future(self._beat())
 
     async def _beat(self) -> None:
-        said, quiet = -1, 0.0
         while not self.lost:
-            await asyncio.sleep(SENT_S)
-            quiet += SENT_S
-            sent = self.sent()
-            if sent != said or quiet >= BEAT_S:  # a send since the last word, or a beat's time: one small line
-                self._say(Beat(sent))
-                self.flush()
-                said, quiet = sent, 0.0
+            self._say(Beat(self.sent()))
+            self.flush()
+            await asyncio.sleep(BEAT_S)
 
     async def clock_offset(self) -> tuple[float, float] | None:
         """(the parent's wall clock − this one's, ± its uncertainty), ms, NTP-style: the round trip of
