@@ -22,12 +22,12 @@ import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, assert_never
 
 import numpy as np
 
 from harness.clock import NS_PER_MS, NS_PER_S
-from harness.config.metric_registry import Latency, metric
+from harness.config.metric_registry import BlockCount, Latency, metric
 from harness.errors import EXIT_NO_VERDICT, EXIT_REGRESSION
 from harness.records import RequestRecord
 from harness.stats.metrics import PER_RECORD, itl_array_ns
@@ -60,9 +60,21 @@ class Block:
     def done(self) -> int:
         return self.total - self.failed
 
-    def count(self, name: str) -> float:
-        """One of the counts a ratio metric is drawn from (the registry's BlockCount)."""
-        return float(getattr(self, name))
+    def count(self, name: BlockCount) -> float:
+        """One of the counts a ratio metric is drawn from (mypy checks every BlockCount is one)."""
+        match name:
+            case "failed":
+                return float(self.failed)
+            case "total":
+                return float(self.total)
+            case "tokens":
+                return self.tokens
+            case "done":
+                return float(self.done)
+            case "seconds":
+                return self.seconds
+            case _:
+                assert_never(name)
 
 
 def _block(records: Sequence[RequestRecord], seconds: float) -> Block:

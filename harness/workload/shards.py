@@ -95,6 +95,11 @@ def share_count(plan: PhasePlan) -> int | None:
     return None
 
 
+def shares(plans: list[PhasePlan], shard: Shard) -> list[int | None]:
+    """Requests `shard` is to send in each of the phases planned whole as `plans` (None: bound by time)."""
+    return [share_count(shard_plan(whole, shard)) for whole in plans]
+
+
 def empty(plan: PhasePlan) -> bool:
     """A plan that sends nothing (a shard's share of fewer users, batch members or requests than shards)."""
     if isinstance(plan, OpenLoopPlan):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.stats.verdict import ClientCheck, verdict, worst
+from harness.stats.verdict import ClientCheck, blamed, verdict, worst
 
 
 @pytest.mark.parametrize(("check", "expected"), [
@@ -63,3 +63,14 @@ def test_a_saturated_harness_is_told_how_many_workers_the_idle_cores_allow(idle:
         assert "--workers" not in reason and "hosts" not in reason
     else:
         assert says in reason
+
+
+def test_a_known_cause_replaces_the_guess_at_the_server() -> None:
+    name, reason = verdict("schedule lag p99 900 ms", ClientCheck(cpu_share=0.02, runq_share=0.6))
+    assert name == "not_scheduled" and "the server on the same machine?" in reason
+    said = blamed(reason, "worker 1 was frozen for 3.0 s")
+    assert said.startswith("worker 1 was frozen for 3.0 s; harness not scheduled: schedule lag p99 900 ms")
+    assert "server" not in said and "waiting for a CPU 60% of the time" in said
+    # A reason with no guess in it (saturated) keeps every word after the cause.
+    _, busy = verdict("schedule lag p99 900 ms", ClientCheck(cpu_share=0.99))
+    assert blamed(busy, "worker 0 was frozen") == f"worker 0 was frozen; {busy}"

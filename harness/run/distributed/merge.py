@@ -34,9 +34,9 @@ from harness.stats.schema import (
 )
 from harness.stats.server import read_server_metrics
 from harness.stats.summary import PhaseRun, build_summary
-from harness.stats.verdict import RANK, ClientCheck, saved_check
+from harness.stats.verdict import RANK, ClientCheck, blamed, saved_check
 from harness.workload.plan import plan_phase
-from harness.workload.shards import Shard, shard_plan, share_count, skew_ms
+from harness.workload.shards import Shard, shares, skew_ms
 
 _TIMES = ("intended_ns", "sent_ns", "first_token_ns", "first_content_ns", "last_token_ns", "end_ns")
 
@@ -109,17 +109,17 @@ def _counted(shard: ShardRun, scenario: Scenario) -> ShardRun:
         return shard
     me = Shard(shard.shard.index, shard.shard.count)
     try:
-        shares = [share_count(shard_plan(plan_phase(scenario, i, "count"), me)) for i in range(len(scenario.phases))]
+        counts = shares([plan_phase(scenario, i, "count") for i in range(len(scenario.phases))], me)
     except (ScenarioError, OSError, ValueError):  # its plan cannot be rebuilt here (a trace gone): counted as before
         return shard
     names = [p.name for p in scenario.phases]
     have = [sum(r.phase == name for r in shard.records) for name in names]
     k = max((i for i, n in enumerate(have) if n), default=0)
-    if shares[k] is not None and have[k] >= (shares[k] or 0):
+    if counts[k] is not None and have[k] >= (counts[k] or 0):
         k += 1
     if k >= len(names):
         return shard
-    rest = [None if s is None else s - h for s, h in zip(shares[k:], have[k:], strict=True)]
+    rest = [None if s is None else s - h for s, h in zip(counts[k:], have[k:], strict=True)]
     lost = None if None in rest else sum(n or 0 for n in rest)
     n = len(shard.records)
     return dataclasses.replace(shard, loss=ShardLoss(phase=names[k], sent=n, ended=n, in_flight=0, never_sent=lost))
@@ -245,10 +245,9 @@ def frozen(phase: PhaseSummary, shards: Sequence[ShardRun]) -> PhaseSummary:
     if not silent or not phase.client_limited:
         return phase
     index, seconds = max(silent, key=lambda x: x[1])
-    cause = (phase.client_limited_reason or "").replace(
-        ": something else holds its cores (the server on the same machine?)", "")
-    return phase.changed(client_limited_reason=f"worker {index} was frozen for {seconds:.1f} s in this phase (it "
-                         f"said nothing to its parent: SIGSTOP, or stuck): its lateness is its own; {cause}")
+    return phase.changed(client_limited_reason=blamed(
+        phase.client_limited_reason or "", f"worker {index} was frozen for {seconds:.1f} s in this phase (it said "
+        "nothing to its parent: SIGSTOP, or stuck): its lateness is its own"))
 
 
 def _copy_rows(src: Path, out: Path) -> None:

@@ -39,7 +39,7 @@ from harness.run.simulator import given_cores
 from harness.stats.schema import Anchor, ShardLoss, read_summary
 from harness.stats.verdict import health
 from harness.workload.plan import PhasePlan
-from harness.workload.shards import Shard, shard_plan, share_count
+from harness.workload.shards import Shard, shares
 
 STARTUP_S = 3.0  # for the workers to start, build their first requests and open connections
 KEY_VARIABLE = "HARNESS_WORKER_API_KEY"  # the key reaches the workers through their environment only
@@ -246,7 +246,7 @@ def _keep_streamed(link: Link, records: list[RequestRecord]) -> None:
 
 def planned(plans: Sequence[PhasePlan], shard: Shard) -> int | None:
     """Requests a shard was to send (None: a phase bound by time, or sessions, has no count up front)."""
-    counts = [share_count(shard_plan(whole, shard)) for whole in plans]
+    counts = shares(list(plans), shard)
     return None if None in counts else sum(c or 0 for c in counts)
 
 
