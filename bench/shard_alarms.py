@@ -149,7 +149,7 @@ def main() -> None:
         cases = [("frozen worker, A/A (--workers 2)", args.runs, lambda u, w: _workers(u, w, None)),
                  ("frozen worker, real (SIGSTOP 3 s)", args.real, lambda u, w: _workers(u, w, 3.0)),
                  (f"shard out of step, A/A (lead {LEAD_S:g} s)", args.runs, lambda u, w: _by_hand(u, w, 0.0)),
-                 ("shard out of step, real (3 s late)", args.real, lambda u, w: _by_hand(u, w, 3.0))]
+                 ("shard out of step, real (launched 3 s late)", args.real, lambda u, w: _by_hand(u, w, 3.0))]
         print(f"{'busy (a loop on every core)' if args.hog else 'quiet'}:")
         for name, times, one in cases:
             tally = _tally(times, url, one)

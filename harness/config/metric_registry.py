@@ -170,6 +170,9 @@ def of(latency: Latency, stat: str) -> Metric:
 
 COMPARED = tuple(m.name for m in having("compared"))
 FOLLOWED = tuple(m.name for m in having("followed"))
+# The statistics `harness compare` judges of some latency (as a name spells them), in STATISTICS' order.
+COMPARED_STATISTICS = tuple(stat for stat, (field, _) in STATISTICS.items() if any(
+    m.latency is not None and m.statistic == field for m in having("compared")))
 DEFAULT_TOLERANCES: dict[str, float] = {m.name: m.tolerance for m in REGISTRY.values() if m.tolerance is not None}
 RATES = tuple(m.name for m in REGISTRY.values() if m.kind == "rate")
 GOODPUT = tuple(m.name for m in REGISTRY.values() if m.field[:1] == ("goodput",))

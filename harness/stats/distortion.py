@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.config.metric_registry import GOODPUT, RATES, SLO_LATENCIES, Latency, metric, of
+from harness.config.metric_registry import COMPARED_STATISTICS, GOODPUT, RATES, SLO_LATENCIES, Latency, metric, of
 
 # The event-loop lag kept per phase, as quantiles on this grid (percent): enough of its shape, tail included,
 # to judge again offline (`harness report`, a merge) as the live run did.
@@ -40,8 +40,8 @@ LAG_GRID: tuple[float, ...] = (0.0, 10.0, 25.0, 50.0, 75.0, 90.0, 95.0, 98.0, 99
 LAG_P99 = LAG_GRID.index(99.0)
 TIMER_RESOLUTION_MS = 1.0
 SHARE = 0.05
-# The figures judged: the statistics the table shows and `harness compare` judges, of the latencies it shows.
-STATISTICS = ("p50", "p90", "p99", "mean")
+# The figures judged: the statistics `harness compare` judges, of the latencies the table shows.
+STATISTICS = COMPARED_STATISTICS
 _STAMPED_ONCE = (Latency.TTFT, Latency.E2E, Latency.ITL)  # one stamp late moves them by the loop's wait
 _FROM_INTENDED = (Latency.TTFT_FROM_INTENDED, Latency.E2E_FROM_INTENDED)  # … and by the send's lateness
 JUDGED = (*_STAMPED_ONCE, Latency.TPOT, *_FROM_INTENDED)

@@ -16,6 +16,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from harness.config.scenario import load_scenario
+from harness.run.distributed.sharding import LEAD_S
 from harness.workload.plan import plan_phase
 from harness.workload.shards import Shard
 from tests.helpers import ROOT, WORKER_QUICK, arrived_at_sim, free_port, only_run_dir, shard_ids, worker_pid
@@ -170,7 +171,7 @@ def test_a_worker_killed_mid_run_is_named_and_the_rest_kept(sim_url: str, tmp_pa
 def test_a_shard_that_starts_late_is_named_in_its_run_and_the_merge(sim_url: str, tmp_path: Path) -> None:
     """Two shards by hand on one --start-at; the second launched a second after it (--late-ok): it says so, and
     `harness merge` names it with its lateness in the merged summary and table."""
-    start_at = round(time.time() + 2.5, 3)
+    start_at = round(time.time() + LEAD_S, 3)
     common = [sys.executable, "-m", "harness", "run", "--endpoint", sim_url, "--rate", "10", "--requests", "8",
               "--output-tokens", "8", "--progress", "off", "--start-at", repr(start_at)]
     first = subprocess.Popen([*common, "--shard", "0/2", "--reports-dir", str(tmp_path / "s0")], cwd=ROOT,
@@ -247,7 +248,7 @@ def test_shards_by_hand_keep_one_timeline(sim_url: str, tmp_path: Path) -> None:
     would have said so in that phase's warnings."""
     scenario = tmp_path / "timeline.yaml"
     scenario.write_text(json.dumps(TIMELINE))
-    start_at = round(time.time() + 3.0, 3)
+    start_at = round(time.time() + LEAD_S, 3)
     procs = [subprocess.Popen([sys.executable, "-m", "harness", "run", str(scenario), "--endpoint", sim_url,
                                "--progress", "off", "--start-at", repr(start_at), "--shard", f"{i}/2",
                                "--phase-slack", "1s", "--reports-dir", str(tmp_path / f"s{i}")], cwd=ROOT,
