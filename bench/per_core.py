@@ -17,7 +17,10 @@ server on core 1, and this prints for each:
 
 Machine load is printed before and after. Traffic stays on 127.0.0.1; every run is bounded in requests.
 
-    .venv/bin/python bench/per_core.py [--pairs 2] [--only ceiling,fidelity,arrivals]
+    .venv/bin/python bench/per_core.py [--pairs 2] [--only ceiling,fidelity,arrivals] [--shape plain|vllm]
+
+`--shape vllm`: the server sends vLLM's own event (its request id, Unix time, model, `system_fingerprint`,
+`logprobs: null`), each token's HTTP chunk pre-framed and handed to the socket in one write (issue 48's rig).
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from typing import Any
 
 REF = Path(__file__).resolve().parent / "ref"
 CLIENT_CORE, SERVER_CORE = "0", str((os.cpu_count() or 2) - 1)
+SHAPE = ["plain"]  # the server's stream shape (--shape), for every server this run starts
 
 
 def pinned(core: str) -> list[str]:
@@ -49,7 +53,8 @@ def pinned(core: str) -> list[str]:
 @contextmanager
 def node_server(ttft_ms: float, itl_ms: float, burst: int = 1) -> Iterator[str]:
     proc = subprocess.Popen([*pinned(SERVER_CORE), "node", str(REF / "sse_server.js"), "--ttft-ms", str(ttft_ms),
-                             "--itl-ms", str(itl_ms), "--burst", str(burst)], stdout=subprocess.PIPE, text=True)
+                             "--itl-ms", str(itl_ms), "--burst", str(burst), "--shape", SHAPE[0]],
+                            stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
         port = json.loads(proc.stdout.readline())["port"]
@@ -107,6 +112,17 @@ def ttft_errors_ms(run: dict[str, Any], log: dict[str, dict[str, Any]]) -> tuple
     return own, intake
 
 
+def server_side(log: dict[str, dict[str, Any]]) -> tuple[float, float]:
+    """From the server's log of a closed loop: the requests in flight at the server as each arrived (median: does
+    the client keep its streams busy?) and the tokens it wrote a second, first read to last write."""
+    spans = [(int(e["recv"]), int(e["end"])) for e in log.values() if e.get("end")]
+    if not spans:
+        return math.nan, math.nan
+    busy = [sum(r <= at < end for r, end in spans) for at, _ in spans]
+    seconds = (max(end for _, end in spans) - min(r for r, _ in spans)) / 1e9
+    return statistics.median(busy), sum(e["tokens"] for e in log.values()) / seconds
+
+
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q / 100 * len(ordered)))] if ordered else math.nan
@@ -135,14 +151,18 @@ def ceiling(tmp: Path, pairs: int) -> None:
         ratios = []
         with node_server(0, itl) as url:
             for k in range(pairs):
+                server_log(url)
                 ref = ref_run(url, "--streams", str(streams), "--requests", str(requests), "--max-tokens", str(tokens))
+                ref_busy, ref_rate = server_side(server_log(url))
                 ours = harness_run(url, {"type": "concurrency", "concurrency": streams, "requests": requests}, tokens,
                                    tmp)
-                server_log(url)
+                our_busy, our_rate = server_side(server_log(url))
                 a, b = ref["cpu_s"] / ref["tokens"] * 1e6, ours["cpu_s"] / ours["tokens"] * 1e6
                 ratios.append(b / a)
                 print(f"ceiling, {shape}, pair {k + 1}: reference {a:.2f} ms / 1,000 tokens, harness {b:.2f} ms / "
-                      f"1,000 tokens: {b / a:.2f}x")
+                      f"1,000 tokens: {b / a:.2f}x; in flight at the server as each request arrived, median of "
+                      f"{streams}: reference {ref_busy:.0f}, harness {our_busy:.0f}; tokens/s the server wrote: "
+                      f"reference {ref_rate:,.0f}, harness {our_rate:,.0f}")
         print(f"ceiling, {shape}: harness / reference CPU per token, median of {pairs}: "
               f"{statistics.median(ratios):.2f}x")
 
@@ -179,7 +199,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pairs", type=int, default=2)
     parser.add_argument("--only", default="ceiling,fidelity,arrivals")
+    parser.add_argument("--shape", choices=("plain", "vllm"), default="plain",
+                        help="the server's events: short ones through Node's response (plain), or vLLM's, each "
+                             "pre-framed and one socket write (vllm)")
     args = parser.parse_args()
+    SHAPE[0] = args.shape
+    print(f"server shape: {args.shape}")
     if shutil.which("node") is None:
         raise SystemExit("needs Node.js (node) for the reference client and server")
     print(machine_load())
