@@ -112,15 +112,23 @@ def ttft_errors_ms(run: dict[str, Any], log: dict[str, dict[str, Any]]) -> tuple
     return own, intake
 
 
-def server_side(log: dict[str, dict[str, Any]]) -> tuple[float, float]:
-    """From the server's log of a closed loop: the requests in flight at the server as each arrived (median: does
-    the client keep its streams busy?) and the tokens it wrote a second, first read to last write."""
+def server_side(log: dict[str, dict[str, Any]]) -> tuple[float, float, float]:
+    """From the server's log of a closed loop: the requests in flight at the server as each arrived (median), the
+    same averaged over time (does the client keep its streams busy? At zero delay a round-robin server ends a
+    whole wave of streams together, so the arrivals of the next wave see half of them gone however fast the client
+    sends again: the mean over time is the fair reading), and the tokens it wrote a second, first read to last
+    write."""
     spans = [(int(e["recv"]), int(e["end"])) for e in log.values() if e.get("end")]
     if not spans:
-        return math.nan, math.nan
-    busy = [sum(r <= at < end for r, end in spans) for at, _ in spans]
-    seconds = (max(end for _, end in spans) - min(r for r, _ in spans)) / 1e9
-    return statistics.median(busy), sum(e["tokens"] for e in log.values()) / seconds
+        return math.nan, math.nan, math.nan
+    at_arrival = statistics.median(sum(r <= at < end for r, end in spans) for at, _ in spans)
+    steps = sorted([(r, 1) for r, _ in spans] + [(end, -1) for _, end in spans])
+    area, level = 0, 0
+    for (t, step), (t_next, _) in itertools.pairwise(steps):
+        level += step
+        area += level * (t_next - t)
+    first, last = steps[0][0], steps[-1][0]
+    return at_arrival, area / (last - first), sum(e["tokens"] for e in log.values()) / ((last - first) / 1e9)
 
 
 def pct(values: list[float], q: float) -> float:
@@ -153,16 +161,17 @@ def ceiling(tmp: Path, pairs: int) -> None:
             for k in range(pairs):
                 server_log(url)
                 ref = ref_run(url, "--streams", str(streams), "--requests", str(requests), "--max-tokens", str(tokens))
-                ref_busy, ref_rate = server_side(server_log(url))
+                ref_busy, ref_mean, ref_rate = server_side(server_log(url))
                 ours = harness_run(url, {"type": "concurrency", "concurrency": streams, "requests": requests}, tokens,
                                    tmp)
-                our_busy, our_rate = server_side(server_log(url))
+                our_busy, our_mean, our_rate = server_side(server_log(url))
                 a, b = ref["cpu_s"] / ref["tokens"] * 1e6, ours["cpu_s"] / ours["tokens"] * 1e6
                 ratios.append(b / a)
                 print(f"ceiling, {shape}, pair {k + 1}: reference {a:.2f} ms / 1,000 tokens, harness {b:.2f} ms / "
-                      f"1,000 tokens: {b / a:.2f}x; in flight at the server as each request arrived, median of "
-                      f"{streams}: reference {ref_busy:.0f}, harness {our_busy:.0f}; tokens/s the server wrote: "
-                      f"reference {ref_rate:,.0f}, harness {our_rate:,.0f}")
+                      f"1,000 tokens: {b / a:.2f}x; in flight at the server of {streams}, over time (as each request "
+                      f"arrived, median): reference {ref_mean:.1f} ({ref_busy:.0f}), harness {our_mean:.1f} "
+                      f"({our_busy:.0f}); tokens/s the server wrote: reference {ref_rate:,.0f}, harness "
+                      f"{our_rate:,.0f}")
         print(f"ceiling, {shape}: harness / reference CPU per token, median of {pairs}: "
               f"{statistics.median(ratios):.2f}x")
 

@@ -4,7 +4,8 @@ Runs each phase type against `harness sim serve` on loopback (H100, Llama-3.1-8B
 arrivals, a closed loop of 3 users and fixed batches of 8; one replaying the Azure conversation trace rescaled to
 4 req/s; one of multi-turn sessions (ShareGPT conversations, Poisson starts) — once in one process and once with
 `--workers 2`, and prints for each: the gap between a phase's last answer and the next phase's first send
-(negative: phases overlapped), each batch's send spread, the closed loop's time-weighted requests in flight, and
+(negative: phases overlapped), the same from each batch to the next (its barrier), each batch's send
+spread, the closed loop's time-weighted requests in flight, and
 each phase's TTFT p50, ITL p50 and output tokens/s. Bounded: six runs of ~15–25 s; traffic to 127.0.0.1 only.
 
     .venv/bin/python bench/shard_timeline.py [--workers 2] [--ray ADDRESS] [--scenarios 1]
@@ -81,12 +82,17 @@ def one(url: str, tmp: Path, name: str, extra: list[str], scenario: str = SCENAR
     names = list(by_phase)
     gaps = [(min(r["sent_ns"] for r in by_phase[b]) - max(r["end_ns"] for r in by_phase[a])) / 1e6
             for a, b in itertools.pairwise(names)]
-    spreads = []
-    for k in sorted({r["batch"] for r in by_phase.get("batch", [])}):
+    spreads, barriers = [], []
+    batches = sorted({r["batch"] for r in by_phase.get("batch", [])})
+    for k in batches:
         sends = [r["sent_ns"] for r in by_phase["batch"] if r["batch"] == k]
         spreads.append((max(sends) - min(sends)) / 1e6)
+    for a, b in itertools.pairwise(batches):  # the last answer of a batch to the next batch's first send
+        barriers.append((min(r["sent_ns"] for r in by_phase["batch"] if r["batch"] == b)
+                         - max(r["end_ns"] for r in by_phase["batch"] if r["batch"] == a)) / 1e6)
     if "users" in by_phase:
-        print(f"{name}: phase gaps {', '.join(f'{g:+.1f}' for g in gaps)} ms; batch send spread "
+        print(f"{name}: phase gaps {', '.join(f'{g:+.1f}' for g in gaps)} ms; batch barriers "
+              f"{', '.join(f'{g:+.1f}' for g in barriers)} ms; batch send spread "
               f"{', '.join(f'{s:.1f}' for s in spreads)} ms; closed loop in flight {in_flight(by_phase['users']):.2f}")
     else:
         print(f"{name}: {len(records)} requests")

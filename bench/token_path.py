@@ -16,7 +16,7 @@ Each step's difference is that layer's cost. What lies below `data_received` —
 `recv` system call and the kernel's TCP work — is measured by `bench/read_floor.py` (an empty protocol under
 the same read pattern). Also printed: the cost of a clock read.
 
-    .venv/bin/python bench/token_path.py [--tokens 200000]
+    .venv/bin/python bench/token_path.py [--tokens 200000] [--shape plain|vllm]
 """
 
 from __future__ import annotations
@@ -40,9 +40,18 @@ from harness.clock import MonotonicClock
 from harness.records import RequestRecord
 from harness.run.worker import RecordStamper
 
+SHAPES: dict[str, dict[str, Any]] = {
+    "plain": {"id": "chatcmpl-ref", "object": "chat.completion.chunk", "created": 0, "model": "ref"},
+    # vLLM's own event head (bench/ref/sse_server.js --shape vllm), ~280 bytes an event with its model's name.
+    "vllm": {"id": "chatcmpl-a58b976d0b6fc2bfd82f23816fc9ad04", "object": "chat.completion.chunk",
+             "created": 1796333946, "model": "meta-llama/Llama-3.1-8B-Instruct",
+             "system_fingerprint": "fp_vllm_0.11.0"},
+}
+SHAPE = ["plain"]
+
 
 def event(content: str, finish: str | None = None) -> bytes:
-    body = {"id": "chatcmpl-ref", "object": "chat.completion.chunk", "created": 0, "model": "ref",
+    body = {**SHAPES[SHAPE[0]],
             "choices": [{"index": 0, "delta": {"content": content}, "logprobs": None, "finish_reason": finish}]}
     return b"data: " + json.dumps(body, separators=(",", ":")).encode() + b"\n\n"
 
@@ -111,7 +120,10 @@ def whole_path_us(tokens: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tokens", type=int, default=200_000)
-    n = parser.parse_args().tokens
+    parser.add_argument("--shape", choices=tuple(SHAPES), default="plain",
+                        help="the event replayed: a short one, or vLLM's (its id, time, model, system_fingerprint)")
+    args = parser.parse_args()
+    n, SHAPE[0] = args.tokens, args.shape
     clock = MonotonicClock()
 
     def stamping() -> Callable[[bytes], Any]:
@@ -131,7 +143,8 @@ def main() -> None:
     steps = [("httptools", lambda: lambda piece: None), ("+ SSE framing", lambda: SSEDecoder().feed),
              ("+ interpret", framing_interpret), ("+ stamping", stamping)]
     previous = 0.0
-    print(f"per token, one event per read, {n:,} tokens replayed ({time.strftime('%Y-%m-%d')}):")
+    print(f"per token, one {SHAPE[0]} event ({len(event(' word'))} bytes) per read, {n:,} tokens replayed "
+          f"({time.strftime('%Y-%m-%d')}):")
     for name, body in steps:
         total = min(per_token_us(n, body) for _ in range(3))
         print(f"  {name:16} {total:5.2f} µs cumulative, {total - previous:+5.2f} µs this layer")

@@ -2,25 +2,27 @@
 
 Each actor runs the same worker a local `--workers` run starts (`harness run --shard i/N --start-at T --relay`,
 on the actor's node, with the Python the actor runs), keeps its output lines until the driver takes them, and
-passes the driver's barrier answers to its stdin. The driver places every actor first and only then sets the
-common start, so a slow placement never eats into the schedule. Records come back as they end: the driver
-keeps a call to each actor's `take` open, which returns the moment its worker writes a line (a barrier is
-answered within a call's round trip, not a polling interval); each shard's summary, server series and log are
-fetched when it has finished (the log kept as `workers/i.log` in the run folder, as a local worker's). An actor
-lost mid-run (its node gone, killed) is named; what it had sent back is kept, the rest counted as lost.
+bridges its stdin and stdout to one TCP connection back to the driver: each line the worker writes reaches the
+driver, and each barrier answer reaches the worker, in a socket hop, not a Ray call (a call's round trip is
+2.0 ms p50 and 5–6 ms p99 on one 2-core host, `bench/ray_hop.py`, and a barrier needs two). The driver places
+every actor first and only then sets the common start, so a slow placement never eats into the schedule. Each
+shard's summary, server series and log are fetched when it has finished (the log kept as `workers/i.log` in the
+run folder, as a local worker's). An actor lost mid-run (its node gone, killed) is named; what it had sent back
+is kept, the rest counted as lost.
 
 Ray is optional (`pip install 'harness[ray]'`) and imported only here, only when `--ray` is given. Every
-node needs harness installed in the same environment, and must reach the endpoint (the bundled simulator
-listens on loopback: with it, use a one-host cluster).
+node needs harness installed in the same environment, must reach the endpoint (the bundled simulator listens
+on loopback: with it, use a one-host cluster), and must reach the driver's node on one TCP port it picks (on
+loopback when every actor is on the driver's host); a connection must first say the run's secret token.
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import logging
 import os
+import secrets
 import shutil
 import socket
 import subprocess
@@ -36,6 +38,7 @@ from harness.config.presets import loaded_files
 from harness.config.scenario import Scenario
 from harness.errors import UsageError
 from harness.run.distributed.workers import (
+    LINE_LIMIT,
     WHOLE_EXITS,
     Link,
     child_setup,
@@ -46,28 +49,34 @@ from harness.run.distributed.workers import (
 )
 from harness.workload.shards import Shard
 
-TAKE_WAIT_S = 1.0  # an actor's `take` returns at once with lines, or after this with none (the driver asks again)
+CONNECT_S = 30.0  # for an actor to reach the driver's line, and say the token
 LOG_BYTES = 1 << 20  # the end of a worker's log fetched into the run folder
 PLACE_S = 60.0  # for Ray to place every actor (each asks for one CPU)
 SHARD_FILES = ("summary.json", "scenario.yaml", "server_metrics.csv")
+Line = tuple[asyncio.StreamReader, asyncio.StreamWriter]  # the driver's end of one actor's line
 
 
 class ShardProcess:
-    """Inside a Ray actor: one worker process on the actor's node, its output kept until taken."""
+    """Inside a Ray actor: one worker process on the actor's node, its stdin and stdout bridged to the driver."""
 
     def __init__(self) -> None:
         self._dir = Path(tempfile.mkdtemp(prefix="harness-shard-"))
         self._proc: subprocess.Popen[bytes] | None = None
-        self._lines: collections.deque[bytes] = collections.deque()
-        self._eof = threading.Event()
-        self._said = threading.Condition()  # a line written, or the end: wakes a waiting `take`
+        self._line: socket.socket | None = None
 
     def ready(self) -> tuple[str, int, str]:
         """Where it runs: host, process id, and the worker's log there."""
         return socket.gethostname(), os.getpid(), str(self._dir / "worker.log")
 
-    def start(self, scenario_text: str, args: list[str], env: dict[str, str], presets: list[str]) -> None:
-        """`presets`: the texts of the preset files the driver loaded (the scenario may name their devices)."""
+    def start(self, scenario_text: str, args: list[str], env: dict[str, str], presets: list[str],
+              driver: tuple[str, int, str]) -> None:
+        """`presets`: the texts of the preset files the driver loaded (the scenario may name their devices);
+        `driver`: where its line listens, and what to say first."""
+        host, port, hello = driver
+        self._line = socket.create_connection((host, port), timeout=CONNECT_S)
+        self._line.settimeout(None)
+        self._line.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._line.sendall(hello.encode() + b"\n")
         scenario = self._dir / "scenario.yaml"
         scenario.write_text(scenario_text, encoding="utf-8")
         for k, text in enumerate(presets):
@@ -78,29 +87,29 @@ class ShardProcess:
                                            "--reports-dir", str(self._dir / "reports")],
                                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
                                           env={**os.environ, **env}, preexec_fn=child_setup(set()))
-        threading.Thread(target=self._read, daemon=True).start()
+        threading.Thread(target=self._up, daemon=True).start()
+        threading.Thread(target=self._down, daemon=True).start()
 
-    def _read(self) -> None:
-        assert self._proc is not None and self._proc.stdout is not None
-        for line in self._proc.stdout:
-            with self._said:
-                self._lines.append(line)
-                self._said.notify_all()
-        with self._said:
-            self._eof.set()
-            self._said.notify_all()
+    def _up(self) -> None:
+        """The worker's lines to the driver as it writes them; its end, as the line's end."""
+        assert self._proc is not None and self._proc.stdout is not None and self._line is not None
+        with contextlib.suppress(OSError):  # the driver is gone: the worker keeps its records on this node
+            for line in self._proc.stdout:
+                self._line.sendall(line)
+            self._line.shutdown(socket.SHUT_WR)
 
-    def take(self, wait_s: float = 0.0) -> tuple[list[bytes], int | None]:
-        """The lines written since the last take — waiting up to `wait_s` for one when there are none — and the
-        exit code once the worker has ended."""
-        with self._said:
-            if not self._lines and not self._eof.is_set():
-                self._said.wait(wait_s)
-            ended = self._eof.is_set()  # every line was queued before the end was marked
-            lines = list(self._lines)
-            self._lines.clear()
+    def _down(self) -> None:
+        """The driver's lines (barrier answers, clock answers) to the worker's stdin."""
+        assert self._proc is not None and self._proc.stdin is not None and self._line is not None
+        with contextlib.suppress(OSError, ValueError):  # either end gone
+            for line in self._line.makefile("rb"):
+                self._proc.stdin.write(line)
+                self._proc.stdin.flush()
+
+    def exit_code(self) -> int:
+        """Once the worker has ended (its line closed), its exit code."""
         assert self._proc is not None
-        return lines, (self._proc.wait() if ended else None)
+        return self._proc.wait()
 
     def log(self) -> bytes:
         """The end of the worker's log (its stderr), to keep beside the run once this actor is gone."""
@@ -110,11 +119,6 @@ class ShardProcess:
         with path.open("rb") as f:
             f.seek(max(0, path.stat().st_size - LOG_BYTES))
             return f.read()
-
-    def send(self, line: bytes) -> None:
-        if self._proc is not None and self._proc.stdin is not None and self._proc.poll() is None:
-            self._proc.stdin.write(line)
-            self._proc.stdin.flush()
 
     def files(self) -> tuple[str, dict[str, bytes]]:
         """The shard's run directory's name and the files the merge needs (its records came as they ended)."""
@@ -133,6 +137,8 @@ class ShardProcess:
 
     def cleanup(self) -> None:
         self.stop()
+        if self._line is not None:
+            self._line.close()
         shutil.rmtree(self._dir, ignore_errors=True)
 
 
@@ -141,12 +147,14 @@ async def _get(ref: Any) -> Any:
 
 
 class RayWorker:
-    """A `Link` to a worker on a Ray actor."""
+    """A `Link` to a worker on a Ray actor: its lines over the actor's connection, its exit from the actor."""
 
-    def __init__(self, index: int, reports: Path, actor: Any, log: str) -> None:
+    def __init__(self, index: int, reports: Path, actor: Any, log: str,
+                 line: tuple[asyncio.StreamReader, asyncio.StreamWriter]) -> None:
         self.index, self.reports, self.actor, self.log = index, reports, actor, log
         host, _, path = log.partition(":")
         self.where = f"{host}:{Path(path).parent / 'reports'}"  # its node's copy: kept there whatever happens here
+        self._reader, self._writer = line
         self.lost: str | None = None
         self._code: int | None = None
         self._done = False
@@ -156,21 +164,17 @@ class RayWorker:
         return None if self.lost else self._code
 
     async def lines(self) -> AsyncIterator[bytes]:
-        while True:
-            try:
-                lines, code = await _get(self.actor.take.remote(TAKE_WAIT_S))
-            except Exception as exc:  # Ray's errors for a dead actor or node vary by version
-                self.lost = f"Ray actor lost: {type(exc).__name__}"
-                return
-            for line in lines:
+        with contextlib.suppress(OSError):  # a line cut off (its node gone): asked below how it ended
+            while line := await self._reader.readline():
                 yield line
-            if code is not None:
-                self._code = code
-                return
+        try:
+            self._code = await _get(self.actor.exit_code.remote())
+        except Exception as exc:  # Ray's errors for a dead actor or node vary by version
+            self.lost = f"Ray actor lost: {type(exc).__name__}"
 
     def send(self, line: bytes) -> None:
-        if self.lost is None:
-            self.actor.send.remote(line)
+        if self.lost is None and not self._writer.is_closing():
+            self._writer.write(line)
 
     async def finish(self) -> None:
         if self._done:
@@ -178,6 +182,7 @@ class RayWorker:
         self._done = True
         import ray
 
+        self._writer.close()
         if self.lost is None and self._code in WHOLE_EXITS:
             try:
                 name, files = await _get(self.actor.files.remote())
@@ -225,10 +230,50 @@ def connect(address: str) -> Any:
     return ray
 
 
+class Switchboard:
+    """The driver's end of the actors' lines: one TCP listener; each connection is matched to its actor by its
+    first line (the run's secret token and the actor's index), any other closed at once."""
+
+    def __init__(self, n: int) -> None:
+        self.token = secrets.token_hex(16)
+        loop = asyncio.get_running_loop()
+        self._came: list[asyncio.Future[Line]] = [loop.create_future() for _ in range(n)]
+        self._server: asyncio.Server | None = None
+        self.address = ("", 0)
+
+    async def open(self, host: str) -> None:
+        self._server = await asyncio.start_server(self._accept, host, 0, limit=LINE_LIMIT)
+        self.address = (host, int(self._server.sockets[0].getsockname()[1]))
+
+    def driver(self, index: int) -> tuple[str, int, str]:
+        """What actor `index` is told: where to connect, and what to say first."""
+        return (*self.address, f"{self.token} {index}")
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            hello = (await asyncio.wait_for(reader.readline(), CONNECT_S)).decode(errors="replace").split()
+        except (TimeoutError, OSError, ValueError):
+            hello = []
+        index = int(hello[1]) if len(hello) == 2 and hello[1].isdigit() else -1
+        if (0 <= index < len(self._came) and secrets.compare_digest(hello[0], self.token)
+                and not self._came[index].done()):
+            self._came[index].set_result((reader, writer))
+        else:
+            writer.close()
+
+    async def lines(self) -> list[Line]:
+        """Every actor's line, once each has connected (the listener then closes)."""
+        try:
+            return list(await asyncio.wait_for(asyncio.gather(*self._came), CONNECT_S))
+        finally:
+            if self._server is not None:
+                self._server.close()
+
+
 async def start_ray_workers(scenario: Scenario, endpoint: Endpoint, work: Path, n: int,
                             address: str) -> list[Link]:
     ray = connect(address)
-    # Threaded (max_concurrency): a `take` waiting for a line must not hold up the barrier answer sent meanwhile.
+    # Threaded (max_concurrency): the calls for files, the log and the exit code run beside the bridge's threads.
     actor_class = ray.remote(num_cpus=1, max_restarts=0, max_concurrency=4)(ShardProcess)
     actors = [actor_class.options(scheduling_strategy="SPREAD").remote() for _ in range(n)]
     try:
@@ -241,9 +286,22 @@ async def start_ray_workers(scenario: Scenario, endpoint: Endpoint, work: Path, 
     work.mkdir(parents=True, exist_ok=True)
     (work / "pids").write_text("".join(f"{i} {pid} {host}\n" for i, (host, pid, _) in enumerate(placed)),
                                encoding="utf-8")
+    board = Switchboard(n)
+    # Every actor on this host: the lines stay on loopback; otherwise on the address Ray knows this node by.
+    here = all(host == socket.gethostname() for host, _, _ in placed)
+    await board.open("127.0.0.1" if here else ray.util.get_node_ip_address())
     presets = [path.read_text(encoding="utf-8") for path in loaded_files()]
     text, start_at = worker_scenario(scenario).to_yaml(), common_start(n)  # every actor is up: start together
-    for i, actor in enumerate(actors):
-        actor.start.remote(text, worker_args(endpoint, Shard(i, n), start_at), key_env(endpoint), presets)
-    return [RayWorker(i, work / str(i), actor, f"{host}:{log}") for i, (actor, (host, _, log)) in
-            enumerate(zip(actors, placed, strict=True))]
+    started = [_get(actor.start.remote(text, worker_args(endpoint, Shard(i, n), start_at), key_env(endpoint),
+                                       presets, board.driver(i))) for i, actor in enumerate(actors)]
+    try:
+        await asyncio.gather(*started)
+        lines = await board.lines()
+    except Exception as exc:  # an actor that cannot reach the driver's line: a firewall between the nodes
+        for actor in actors:
+            ray.kill(actor)
+        raise UsageError(f"--ray {address}: an actor could not reach this driver's line at "
+                         f"{board.address[0]}:{board.address[1]} ({type(exc).__name__}: {str(exc)[:200]}); every "
+                         "node must reach the driver's node") from None
+    return [RayWorker(i, work / str(i), actor, f"{host}:{log}", line) for i, (actor, (host, _, log), line) in
+            enumerate(zip(actors, placed, lines, strict=True))]
