@@ -252,7 +252,7 @@ class ChunkReader:
     """Body bytes in, the chunks they complete out. Payloads after `[DONE]` or an error in the same read are
     not the stream's: they are dropped, never reported as a bad chunk."""
 
-    __slots__ = ("_decoder", "_interpret", "_keep_text", "_last", "_prev", "first")
+    __slots__ = ("_decoder", "_head", "_interpret", "_keep_text", "_last", "_prev", "_tail", "first")
 
     def __init__(self, keep_text: bool = False) -> None:
         self._decoder = SSEDecoder()
@@ -260,6 +260,9 @@ class ChunkReader:
         self._interpret = interpret_text if keep_text else interpret
         self._prev = self._last = b""  # the last two payloads: where a finish_reason sits
         self.first: bytes | None = None  # the stream's first payload: whose answer this is (`belongs`)
+        # A plain token event's bytes before its content and after it, once one passed every check: a server
+        # repeats them for every token of a stream (vLLM's id, time, model), so the next is known by two compares.
+        self._head = self._tail = b"\x00"
 
     def plain(self, data: bytes) -> bool:
         """True: `data` is exactly one whole event carrying one plain token in the compact shape servers write
@@ -267,17 +270,34 @@ class ChunkReader:
         taken; False: nothing was taken, `read` it. The usual read of a busy stream, without the lists, the
         chunk and the loop of `read`."""
         decoder = self._decoder
-        if (self._keep_text or decoder._pending or decoder._data or data[:7] != b"data: {" or data[-3:] != b"}\n\n"
-                or data.find(b"\n") != len(data) - 2 or data.find(b'"usage"') >= 0 or data.find(b'"error"') >= 0
-                or data.find(b'"reasoning') >= 0):
+        if self._keep_text or decoder._pending or decoder._data:
             return False
-        at = data.find(b'"content":"')
-        if at < 0 or data[at + 11:at + 12] == b'"':
+        head, tail = self._head, self._tail
+        if data.startswith(head) and data.endswith(tail):
+            # The event of the last token with another token between the same bytes: its own checks hold if
+            # the token has no quote (which would end the string early) and no line break (a second event).
+            token = data[len(head):len(data) - len(tail)]
+            if not token or b'"' in token or b"\n" in token:
+                return False
+        elif not self._checked(data):
             return False
         self._prev, self._last = self._last, data[6:-2]
         if self.first is None:
             self.first = self._last
         decoder._fresh = False
+        return True
+
+    def _checked(self, data: bytes) -> bool:
+        """`plain`'s checks in full, keeping the bytes around the token of an event that passes them."""
+        if (data[:7] != b"data: {" or data[-3:] != b"}\n\n" or data.find(b"\n") != len(data) - 2
+                or data.find(b'"usage"') >= 0 or data.find(b'"error"') >= 0 or data.find(b'"reasoning') >= 0):
+            return False
+        at = data.find(b'"content":"')
+        if at < 0 or data[at + 11:at + 12] == b'"':
+            return False
+        end = data.find(b'"', at + 11)
+        if data.find(b"\\", at + 11, end) < 0:  # an escape in the token: where it ends is not one find away
+            self._head, self._tail = data[:at + 11], data[end:]
         return True
 
     def read(self, data: bytes) -> Sequence[Chunk]:

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.client.sse import SSEDecoder, interpret
+from harness.client.sse import ChunkReader, SSEDecoder, interpret
 from harness.errors import BadChunk
 
 
@@ -164,3 +164,40 @@ def test_answer_text_is_kept_only_when_asked() -> None:
     assert ChunkReader(keep_text=True).read(event)[0].text == " hello"
     completion = _event({"choices": [{"index": 0, "text": " world"}]})
     assert ChunkReader(keep_text=True).read(completion)[0].text == " world"
+
+
+def _vllm(content: str | None, finish: str | None = None, created: int = 1796333946, **extra: object) -> bytes:
+    delta = {} if content is None else {"content": content}
+    obj = {"id": "chatcmpl-a58b976d0b6fc2bfd82f23816fc9ad04", "object": "chat.completion.chunk", "created": created,
+           "model": "meta-llama/Llama-3.1-8B-Instruct", "system_fingerprint": "fp_vllm_0.11.0",
+           "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}], **extra}
+    return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
+
+
+VLLM_STREAM = [
+    _vllm(""), _vllm(" the"), _vllm(" word"), _vllm("usage"), _vllm('say "hi"'), _vllm("a\nb"), _vllm(" x"),
+    _vllm(" y", created=1796333947), _vllm(" z", created=1796333947), _vllm(" reasoning"),
+    _vllm(" t", usage={"prompt_tokens": 1, "completion_tokens": 9, "total_tokens": 10}), _vllm("\\"),
+    _vllm(" last", "length"), _vllm(None, usage={"prompt_tokens": 1, "completion_tokens": 12, "total_tokens": 13}),
+    b"data: [DONE]\n\n",
+]
+
+
+def test_the_short_way_takes_a_repeated_event_by_its_bytes_and_agrees_with_the_long_way() -> None:
+    """A plain token event is known by the bytes around its token once one passed every check; whatever it
+    takes, the long way reads as one plain token, and whatever it leaves, the long way reads in full."""
+    short, long = ChunkReader(), ChunkReader()
+    taken = []
+    for event in VLLM_STREAM:
+        (chunk,) = long.read(event)
+        plain_event = chunk.has_content and not chunk.done and chunk.completion_tokens is None and not chunk.error
+        if short.plain(event):
+            taken.append(event)
+            assert plain_event, event
+        else:
+            assert short.read(event) == (chunk,)
+    # The role chunk (empty), the usage chunks and [DONE] went the long way; every token chunk the short way,
+    # the repeats by their bytes (a quote or a raw line break in the token is not the same shape).
+    assert len(taken) == 10 and _vllm('say "hi"') not in taken and _vllm(" t", usage={
+        "prompt_tokens": 1, "completion_tokens": 9, "total_tokens": 10}) not in taken
+    assert short.first == long.first
