@@ -149,12 +149,13 @@ def machine_load() -> str:
     return f"load average {one:.2f} (1 min) {five:.2f} (5 min) on {os.cpu_count()} cores"
 
 
-def ceiling(tmp: Path, pairs: int) -> None:
+def ceiling(tmp: Path, pairs: int, regimes: list[str]) -> None:
     """CPU per 1,000 tokens in the two regimes of one event per write: zero delay (64 streams × 512, the server as
     fast as it goes: a client falling behind reads several events at once) and paced (256 streams × 256 at 10 ms a
     token: every read one event, the shape of real serving)."""
     shapes = [("zero delay, 64 streams x 512", 0.0, 64, 640, 512),
               ("paced 10 ms, 256 streams x 256", 10.0, 256, 512, 256)]
+    shapes = [s for s in shapes if s[0].split()[0] in regimes]
     for shape, itl, streams, requests, tokens in shapes:
         ratios = []
         with node_server(0, itl) as url:
@@ -208,6 +209,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pairs", type=int, default=2)
     parser.add_argument("--only", default="ceiling,fidelity,arrivals")
+    parser.add_argument("--regimes", default="zero,paced", help="the ceiling's regimes: zero (delay), paced")
     parser.add_argument("--shape", choices=("plain", "vllm"), default="plain",
                         help="the server's events: short ones through Node's response (plain), or vLLM's, each "
                              "pre-framed and one socket write (vllm)")
@@ -221,7 +223,7 @@ def main() -> None:
         tmp = Path(workdir)
         wanted = args.only.split(",")
         if "ceiling" in wanted:
-            ceiling(tmp, args.pairs)
+            ceiling(tmp, args.pairs, args.regimes.split(","))
         if "fidelity" in wanted:
             fidelity(tmp)
         if "arrivals" in wanted:

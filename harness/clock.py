@@ -38,8 +38,7 @@ class Clock(Protocol):
 class MonotonicClock:
     """`time.monotonic_ns`, which is system-wide on Linux: the simulator shares it."""
 
-    def now_ns(self) -> int:
-        return time.monotonic_ns()
+    now_ns = staticmethod(time.monotonic_ns)  # the builtin itself: no Python frame on a token's path
 
     async def sleep_until(self, deadline_ns: int) -> None:
         remaining = deadline_ns - time.monotonic_ns()

@@ -252,7 +252,7 @@ class ChunkReader:
     """Body bytes in, the chunks they complete out. Payloads after `[DONE]` or an error in the same read are
     not the stream's: they are dropped, never reported as a bad chunk."""
 
-    __slots__ = ("_decoder", "_head", "_interpret", "_keep_text", "_last", "_prev", "_tail", "first")
+    __slots__ = ("_decoder", "_head", "_interpret", "_keep_text", "_last", "_prev", "_tail", "_tail_crlf", "first")
 
     def __init__(self, keep_text: bool = False) -> None:
         self._decoder = SSEDecoder()
@@ -263,6 +263,7 @@ class ChunkReader:
         # A plain token event's bytes before its content and after it, once one passed every check: a server
         # repeats them for every token of a stream (vLLM's id, time, model), so the next is known by two compares.
         self._head = self._tail = b"\x00"
+        self._tail_crlf = b"\x00\r\n"  # the tail, then the CRLF that ends its HTTP chunk
 
     def plain(self, data: bytes) -> bool:
         """True: `data` is exactly one whole event carrying one plain token in the compact shape servers write
@@ -277,7 +278,7 @@ class ChunkReader:
             # The event of the last token with another token between the same bytes: its own checks hold if
             # the token has no quote (which would end the string early) and no line break (a second event).
             token = data[len(head):len(data) - len(tail)]
-            if not token or b'"' in token or b"\n" in token:
+            if not token or token.find(b'"') >= 0 or token.find(b"\n") >= 0:
                 return False
         elif not self._checked(data):
             return False
@@ -286,6 +287,22 @@ class ChunkReader:
             self.first = self._last
         decoder._fresh = False
         return True
+
+    def framed(self, data: bytes) -> bool:
+        """`plain` for one whole HTTP chunk — its size line, one event, CRLF — as a chunked body's read brings it:
+        the framing checked here, and a repeated event known by its bytes without being copied out."""
+        at = data.find(b"\r\n")
+        if data[:at] != b"%x" % (len(data) - at - 4) or data[-2:] != b"\r\n":
+            return False
+        decoder = self._decoder
+        if (data.endswith(self._tail_crlf) and data.startswith(self._head, at + 2) and not self._keep_text
+                and not decoder._pending and not decoder._data):
+            token = data[at + 2 + len(self._head):len(data) - len(self._tail_crlf)]
+            if token and token.find(b'"') < 0 and token.find(b"\n") < 0:
+                self._prev, self._last = self._last, data  # framed: `_closing` takes the JSON out if it must
+                return True
+            return False
+        return self.plain(data[at + 2:-2])
 
     def _checked(self, data: bytes) -> bool:
         """`plain`'s checks in full, keeping the bytes around the token of an event that passes them."""
@@ -298,6 +315,7 @@ class ChunkReader:
         end = data.find(b'"', at + 11)
         if data.find(b"\\", at + 11, end) < 0:  # an escape in the token: where it ends is not one find away
             self._head, self._tail = data[:at + 11], data[end:]
+            self._tail_crlf = self._tail + b"\r\n"
         return True
 
     def read(self, data: bytes) -> Sequence[Chunk]:
@@ -325,7 +343,9 @@ class ChunkReader:
         """[DONE], with the finish_reason of the last chunk before it that gave one (vLLM puts it on the last
         token's chunk, then the usage chunk follows)."""
         for payload in (self._last, self._prev):
-            if b"_reason" in payload:
+            if payload[:1] != b"{":  # a whole HTTP chunk `framed` kept: its event's JSON
+                payload = payload[payload.find(b"{"):payload.rfind(b"}") + 1]
+            if payload.find(b"_reason") >= 0:
                 with contextlib.suppress(BadChunk):
                     reason = _parse(payload).finish_reason
                     if reason is not None:

@@ -67,11 +67,11 @@ class RecordStamper:
     def token(self) -> bool:
         t_ns = self._now()
         rec = self.rec
-        if not self.got_token:
-            self.got_token = True
-            rec.first_token_ns = t_ns
-        if rec.first_content_ns is None:
+        if rec.first_content_ns is None:  # never set once a plain token came: one check a token, not two
             rec.first_content_ns = t_ns
+            if not self.got_token:
+                self.got_token = True
+                rec.first_token_ns = t_ns
         rec.chunk_ns.append(t_ns)
         return len(rec.chunk_ns) > self._cap and self._overrun()
 
