@@ -44,6 +44,7 @@ from typing import Any
 REF = Path(__file__).resolve().parent / "ref"
 CLIENT_CORE, SERVER_CORE = "0", str((os.cpu_count() or 2) - 1)
 SHAPE = ["plain"]  # the server's stream shape (--shape), for every server this run starts
+TABLE: list[tuple[str, str, str, str, bool]] = []  # issue 48's table: what, reference, harness, goal, met
 
 
 def pinned(core: str) -> list[str]:
@@ -157,7 +158,10 @@ def ceiling(tmp: Path, pairs: int, regimes: list[str]) -> None:
               ("paced 10 ms, 256 streams x 256", 10.0, 256, 512, 256)]
     shapes = [s for s in shapes if s[0].split()[0] in regimes]
     for shape, itl, streams, requests, tokens in shapes:
-        ratios = []
+        ratios: list[float] = []
+        cpu: tuple[list[float], list[float]] = ([], [])  # reference's, harness's
+        at_arrival: tuple[list[float], list[float]] = ([], [])
+        rates: tuple[list[float], list[float]] = ([], [])
         with node_server(0, itl) as url:
             for k in range(pairs):
                 server_log(url)
@@ -168,6 +172,10 @@ def ceiling(tmp: Path, pairs: int, regimes: list[str]) -> None:
                 our_busy, our_mean, our_rate = server_side(server_log(url))
                 a, b = ref["cpu_s"] / ref["tokens"] * 1e6, ours["cpu_s"] / ours["tokens"] * 1e6
                 ratios.append(b / a)
+                for pair, ref_value, our_value in ((cpu, a, b), (at_arrival, ref_busy, our_busy),
+                                                   (rates, ref_rate, our_rate)):
+                    pair[0].append(ref_value)
+                    pair[1].append(our_value)
                 print(f"ceiling, {shape}, pair {k + 1}: reference {a:.2f} ms / 1,000 tokens, harness {b:.2f} ms / "
                       f"1,000 tokens: {b / a:.2f}x; in flight at the server of {streams}, over time (as each request "
                       f"arrived, median): reference {ref_mean:.1f} ({ref_busy:.0f}), harness {our_mean:.1f} "
@@ -175,15 +183,27 @@ def ceiling(tmp: Path, pairs: int, regimes: list[str]) -> None:
                       f"{our_rate:,.0f}")
         print(f"ceiling, {shape}: harness / reference CPU per token, median of {pairs}: "
               f"{statistics.median(ratios):.2f}x")
+        if itl == 0:
+            med = statistics.median
+            TABLE.append((f"{streams} streams x {tokens} tokens, zero delay: CPU ms per 1k tokens (median of {pairs})",
+                          f"{med(cpu[0]):.2f}", f"{med(cpu[1]):.2f} ({med(ratios):.2f}x)", "<= 1.0x",
+                          med(ratios) <= 1.0))
+            TABLE.append(("same: requests in flight at the server as each arrives, p50", f"{med(at_arrival[0]):.0f}",
+                          f"{med(at_arrival[1]):.0f}", ">= 60", med(at_arrival[1]) >= 60))
+            TABLE.append(("same: tokens/s the server wrote", f"{med(rates[0]):,.0f}", f"{med(rates[1]):,.0f}",
+                          ">= reference", med(rates[1]) >= med(rates[0])))
 
 
 def fidelity(tmp: Path) -> None:
     with node_server(50, 10) as url:
         for streams in (1024, 256):
             ref = ref_run(url, "--streams", str(streams), "--requests", str(streams), "--max-tokens", "128")
-            ref_err, ref_in = ttft_errors_ms(ref, server_log(url))
+            ref_log = server_log(url)
+            ref_err, ref_in = ttft_errors_ms(ref, ref_log)
             ours = harness_run(url, {"type": "batch", "size": streams, "batches": 1}, 128, tmp)
-            our_err, our_in = ttft_errors_ms(ours, server_log(url))
+            our_log = server_log(url)
+            our_err, our_in = ttft_errors_ms(ours, our_log)
+            fidelity_rows(streams, ref_err, our_err, ref_log, our_log)
             print(f"fidelity {streams} streams x 128 tokens: TTFT error p50/p99 reference "
                   f"{pct(ref_err, 50):+,.1f} / {pct(ref_err, 99):+,.1f} ms ({len(ref_err)} requests), harness "
                   f"{pct(our_err, 50):+,.1f} / {pct(our_err, 99):+,.1f} ms ({len(our_err)}; client limited: "
@@ -192,7 +212,33 @@ def fidelity(tmp: Path) -> None:
                   f"{pct(our_in, 50):,.1f} / {pct(our_in, 99):,.1f} ms")
 
 
+def fidelity_rows(streams: int, ref_err: list[float], our_err: list[float], ref_log: dict[str, dict[str, Any]],
+                  our_log: dict[str, dict[str, Any]]) -> None:
+    ref_p50, ref_p99, our_p50, our_p99 = pct(ref_err, 50), pct(ref_err, 99), pct(our_err, 50), pct(our_err, 99)
+    if streams == 256:
+        TABLE.append(("256 streams: TTFT error p99 ms", f"{ref_p99:+.1f}", f"{our_p99:+.1f}", "<= 0.25x reference",
+                      our_p99 <= 0.25 * ref_p99))
+        return
+    TABLE.append((f"{streams:,} streams (TTFT 50 ms, ITL 10 ms, 128 tokens): TTFT error p50 / p99 ms",
+                  f"{ref_p50:+.1f} / {ref_p99:+.1f}", f"{our_p50:+.1f} / {our_p99:+.1f}", "both <= reference",
+                  our_p50 <= ref_p50 and our_p99 <= ref_p99))
+    (ref_rate, ref_span), (our_rate, our_span) = written(ref_log), written(our_log)
+    TABLE.append((f"{streams:,} streams: tokens/s the server wrote, its first read to last write s",
+                  f"{ref_rate:,.0f}, {ref_span:.1f}", f"{our_rate:,.0f}, {our_span:.1f}", ">= reference",
+                  our_rate >= ref_rate))
+
+
+def written(log: dict[str, dict[str, Any]]) -> tuple[float, float]:
+    """Tokens the server wrote a second, and the seconds from its first read to its last write."""
+    ends = [int(e["end"]) for e in log.values() if e.get("end")]
+    if not ends:
+        return math.nan, math.nan
+    span = (max(ends) - min(int(e["recv"]) for e in log.values())) / 1e9
+    return sum(e["tokens"] for e in log.values()) / span, span
+
+
 def arrivals(tmp: Path) -> None:
+    found: dict[str, tuple[float, float]] = {}
     with node_server(0, 0) as url:
         for name in ("reference", "harness"):
             if name == "reference":
@@ -201,8 +247,15 @@ def arrivals(tmp: Path) -> None:
                 harness_run(url, {"type": "poisson", "rate": 400, "requests": 2000}, 8, tmp)
             seen = sorted(int(e["recv"]) for e in server_log(url).values())
             gaps = [(b - a) / 1e9 for a, b in itertools.pairwise(seen)]
-            print(f"arrivals Poisson 400/s x 2,000, {name}: KS distance of the gaps the server saw "
-                  f"{ks_exponential(gaps, 400):.3f}")
+            rate = len(gaps) / sum(gaps) if gaps else math.nan
+            found[name] = (rate, ks_exponential(gaps, 400))
+            print(f"arrivals Poisson 400/s x 2,000, {name}: the server saw {len(seen):,} at {rate:.1f}/s, KS "
+                  f"distance of their gaps {found[name][1]:.3f}")
+    (ref_rate, ref_ks), (our_rate, our_ks) = found["reference"], found["harness"]
+    TABLE.append(("Poisson 400/s: rate the server saw, KS D of its gaps vs exponential",
+                  f"{ref_rate:.1f}, {ref_ks:.3f}", f"{our_rate:.1f}, {our_ks:.3f}",
+                  ">= 99.7% of 400, KS <= reference + 0.01",
+                  our_rate >= 0.997 * 400 and our_ks <= ref_ks + 0.01))
 
 
 def main() -> None:
@@ -229,6 +282,14 @@ def main() -> None:
         if "arrivals" in wanted:
             arrivals(tmp)
     print(machine_load())
+    print_table()
+
+
+def print_table() -> None:
+    """The figures against their goals, as a Markdown table (docs/benchmarks.md keeps it)."""
+    print(f"\n| scenario ({SHAPE[0]} events) | reference | harness | goal | met |\n|---|---|---|---|---|")
+    for what, ref, ours, goal, met in TABLE:
+        print(f"| {what} | {ref} | {ours} | {goal} | {'yes' if met else '**no**'} |")
 
 
 if __name__ == "__main__":

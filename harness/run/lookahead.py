@@ -41,11 +41,12 @@ class Lookahead:
         # Jobs given to the worker, oldest first: (first request, one past the last, their specs to come).
         # Plain executor futures, wrapped for asyncio only when awaited: run_in_executor's chained pair per job
         # is a reference cycle, and the timing-tuned collector (harness.gctune) never frees old cycles mid-run.
-        self._jobs: deque[tuple[int, int, Future[list[RequestSpec]]]] = deque()
+        self._jobs: deque[tuple[int, int, Future[list[RequestSpec | None]]]] = deque()
         self._submitted = 0  # requests given to the worker so far
         self.handed_out = 0
         self.peak_held = 0  # most requests built or being built at once
         self.built_here = 0  # requests the worker had not built in time, built on the caller's thread
+        self._built_here_to = 0  # one past the last of them: the worker skips those
 
     @property
     def held(self) -> int:
@@ -68,8 +69,9 @@ class Lookahead:
     def _room(self, i: int) -> bool:
         return i - self.handed_out < self._max_ahead and self._more(i) and self._in_horizon(i)
 
-    def _build_range(self, first: int, stop: int) -> list[RequestSpec]:
-        return [self._build(i) for i in range(first, stop)]
+    def _build_range(self, first: int, stop: int) -> list[RequestSpec | None]:
+        # One handed out already was built on the caller's thread (this worker was behind): not built twice.
+        return [self._build(i) if i >= self._built_here_to else None for i in range(first, stop)]
 
     def _submit(self, first: int, stop: int) -> None:
         assert self._executor is not None
@@ -124,12 +126,13 @@ class Lookahead:
         self._fill()  # the worker never idles while there is room
         if not job.done() and wait_s > 0:
             await asyncio.wait((_awaitable(job),), timeout=wait_s)
-        if job.done():
-            return job.result()[i - first]
+        if job.done() and (spec := job.result()[i - first]) is not None:
+            return spec
         # The worker is behind: it runs at idle priority, and a CPU kept busy by other processes can starve it
         # for as long as they run. This request is due: build it here rather than wait (the worker's copy, the
         # same spec, is dropped).
         self.built_here += 1
+        self._built_here_to = i + 1
         return self._build(i)
 
     def close(self) -> None:
@@ -139,13 +142,13 @@ class Lookahead:
         self._jobs.clear()
 
 
-def _awaitable(job: Future[list[RequestSpec]]) -> asyncio.Future[None]:
+def _awaitable(job: Future[list[RequestSpec | None]]) -> asyncio.Future[None]:
     """An asyncio future done when `job` is: the job's callback refers to it and nothing refers back (no cycle,
     unlike asyncio.wrap_future's pair)."""
     loop = asyncio.get_running_loop()
     done: asyncio.Future[None] = loop.create_future()
 
-    def finished(_: Future[list[RequestSpec]]) -> None:
+    def finished(_: Future[list[RequestSpec | None]]) -> None:
         loop.call_soon_threadsafe(_settle, done)
 
     job.add_done_callback(finished)

@@ -156,3 +156,23 @@ async def test_a_starved_worker_never_stalls_the_phase() -> None:
     finally:
         pool.gate.set()
         pool.shutdown()
+
+
+async def test_what_was_built_here_is_not_built_again_by_the_worker_when_it_wakes() -> None:
+    """A worker starved while the loop's thread built every request (a closed loop on a busy pinned core) skips
+    those once it runs, rather than spend the same CPU twice."""
+    built: list[int] = []
+
+    def counted(i: int) -> RequestSpec:
+        built.append(i)
+        return source().spec(i)
+
+    pool = Starved()
+    try:
+        ahead = Lookahead(counted, 40, pool, max_ahead=8)
+        got = await asyncio.wait_for(drain(ahead), timeout=10)
+        assert len(got) == 40 and ahead.built_here == 40
+    finally:
+        pool.gate.set()
+        pool.shutdown(wait=True)  # every job the worker was given has now run
+    assert sorted(built) == list(range(40))  # each once
