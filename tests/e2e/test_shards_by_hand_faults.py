@@ -118,7 +118,8 @@ def test_a_shard_whose_clock_is_300_ms_behind_is_measured_moved_and_its_phases_m
                     prefix=("faketime", "-f", "-0.3"), env=skewed)]
     said = [proc.communicate(timeout=120) for proc in procs]
     assert [p.returncode for p in procs] == [0, 0], said
-    assert "shard 1/2: this host's clock is +3" in said[1][1] and "off the reference's" in said[1][1]
+    skew = r"shard 1/2: this host's clock is \+(2[6-9]\d|3[0-4]\d)\.\d ms \(±[\d.]+\) off the reference's"
+    assert re.search(skew, said[1][1]), said[1][1]
     done, summary = _merge(tmp_path)
     assert done.returncode == 0, done.stderr
     shards = {s["index"]: s for s in summary["run"]["shards"]}
@@ -126,8 +127,11 @@ def test_a_shard_whose_clock_is_300_ms_behind_is_measured_moved_and_its_phases_m
     assert abs(shards[0]["clock_offset_ms"]) < 40
     phases = {p["name"]: p for p in summary["phases"]}
     for name in ("interactive", "batch"):
-        assert re.fullmatch(r"shard 1/2 began it 0\.[234] s late \(its clock \+\d+ ms off the reference's\): "
-                            r"its share of the load was sent late", phases[name]["incomplete"] or ""), phases[name]
+        marked = re.fullmatch(r"shard 1/2 began it ([\d.]+) s late \(its clock \+(\d+) ms off the reference's\): "
+                            r"its share of the load was sent late", phases[name]["incomplete"] or "")
+        assert marked is not None, phases[name]
+        # At least the skew; more when a busy machine also held its own start of the phase (seen: 0.8 s under -n 3).
+        assert float(marked[1]) >= 0.2 and 260 <= int(marked[2]) <= 340, marked[0]
     records = [json.loads(line) for line in (tmp_path / "merged" / "requests.jsonl").read_text().splitlines()]
     first = [r["sent_ns"] for r in records if r["batch"] == 0]
     assert (max(first) - min(first)) / 1e6 > 200  # the true spread of batch 0, no longer hidden by the clocks
