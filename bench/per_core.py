@@ -19,7 +19,7 @@ server on core 1, and this prints for each:
 Machine load is printed before and after. Traffic stays on 127.0.0.1; every run is bounded in requests.
 
     .venv/bin/python bench/per_core.py [--pairs 2] [--only ceiling,fidelity,arrivals] [--shape plain|vllm]
-                                       [--regimes zero,paced]
+                                       [--regimes zero,paced] [--read-window-us N]
 
 It ends with issue 48's table: each figure, reference beside harness, its goal and whether it is met.
 
@@ -48,6 +48,7 @@ from typing import Any
 REF = Path(__file__).resolve().parent / "ref"
 CLIENT_CORE, SERVER_CORE = "0", str((os.cpu_count() or 2) - 1)
 SHAPE = ["plain"]  # the server's stream shape (--shape), for every server this run starts
+WINDOW_US = [0.0]  # the harness's client.read_window_us (--read-window-us), for every harness run
 TABLE: list[tuple[str, str, str, str, bool]] = []  # issue 48's table: what, reference, harness, goal, met
 
 
@@ -86,6 +87,7 @@ def ref_run(url: str, *flags: str) -> dict[str, Any]:
 
 def harness_run(url: str, load: dict[str, Any], max_tokens: int, tmp: Path) -> dict[str, Any]:
     scenario = {"name": "per-core", "seed": 1, "endpoint": {"scrape_interval_s": 0},
+                "client": {"read_window_us": WINDOW_US[0]},
                 "workload": {"prompt_tokens": 16, "output_tokens": max_tokens},
                 "phases": [{"name": "p", "load": load}]}
     path = tmp / "per-core.yaml"
@@ -277,9 +279,11 @@ def main() -> None:
     parser.add_argument("--shape", choices=("plain", "vllm"), default="plain",
                         help="the server's events: short ones through Node's response (plain), or vLLM's, each "
                              "pre-framed and one socket write (vllm)")
+    parser.add_argument("--read-window-us", type=float, default=0.0,
+                        help="the harness's client.read_window_us: poll at most this often (0: off, the default)")
     args = parser.parse_args()
-    SHAPE[0] = args.shape
-    print(f"server shape: {args.shape}")
+    SHAPE[0], WINDOW_US[0] = args.shape, args.read_window_us
+    print(f"server shape: {args.shape}; harness client.read_window_us: {args.read_window_us:g}")
     if shutil.which("node") is None:
         raise SystemExit("needs Node.js (node) for the reference client and server")
     print(machine_load())

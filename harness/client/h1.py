@@ -29,6 +29,7 @@ from harness.client.backend import (
 )
 from harness.client.belongs import Provenance
 from harness.client.h1_connection import Exchange, Expired, H1Connection, ResponseTooLarge, expire
+from harness.client.read_window import ReadWindow
 from harness.client.urls import path_and_query, under
 from harness.errors import BadChunk
 from harness.workload.requests import RequestSpec
@@ -41,7 +42,7 @@ class H1Backend:
 
     def __init__(self, endpoint: Endpoint, max_connections: int, connect_timeout_s: float,
                  request_timeout_s: float, first_token_timeout_s: float | None = None,
-                 continuous_usage: bool = False) -> None:
+                 continuous_usage: bool = False, read_window_s: float = 0.0) -> None:
         url = urlsplit(endpoint.url)
         self.endpoint = endpoint
         self.host = url.hostname or "127.0.0.1"
@@ -56,6 +57,7 @@ class H1Backend:
         self._idle: collections.deque[H1Connection] = collections.deque()
         self._opened: weakref.WeakSet[H1Connection] = weakref.WeakSet()
         self._provenance = Provenance(endpoint.api)
+        self._window = ReadWindow(read_window_s) if read_window_s > 0 else None
         self._prepared: dict[str, bytes] = {}
         self._ssl = endpoint.tls() if self.tls else None
         host_header = self.host if url.port is None else f"{self.host}:{self.port}"
@@ -119,8 +121,8 @@ class H1Backend:
     async def _connect(self) -> H1Connection:
         loop = asyncio.get_running_loop()
         _, conn = await asyncio.wait_for(
-            loop.create_connection(lambda: H1Connection(self._idle, self._provenance), self.host, self.port,
-                                   ssl=self._ssl, server_hostname=self.host if self.tls else None),
+            loop.create_connection(lambda: H1Connection(self._idle, self._provenance, self._window), self.host,
+                                   self.port, ssl=self._ssl, server_hostname=self.host if self.tls else None),
             self.connect_timeout_s)
         self._opened.add(conn)
         return conn

@@ -14,6 +14,7 @@ import httptools
 
 from harness.client.backend import RequestEvents, take
 from harness.client.belongs import Answered, Provenance
+from harness.client.read_window import ReadWindow
 from harness.client.sse import ChunkReader
 from harness.errors import BadChunk
 
@@ -64,7 +65,8 @@ class Exchange:
 
 
 class H1Connection(asyncio.Protocol):
-    def __init__(self, idle: collections.deque[H1Connection], provenance: Provenance) -> None:
+    def __init__(self, idle: collections.deque[H1Connection], provenance: Provenance,
+                 window: ReadWindow | None = None) -> None:
         self.transport: asyncio.Transport | None = None
         self.exchange: Exchange | None = None
         self.parser = httptools.HttpResponseParser(self)
@@ -78,12 +80,15 @@ class H1Connection(asyncio.Protocol):
         # byte starts a chunk. `_whole`: the exchange whose next whole chunk `data_received` may take itself.
         self._at_boundary = False
         self._whole: Exchange | None = None
+        self._window = window  # `client.read_window_us`: None, the loop polls whenever it has nothing to do
 
     # -- asyncio protocol --
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's transports do not subclass asyncio's
 
     def data_received(self, data: bytes) -> None:
+        if self._window is not None:
+            self._window.touch()
         whole = self._whole
         # The usual read of a busy stream: one whole HTTP chunk holding one plain token event. Taken here, the
         # parser skipped: a whole chunk at a chunk boundary leaves it exactly where it was.

@@ -52,6 +52,9 @@ def _scrape_notes(scraped: ScrapeInfo | None) -> list[str]:
 def _run_notes(run: RunHeader) -> list[str]:
     """How the run ended and whether its records all reached their file."""
     out = []
+    if run.read_window_us:
+        out.append(f"client.read_window_us {run.read_window_us:g}: the client read at most every "
+                   f"{run.read_window_us:g} µs, so each token's stamp (TTFT, ITL, end) may be up to that late")
     if run.stopped:
         when = f" after {run.stopped_after_s:.1f} s" if run.stopped_after_s is not None else ""
         skipped = f"; not run: {', '.join(run.not_run)}" if run.not_run else ""

@@ -30,7 +30,8 @@ def run_header(scenario: Scenario, run_id: str, *, mode: Literal["run", "predict
     return RunHeader(run_id=run_id, scenario=scenario.name, harness_version=__version__, seed=scenario.seed,
                      mode=mode, started_at=None if clock is None else dt.datetime.now(dt.UTC).isoformat(),
                      anchor=anchor, endpoint=info, simulator=scenario.simulator if simulated else None,
-                     tokenizer=tokenizer, shard=shard, complete=complete)
+                     tokenizer=tokenizer, shard=shard, complete=complete,
+                     read_window_us=(scenario.client.read_window_us or None) if mode == "run" else None)
 
 
 def unknown_header(scenario: Scenario) -> RunHeader:

@@ -45,6 +45,8 @@ def test_shipped_scenarios_load(path: Path) -> None:
     (GOOD + "simulator: {accelerator: tpu9}\n", "simulator.accelerator", "unknown accelerator"),
     (GOOD + "workload: {prompt_tokens: 0}\n", "workload.prompt_tokens", "greater than 0"),
     ("name: t\nphases: []\n", "phases", "at least 1"),
+    (GOOD + "client: {http: aiohttp, read_window_us: 300}\n", "client", "read_window_us needs http: h1"),
+    (GOOD + "client: {read_window_us: 5000}\n", "client.read_window_us", "less than or equal to 2000"),
     (GOOD.replace("poisson, rate: 2", "concurrency, concurrency: 2, think_time_ms: 5"), "phases[0].load",
      "'think_time_ms' is now 'think_s'"),
 ])
