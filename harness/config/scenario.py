@@ -150,8 +150,8 @@ class ClientConfig(Strict):
     continuous_usage: bool = Field(False, description="ask for usage on every chunk (vLLM's continuous_usage_stats)"
                                    " to count tokens per chunk exactly")
     read_window_us: Annotated[float, Field(ge=0, le=2000)] = Field(
-        0.0, description="h1 only: poll the sockets at most once this often while tokens arrive, for fewer, fuller "
-        "reads (~20% less client CPU a token at zero delay); every stamp may be this late; 0: off")
+        0.0, description="h1 only: after each loop pass that read tokens, sleep this long before polling again, for "
+        "fewer, fuller reads (a ceiling run's client CPU); every stamp may be this late, plus a pass; 0: off")
     schedule_lag_bound_ms: PositiveMillis = 5.0
     loop_lag_bound_ms: PositiveMillis = 5.0
     cpu_bound: Annotated[float, Field(gt=0, le=1)] = 0.9

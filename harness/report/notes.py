@@ -53,8 +53,8 @@ def _run_notes(run: RunHeader) -> list[str]:
     """How the run ended and whether its records all reached their file."""
     out = []
     if run.read_window_us:
-        out.append(f"client.read_window_us {run.read_window_us:g}: the client read at most every "
-                   f"{run.read_window_us:g} µs, so each token's stamp (TTFT, ITL, end) may be up to that late")
+        out.append(f"client.read_window_us {run.read_window_us:g}: the client slept {run.read_window_us:g} µs after "
+                   "each pass of reads, so each token's stamp (TTFT, ITL, end) may be up to that (plus a pass) late")
     if run.stopped:
         when = f" after {run.stopped_after_s:.1f} s" if run.stopped_after_s is not None else ""
         skipped = f"; not run: {', '.join(run.not_run)}" if run.not_run else ""

@@ -103,4 +103,4 @@ def test_a_run_with_a_window_says_so_in_its_summary_and_warnings(tmp_path: Path)
     summary = json.loads(summary_file.read_text())
     assert summary["run"]["read_window_us"] == 500
     assert summary["phases"][0]["requests"]["ok"] == 8
-    assert "client.read_window_us 500: the client read at most every 500 µs" in proc.stderr
+    assert "client.read_window_us 500: the client slept 500 µs after each pass of reads" in proc.stderr

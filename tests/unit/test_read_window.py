@@ -1,4 +1,4 @@
-"""`ReadWindow`'s rule: at most one nap a loop pass, only the rest of the window, none after an idle spell."""
+"""`ReadWindow`'s rule: at most one nap a loop pass, of the window; none for the first reads after an idle spell."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import time
 from harness.client.read_window import ReadWindow
 
 
-async def test_reads_in_one_pass_share_one_nap_of_the_rest_of_the_window() -> None:
+async def test_reads_in_one_pass_share_one_nap_of_the_window() -> None:
     window = ReadWindow(0.05)
     start = time.perf_counter()
     window.touch()

@@ -117,8 +117,9 @@ class RunHeader(Section):
     shard: ShardInfo | None = Field(None, description="with --shard i/N: this process's share of the run")
     shards: list[MergedShard] | None = Field(None, description="after `harness merge`: the shards it joined")
     records_file: RecordsFile | None = Field(None, description="null: a run written before this was kept")
-    read_window_us: float | None = Field(None, description="client.read_window_us, when on: the client polled at "
-                                         "most this often, so every stamp may be up to this late")
+    read_window_us: float | None = Field(None, description="client.read_window_us, when on: the client slept this "
+                                         "long after each pass of reads, so every stamp may be up to this (plus a "
+                                         "pass) late")
     coordinator: ClientHealth | None = Field(None, description="--workers/--ray: the parent's own self-check (a "
                                              "late parent delays barriers and the live view, not latencies)")
 
