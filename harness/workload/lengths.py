@@ -17,13 +17,20 @@ def _empirical(file: str, column: str) -> np.ndarray:
     return np.array([r.input_tokens if column == "input" else r.output_tokens for r in rows], dtype=np.int64)
 
 
-def draw(length: Length, rng: np.random.Generator) -> int:
-    """One token count from `length` (a plain integer is a fixed length)."""
+def fixed(length: Length) -> bool:
+    """`length` draws nothing: `draw` needs no generator for it."""
+    return isinstance(length, int) or length.dist == "fixed"
+
+
+def draw(length: Length, rng: np.random.Generator | None) -> int:
+    """One token count from `length` (a plain integer is a fixed length); `rng` may be None for a `fixed` one."""
     if isinstance(length, int):
         return length
     d: LengthDist = length
     if d.dist == "fixed":
         value = float(d.value or 1)
+    elif rng is None:
+        raise ValueError(f"a {d.dist} length needs a generator")
     elif d.dist == "uniform":
         value = float(rng.integers(d.min, (d.max or d.min) + 1))
     elif d.dist == "normal":

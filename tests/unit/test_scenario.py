@@ -6,8 +6,10 @@ from click.testing import CliRunner
 
 from harness.cli import main
 from harness.config.scenario import load_scenario
+from harness.config.workload import LengthDist, SharedPrefixDataset, Workload
 from harness.errors import ScenarioError
 from harness.workload.plan import BatchPlan, OpenLoopPlan, plan_phase
+from harness.workload.requests import RequestSource
 from tests.helpers import AZURE_TRACE
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -136,6 +138,21 @@ def test_length_distributions_are_seeded_and_clamped(tmp_path: Path, dist: str, 
     first = np.array(_lengths(tmp_path, dist))
     assert check(first)
     assert list(first) == _lengths(tmp_path, dist)  # same seed, same lengths
+
+
+@pytest.mark.parametrize(("workload", "fixed"), [
+    (Workload(prompt_tokens=16, output_tokens=128), True),
+    (Workload(prompt_tokens=16, output_tokens=LengthDist(dist="fixed", value=77)), True),
+    (Workload(prompt_tokens=16, output_tokens=LengthDist(dist="uniform", min=10, max=20)), False),
+    (Workload(dataset=SharedPrefixDataset(type="shared_prefix", prefix_tokens=64,
+                                          question_tokens=LengthDist(dist="uniform", min=8, max=16))), False),
+])
+def test_fixed_lengths_build_no_generator_and_the_same_requests(workload: Workload, fixed: bool) -> None:
+    source = RequestSource(workload, "p", 0, 3, "run")
+    assert source.fixed_lengths is fixed
+    drawn = RequestSource(workload, "p", 0, 3, "run")
+    object.__setattr__(drawn, "fixed_lengths", False)  # the generator built, as before the shortcut
+    assert [source.spec(i) for i in range(40)] == [drawn.spec(i) for i in range(40)]
 
 
 def test_empirical_lengths_sample_a_trace_column(tmp_path: Path) -> None:
