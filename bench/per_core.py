@@ -48,6 +48,7 @@ from typing import Any
 REF = Path(__file__).resolve().parent / "ref"
 CLIENT_CORE, SERVER_CORE = "0", str((os.cpu_count() or 2) - 1)
 SHAPE = ["plain"]  # the server's stream shape (--shape), for every server this run starts
+HELD = 0.85  # a client "held its streams" when this share of them was in flight at the server, averaged over time
 WINDOW_US = [0.0]  # the harness's client.read_window_us (--read-window-us), for every harness run
 TABLE: list[tuple[str, str, str, str, bool]] = []  # issue 48's table: what, reference, harness, goal, met
 
@@ -167,6 +168,7 @@ def ceiling(tmp: Path, pairs: int, regimes: list[str]) -> None:
         ratios: list[float] = []
         cpu: tuple[list[float], list[float]] = ([], [])  # reference's, harness's
         at_arrival: tuple[list[float], list[float]] = ([], [])
+        over_time: tuple[list[float], list[float]] = ([], [])
         rates: tuple[list[float], list[float]] = ([], [])
         with node_server(0, itl) as url:
             for k in range(pairs):
@@ -179,7 +181,7 @@ def ceiling(tmp: Path, pairs: int, regimes: list[str]) -> None:
                 a, b = ref["cpu_s"] / ref["tokens"] * 1e6, ours["cpu_s"] / ours["tokens"] * 1e6
                 ratios.append(b / a)
                 for pair, ref_value, our_value in ((cpu, a, b), (at_arrival, ref_busy, our_busy),
-                                                   (rates, ref_rate, our_rate)):
+                                                   (over_time, ref_mean, our_mean), (rates, ref_rate, our_rate)):
                     pair[0].append(ref_value)
                     pair[1].append(our_value)
                 print(f"ceiling, {shape}, pair {k + 1}: reference {a:.2f} ms / 1,000 tokens, harness {b:.2f} ms / "
@@ -190,14 +192,43 @@ def ceiling(tmp: Path, pairs: int, regimes: list[str]) -> None:
         print(f"ceiling, {shape}: harness / reference CPU per token, median of {pairs}: "
               f"{statistics.median(ratios):.2f}x")
         if itl == 0:
-            med = statistics.median
-            TABLE.append((f"{streams} streams x {tokens} tokens, zero delay: CPU ms per 1k tokens (median of {pairs})",
-                          f"{med(cpu[0]):.2f}", f"{med(cpu[1]):.2f} ({med(ratios):.2f}x)", "<= 1.0x",
-                          med(ratios) <= 1.0))
-            TABLE.append(("same: requests in flight at the server as each arrives, p50", f"{med(at_arrival[0]):.0f}",
-                          f"{med(at_arrival[1]):.0f}", ">= 60", med(at_arrival[1]) >= 60))
-            TABLE.append(("same: tokens/s the server wrote", f"{med(rates[0]):,.0f}", f"{med(rates[1]):,.0f}",
-                          ">= reference", med(rates[1]) >= med(rates[0])))
+            zero_delay_rows(streams, tokens, cpu, at_arrival, over_time, rates)
+
+
+def zero_delay_rows(streams: int, tokens: int, cpu: tuple[list[float], list[float]],
+                    at_arrival: tuple[list[float], list[float]], over_time: tuple[list[float], list[float]],
+                    rates: tuple[list[float], list[float]]) -> None:
+    """Issue 48's zero-delay rows. CPU a token and the server's tokens/s are compared only over the pairs where
+    both clients kept up (in flight at the server over time ≥ HELD of their streams): a 512-token answer
+    (~120 KB) fits in the sockets' buffers, so a client that falls behind finds its answers written and "ended"
+    at the server long before it reads them, reads them in larger batches (the Node client 2.77 tokens a read),
+    and pays less a token for reading late — not a like-for-like cost (docs/benchmarks-log.md)."""
+    med = statistics.median
+    held = [k for k in range(len(cpu[0])) if min(over_time[0][k], over_time[1][k]) >= HELD * streams]
+    print(f"zero delay: both clients held >= {HELD:.0%} of their {streams} streams in flight in {len(held)} of "
+          f"{len(cpu[0])} pairs (reference over time: {', '.join(f'{v:.1f}' for v in over_time[0])})")
+    what = f"median of the {len(held)} of {len(cpu[0])} pairs where both held their streams"
+    if held:
+        ratio = med(cpu[1][k] / cpu[0][k] for k in held)
+        ref_cpu, our_cpu = med(cpu[0][k] for k in held), med(cpu[1][k] for k in held)
+        ref_rate, our_rate = med(rates[0][k] for k in held), med(rates[1][k] for k in held)
+        TABLE.append((f"{streams} streams x {tokens} tokens, zero delay: CPU ms per 1k tokens ({what})",
+                      f"{ref_cpu:.2f}", f"{our_cpu:.2f} ({ratio:.2f}x)", "<= 1.0x", ratio <= 1.0))
+    else:
+        TABLE.append((f"{streams} streams x {tokens} tokens, zero delay: CPU ms per 1k tokens ({what})",
+                      "-", "-", "<= 1.0x", False))
+    every = med(b / a for a, b in zip(cpu[0], cpu[1], strict=True))
+    TABLE.append((f"same, every pair (median of {len(cpu[0])})", f"{med(cpu[0]):.2f}",
+                  f"{med(cpu[1]):.2f} ({every:.2f}x)", "", True))
+    TABLE.append(("same: requests in flight at the server as each arrives, p50", f"{med(at_arrival[0]):.0f}",
+                  f"{med(at_arrival[1]):.0f}", ">= 60", med(at_arrival[1]) >= 60))
+    TABLE.append(("same: requests in flight at the server, averaged over time", f"{med(over_time[0]):.1f}",
+                  f"{med(over_time[1]):.1f}", f">= {HELD:.0%} of {streams}", med(over_time[1]) >= HELD * streams))
+    if held:
+        TABLE.append((f"same: tokens/s the server wrote ({what})", f"{ref_rate:,.0f}", f"{our_rate:,.0f}",
+                      ">= reference", our_rate >= ref_rate))
+    else:
+        TABLE.append((f"same: tokens/s the server wrote ({what})", "-", "-", ">= reference", False))
 
 
 def fidelity(tmp: Path) -> None:
@@ -304,7 +335,7 @@ def print_table() -> None:
     """The figures against their goals, as a Markdown table (docs/benchmarks.md keeps it)."""
     print(f"\n| scenario ({SHAPE[0]} events) | reference | harness | goal | met |\n|---|---|---|---|---|")
     for what, ref, ours, goal, met in TABLE:
-        print(f"| {what} | {ref} | {ours} | {goal} | {'yes' if met else '**no**'} |")
+        print(f"| {what} | {ref} | {ours} | {goal} | {('yes' if met else '**no**') if goal else ''} |")
 
 
 if __name__ == "__main__":
