@@ -208,15 +208,11 @@ def zero_delay_rows(streams: int, tokens: int, cpu: tuple[list[float], list[floa
     print(f"zero delay: both clients held >= {HELD:.0%} of their {streams} streams in flight in {len(held)} of "
           f"{len(cpu[0])} pairs (reference over time: {', '.join(f'{v:.1f}' for v in over_time[0])})")
     what = f"median of the {len(held)} of {len(cpu[0])} pairs where both held their streams"
-    if held:
-        ratio = med(cpu[1][k] / cpu[0][k] for k in held)
-        ref_cpu, our_cpu = med(cpu[0][k] for k in held), med(cpu[1][k] for k in held)
-        ref_rate, our_rate = med(rates[0][k] for k in held), med(rates[1][k] for k in held)
-        TABLE.append((f"{streams} streams x {tokens} tokens, zero delay: CPU ms per 1k tokens ({what})",
-                      f"{ref_cpu:.2f}", f"{our_cpu:.2f} ({ratio:.2f}x)", "<= 1.0x", ratio <= 1.0))
-    else:
-        TABLE.append((f"{streams} streams x {tokens} tokens, zero delay: CPU ms per 1k tokens ({what})",
-                      "-", "-", "<= 1.0x", False))
+    ref_cpu, our_cpu, ref_rate, our_rate, ratio = (
+        (*(med(values[side][k] for k in held) for values in (cpu, rates) for side in (0, 1)),
+         med(cpu[1][k] / cpu[0][k] for k in held)) if held else (math.nan,) * 5)
+    TABLE.append((f"{streams} streams x {tokens} tokens, zero delay: CPU ms per 1k tokens ({what})",
+                  _shown(ref_cpu, ".2f"), f"{our_cpu:.2f} ({ratio:.2f}x)" if held else "-", "<= 1.0x", ratio <= 1.0))
     every = med(b / a for a, b in zip(cpu[0], cpu[1], strict=True))
     TABLE.append((f"same, every pair (median of {len(cpu[0])})", f"{med(cpu[0]):.2f}",
                   f"{med(cpu[1]):.2f} ({every:.2f}x)", "", True))
@@ -224,11 +220,12 @@ def zero_delay_rows(streams: int, tokens: int, cpu: tuple[list[float], list[floa
                   f"{med(at_arrival[1]):.0f}", ">= 60", med(at_arrival[1]) >= 60))
     TABLE.append(("same: requests in flight at the server, averaged over time", f"{med(over_time[0]):.1f}",
                   f"{med(over_time[1]):.1f}", f">= {HELD:.0%} of {streams}", med(over_time[1]) >= HELD * streams))
-    if held:
-        TABLE.append((f"same: tokens/s the server wrote ({what})", f"{ref_rate:,.0f}", f"{our_rate:,.0f}",
-                      ">= reference", our_rate >= ref_rate))
-    else:
-        TABLE.append((f"same: tokens/s the server wrote ({what})", "-", "-", ">= reference", False))
+    TABLE.append((f"same: tokens/s the server wrote ({what})", _shown(ref_rate, ",.0f"), _shown(our_rate, ",.0f"),
+                  ">= reference", our_rate >= ref_rate))
+
+
+def _shown(value: float, spec: str) -> str:
+    return "-" if math.isnan(value) else format(value, spec)
 
 
 def fidelity(tmp: Path) -> None:
@@ -311,7 +308,8 @@ def main() -> None:
                         help="the server's events: short ones through Node's response (plain), or vLLM's, each "
                              "pre-framed and one socket write (vllm)")
     parser.add_argument("--read-window-us", type=float, default=0.0,
-                        help="the harness's client.read_window_us: poll at most this often (0: off, the default)")
+                        help="the harness's client.read_window_us: sleep this long after each pass of reads (0: off, "
+                             "the default)")
     args = parser.parse_args()
     SHAPE[0], WINDOW_US[0] = args.shape, args.read_window_us
     print(f"server shape: {args.shape}; harness client.read_window_us: {args.read_window_us:g}")

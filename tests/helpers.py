@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
+import ssl
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -166,3 +169,25 @@ def arrived_at_sim(sim_url: str, ids: list[str]) -> list[str]:
 def shard_ids(run_id: str, phase_index: int, requests: int, shard: int, shards: int) -> list[str]:
     """The request ids shard `shard` of `shards` was to send in a phase of `requests` (every `shards`-th)."""
     return [f"{run_id}-{phase_index}-{k}" for k in range(shard, requests, shards)]
+
+
+@contextlib.contextmanager
+def served_on_a_thread(app: web.Application, ssl_context: ssl.SSLContext | None = None) -> Iterator[int]:
+    """`app` on 127.0.0.1 on its own thread and event loop (what the test's loop does cannot hold it); its port."""
+    loop = asyncio.new_event_loop()
+    runner = web.AppRunner(app, access_log=None)
+
+    async def start() -> int:
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", 0, ssl_context=ssl_context).start()
+        return int(runner.addresses[0][1])
+
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    try:
+        yield asyncio.run_coroutine_threadsafe(start(), loop).result(timeout=30)
+    finally:
+        asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(timeout=30)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=10)
+        loop.close()

@@ -1,4 +1,4 @@
-"""An opt-in bound on how often the lean client polls its sockets (`client.read_window_us`), for ceiling runs.
+"""An opt-in pause of the lean client between passes of reads (`client.read_window_us`), for ceiling runs.
 
 When the client keeps up with a server that writes each token on its own, every write wakes it: one epoll call
 and one read, ~5 µs of Python and kernel, per token (docs/benchmarks.md, issue 48). Sleeping a short window after

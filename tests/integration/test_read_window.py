@@ -7,7 +7,6 @@ import asyncio
 import itertools
 import json
 import statistics
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,7 +19,7 @@ from harness.clock import MonotonicClock
 from harness.config.workload import Workload
 from harness.records import RequestRecord
 from harness.run.worker import run_request
-from tests.helpers import build_requests, chunk, harness, streaming
+from tests.helpers import build_requests, chunk, harness, served_on_a_thread, streaming
 
 TOKENS, STREAMS, PAUSE_S, WINDOW_S = 40, 8, 0.002, 0.02
 USAGE = b'data: {"choices":[],"usage":{"prompt_tokens":8,"completion_tokens":%d}}\n\n' % TOKENS
@@ -35,25 +34,10 @@ async def every_2ms(request: web.Request) -> web.StreamResponse:
 @pytest.fixture
 def url() -> Iterator[str]:
     """The server on its own thread and loop: a nap of the client's loop must not hold the server's writes."""
-    loop = asyncio.new_event_loop()
     app = web.Application()
     app.router.add_post("/v1/chat/completions", every_2ms)
-    runner = web.AppRunner(app, access_log=None)
-
-    async def start() -> str:
-        await runner.setup()
-        await web.TCPSite(runner, "127.0.0.1", 0).start()
-        return f"http://127.0.0.1:{runner.addresses[0][1]}/v1"
-
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    try:
-        yield asyncio.run_coroutine_threadsafe(start(), loop).result(10)
-    finally:
-        asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(10)
-        loop.close()
+    with served_on_a_thread(app) as port:
+        yield f"http://127.0.0.1:{port}/v1"
 
 
 async def _run(url: str, window_s: float) -> tuple[list[RequestRecord], H1Backend]:

@@ -4,21 +4,18 @@ is named as TLS, not left as a bare disconnect. The simulator behind TLS on loop
 
 from __future__ import annotations
 
-import asyncio
 import shutil
 import ssl
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from aiohttp import web
 
 from harness.config.simulator import SimulatorConfig
 from harness.sim.server import SimServer
-from tests.helpers import ROOT
+from tests.helpers import ROOT, served_on_a_thread
 
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command for a cert")
 
@@ -37,27 +34,9 @@ def tls_sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Pat
     cert, key = _certificate(tmp_path_factory.mktemp("tls"))
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(cert, key)
-    loop = asyncio.new_event_loop()
-    ready: list[tuple[web.AppRunner, int]] = []
-
-    async def start() -> None:
-        runner = web.AppRunner(SimServer(SimulatorConfig(timing="fixed", fixed_ttft_ms=5, fixed_itl_ms=2)).app())
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=context)
-        await site.start()
-        ready.append((runner, runner.addresses[0][1]))
-
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    asyncio.run_coroutine_threadsafe(start(), loop).result(timeout=30)
-    runner, port = ready[0]
-    try:
+    with served_on_a_thread(SimServer(SimulatorConfig(timing="fixed", fixed_ttft_ms=5, fixed_itl_ms=2)).app(),
+                            context) as port:
         yield f"https://127.0.0.1:{port}/v1", cert
-    finally:
-        asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(timeout=30)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(timeout=10)
-        loop.close()
 
 
 def _run(url: str, tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
