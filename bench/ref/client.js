@@ -3,6 +3,7 @@
 // event, a token counted where delta.content is non-empty. Nothing else.
 //
 //   node bench/ref/client.js URL --streams 64 --requests 640 --max-tokens 512          # closed loop
+//   node bench/ref/client.js URL --streams 64 --requests 640 --stagger-ms 300          # users' first sends spread
 //   node bench/ref/client.js URL --streams 1024 --requests 1024 --max-tokens 128       # all at once
 //   node bench/ref/client.js URL --rate 400 --requests 2000 --max-tokens 8 --seed 1    # Poisson arrivals
 //
@@ -21,6 +22,7 @@ const STREAMS = opt('--streams', 64);
 const REQUESTS = opt('--requests', 640);
 const MAX_TOKENS = opt('--max-tokens', 512);
 const RATE = opt('--rate', 0);
+const STAGGER_MS = opt('--stagger-ms', 0); // closed loop: user k's first request k/streams of this after the start
 let seed = opt('--seed', 1) >>> 0;
 
 const agent = new http.Agent({keepAlive: true, maxSockets: RATE > 0 ? Infinity : STREAMS});
@@ -88,13 +90,14 @@ async function main() {
     await Promise.all(waits);
   } else {
     let next = 0;
-    const user = async () => {
+    const user = async (k) => {
+      if (STAGGER_MS > 0) await new Promise((r) => setTimeout(r, STAGGER_MS * k / STREAMS));
       while (next < REQUESTS) {
         const i = next++;
         await one(i, now());
       }
     };
-    await Promise.all(Array.from({length: Math.min(STREAMS, REQUESTS)}, user));
+    await Promise.all(Array.from({length: Math.min(STREAMS, REQUESTS)}, (_, k) => user(k)));
   }
   const cpu = process.cpuUsage(cpu0);
   const tokens = records.reduce((a, r) => a + r.tokens, 0);

@@ -4,6 +4,7 @@
 //   node bench/ref/sse_server.js --ttft-ms 50 --itl-ms 10     # paced: first token after 50 ms, then every 10 ms
 //   node bench/ref/sse_server.js --itl-ms 0 [--burst 8]       # zero delay: 1 (or 8) events a stream a loop turn
 //   node bench/ref/sse_server.js --itl-ms 0 --shape vllm      # vLLM's event, pre-framed, one socket write each
+//   node bench/ref/sse_server.js --itl-ms 0 --cap-tokens-per-s 130000   # zero delay, at most 130k tokens/s in all
 //
 // --shape plain (the default): a short event (`chatcmpl-ref`, model `ref`) written through Node's response, which
 // frames each as an HTTP chunk. --shape vllm: the event vLLM's OpenAI server sends (a request's own 32-hex id, the
@@ -28,6 +29,9 @@ const TTFT_MS = opt('--ttft-ms', 0);
 const ITL_MS = opt('--itl-ms', 0);
 const PORT = opt('--port', 0);
 const BURST = opt('--burst', 1); // zero delay: writes per stream per loop turn, each its own socket write
+// Zero delay: the server writes at most this many tokens a second in all (0: as fast as it goes), a round of one
+// token a stream at a time — a server, not the client, that sets the pace, as in issue 48's rig (134k tokens/s).
+const CAP = opt('--cap-tokens-per-s', 0);
 const SHAPE = args.includes('--shape') ? args[args.indexOf('--shape') + 1] : 'plain';
 if (!['plain', 'vllm'].includes(SHAPE)) throw new Error(`--shape ${SHAPE}: plain or vllm`);
 
@@ -111,7 +115,11 @@ let pumping = false;
 function pump() {
   if (pumping) return;
   pumping = true;
+  const start = now();
+  let written = 0;
   const turn = () => {
+    if (CAP > 0 && written > Number(now() - start) * CAP / 1e9) { setImmediate(turn); return; } // ahead of the cap
+    written += active.size * BURST;
     for (const s of active) {
       for (let k = 0; k < BURST; k++) if (s.one()) { active.delete(s); break; }
     }
