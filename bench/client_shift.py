@@ -7,7 +7,8 @@ same figure computed from the simulator's own record of when it read each reques
 (`/sim/truth`, one monotonic clock); the flag is the run's `client_limited_metrics`. The table counts how often the
 flag agreed with the real error being over the share (5%), and the rows the judgement missed or raised in vain.
 
-    .venv/bin/python bench/client_shift.py [--runs 5] [--requests 60] [--rate 8] [--share 0.05]
+    .venv/bin/python bench/client_shift.py [--runs 5] [--requests 60] [--rate 8] [--share 0.05] [--workers N]
+                                           [--unpinned] [--quiet-only]
 """
 
 from __future__ import annotations
@@ -65,10 +66,13 @@ def one_run(url: str, out: Path, seed: int, args: argparse.Namespace, hog: bool)
     """(figure, real error share, flagged, estimated share) for every judged figure of one run."""
     core = str(sorted(os.sched_getaffinity(0))[0])
     busy = subprocess.Popen(["taskset", "-c", core, sys.executable, "-c", "while True: pass"]) if hog else None
+    # --unpinned: the harness (and its workers) where the OS puts them, beside the simulator, as a CI runner does.
+    pin = [] if args.unpinned else ["taskset", "-c", core]
+    workers = ["--workers", str(args.workers)] if args.workers else []
     try:
-        subprocess.run(["taskset", "-c", core, sys.executable, "-m", "harness", "run", "--endpoint", url,
+        subprocess.run([*pin, sys.executable, "-m", "harness", "run", "--endpoint", url,
                         "--rate", str(args.rate), "--requests", str(args.requests), "--prompt-tokens", "512",
-                        "--output-tokens", "64", "--seed", str(seed), "--progress", "off", "--no-pin",
+                        "--output-tokens", "64", "--seed", str(seed), "--progress", "off", "--no-pin", *workers,
                         "--reports-dir", str(out)], check=True, capture_output=True, text=True, timeout=600)
     finally:
         if busy is not None:
@@ -96,10 +100,13 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=60)
     parser.add_argument("--rate", type=float, default=8.0)
     parser.add_argument("--share", type=float, default=0.05)
+    parser.add_argument("--workers", type=int, default=0, help="the harness's --workers (0: one process)")
+    parser.add_argument("--unpinned", action="store_true", help="do not pin the harness to the first core")
+    parser.add_argument("--quiet-only", action="store_true", help="skip the runs with a busy loop")
     args = parser.parse_args()
     sim, url = _serve()
     try:
-        for hog in (False, True):
+        for hog in (False,) if args.quiet_only else (False, True):
             tally: Counter[str] = Counter()
             worst: list[tuple[float, str, bool, float]] = []
             for k in range(args.runs):
