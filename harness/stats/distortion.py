@@ -11,7 +11,13 @@ latency could have moved by the q-th percentile of the lag it takes (comonotone 
 mean, by the lag's mean). What each figure takes:
 
 - TTFT and E2E: the stamp of their last instant, late by an event-loop lag `L`;
-- ITL: the later end of a gap, late by `L` (the earlier end's lateness only shortens it);
+- ITL: the later end of a gap, late by a wake-up's lag `L` (the earlier end's lateness only shortens it). Gaps
+  are many and the server's gaps do not know when the harness's loop is late, so each gap takes an independent
+  draw of `L`: the q-th percentile moves by as much as the q-th percentile of gap + `L` exceeds the gap's. A stall
+  lands its gaps in the tail and moves the p99 by about its length, as the pairing above would say; the
+  sub-millisecond wake-ups of a shared machine, landing on ordinary gaps, move it by a fraction of their length
+  (paired with the largest gaps they "moved" a 10 ms p99 by 5–6% where the simulator's ground truth saw 0.3–0.9%,
+  `bench/client_shift.py --workers 2 --unpinned`);
 - TPOT: its last token's `L`, spread over the request's tokens: `L/(tokens − 1)`;
 - TTFT and E2E from the intended send: `L` plus the request's own sending lateness (schedule lag less any hold,
   less the timer's rounding as below: the sender sleeps to its deadlines on the same timers);
@@ -92,13 +98,17 @@ class Lateness:
     late_ms: np.ndarray  # per sent request: sent − intended − held, ms
     tokens_per_request: float = 1.0  # mean output tokens of an ok request (TPOT spreads its ends' lag over them)
 
-    def loop(self, q: float | None, per_event: bool = False) -> float:
-        """The wait for the event loop at its q-th percentile (None: its mean): what an event arriving at a random
-        instant met (the larger of the time-weighted wait and the wake-up's lag), or with `per_event`, what one
-        wake-up met (a gap: a stall inflates one gap a stream, the tokens read together after it none)."""
+    def loop_curve(self, per_event: bool = False) -> np.ndarray:
+        """The wait for the event loop on LAG_GRID: what an event arriving at a random instant met (the larger of
+        the time-weighted wait and the wake-up's lag), or with `per_event`, what one wake-up met (a gap: a stall
+        inflates one gap a stream, the tokens read together after it none)."""
         assert self.loop_ms is not None
         ticks = np.asarray(self.tick_ms if self.tick_ms is not None else self.loop_ms, dtype=np.float64)
-        lag = ticks if per_event else np.maximum(np.asarray(self.loop_ms, dtype=np.float64), ticks)
+        return ticks if per_event else np.maximum(np.asarray(self.loop_ms, dtype=np.float64), ticks)
+
+    def loop(self, q: float | None, per_event: bool = False) -> float:
+        """`loop_curve` at its q-th percentile (None: its mean)."""
+        lag = self.loop_curve(per_event)
         if q is None:  # the mean of the distribution the quantiles draw (linear between them)
             return float(np.sum((lag[1:] + lag[:-1]) / 2 * np.diff(LAG_GRID)) / 100.0)
         return float(np.interp(q, LAG_GRID, lag))
@@ -112,8 +122,28 @@ class Lateness:
         return float(late.mean() if q is None else np.percentile(late, q))
 
 
+_GAPS_KEPT = 1024  # an ITL sample's values, at most this many of its quantiles, for the independent draws
+# The wake-up lag at these percentiles, as 201 equally likely draws: np.percentile of them gives back the lag's
+# own quantile at every multiple of 0.5 (p99 included).
+_DRAWS = np.linspace(0.0, 100.0, 201)
+
+
+def independent_shifts_ms(values: np.ndarray, lag_ms: Sequence[float] | np.ndarray,
+                          quantiles: Sequence[float]) -> list[float]:
+    """How far each q-th percentile of `values` moves when each value takes an independent draw of a lag whose
+    quantiles on LAG_GRID are `lag_ms`: q(values + lag) − q(values), from every value (or `_GAPS_KEPT` of its
+    quantiles) against 201 equally likely lags."""
+    values = np.sort(np.asarray(values, dtype=np.float64))
+    if values.size > _GAPS_KEPT:
+        values = np.percentile(values, (np.arange(_GAPS_KEPT) + 0.5) / _GAPS_KEPT * 100)
+    draws = np.interp(_DRAWS, LAG_GRID, np.asarray(lag_ms, dtype=np.float64))
+    moved = np.percentile((values[:, None] + draws[None, :]).ravel(), quantiles)
+    return [max(float(m - b), 0.0) for m, b in zip(moved, np.percentile(values, quantiles), strict=True)]
+
+
 def shift_ms(name: str, q: float | None, lateness: Lateness) -> float:
-    """How far the q-th percentile (None: the mean) of latency `name` could have moved, in ms."""
+    """How far the q-th percentile (None: the mean) of latency `name` could have moved, in ms, pairing the
+    largest lags with the largest values (ITL's percentiles: `independent_shifts_ms`)."""
     loop = lateness.loop(q, per_event=name == Latency.ITL)
     if name == Latency.TPOT:
         return loop / max(lateness.tokens_per_request - 1.0, 1.0)
@@ -131,12 +161,17 @@ def latency_shifts(values_ms: Mapping[str, np.ndarray], lateness: Lateness) -> d
         values = np.asarray(values, dtype=np.float64)
         if not values.size or name not in JUDGED:
             continue
-        for stat in STATISTICS:
-            entry = of(Latency(name), stat)
+        entries = [of(Latency(name), stat) for stat in STATISTICS]
+        quantiles = [e.quantile for e in entries if e.quantile is not None]
+        independent = dict(zip(quantiles, independent_shifts_ms(values, lateness.loop_curve(per_event=True),
+                                                                quantiles), strict=True)) \
+            if name == Latency.ITL else {}
+        for entry in entries:
             q = entry.quantile
             base = float(values.mean() if q is None else np.percentile(values, q))
             if base > 0:
-                out[entry.name] = shift_ms(name, q, lateness) / base
+                moved = independent[q] if q in independent else shift_ms(name, q, lateness)
+                out[entry.name] = moved / base
     return out
 
 
