@@ -11,13 +11,16 @@ latency could have moved by the q-th percentile of the lag it takes (comonotone 
 mean, by the lag's mean). What each figure takes:
 
 - TTFT and E2E: the stamp of their last instant, late by an event-loop lag `L`;
-- ITL: the later end of a gap, late by a wake-up's lag `L` (the earlier end's lateness only shortens it). Gaps
-  are many and the server's gaps do not know when the harness's loop is late, so each gap takes an independent
-  draw of `L`: the q-th percentile moves by as much as the q-th percentile of gap + `L` exceeds the gap's. A stall
-  lands its gaps in the tail and moves the p99 by about its length, as the pairing above would say; the
-  sub-millisecond wake-ups of a shared machine, landing on ordinary gaps, move it by a fraction of their length
-  (paired with the largest gaps they "moved" a 10 ms p99 by 5–6% where the simulator's ground truth saw 0.3–0.9%,
-  `bench/client_shift.py --workers 2 --unpinned`);
+- ITL: a gap is measured from one read's stamp to the next, each late by a wake-up's lag, so it is off by the
+  later lag less the earlier. Gaps are many and the server's gaps do not know when the harness's loop is late,
+  so each gap takes independent draws of the two lags: the q-th percentile moves by as much as the q-th
+  percentile of gap + `L₁ − L₂` differs from the gap's. A stall lands its gap in the tail and moves the p99 by
+  about its length, as pairing would say; the sub-millisecond wake-ups of a shared machine, landing on ordinary
+  gaps, move it by a fraction of their length (paired with the largest gaps they "moved" a 10 ms p99 by 5–6%
+  where the simulator's ground truth saw 0.3–0.9%, `bench/client_shift.py --workers 2 --unpinned`). That holds
+  while the lags are small beside the gaps (a lag p99 up to half the median gap): the measured gaps then stand in
+  for the true ones. Lags as long as a gap make the measured tail themselves, and the pairing bound is kept. The
+  mean gap of a request is its first and last stamps' span over its gaps, so it takes TPOT's rule;
 - TPOT: its last token's `L`, spread over the request's tokens: `L/(tokens − 1)`;
 - TTFT and E2E from the intended send: `L` plus the request's own sending lateness (schedule lag less any hold,
   less the timer's rounding as below: the sender sleeps to its deadlines on the same timers);
@@ -122,30 +125,36 @@ class Lateness:
         return float(late.mean() if q is None else np.percentile(late, q))
 
 
+_SMALL_LAG = 0.5  # a wake-up lag p99 up to this share of the median gap: drawn independently (else paired)
 _GAPS_KEPT = 1024  # an ITL sample's values, at most this many of its quantiles, for the independent draws
-# The wake-up lag at these percentiles, as 201 equally likely draws: np.percentile of them gives back the lag's
-# own quantile at every multiple of 0.5 (p99 included).
+# A distribution given by its quantiles on LAG_GRID, as 201 equally likely draws: np.percentile of them gives back
+# its own quantile at every multiple of 0.5 (p99 included).
 _DRAWS = np.linspace(0.0, 100.0, 201)
 
 
-def independent_shifts_ms(values: np.ndarray, lag_ms: Sequence[float] | np.ndarray,
-                          quantiles: Sequence[float]) -> list[float]:
-    """How far each q-th percentile of `values` moves when each value takes an independent draw of a lag whose
-    quantiles on LAG_GRID are `lag_ms`: q(values + lag) − q(values), from every value (or `_GAPS_KEPT` of its
-    quantiles) against 201 equally likely lags."""
+def gap_errors_ms(lag_ms: Sequence[float] | np.ndarray) -> np.ndarray:
+    """A gap's error, the later read's lag less the earlier's, each an independent draw of the wake-up lag whose
+    quantiles on LAG_GRID are `lag_ms`: 201 equally likely draws of it."""
+    lags = np.interp(_DRAWS, LAG_GRID, np.asarray(lag_ms, dtype=np.float64))
+    return np.asarray(np.percentile((lags[:, None] - lags[None, :]).ravel(), _DRAWS))
+
+
+def independent_shifts_ms(values: np.ndarray, errors_ms: np.ndarray, quantiles: Sequence[float]) -> list[float]:
+    """How far each q-th percentile of `values` moves, either way, when each value takes an independent draw of
+    `errors_ms` (equally likely draws): |q(values + error) − q(values)|, from every value (or `_GAPS_KEPT` of its
+    quantiles)."""
     values = np.sort(np.asarray(values, dtype=np.float64))
     if values.size > _GAPS_KEPT:
         values = np.percentile(values, (np.arange(_GAPS_KEPT) + 0.5) / _GAPS_KEPT * 100)
-    draws = np.interp(_DRAWS, LAG_GRID, np.asarray(lag_ms, dtype=np.float64))
-    moved = np.percentile((values[:, None] + draws[None, :]).ravel(), quantiles)
-    return [max(float(m - b), 0.0) for m, b in zip(moved, np.percentile(values, quantiles), strict=True)]
+    moved = np.percentile((values[:, None] + errors_ms[None, :]).ravel(), quantiles)
+    return [abs(float(m - b)) for m, b in zip(moved, np.percentile(values, quantiles), strict=True)]
 
 
 def shift_ms(name: str, q: float | None, lateness: Lateness) -> float:
     """How far the q-th percentile (None: the mean) of latency `name` could have moved, in ms, pairing the
     largest lags with the largest values (ITL's percentiles: `independent_shifts_ms`)."""
     loop = lateness.loop(q, per_event=name == Latency.ITL)
-    if name == Latency.TPOT:
+    if name == Latency.TPOT or (name == Latency.ITL and q is None):
         return loop / max(lateness.tokens_per_request - 1.0, 1.0)
     if name in _FROM_INTENDED:
         return loop + lateness.sending(q)
@@ -163,9 +172,12 @@ def latency_shifts(values_ms: Mapping[str, np.ndarray], lateness: Lateness) -> d
             continue
         entries = [of(Latency(name), stat) for stat in STATISTICS]
         quantiles = [e.quantile for e in entries if e.quantile is not None]
-        independent = dict(zip(quantiles, independent_shifts_ms(values, lateness.loop_curve(per_event=True),
-                                                                quantiles), strict=True)) \
-            if name == Latency.ITL else {}
+        wakeups = lateness.loop_curve(per_event=True) if name == Latency.ITL else None
+        # The gaps measured stand in for the true ones only while the lags are small beside them; lags a gap long
+        # make the tail themselves, and only the pairing bound is safe.
+        independent = dict(zip(quantiles, independent_shifts_ms(values, gap_errors_ms(wakeups), quantiles),
+                               strict=True)) \
+            if wakeups is not None and wakeups[LAG_P99] <= _SMALL_LAG * float(np.median(values)) else {}
         for entry in entries:
             q = entry.quantile
             base = float(values.mean() if q is None else np.percentile(values, q))

@@ -11,6 +11,7 @@ from harness.stats.distortion import (
     LAG_GRID,
     Lateness,
     flagged,
+    gap_errors_ms,
     independent_shifts_ms,
     latency_shifts,
     wait_quantiles,
@@ -57,6 +58,8 @@ def test_each_figure_takes_the_lag_that_reaches_it() -> None:
     assert moved["ttft_p99"] == pytest.approx(4.0 / 40)  # the p99 wait on the p99 figure
     assert moved["itl_p99"] == pytest.approx(4.0 / 10)  # the same wait is a larger share of a short gap
     assert moved["tpot_p99"] == pytest.approx(4.0 / 20 / 10)  # spread over the request's 20 gaps
+    # A request's mean gap is its first-to-last span over its gaps: TPOT's rule (both 10 ms here), not a whole lag.
+    assert moved["itl_mean"] == pytest.approx(moved["tpot_mean"]) and 0 < moved["itl_mean"] < 0.01
     # From the intended send: the loop's wait plus the request's own sending lateness (20 ms on 2 of 100), less
     # the timer's millisecond of rounding.
     assert moved["ttft_from_intended_p99"] == pytest.approx((4.0 + 19.0) / 40)
@@ -82,11 +85,14 @@ def test_sub_millisecond_wakeups_do_not_move_a_gap_tail_they_land_on_at_random()
     moved = latency_shifts({"itl": gaps}, lateness)
     assert moved["itl_p99"] < 0.01  # drawn independently: the simulator's ground truth saw 0.3-0.9%
     assert not flagged(moved, rate=None, saturated=False)
-    # The exact convolution on a small sample: each gap against each of the 201 lags.
+    # A gap's error is one lag less another: as often early as late, by at most the largest lag.
+    errors = gap_errors_ms(_SHARED_MACHINE)
+    assert np.median(errors) == 0.0 and np.percentile(errors, 99) == pytest.approx(-np.percentile(errors, 1))
+    assert errors.max() <= _SHARED_MACHINE[-1] and np.percentile(errors, 99) > 0.4
+    # The exact convolution on a small sample: each gap against each of the 201 errors.
     few = gaps[:50]
-    (shift,) = independent_shifts_ms(few, _SHARED_MACHINE, [99.0])
-    draws = np.interp(np.linspace(0, 100, 201), LAG_GRID, _SHARED_MACHINE)
-    assert shift == pytest.approx(np.percentile((few[:, None] + draws).ravel(), 99) - np.percentile(few, 99))
+    (shift,) = independent_shifts_ms(few, errors, [99.0])
+    assert shift == pytest.approx(np.percentile((few[:, None] + errors).ravel(), 99) - np.percentile(few, 99))
 
 
 def test_a_stall_still_moves_the_gap_tail_by_about_its_length() -> None:
@@ -95,6 +101,20 @@ def test_a_stall_still_moves_the_gap_tail_by_about_its_length() -> None:
     moved = latency_shifts({"itl": gaps}, Lateness(stalled, stalled, late_ms=np.zeros(0)))
     assert moved["itl_p99"] > 1.0 and "itl_p99" in flagged(moved, rate=None, saturated=False)
     assert moved["itl_p50"] < 0.05  # the median gap is not one of those the stall reached
+    # Drawn independently, a stall that reaches one gap in twenty moves the p99 by about its length too.
+    (shift,) = independent_shifts_ms(gaps, gap_errors_ms(stalled), [99.0])
+    assert shift > 15.0
+
+
+def test_lags_as_long_as_the_gaps_keep_the_pairing_bound() -> None:
+    # 1 ms tokens, the loop blocked 15 ms at a time: the measured tail is the stalls' own (p99 ~16 ms against a
+    # true ~1.2), so drawing lags onto the measured gaps would say it barely moved. The pairing bound stays.
+    rng = np.random.default_rng(3)
+    gaps = 1.2 + rng.uniform(-0.2, 0.3, 200) + np.where(rng.random(200) < 0.02, 15.0, 0.0)
+    ticks = (0.0, 0.0, 0.0, 0.0, 0.166, 13.2, 13.5, 14.2, 14.5, 14.6, 14.7, 14.7)
+    moved = latency_shifts({"itl": gaps}, Lateness(ticks, ticks, late_ms=np.zeros(0)))
+    assert moved["itl_p99"] == pytest.approx(14.5 / np.percentile(gaps, 99))
+    assert "itl_p99" in flagged(moved, rate=None, saturated=False)
 
 
 def test_flags_name_the_moved_figures_and_what_follows_from_them() -> None:
