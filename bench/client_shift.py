@@ -8,7 +8,7 @@ same figure computed from the simulator's own record of when it read each reques
 flag agreed with the real error being over the share (5%), and the rows the judgement missed or raised in vain.
 
     .venv/bin/python bench/client_shift.py [--runs 5] [--requests 60] [--rate 8] [--share 0.05] [--workers N]
-                                           [--unpinned] [--quiet-only]
+                                           [--unpinned] [--quiet-only] [--concurrency N] [--prompt-tokens N]
 """
 
 from __future__ import annotations
@@ -71,7 +71,8 @@ def one_run(url: str, out: Path, seed: int, args: argparse.Namespace, hog: bool)
     workers = ["--workers", str(args.workers)] if args.workers else []
     try:
         subprocess.run([*pin, sys.executable, "-m", "harness", "run", "--endpoint", url,
-                        "--rate", str(args.rate), "--requests", str(args.requests), "--prompt-tokens", "512",
+                        *(["--concurrency", str(args.concurrency)] if args.concurrency else ["--rate", str(args.rate)]),
+                        "--requests", str(args.requests), "--prompt-tokens", str(args.prompt_tokens),
                         "--output-tokens", "64", "--seed", str(seed), "--progress", "off", "--no-pin", *workers,
                         "--reports-dir", str(out)], check=True, capture_output=True, text=True, timeout=600)
     finally:
@@ -100,6 +101,8 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=60)
     parser.add_argument("--rate", type=float, default=8.0)
     parser.add_argument("--share", type=float, default=0.05)
+    parser.add_argument("--concurrency", type=int, default=0, help="a closed loop of this many users, not --rate")
+    parser.add_argument("--prompt-tokens", type=int, default=512)
     parser.add_argument("--workers", type=int, default=0, help="the harness's --workers (0: one process)")
     parser.add_argument("--unpinned", action="store_true", help="do not pin the harness to the first core")
     parser.add_argument("--quiet-only", action="store_true", help="skip the runs with a busy loop")
