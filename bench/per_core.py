@@ -47,6 +47,7 @@ import tempfile
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -183,71 +184,74 @@ def ceiling(tmp: Path, pairs: int, regimes: list[str]) -> None:
               ("paced", "paced 10 ms", 10.0, 0.0, 256, 512, 256)]
     for label, itl, cap, streams, requests, tokens in (s[1:] for s in shapes if s[0] in regimes):
         shape = f"{label}, {streams} streams x {tokens}"
-        ratios: list[float] = []
-        cpu: tuple[list[float], list[float]] = ([], [])  # reference's, harness's
-        at_arrival: tuple[list[float], list[float]] = ([], [])
-        over_time: tuple[list[float], list[float]] = ([], [])
-        rates: tuple[list[float], list[float]] = ([], [])
-        end_lags: tuple[list[float], list[float]] = ([], [])
+        pairs_seen: list[tuple[Side, Side]] = []  # (reference, harness), pair by pair
         with node_server(0, itl, cap=cap) as url:
             for k in range(pairs):
                 server_log(url)
                 stagger = STAGGER_MS[0] if itl == 0 else 0.0
                 ref = ref_run(url, "--streams", str(streams), "--requests", str(requests), "--max-tokens", str(tokens),
                               "--stagger-ms", str(stagger))
-                ref_log = server_log(url)
-                ref_busy, ref_mean, ref_rate = server_side(ref_log)
+                a = Side.of(ref, server_log(url))
                 ours = harness_run(url, {"type": "concurrency", "concurrency": streams, "requests": requests,
                                          "stagger_s": stagger / 1000}, tokens, tmp)
-                our_log = server_log(url)
-                our_busy, our_mean, our_rate = server_side(our_log)
-                a, b = ref["cpu_s"] / ref["tokens"] * 1e6, ours["cpu_s"] / ours["tokens"] * 1e6
-                ratios.append(b / a)
-                for pair, ref_value, our_value in ((cpu, a, b), (at_arrival, ref_busy, our_busy),
-                                                   (over_time, ref_mean, our_mean), (rates, ref_rate, our_rate),
-                                                   (end_lags, end_lag_ms(ref, ref_log), end_lag_ms(ours, our_log))):
-                    pair[0].append(ref_value)
-                    pair[1].append(our_value)
-                print(f"ceiling, {shape}, pair {k + 1}: reference {a:.2f} ms / 1,000 tokens, harness {b:.2f} ms / "
-                      f"1,000 tokens: {b / a:.2f}x; in flight at the server of {streams}, over time (as each request "
-                      f"arrived, median): reference {ref_mean:.1f} ({ref_busy:.0f}), harness {our_mean:.1f} "
-                      f"({our_busy:.0f}); tokens/s the server wrote: reference {ref_rate:,.0f}, harness "
-                      f"{our_rate:,.0f}; the last chunk read after the server wrote it, p50: reference "
-                      f"{end_lags[0][-1]:.1f} ms, harness {end_lags[1][-1]:.1f} ms")
+                b = Side.of(ours, server_log(url))
+                pairs_seen.append((a, b))
+                print(f"ceiling, {shape}, pair {k + 1}: reference {a.cpu:.2f} ms / 1,000 tokens, harness {b.cpu:.2f} "
+                      f"ms / 1,000 tokens: {b.cpu / a.cpu:.2f}x; in flight at the server of {streams}, over time (as "
+                      f"each request arrived, median): reference {a.over_time:.1f} ({a.at_arrival:.0f}), harness "
+                      f"{b.over_time:.1f} ({b.at_arrival:.0f}); tokens/s the server wrote: reference {a.rate:,.0f}, "
+                      f"harness {b.rate:,.0f}; the last chunk read after the server wrote it, p50: reference "
+                      f"{a.end_lag:.1f} ms, harness {b.end_lag:.1f} ms")
         print(f"ceiling, {shape}: harness / reference CPU per token, median of {pairs}: "
-              f"{statistics.median(ratios):.2f}x")
+              f"{statistics.median(b.cpu / a.cpu for a, b in pairs_seen):.2f}x")
         if itl == 0:
-            zero_delay_rows(label, cap, streams, tokens, cpu, at_arrival, over_time, rates, end_lags)
+            zero_delay_rows(label, cap, streams, tokens, pairs_seen)
 
 
-def zero_delay_rows(regime: str, cap: float, streams: int, tokens: int, cpu: tuple[list[float], list[float]],
-                    at_arrival: tuple[list[float], list[float]], over_time: tuple[list[float], list[float]],
-                    rates: tuple[list[float], list[float]], end_lags: tuple[list[float], list[float]]) -> None:
+@dataclass(frozen=True)
+class Side:
+    """One client's figures in one pair of a closed-loop ceiling run."""
+
+    cpu: float  # its CPU ms per 1,000 tokens (µs a token)
+    at_arrival: float  # requests in flight at the server as each arrived, median
+    over_time: float  # the same, averaged over time
+    rate: float  # tokens/s the server wrote
+    end_lag: float  # an answer's end read after the server wrote it, median ms
+
+    @classmethod
+    def of(cls, run: dict[str, Any], log: dict[str, dict[str, Any]]) -> Side:
+        return cls(run["cpu_s"] / run["tokens"] * 1e6, *server_side(log), end_lag_ms(run, log))
+
+
+def zero_delay_rows(regime: str, cap: float, streams: int, tokens: int, pairs: list[tuple[Side, Side]]) -> None:
     """Issue 48's zero-delay rows. CPU a token and the server's tokens/s are compared only over the pairs where
     both clients kept up (in flight at the server over time ≥ HELD of their streams): a 512-token answer
     (~120 KB) fits in the sockets' buffers, so a client that falls behind finds its answers written and "ended"
     at the server long before it reads them, reads them in larger batches (the Node client 2.77 tokens a read),
     and pays less a token for reading late — not a like-for-like cost (docs/benchmarks-log.md)."""
     med = statistics.median
-    held = [k for k in range(len(cpu[0])) if min(over_time[0][k], over_time[1][k]) >= HELD * streams]
+    refs, ours = [a for a, _ in pairs], [b for _, b in pairs]
+    held = [(a, b) for a, b in pairs if min(a.over_time, b.over_time) >= HELD * streams]
     print(f"{regime}: both clients held >= {HELD:.0%} of their {streams} streams in flight in {len(held)} of "
-          f"{len(cpu[0])} pairs (reference over time: {', '.join(f'{v:.1f}' for v in over_time[0])})")
-    what = f"median of the {len(held)} of {len(cpu[0])} pairs where both held their streams"
+          f"{len(pairs)} pairs (reference over time: {', '.join(f'{a.over_time:.1f}' for a in refs)})")
+    what = f"median of the {len(held)} of {len(pairs)} pairs where both held their streams"
     ref_cpu, our_cpu, ref_rate, our_rate, ratio = (
-        (*(med(values[side][k] for k in held) for values in (cpu, rates) for side in (0, 1)),
-         med(cpu[1][k] / cpu[0][k] for k in held)) if held else (math.nan,) * 5)
+        (med(a.cpu for a, _ in held), med(b.cpu for _, b in held), med(a.rate for a, _ in held),
+         med(b.rate for _, b in held), med(b.cpu / a.cpu for a, b in held)) if held else (math.nan,) * 5)
     TABLE.append((f"{streams} streams x {tokens} tokens, {regime}: CPU ms per 1k tokens ({what})",
                   _shown(ref_cpu, ".2f"), f"{our_cpu:.2f} ({ratio:.2f}x)" if held else "-", "<= 1.0x",
                   ratio <= 1.0 if held else None))
-    every = med(b / a for a, b in zip(cpu[0], cpu[1], strict=True))
-    TABLE.append((f"same, every pair (median of {len(cpu[0])})", f"{med(cpu[0]):.2f}",
-                  f"{med(cpu[1]):.2f} ({every:.2f}x)", "", True))
-    TABLE.append(("same: requests in flight at the server as each arrives, p50", f"{med(at_arrival[0]):.0f}",
-                  f"{med(at_arrival[1]):.0f}", ">= 60", med(at_arrival[1]) >= 60))
-    TABLE.append(("same: requests in flight at the server, averaged over time", f"{med(over_time[0]):.1f}",
-                  f"{med(over_time[1]):.1f}", f">= {HELD:.0%} of {streams}", med(over_time[1]) >= HELD * streams))
+    every = med(b.cpu / a.cpu for a, b in pairs)
+    TABLE.append((f"same, every pair (median of {len(pairs)})", f"{med(a.cpu for a in refs):.2f}",
+                  f"{med(b.cpu for b in ours):.2f} ({every:.2f}x)", "", True))
+    at_arrival = med(b.at_arrival for b in ours)
+    TABLE.append(("same: requests in flight at the server as each arrives, p50",
+                  f"{med(a.at_arrival for a in refs):.0f}", f"{at_arrival:.0f}", ">= 60", at_arrival >= 60))
+    over_time = med(b.over_time for b in ours)
+    TABLE.append(("same: requests in flight at the server, averaged over time", f"{med(a.over_time for a in refs):.1f}",
+                  f"{over_time:.1f}", f">= {HELD:.0%} of {streams}", over_time >= HELD * streams))
     TABLE.append(("same: each answer's last chunk read after the server wrote it, p50 ms (median of pairs)",
-                  f"{med(end_lags[0]):.1f}", f"{med(end_lags[1]):.1f}", "", True))
+                  f"{med(a.end_lag for a in refs):.1f}", f"{med(b.end_lag for b in ours):.1f}", "", True))
     # Capped, both clients get the server's pace: what is asked is that the harness keeps it, not noise above it.
     TABLE.append((f"same: tokens/s the server wrote ({what})", _shown(ref_rate, ",.0f"), _shown(our_rate, ",.0f"),
                   f">= 98% of the cap ({0.98 * cap:,.0f})" if cap else ">= reference",

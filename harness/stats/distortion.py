@@ -51,7 +51,7 @@ TIMER_RESOLUTION_MS = 1.0
 SHARE = 0.05
 # The figures judged: the statistics `harness compare` judges, of the latencies the table shows.
 STATISTICS = COMPARED_STATISTICS
-_STAMPED_ONCE = (Latency.TTFT, Latency.E2E, Latency.ITL)  # one stamp late moves them by the loop's wait
+_STAMPED_ONCE = (Latency.TTFT, Latency.E2E, Latency.ITL)  # their stamps are late by the loop's wait
 _FROM_INTENDED = (Latency.TTFT_FROM_INTENDED, Latency.E2E_FROM_INTENDED)  # … and by the send's lateness
 JUDGED = (*_STAMPED_ONCE, Latency.TPOT, *_FROM_INTENDED)
 # The latencies an SLO bounds, measured from the send or from the intended send: goodput moves with them.
@@ -171,20 +171,24 @@ def latency_shifts(values_ms: Mapping[str, np.ndarray], lateness: Lateness) -> d
         if not values.size or name not in JUDGED:
             continue
         entries = [of(Latency(name), stat) for stat in STATISTICS]
-        quantiles = [e.quantile for e in entries if e.quantile is not None]
-        wakeups = lateness.loop_curve(per_event=True) if name == Latency.ITL else None
-        # The gaps measured stand in for the true ones only while the lags are small beside them; lags a gap long
-        # make the tail themselves, and only the pairing bound is safe.
-        independent = dict(zip(quantiles, independent_shifts_ms(values, gap_errors_ms(wakeups), quantiles),
-                               strict=True)) \
-            if wakeups is not None and wakeups[LAG_P99] <= _SMALL_LAG * float(np.median(values)) else {}
+        drawn = _drawn_gap_shifts(values, lateness, [e.quantile for e in entries if e.quantile is not None]) \
+            if name == Latency.ITL else {}
         for entry in entries:
             q = entry.quantile
             base = float(values.mean() if q is None else np.percentile(values, q))
             if base > 0:
-                moved = independent[q] if q in independent else shift_ms(name, q, lateness)
-                out[entry.name] = moved / base
+                out[entry.name] = (drawn[q] if q in drawn else shift_ms(name, q, lateness)) / base
     return out
+
+
+def _drawn_gap_shifts(gaps: np.ndarray, lateness: Lateness, quantiles: list[float]) -> dict[float, float]:
+    """ITL's percentiles moved by independently drawn wake-up lags, where the lags are small beside the gaps;
+    nothing (the pairing bound) where they are not: lags a gap long make the measured tail themselves, and the
+    measured gaps no longer stand in for the true ones."""
+    wakeups = lateness.loop_curve(per_event=True)
+    if wakeups[LAG_P99] > _SMALL_LAG * float(np.median(gaps)):
+        return {}
+    return dict(zip(quantiles, independent_shifts_ms(gaps, gap_errors_ms(wakeups), quantiles), strict=True))
 
 
 def rate_shift(offered_rps: float | None, sent_rps: float | None) -> float | None:
