@@ -39,6 +39,7 @@ class LlamaCppLike:
     metric_prefix: str = "llamacpp:"  # another engine's names, for the user-mapping test
     error_message: str | None = None  # every completion fails with HTTP 500 and this message
     reset_tokenize_every: int = 0  # every k-th /tokenize: the connection reset before any answer (1: all)
+    serves_tokenize: bool = True  # False: no /tokenize (404), as a gateway or a hosted API
     slots: int = 0  # requests decoded at once (llama-server's -np); beyond them a request waits (0: no limit)
     token_s: float = 0.001  # between two tokens of a stream
     deferred: int = 0
@@ -144,7 +145,8 @@ class LlamaCppLike:
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self.complete)
         app.router.add_post("/v1/completions", self.complete)
-        app.router.add_post("/tokenize", self.tokenize)
+        if self.serves_tokenize:
+            app.router.add_post("/tokenize", self.tokenize)
         app.router.add_get("/metrics", self.metrics)
         app.router.add_get("/v1/models", self.models)
         return app

@@ -81,10 +81,11 @@ def with_flags(scenario: Scenario, tokenizer: str | None, skip_bad_rows: bool, a
     if given:
         scenario = scenario.changed(endpoint=scenario.endpoint.changed(**given))
     if tokenizer is not None:
-        if tokenizer != "server" and not Path(tokenizer).exists():
-            raise click.BadParameter(f"no such file or directory {tokenizer} (or give 'server')",
+        named = tokenizer in ("server", "words")
+        if not named and not Path(tokenizer).exists():
+            raise click.BadParameter(f"no such file or directory {tokenizer} (or give 'server' or 'words')",
                                      param_hint="--tokenizer")
-        resolved = tokenizer if tokenizer == "server" else str(Path(tokenizer).resolve())
+        resolved = tokenizer if named else str(Path(tokenizer).resolve())
         workload = scenario.workload.changed(tokenizer=resolved)
         scenario = scenario.changed(workload=workload)
     if skip_bad_rows:

@@ -107,9 +107,10 @@ RUN_EXAMPLES = [
 @click.option("--clock-ref", metavar="URL",
               help="With --shard (by hand): measure this host's clock against a `harness clock` at URL before the "
                    "start, so `harness merge` puts every shard on one clock and names a shard whose clock is off.")
-@click.option("--tokenizer", metavar="PATH|server",
+@click.option("--tokenizer", metavar="PATH|server|words",
               help="Prompts of exact length on a real model: a local Hugging Face tokenizer (directory or "
-                   "tokenizer.json, never downloaded), or 'server' to count with the endpoint's own /tokenize.")
+                   "tokenizer.json, never downloaded), 'server' to count with the endpoint's own /tokenize, or "
+                   "'words' for the harness's words as they are. Default: the endpoint's /tokenize where it has one.")
 @click.option("--skip-bad-rows", is_flag=True,
               help="Trace phases: skip unreadable rows (counted in summary.json) instead of stopping.")
 @click.option("--progress", type=click.Choice(["auto", "live", "lines", "off"]), default="auto", show_default=True,

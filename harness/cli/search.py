@@ -88,7 +88,8 @@ def _slo(ctx: click.Context, param: click.Parameter, value: str | None) -> SLO |
 @click.option("--prompt-tokens", metavar="N|DIST", help="Prompt length of every trial (default: the scenario's), or "
               "a distribution: uniform:128:2048, normal:1000:300, lognormal:512:0.5.")
 @click.option("--output-tokens", metavar="N|DIST", help="Answer length of every trial (default: the scenario's).")
-@click.option("--tokenizer", metavar="PATH|server", help="Prompts of exact length on a real model (as `harness run`).")
+@click.option("--tokenizer", metavar="PATH|server|words",
+              help="Prompts of exact length on a real model (as `harness run`).")
 @guarded
 def search_cmd(scenario_path: Path | None, slo: SLO | None, goodput: float, low: float, high: float, duration: float,
                repeats: int, virtual: bool, endpoint: str | None, base_url: str | None, model: str | None,

@@ -297,7 +297,7 @@ def _resolve_trace_files(data: Any, base: Path) -> None:
     if isinstance(data.get("workload"), dict):
         workload = data["workload"]
         holders += [workload.get(k) for k in ("prompt_tokens", "output_tokens", "dataset")]
-        if isinstance(workload.get("tokenizer"), str) and workload["tokenizer"] != "server":
+        if isinstance(workload.get("tokenizer"), str) and workload["tokenizer"] not in ("server", "words"):
             workload["tokenizer"] = str((base / workload["tokenizer"]).resolve())
     for holder in holders:
         if isinstance(holder, dict) and isinstance(holder.get("file"), str):

@@ -17,7 +17,7 @@ endpoint:
 workload:
   prompt_tokens: 512             # or {{dist: lognormal, median: 512, sigma: 0.5}}
   output_tokens: 128
-  tokenizer: null                # exact prompt lengths on a real model: a local tokenizer.json, or "server"
+  tokenizer: null                # null: the endpoint's /tokenize where it counts; tokenizer.json, "server", "words"
 
 slo:                             # goodput counts the requests within every limit given
   ttft_ms: 500ms

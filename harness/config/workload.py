@@ -97,8 +97,10 @@ class Workload(Strict):
     ignore_eos: bool = Field(True, description="ask the server for exactly output_tokens tokens")
     dataset: Dataset | None = Field(None, description="prompts from a dataset instead of prompt_tokens")
     tokenizer: str | None = Field(None, description="a local Hugging Face tokenizer (directory or tokenizer.json)"
-                                  " to build prompts of exact length for a real model, never downloaded; or "
-                                  "'server': the endpoint's own /tokenize counts")
+                                  " to build prompts of exact length for a real model, never downloaded; "
+                                  "'server': the endpoint's own /tokenize counts (an error if it cannot); 'words':"
+                                  " the harness's words, one token each at the simulator; null: the endpoint's "
+                                  "/tokenize where it counts the words otherwise, else the words")
     prompt_reuse: Literal["per_run", "across_runs"] = Field(
         "per_run", description="per_run: every run draws its own prompts (salted by the run id), so no prompt "
         "cache carries over from an earlier run; across_runs: the same seed gives the same prompts (warm-cache "

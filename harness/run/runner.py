@@ -36,7 +36,7 @@ from harness.run.rescue import rescue, save_parquet
 from harness.run.result import RunResult
 from harness.run.scrape import ServerScraper
 from harness.run.selfcheck import SelfCheck
-from harness.run.server_tokens import server_words
+from harness.run.server_tokens import ServerWords, default_words, server_words
 from harness.run.signals import Stopper
 from harness.run.sink import RecordSink
 from harness.run.start_gate import AtOnce, ParentLine, PhaseStarts, StartGate
@@ -272,6 +272,21 @@ def _self_check(cfg: ClientConfig, clock: Clock, warn: Callable[[str], None],
                      late=None if metrics is None else metrics.client_late, max_shift=cfg.max_shift)
 
 
+async def _server_counts(scenario: Scenario, endpoint: Endpoint, display: Display) -> tuple[ServerWords | None, str]:
+    """The endpoint's one-token words: asked for (`--tokenizer server`), or by default where its /tokenize counts
+    the harness's words otherwise than one each; the default's choice is said under the plan."""
+    tokenizer = scenario.workload.tokenizer
+    if tokenizer == "server":
+        return await server_words(endpoint), "flag"
+    if tokenizer is not None:
+        return None, "flag"
+    found = await default_words(endpoint)
+    display.say(f"  {found.said}")
+    if found.warning:
+        display.warn(found.warning)
+    return found.words, "default"
+
+
 async def run_scenario(
     scenario: Scenario, endpoint: Endpoint, run_dir: Path, *, bundled: bool = False, clock: Clock | None = None,
     display: Display | None = None, ceiling_tokens_per_s: float | None = None, metrics: LiveMetrics | None = None,
@@ -287,8 +302,9 @@ async def run_scenario(
     clock = clock or MonotonicClock()
     shard = sharding.shard if sharding else Shard(0, 1)
     run_id = shard.run_id(scenario.name, sharding.start_at) if sharding else secrets.token_hex(4)
+    display = display or Display()
     text = text_maker(scenario)  # a bad trace, dataset or tokenizer fails here, before any report exists
-    counted = await server_words(endpoint) if scenario.workload.tokenizer == "server" else None
+    counted, chosen = await _server_counts(scenario, endpoint, display)
     whole = [plan_phase(scenario, i, run_id, counted or text, counted.overhead if counted else 0)
              for i in range(len(scenario.phases))]
     plans = [shard_plan(plan, shard) for plan in whole]
@@ -296,9 +312,10 @@ async def run_scenario(
     (run_dir / "scenario.yaml").write_text(rerunnable(scenario, endpoint, bundled).to_yaml(), encoding="utf-8")
     save_loaded(run_dir)  # every command reads the run back with the presets it used
     header = run_header(scenario, run_id, clock=clock, endpoint=endpoint, bundled=bundled,
-                        tokenizer=counted.info() if counted else None, shard=sharding.info() if sharding else None)
+                        tokenizer=counted.info(chosen) if counted else None,
+                        shard=sharding.info() if sharding else None)
     cfg = scenario.client
-    run = _Run(scenario, endpoint, run_dir, clock, display or Display(), plans, metrics,
+    run = _Run(scenario, endpoint, run_dir, clock, display, plans, metrics,
                sharding.relay if sharding else None)
     check = _self_check(cfg, clock, run.display.warn, metrics)
     if sharding is not None:

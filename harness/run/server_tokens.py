@@ -6,6 +6,10 @@ tokenizer that splits on spaces first (BPE and SentencePiece as served), n such 
 the server adds around a prompt (a chat template, a BOS) are measured once with a one-token request and taken
 off every prompt, so the server's `usage.prompt_tokens` equals the length asked for. A short prompt is then
 checked end to end; anything that does not add up is an `EndpointError` before the run starts.
+
+With no tokenizer given, `default_words` asks first whether the endpoint counts at all: where it offers no
+`/tokenize`, or counts the harness's own words one token each (the bundled simulator), the words stay; where it
+counts otherwise (vLLM, SGLang, llama.cpp), its words are found as above, so a first run is exact by default.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import aiohttp
 from harness.client.backend import Endpoint
 from harness.errors import EndpointError
 from harness.stats.schema import ServerTokenizer
-from harness.tokens import VOCAB, words_text
+from harness.tokens import VOCAB, make_text, words_text
 
 WANTED = 256  # one-token words enough for varied prompts; discovery stops here
 MIN_WORDS = 32
@@ -41,8 +45,18 @@ class ServerWords:
     def __call__(self, num_tokens: int, seed: int) -> str:
         return words_text(self.words, num_tokens, seed)
 
-    def info(self) -> ServerTokenizer:
-        return ServerTokenizer(kind="server", words=len(self.words), template_overhead=self.overhead)
+    def info(self, chosen: str = "flag") -> ServerTokenizer:
+        return ServerTokenizer(kind="server", words=len(self.words), template_overhead=self.overhead,
+                               chosen=chosen)
+
+
+@dataclass(frozen=True, slots=True)
+class DefaultWords:
+    """What a run with no tokenizer given builds its prompts from, and the plan line that says why."""
+
+    words: ServerWords | None  # None: the harness's own words
+    said: str
+    warning: str | None = None
 
 
 def tokenize_url(base_url: str) -> str:
@@ -129,26 +143,58 @@ async def post_json(session: aiohttp.ClientSession, url: str, body: dict[str, ob
             raise EndpointError(f"POST {url} failed ({type(exc).__name__}: {exc}): {why}") from None
 
 
-async def server_words(endpoint: Endpoint, timeout_s: float = 30.0) -> ServerWords:
-    """Ask the endpoint which words are one token and what it adds around a prompt; check the result."""
-    timeout = aiohttp.ClientTimeout(total=timeout_s)
+def _probe_session(endpoint: Endpoint, timeout_s: float) -> aiohttp.ClientSession:
     # One connection a probe, closed after its answer: no idle keep-alive of ours holds one of a small server's
     # HTTP threads (llama.cpp's) when the run's own connections arrive.
     tls = endpoint.tls()
     connector = aiohttp.TCPConnector(force_close=True, limit=_PARALLEL, ssl=tls if tls is not None else True)
-    async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
+    return aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout_s), connector=connector)
+
+
+async def server_words(endpoint: Endpoint, timeout_s: float = 30.0) -> ServerWords:
+    """Ask the endpoint which words are one token and what it adds around a prompt; check the result."""
+    async with _probe_session(endpoint, timeout_s) as session:
+        return await _discover(session, endpoint)
+
+
+async def default_words(endpoint: Endpoint, timeout_s: float = 30.0) -> DefaultWords:
+    """No tokenizer given: the server's words where its `/tokenize` counts the harness's own otherwise; the
+    harness's words where it has none, or where they are already one token each. A probe that fails after the
+    endpoint said it counts falls back to the words with a warning (`--tokenizer server` makes it an error)."""
+    url = tokenize_url(endpoint.base_url)
+    async with _probe_session(endpoint, timeout_s) as session:
         counter = _Counter(session, endpoint)
-        words = await counter.one_token_words(VOCAB)
-        if len(words) < MIN_WORDS:
-            raise EndpointError(f"{counter.url}: only {len(words)} of the harness's words are one token for this "
-                                "model; give a local tokenizer.json instead of --tokenizer server")
-        maker = ServerWords(tuple(words), 0)
-        probe = maker(16, 1)
-        overhead = await _prompt_tokens(session, endpoint, probe) - 16
-        sample = maker(_CHECK_TOKENS, 2)
-        counted = await counter.count(sample)
-        if counted != _CHECK_TOKENS or overhead < 0:
-            raise EndpointError(f"{counter.url}: a prompt of {_CHECK_TOKENS} one-token words counted {counted} "
-                                f"(template {overhead}): this tokenizer does not split on spaces; give a local "
-                                "tokenizer.json instead of --tokenizer server")
-        return ServerWords(tuple(words), overhead)
+        try:
+            counted = await counter.count(make_text(_CHECK_TOKENS, 0))
+        except EndpointError:
+            return DefaultWords(None, f"prompts of the harness's words, one token a word: {url} did not count "
+                                      "them (give --tokenizer PATH for exact lengths on a real model)")
+        if counted == _CHECK_TOKENS:
+            return DefaultWords(None, f"prompts of the harness's words: {url} counts them one token each")
+        try:
+            found = await _discover(session, endpoint)
+        except EndpointError as exc:
+            return DefaultWords(None, f"prompts of the harness's words ({url} could not be used: {exc})",
+                                warning=f"prompts may be longer than asked: {url} counted {counted} tokens in "
+                                        f"{_CHECK_TOKENS} words, and its words could not be found: {exc}")
+    return DefaultWords(found, f"prompts of exact length, counted by the endpoint's {url} ({len(found.words)} "
+                               f"one-token words, {found.overhead} tokens of template taken off; "
+                               "--tokenizer words to skip)")
+
+
+async def _discover(session: aiohttp.ClientSession, endpoint: Endpoint) -> ServerWords:
+    counter = _Counter(session, endpoint)
+    words = await counter.one_token_words(VOCAB)
+    if len(words) < MIN_WORDS:
+        raise EndpointError(f"{counter.url}: only {len(words)} of the harness's words are one token for this "
+                            "model; give a local tokenizer.json instead of --tokenizer server")
+    maker = ServerWords(tuple(words), 0)
+    probe = maker(16, 1)
+    overhead = await _prompt_tokens(session, endpoint, probe) - 16
+    sample = maker(_CHECK_TOKENS, 2)
+    counted = await counter.count(sample)
+    if counted != _CHECK_TOKENS or overhead < 0:
+        raise EndpointError(f"{counter.url}: a prompt of {_CHECK_TOKENS} one-token words counted {counted} "
+                            f"(template {overhead}): this tokenizer does not split on spaces; give a local "
+                            "tokenizer.json instead of --tokenizer server")
+    return ServerWords(tuple(words), overhead)

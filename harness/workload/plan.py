@@ -107,7 +107,7 @@ def open_loop_offsets(load: OpenLoad, seed: int) -> OffsetsNs:
 
 def text_maker(scenario: Scenario) -> TextMaker:
     """Prompt text for the scenario: the shared word tokenizer, or the model's own when one is given."""
-    if scenario.workload.tokenizer in (None, "server"):  # the server's words come once the endpoint is known
+    if scenario.workload.tokenizer in (None, "server", "words"):  # the server's words come with the endpoint
         return make_text
     from harness.workload.tokenizer import HFPromptMaker  # only runs that ask for it pay for the import
 

@@ -92,7 +92,7 @@ async def test_an_engine_nobody_mapped_is_read_through_the_scenario(tmp_path: Pa
 
 
 async def test_tokenizer_server_makes_every_prompt_the_length_asked(tmp_path: Path) -> None:
-    (words,) = (await run(LlamaCppLike(), tmp_path, "words")).summary.phases
+    (words,) = (await run(LlamaCppLike(), tmp_path, "words", workload={"tokenizer": "words"})).summary.phases
     assert words.tokens.prompt_mismatched == 12 and words.tokens.prompt_diff_mean is not None
     assert words.tokens.prompt_diff_mean > CHAT_TEMPLATE  # the template, and the words of two tokens
     assert any("counted other than asked" in w for w in words.warnings)
@@ -102,6 +102,25 @@ async def test_tokenizer_server_makes_every_prompt_the_length_asked(tmp_path: Pa
         assert phase.tokens.prompt_reported == 12 and phase.tokens.prompt_mismatched == 0, api
         assert result.summary.run.tokenizer is not None
         assert result.summary.run.tokenizer.template_overhead == overhead
+        assert result.summary.run.tokenizer.chosen == "flag"
+
+
+async def test_with_no_tokenizer_given_a_server_that_counts_gets_prompts_of_exact_length(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A first run against vLLM or llama.cpp was 17% long by default; where the endpoint offers /tokenize and
+    counts the harness's words otherwise, its own words are used, and the plan says so. Without /tokenize the
+    words stay, and the table's mismatch row and warning say what they did."""
+    result = await run(LlamaCppLike(), tmp_path, "default")
+    (phase,) = result.summary.phases
+    assert phase.tokens.prompt_reported == 12 and phase.tokens.prompt_mismatched == 0
+    assert result.summary.run.tokenizer is not None and result.summary.run.tokenizer.chosen == "default"
+    assert result.summary.run.tokenizer.template_overhead == CHAT_TEMPLATE
+    assert "prompts of exact length, counted by the endpoint's" in capsys.readouterr().err
+
+    plain = await run(LlamaCppLike(serves_tokenize=False), tmp_path, "no-tokenize")
+    (phase,) = plain.summary.phases
+    assert phase.tokens.prompt_mismatched == 12 and plain.summary.run.tokenizer is None
+    assert "/tokenize did not count them (give --tokenizer PATH" in capsys.readouterr().err
 
 
 async def test_a_connection_reset_while_probing_tokenize_is_tried_again_and_the_run_goes_on(tmp_path: Path) -> None:

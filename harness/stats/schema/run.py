@@ -29,11 +29,14 @@ class EndpointInfo(Section):
 
 
 class ServerTokenizer(Section):
-    """With --tokenizer server: how the endpoint's tokenizer counted the harness's vocabulary."""
+    """Prompts counted by the endpoint's /tokenize: how its tokenizer counted the harness's vocabulary."""
 
     kind: Literal["server"]
     words: int = Field(description="words of the harness's vocabulary that are one token at the server")
     template_overhead: int = Field(description="tokens the server adds around a one-turn prompt, taken off each")
+    chosen: Literal["flag", "default"] = Field("flag", description="flag: --tokenizer server; default: no tokenizer "
+                                               "was given and the endpoint's /tokenize counted the harness's words "
+                                               "otherwise than one token each")
 
 
 class ShardInfo(Section):
@@ -113,7 +116,8 @@ class RunHeader(Section):
     not_run: list[str] = Field(default_factory=list, description="phases the run never started (it was stopped, "
                                "or a phase before them did not end)")
     complete: bool = True
-    tokenizer: ServerTokenizer | None = Field(None, description="with --tokenizer server: what the endpoint said")
+    tokenizer: ServerTokenizer | None = Field(None, description="prompts counted by the endpoint's /tokenize: what "
+                                              "it said")
     shard: ShardInfo | None = Field(None, description="with --shard i/N: this process's share of the run")
     shards: list[MergedShard] | None = Field(None, description="after `harness merge`: the shards it joined")
     records_file: RecordsFile | None = Field(None, description="null: a run written before this was kept")
