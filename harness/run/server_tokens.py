@@ -178,7 +178,7 @@ async def default_words(endpoint: Endpoint, timeout_s: float = 30.0) -> DefaultW
                                 warning=f"prompts may be longer than asked: {url} counted {counted} tokens in "
                                         f"{_CHECK_TOKENS} words, and its words could not be found: {exc}")
     return DefaultWords(found, f"prompts of exact length, counted by the endpoint's {url} ({len(found.words)} "
-                               f"one-token words, {found.overhead} tokens of template taken off; "
+                               f"one-token words, {found.overhead} token{'s' * (found.overhead != 1)} of template taken off; "
                                "--tokenizer words to skip)")
 
 
