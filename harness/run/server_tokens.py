@@ -157,10 +157,11 @@ async def server_words(endpoint: Endpoint, timeout_s: float = 30.0) -> ServerWor
         return await _discover(session, endpoint)
 
 
-async def default_words(endpoint: Endpoint, timeout_s: float = 30.0) -> DefaultWords:
+async def default_words(endpoint: Endpoint, timeout_s: float = 5.0) -> DefaultWords:
     """No tokenizer given: the server's words where its `/tokenize` counts the harness's own otherwise; the
     harness's words where it has none, or where they are already one token each. A probe that fails after the
-    endpoint said it counts falls back to the words with a warning (`--tokenizer server` makes it an error)."""
+    endpoint said it counts falls back to the words with a warning (`--tokenizer server` makes it an error).
+    Each probe waits `timeout_s` at most: an endpoint that does not answer one costs a run that long, no more."""
     url = tokenize_url(endpoint.base_url)
     async with _probe_session(endpoint, timeout_s) as session:
         counter = _Counter(session, endpoint)

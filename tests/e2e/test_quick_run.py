@@ -90,9 +90,11 @@ def test_an_endpoint_without_a_path_means_its_v1(tmp_path: Path, sim_url: str) -
     assert f"endpoint: {root}/v1 (the OpenAI API lives under /v1)" in proc.stderr
     # Off a terminal the plan still comes first, in plain lines a log keeps.
     (run_dir,) = tmp_path.iterdir()
-    assert proc.stderr.splitlines()[1:5] == [
+    assert proc.stderr.splitlines()[1:6] == [
         f"run quick against {root}/v1", "  model llama-3.1-8b, chat API, 1 phase:",
-        "  1/1 interactive  poisson 20 req/s, 4 requests", f"  records → {run_dir}"]
+        "  1/1 interactive  poisson 20 req/s, 4 requests", f"  records → {run_dir}",
+        # The simulator's /tokenize counts the harness's words one token each: they stay, and it says so.
+        f"  prompts of the harness's words: {root}/tokenize counts them one token each"]
 
 
 def test_a_quick_run_against_an_endpoint_reruns_against_the_same_endpoint(sim_url: str, tmp_path: Path) -> None:
