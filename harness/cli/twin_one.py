@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ from harness.run.target import target
 from harness.tools.twin_design import RUN_OUTPUT, RUN_PROMPT, minutes
 from harness.tools.twin_heldout import HeldFigure
 from harness.tools.twin_make import FATAL, Measured, TwinResult, engine_info, judge, measure
+from harness.tools.twin_slots import BURST, burst_slots
 
 _EXAMPLES = examples(
     'harness sim twin http://127.0.0.1:8080 --out llama.yaml',
@@ -76,14 +77,17 @@ def twin_cmd(url: str, out: Path, slots: int | None, budget: float, name: str, m
                           log=say) as (endpoint, _):
             info = await engine_info(endpoint)
             count = slots or info.slots
+            if count is None and info.counts_running:
+                workdir.mkdir(parents=True, exist_ok=True)
+                count = await burst_slots(endpoint, workdir / "00-slots", tokenizer_of(tokenizer), say)
+                info = replace(info, slots=count, source=f"a burst of {BURST} measured it")
             if count is None:
                 raise UsageError("--slots: the endpoint does not say how many requests it decodes at once (no "
-                                 "llama-server /props, no SGLang /get_server_info; vLLM's max_num_seqs is in no "
-                                 "endpoint): give --slots N")
+                                 "llama-server /props, no SGLang /get_server_info, no running gauge a burst could "
+                                 "read): give --slots N")
             if slots is not None and info.slots is not None and slots != info.slots:
                 say(f"--slots {slots}, where the endpoint says {info.slots} ({info.source}): taking --slots")
-            return await measure(endpoint, info, count, budget, workdir, "server" if tokenizer == "server" else None,
-                                 say)
+            return await measure(endpoint, info, count, budget, workdir, tokenizer_of(tokenizer), say)
 
     result = judge(asyncio.run(go()), out, name)
     _report(result, as_json)
@@ -94,6 +98,11 @@ def twin_cmd(url: str, out: Path, slots: int | None, budget: float, name: str, m
                    EXIT_NO_VERDICT)
     if not result.holds:
         raise fail(f"the twin does not hold: {'; '.join(what)} (see the findings above)", EXIT_REGRESSION)
+
+
+def tokenizer_of(choice: str) -> str:
+    """The runs' `workload.tokenizer`: the endpoint's /tokenize, or the harness's words."""
+    return "server" if choice == "server" else "words"
 
 
 def _report(result: TwinResult, as_json: bool) -> None:

@@ -178,9 +178,9 @@ async def default_words(endpoint: Endpoint, timeout_s: float = 5.0) -> DefaultWo
             return DefaultWords(None, f"prompts of the harness's words ({url} could not be used: {exc})",
                                 warning=f"prompts may be longer than asked: {url} counted {counted} tokens in "
                                         f"{_CHECK_TOKENS} words, and its words could not be found: {exc}")
+    template = f"{found.overhead} token{'s' * (found.overhead != 1)} of template"
     return DefaultWords(found, f"prompts of exact length, counted by the endpoint's {url} ({len(found.words)} "
-                               f"one-token words, {found.overhead} token{'s' * (found.overhead != 1)} of template taken off; "
-                               "--tokenizer words to skip)")
+                               f"one-token words, {template} taken off; --tokenizer words to skip)")
 
 
 async def _discover(session: aiohttp.ClientSession, endpoint: Endpoint) -> ServerWords:

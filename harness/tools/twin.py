@@ -152,7 +152,9 @@ NONLINEAR = 0.10  # a decode step this far off the line at a measured batch size
 
 
 def fit_runs(run_dirs: Sequence[Path], name: str, model: str | None = None, slots: int | None = None,
-             batch_tokens: int | None = None) -> Fit:
+             batch_tokens: int | None = None, kv_said: int | None = None) -> Fit:
+    """`kv_said`: the KV cache's capacity as the engine said it (vLLM's cache_config_info), taken over the
+    estimate from usage."""
     records = [rec for d in run_dirs for rec in _records(d)]
     shapes = {lead: step_samples(records, lead) for lead in (0, 1)}
     if len(shapes[0]) < 20:
@@ -168,14 +170,15 @@ def fit_runs(run_dirs: Sequence[Path], name: str, model: str | None = None, slot
     fits = {lead: fit_steps(samples) for lead, samples in shapes.items()}
     lead = min(fits, key=lambda k: fits[k]["rms_ms"])
     f = fits[lead]
-    kv_tokens = int(np.median(kv)) if kv else UNMEASURED_KV_TOKENS
+    kv_tokens = kv_said or (int(np.median(kv)) if kv else UNMEASURED_KV_TOKENS)
     line = FittedAccelerator(name, kv_tokens=kv_tokens, slots=slots or queue_cap(scraped), batch_tokens=batch_tokens,
                              first_token_step=lead, fitted_rps=offered_range(run_dirs), step_ms=f["step_ms"],
                              weights_ms=f["weights_ms"], per_ktoken_ms=f["per_ktoken_ms"], per_seq_ms=f["per_seq_ms"],
                              per_context_ktoken_ms=f["per_context_ktoken_ms"], prompt_step_ms=f["prompt_step_ms"])
     steps = replace(with_table(line, shapes[lead], records), fitted_batch=batch_span(shapes[lead]),
                     fitted_prompt_tokens=prompt_span(records))
-    return Fit(replace(steps, request_ms=request_overhead_ms(steps, run_dirs, model)), len(shapes[lead]), bool(kv),
+    return Fit(replace(steps, request_ms=request_overhead_ms(steps, run_dirs, model)), len(shapes[lead]),
+               bool(kv or kv_said),
                max(usage) if usage else None, said)
 
 

@@ -203,7 +203,7 @@ async def measure(endpoint: Endpoint, info: EngineInfo, slots: int, budget_s: fl
 def judge(runs: Measured, out: Path, name: str) -> TwinResult:
     """Fit on the fitting runs, write the preset, check the fit's shape and validate on the held-out runs."""
     fit_dirs, held_dirs = runs.of("fit"), runs.of("held")
-    fit = fit_runs(fit_dirs, name, None, runs.slots)
+    fit = fit_runs(fit_dirs, name, None, runs.slots, kv_said=runs.info.kv_tokens)
     out.write_text(fit.preset_yaml(fit_dirs), encoding="utf-8")
     accelerator = load_twin(out, name)
     own = [row for d in fit_dirs for row in validate_run(d, accelerator)]

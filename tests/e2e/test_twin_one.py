@@ -1,5 +1,5 @@
-"""`harness sim twin URL` against the bundled simulator over real HTTP: it asks for --slots where the endpoint
-does not say them, refuses a budget too short, and otherwise designs its runs, fits, validates on held-out
+"""`harness sim twin URL` against the bundled simulator over real HTTP: it measures the slots with a burst where
+the endpoint does not say them (and asks for --slots where a burst cannot tell), refuses a budget too short, and otherwise designs its runs, fits, validates on held-out
 loads and exits by its verdict — the twin recovering the simulator's hidden device within 5% (issue 44).
 
 The hidden device (as tests/e2e/test_twin.py's): 400 TFLOP/s, 3.2 TB/s, 24 GB, Llama-3.1-8B, 3% step noise;
@@ -29,13 +29,16 @@ pytestmark = pytest.mark.timing  # a twin fitted to measured latencies
 SLOTS = 4
 
 
+def serve(tmp: Path, slots: int) -> subprocess.Popen[str]:
+    (tmp / "hidden.yaml").write_text(HIDDEN)
+    return subprocess.Popen([sys.executable, "-m", "harness", "sim", "serve", "--port", "0", "--presets",
+                             str(tmp / "hidden.yaml"), "--accelerator", "hidden-gpu", "--max-num-seqs", str(slots),
+                             "--max-model-len", "16384"], stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+
+
 @pytest.fixture(scope="module")
 def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    tmp = tmp_path_factory.mktemp("twin-one")
-    (tmp / "hidden.yaml").write_text(HIDDEN)
-    proc = subprocess.Popen([sys.executable, "-m", "harness", "sim", "serve", "--port", "0", "--presets",
-                             str(tmp / "hidden.yaml"), "--accelerator", "hidden-gpu", "--max-num-seqs", str(SLOTS),
-                             "--max-model-len", "16384"], stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    proc = serve(tmp_path_factory.mktemp("twin-one"), SLOTS)
     assert proc.stdout is not None
     try:
         yield json.loads(proc.stdout.readline())["url"]
@@ -44,9 +47,24 @@ def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         proc.communicate(timeout=15)
 
 
-def test_an_endpoint_that_does_not_say_its_slots_needs_the_flag(sim: str, tmp_path: Path) -> None:
-    done = harness("sim", "twin", sim, "--out", str(tmp_path / "t.yaml"))
+def test_an_endpoint_that_does_not_say_its_slots_has_them_measured_by_a_burst(sim: str, tmp_path: Path) -> None:
+    """vLLM says no max_num_seqs: 64 requests at once, and the most running while others waited is the limit.
+    (The budget here is too short for any design: the command stops after the burst.)"""
+    done = harness("sim", "twin", sim, "--budget", "3s", "--out", str(tmp_path / "t.yaml"))
+    assert f"at most {SLOTS} running while others waited" in done.stderr, done.stderr
+    assert done.returncode == 2 and "--budget: 3 s is too short" in done.stderr
+
+
+def test_an_engine_that_runs_the_whole_burst_at_once_needs_the_flag(tmp_path: Path) -> None:
+    proc = serve(tmp_path, 128)
+    assert proc.stdout is not None
+    try:
+        done = harness("sim", "twin", json.loads(proc.stdout.readline())["url"], "--out", str(tmp_path / "t.yaml"))
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=15)
     assert done.returncode == 2, done.stderr
+    assert "all 64 ran at once" in done.stderr
     assert "--slots: the endpoint does not say how many requests it decodes at once" in done.stderr
     assert not (tmp_path / "t.yaml").exists()
 

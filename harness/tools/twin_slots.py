@@ -1,0 +1,46 @@
+"""How many requests an engine decodes at once, measured where it does not say (vLLM's `max_num_seqs` is in no
+endpoint): a burst of short requests, its `/metrics` scraped every 50 ms; the most requests running while others
+waited is the engine's limit. A burst no larger than the limit never makes one wait: then nothing is found."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from harness.client.backend import Endpoint
+from harness.config.scenario import parse_scenario
+from harness.report.files import write_run
+from harness.run.display import Display
+from harness.run.runner import run_scenario
+from harness.stats.server import Row, read_server_metrics
+
+BURST = 64  # requests sent at once; an engine that runs them all is said to run "at least" this many
+BURST_PROMPT, BURST_OUTPUT = 16, 24  # short prompts, answers long enough for the scrapes to see the plateau
+SCRAPE_S = 0.05
+
+
+def limit_seen(rows: Sequence[Row]) -> int | None:
+    """The most requests running in a scrape where some waited; None where none waited."""
+    held = [int(r.values["running"]) for r in rows
+            if r.values.get("waiting", 0.0) > 0 and r.values.get("running") is not None]
+    return max(held) if held else None
+
+
+async def burst_slots(endpoint: Endpoint, where: Path, tokenizer: str | None, say: Callable[[str], None],
+                      burst: int = BURST) -> int | None:
+    """Send `burst` requests at once and read the limit off the scrapes; None when none waited."""
+    workload: dict[str, object] = {"prompt_tokens": BURST_PROMPT, "output_tokens": BURST_OUTPUT}
+    if tokenizer:
+        workload["tokenizer"] = tokenizer
+    scenario = parse_scenario({"name": "twin-slots", "workload": workload,
+                               "endpoint": {"scrape_interval_s": SCRAPE_S},
+                               "phases": [{"name": "slots", "load": {"type": "batch", "size": burst, "batches": 1}}]},
+                              "sim twin: slots")
+    say(f"the endpoint does not say how many requests it decodes at once: {burst} short requests at once, its "
+        f"/metrics read every {SCRAPE_S * 1000:.0f} ms …")
+    with (where.parent / "runs.log").open("a", encoding="utf-8") as log:
+        write_run(await run_scenario(scenario, endpoint, where, display=Display(log)))
+    found = limit_seen(read_server_metrics(where))
+    say(f"at most {found} running while others waited" if found else
+        f"all {burst} ran at once (or no scrape saw one wait): the engine runs at least {burst}; give --slots")
+    return found
