@@ -1,6 +1,7 @@
 """`harness sim twin URL` against the bundled simulator over real HTTP: it measures the slots with a burst where
-the endpoint does not say them (and asks for --slots where a burst cannot tell), refuses a budget too short, and otherwise designs its runs, fits, validates on held-out
-loads and exits by its verdict — the twin recovering the simulator's hidden device within 5% (issue 44).
+the endpoint does not say them (and asks for --slots where a burst cannot tell), refuses a budget too short, and
+otherwise designs its runs, fits, validates on held-out loads and exits by its verdict — the twin recovering the
+simulator's hidden device within 5% (issue 44).
 
 The hidden device (as tests/e2e/test_twin.py's): 400 TFLOP/s, 3.2 TB/s, 24 GB, Llama-3.1-8B, 3% step noise;
 a decode step of a few sequences costs its weights' read, launches and fixed time, 8.30 ms, and a prompt's
