@@ -26,7 +26,8 @@ from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
-from harness.config.presets import FittedAccelerator, load_presets
+from harness.config.fitted import FittedAccelerator
+from harness.config.presets import load_presets
 from harness.config.scenario import parse_scenario
 from harness.run.display import Display
 from harness.run.target import target

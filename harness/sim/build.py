@@ -5,7 +5,8 @@ Shared by the server and `harness predict`, so the two refuse and shorten the sa
 
 from __future__ import annotations
 
-from harness.config.presets import ACCELERATORS, MODELS, AsicAccelerator, FittedAccelerator
+from harness.config.fitted import FittedAccelerator
+from harness.config.presets import ACCELERATORS, MODELS, AsicAccelerator
 from harness.config.simulator import SimulatorConfig
 from harness.sim.engine import Engine, EngineConfig
 from harness.sim.perfmodel import Budget, PerformanceModel, build_model, graph_largest
@@ -88,12 +89,18 @@ def perf_model(cfg: SimulatorConfig) -> tuple[PerformanceModel, int]:
     return perf, perf.kv_capacity_tokens(cfg.gpu_memory_utilization, budget)
 
 
+def lookahead(cfg: SimulatorConfig, device: object) -> bool:
+    """Whether an arrival during a busy step waits a step more: a fitted twin's own finding where it has one."""
+    said = device.async_scheduling if isinstance(device, FittedAccelerator) else None
+    return cfg.async_scheduling if said is None else said
+
+
 def build_engine(cfg: SimulatorConfig) -> Engine:
     perf, kv_tokens = perf_model(cfg)
     device = ACCELERATORS[cfg.accelerator]
     return Engine(perf, EngineConfig(max_num_seqs=cfg.max_num_seqs, max_num_batched_tokens=cfg.max_num_batched_tokens,
                                      kv_blocks=kv_tokens // 16, prefix_caching=cfg.prefix_caching,
                                      noise_sigma=cfg.noise_sigma, seed=cfg.seed, compat=cfg.scheduler_compat,
-                                     async_scheduling=cfg.async_scheduling,
+                                     async_scheduling=lookahead(cfg, device),
                                      first_token_delay=isinstance(device, FittedAccelerator)
                                      and device.first_token_step > 0))

@@ -20,8 +20,9 @@ import math
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
+from harness.config.fitted import FittedAccelerator
 from harness.config.fitted_step import table_ms
-from harness.config.presets import ACCELERATORS, MODELS, Accelerator, AsicAccelerator, FittedAccelerator, ModelSpec
+from harness.config.presets import ACCELERATORS, MODELS, Accelerator, AsicAccelerator, ModelSpec
 
 Dtype = Literal["bf16", "fp8"]
 KV_DTYPE_BYTES = 2  # the KV cache stays bf16 for both weight types, as vLLM does by default (kv_cache_dtype auto)

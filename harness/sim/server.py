@@ -14,7 +14,8 @@ from typing import cast
 from aiohttp import web
 
 from harness.clock import NS_PER_MS, NS_PER_S, MonotonicClock, cancel_quietly
-from harness.config.presets import ACCELERATORS, MODELS, FittedAccelerator
+from harness.config.fitted import FittedAccelerator
+from harness.config.presets import ACCELERATORS, MODELS
 from harness.config.simulator import ERROR_TYPES, FaultConfig, SimulatorConfig
 from harness.sim.build import build_engine, context_problem, model_context
 from harness.sim.engine import SimRequest

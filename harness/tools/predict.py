@@ -15,7 +15,8 @@ from dataclasses import replace
 from harness.client.backend import RequestEvents
 from harness.client.sse import Chunk
 from harness.clock import NS_PER_S, FakeClock, cancel_quietly
-from harness.config.presets import ACCELERATORS, FittedAccelerator
+from harness.config.fitted import FittedAccelerator
+from harness.config.presets import ACCELERATORS
 from harness.config.scenario import Scenario
 from harness.records import RequestRecord
 from harness.run.dispatch import Dispatcher

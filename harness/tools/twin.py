@@ -24,7 +24,8 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from harness.config.presets import ACCELERATORS, MODELS, FittedAccelerator, load_presets
+from harness.config.fitted import FittedAccelerator
+from harness.config.presets import ACCELERATORS, MODELS, load_presets
 from harness.config.scenario import Scenario, load_scenario
 from harness.errors import ScenarioError
 from harness.records import RequestRecord, read_records

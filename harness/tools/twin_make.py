@@ -27,6 +27,7 @@ from harness.run.runner import run_scenario
 from harness.stats.schema import read_summary
 from harness.stats.thresholds import observed
 from harness.tools.twin import Fit, fit_runs, load_twin
+from harness.tools.twin_admission import admission
 from harness.tools.twin_checks import Finding, confirmed, decode_findings, prompt_findings
 from harness.tools.twin_design import RUN_PROMPT, Design, PlannedRun, Probe, minutes, refined, within
 from harness.tools.twin_discover import EngineInfo, discover
@@ -204,7 +205,8 @@ def judge(runs: Measured, out: Path, name: str) -> TwinResult:
     """Fit on the fitting runs, write the preset, check the fit's shape and validate on the held-out runs."""
     fit_dirs, held_dirs = runs.of("fit"), runs.of("held")
     fit = fit_runs(fit_dirs, name, None, runs.slots, kv_said=runs.info.kv_tokens)
-    out.write_text(fit.preset_yaml(fit_dirs), encoding="utf-8")
+    poisson = [runs.dirs[r.name] for r in runs.plan.role("fit") if r.load["type"] == "poisson"]
+    fit, admitted = admission(fit, out, name, fit_dirs, poisson)
     accelerator = load_twin(out, name)
     own = [row for d in fit_dirs for row in validate_run(d, accelerator)]
     held = [row for d in held_dirs for row in validate_run(d, accelerator)]
@@ -213,6 +215,7 @@ def judge(runs: Measured, out: Path, name: str) -> TwinResult:
     clean = {int(spec.load["concurrency"]): step for spec in runs.plan.role("fit") if spec.name.startswith("ramp-")
              and (step := confirmed(rows[runs.dirs[spec.name].name], int(spec.load["concurrency"]))) is not None}
     findings = decode_findings(fit.accelerator, np.concatenate(list(rows.values())), clean)
+    findings += [admitted] if admitted is not None else []
     # The ramp's prompts are a few dozen tokens, within a decode step's noise: they price nothing.
     findings += prompt_findings(fit.accelerator, {d: r for d, r in rows.items() if "-ramp-" not in d})
     # A ramp's TTFT is its 32-token prompts and the time around them, which a burst of its users stretches: it

@@ -8,9 +8,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TypedDict
 
+from harness.config.fitted import FittedAccelerator
 from harness.config.load import BatchLoad, ConcurrencyLoad
 from harness.config.metric_registry import Latency, Metric, having, of
-from harness.config.presets import ACCELERATORS, FittedAccelerator
+from harness.config.presets import ACCELERATORS
 from harness.config.scenario import Scenario, load_scenario
 from harness.config.workload import Length
 from harness.run.target import high, low

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.config.presets import FittedAccelerator
+from harness.config.fitted import FittedAccelerator
 from harness.sim.perfmodel import FittedModel, StepLoad
 from harness.tools.twin_checks import decode_ms
 from harness.tools.twin_make import FATAL

@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.config.presets import ACCELERATORS, FittedAccelerator, load_presets
+from harness.config.fitted import FittedAccelerator
+from harness.config.presets import ACCELERATORS, load_presets
 from harness.errors import PresetError
 from harness.records import RequestRecord
 from harness.sim.perfmodel import FittedModel, StepLoad

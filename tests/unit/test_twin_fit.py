@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.config.presets import ACCELERATORS, FittedAccelerator
+from harness.config.fitted import FittedAccelerator
+from harness.config.presets import ACCELERATORS
 from harness.config.scenario import parse_scenario
 from harness.records import RequestRecord
 from harness.stats.server import Row

@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.config.presets import ACCELERATORS, FittedAccelerator, batch_defaults
+from harness.config.fitted import FittedAccelerator
+from harness.config.presets import ACCELERATORS, batch_defaults
 from harness.records import RequestRecord
 from harness.sim.engine import Engine, EngineConfig, SimRequest
 from harness.sim.perfmodel import FittedModel
