@@ -8,7 +8,10 @@ Never run by CI (it needs bench/vllm_cpu.py's venv and a served model; ~15 minut
 Both clients run on core 0 and use /v1/completions, so a prompt is the tokens asked for by both: vLLM's random
 dataset aligns its token ids to the server's tokenizer, the harness counts with the server's /tokenize (its default),
 and the trace load replays the same rows of the shipped Azure conversation trace in both (vLLM's `timed_trace`).
-docs/vllm.md keeps the table and the reasons for each difference.
+Every vLLM run gets a seed of its own: its random dataset draws the same prompts from the same seed, so a second run
+(or another load with the same seed) meets the server's prefix cache warm. Each run's prefix-cache hits, read off
+the server's counters, are printed beside the figures. docs/vllm.md keeps the table and the reasons for each
+difference.
 """
 
 from __future__ import annotations
@@ -17,10 +20,14 @@ import argparse
 import gzip
 import json
 import math
+import re
 import statistics
 import subprocess
 import sys
+import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import yaml
@@ -43,6 +50,8 @@ FIGURES: dict[str, tuple[str, tuple[str, ...]]] = {
     "E2E p50 ms": ("median_e2el_ms", ("latency_ms", "e2e", "p50")),
     "output tok/s": ("output_throughput", ("throughput", "output_tokens_per_s")),
 }
+HIT_SHARE = "prefix cache hits %"
+MEDIAN_FLOOR = 5.0  # %: two runs of a median agree this closely however close the runs were to each other
 
 
 @dataclass(frozen=True)
@@ -146,6 +155,26 @@ def run_harness(load: Load, url: str, where: Path, seed: int) -> dict[str, float
     return {name: dig(path) for name, (_, path) in FIGURES.items()}
 
 
+def cache_hits(url: str) -> tuple[float, float]:
+    """The server's prefix-cache (hit, queried) tokens so far."""
+    with urllib.request.urlopen(f"{url}/metrics", timeout=10) as resp:
+        text = resp.read().decode()
+
+    def total(name: str) -> float:
+        return sum(float(v) for v in re.findall(rf"^{name}(?:{{[^}}]*}})? ([0-9.e+-]+)$", text, re.M))
+
+    return total("vllm:prefix_cache_hits_total"), total("vllm:prefix_cache_queries_total")
+
+
+def with_hits(url: str, run: Callable[[], dict[str, float]]) -> dict[str, float]:
+    """A run's figures, and the share of its prompt tokens the server found in its prefix cache."""
+    hits, queried = cache_hits(url)
+    figures = run()
+    hits_after, queried_after = cache_hits(url)
+    figures[HIT_SHARE] = 100 * (hits_after - hits) / max(1.0, queried_after - queried)
+    return figures
+
+
 def spread(values: list[float]) -> float:
     """The runs' range over their mean, in %."""
     return 100 * (max(values) - min(values)) / statistics.fmean(values) if len(values) > 1 else 0.0
@@ -159,8 +188,12 @@ def table(results: dict[str, Runs]) -> str:
             theirs, ours = by_tool.get("vllm", []), by_tool.get("harness", [])
             if not theirs or not ours:
                 continue
+            if name == HIT_SHARE:
+                lines.append(f"| {load} | {name} | {' / '.join(f'{v:.0f}' for v in theirs)} | "
+                             f"{' / '.join(f'{v:.0f}' for v in ours)} | | | |")
+                continue
             diff = 100 * (statistics.fmean(ours) / statistics.fmean(theirs) - 1)
-            wider = max(spread(theirs), spread(ours))
+            wider = max(spread(theirs), spread(ours), MEDIAN_FLOOR)
             lines.append(f"| {load} | {name} | {' / '.join(f'{v:,.1f}' for v in theirs)} | "
                          f"{' / '.join(f'{v:,.1f}' for v in ours)} | {spread(theirs):.1f}% / {spread(ours):.1f}% | "
                          f"{diff:+.1f}% | {'**yes**' if abs(diff) > wider else 'no'} |")
@@ -175,6 +208,7 @@ def main() -> None:
     parser.add_argument("--trace-requests", type=int, default=30)
     parser.add_argument("--trace-rate", type=float, default=0.6)
     parser.add_argument("--out", type=Path, default=Path("/tmp/vs-vllm-bench"))
+    parser.add_argument("--seed", type=int, default=1000, help="the first run's; each run adds to it")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     chosen = loads(args.out, args.trace_requests, args.trace_rate)
@@ -184,9 +218,11 @@ def main() -> None:
         for i in range(args.alternations):
             # Alternate which tool goes first, so a drift of the server does not favour one.
             order = ("vllm", "harness") if i % 2 == 0 else ("harness", "vllm")
+            seed = args.seed + 100 * list(chosen).index(name) + i  # no two runs share prompts
             for tool in order:
                 run = run_vllm if tool == "vllm" else run_harness
-                runs.add(tool, run(load, args.url, args.out / f"{name}-{i}-{tool}", seed=i + 1))
+                where = args.out / f"{name}-{i}-{tool}"
+                runs.add(tool, with_hits(args.url, partial(run, load, args.url, where, seed)))
         (args.out / "results.json").write_text(json.dumps({k: v.values for k, v in results.items()}, indent=1))
     print(table(results))
 
