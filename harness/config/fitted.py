@@ -48,6 +48,9 @@ class FittedAccelerator:
     prompt_beside: float = 0.0
     prompt_together: float = 0.0
     prompt_attn_ms: float = 0.0
+    # Whether prompt_step_ms is the step's own cost, paid by the decode part when streams decode beside the prompts
+    # (vLLM: one forward pass a step); else a prompt's own setup on top of it (llama.cpp's prompt ubatches)
+    prompt_step_shared: bool = False
     # Where the decode step's time is not linear in its sequences (a CPU's kernels change with the batch; CUDA
     # graphs come in batch-size buckets), the measured time of a step of n decoding sequences, n = 1, 2, …; a
     # step then costs decode_ms[n − 1] (per_seq_ms a sequence more past the table) + prompt_step_ms +
@@ -63,7 +66,7 @@ class FittedAccelerator:
     @property
     def prompt_price(self) -> PromptPrice:
         return PromptPrice(self.prompt_step_ms, self.per_ktoken_ms, self.prompt_attn_ms, self.prompt_together,
-                           self.prompt_beside)
+                           self.prompt_beside, self.prompt_step_shared)
 
     def prompt_ms(self, prompt_k: NDArray[Any], prompts: NDArray[Any], decoders: NDArray[Any]) -> NDArray[np.float64]:
         """What the prompts of measured steps (`prompts` of `prompt_k` thousand tokens in all, beside `decoders`

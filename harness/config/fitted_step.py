@@ -41,13 +41,16 @@ class PromptPrice:
     and per (1,000 tokens)² of attention within the prompts (Σ q·(p + q/2) over their chunks of q tokens after p
     already processed: a long prompt costs more per token than a short one — llama-server on 2 cores, 2.0 s per
     1k at 128 tokens, 2.7 at 504); grown by `together` for each other prompt in the step and `beside` for each
-    stream decoding beside them."""
+    stream decoding beside them. `shared_step`: the cost per step is the step's own, paid by its decode part when
+    streams decode beside the prompts (vLLM runs a step as one forward pass: on a CPU, a 128-token prompt alone
+    took 198 ms, beside decoding streams their step plus 150)."""
 
     step_ms: float = 0.0
     per_ktoken_ms: float = 0.0
     attn_ms: float = 0.0
     together: float = 0.0
     beside: float = 0.0
+    shared_step: bool = False
 
     @overload
     def ms(self, prompt_k: float, prompts: int, decoders: int, attn_k2: float | None = None) -> float: ...
@@ -60,9 +63,12 @@ class PromptPrice:
         their attention in (1k tokens)², by default that of prompts of equal length with nothing cached."""
         if attn_k2 is None:
             attn_k2 = within_prompts(prompt_k, prompts)
-        alone = self.step_ms + self.per_ktoken_ms * prompt_k + self.attn_ms * attn_k2
         if isinstance(decoders, int) and isinstance(prompts, int):  # one step: as in table_ms
+            own = 0.0 if self.shared_step and decoders > 0 else self.step_ms
+            alone = own + self.per_ktoken_ms * prompt_k + self.attn_ms * attn_k2
             return alone * max(GROWTH_FLOOR, 1 + self.together * max(prompts - 1, 0) + self.beside * max(decoders, 0))
+        step = np.where(np.asarray(decoders) > 0, 0.0, self.step_ms) if self.shared_step else self.step_ms
+        alone = step + self.per_ktoken_ms * prompt_k + self.attn_ms * attn_k2
         grown = np.maximum(GROWTH_FLOOR, 1 + self.together * np.maximum(np.asarray(prompts, dtype=np.float64) - 1, 0)
                            + self.beside * np.maximum(np.asarray(decoders, dtype=np.float64), 0))
         return np.asarray(alone * grown, dtype=np.float64)

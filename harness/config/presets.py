@@ -217,7 +217,7 @@ def _number_problem(name: str, value: object) -> str | None:
             isinstance(v, int | float) and not isinstance(v, bool) and 0 < v < _ABSURD for v in value)
         return None if ok and value[0] <= value[1] else (  # type: ignore[index]
             f"{str(value)[:40]!r} is not [lowest, highest] {_SPANS[name]}")
-    if name == "async_scheduling":
+    if name in ("async_scheduling", "prompt_step_shared"):
         return None if isinstance(value, bool) else f"{str(value)[:30]!r}: true or false (or leave it out)"
     if name == "first_token_step" and value not in (0, 1):
         return f"{value!r}: 0 (the first token leaves with its prompt's step) or 1 (with the step after)"

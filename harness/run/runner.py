@@ -36,12 +36,12 @@ from harness.run.rescue import rescue, save_parquet
 from harness.run.result import RunResult
 from harness.run.scrape import ServerScraper
 from harness.run.selfcheck import SelfCheck
-from harness.run.server_tokens import ServerWords, default_words, server_words
+from harness.run.server_tokens import Chosen, ServerWords, default_words, server_words
 from harness.run.signals import Stopper
 from harness.run.sink import RecordSink
 from harness.run.start_gate import AtOnce, ParentLine, PhaseStarts, StartGate
 from harness.stats.keep import RunSample
-from harness.stats.schema import RecordsFile, RunHeader, ScrapeInfo
+from harness.stats.schema import RecordsFile, RunHeader, ScrapeInfo, ServerTokenizer
 from harness.stats.server import metrics_url, same_origin, series_names
 from harness.stats.summary import PhaseRun, build_summary
 from harness.workload.plan import (
@@ -272,7 +272,8 @@ def _self_check(cfg: ClientConfig, clock: Clock, warn: Callable[[str], None],
                      late=None if metrics is None else metrics.client_late, max_shift=cfg.max_shift)
 
 
-async def _server_counts(scenario: Scenario, endpoint: Endpoint, display: Display) -> tuple[ServerWords | None, str]:
+async def _server_counts(scenario: Scenario, endpoint: Endpoint, display: Display
+                         ) -> tuple[ServerWords | None, Chosen]:
     """The endpoint's one-token words: asked for (`--tokenizer server`), or by default where its /tokenize counts
     the harness's words otherwise than one each; the default's choice is said under the plan."""
     tokenizer = scenario.workload.tokenizer
@@ -285,6 +286,16 @@ async def _server_counts(scenario: Scenario, endpoint: Endpoint, display: Displa
     if found.warning:
         display.warn(found.warning)
     return found.words, "default"
+
+
+async def _planned(scenario: Scenario, endpoint: Endpoint, run_id: str, display: Display
+                   ) -> tuple[list[PhasePlan], ServerTokenizer | None]:
+    """Every phase's plan, its prompts counted by the endpoint where it can; what the endpoint's /tokenize said."""
+    text = text_maker(scenario)  # a bad trace, dataset or tokenizer fails here, before any report exists
+    counted, chosen = await _server_counts(scenario, endpoint, display)
+    whole = [plan_phase(scenario, i, run_id, counted or text, counted.overhead if counted else 0)
+             for i in range(len(scenario.phases))]
+    return whole, counted.info(chosen) if counted else None
 
 
 async def run_scenario(
@@ -303,17 +314,13 @@ async def run_scenario(
     shard = sharding.shard if sharding else Shard(0, 1)
     run_id = shard.run_id(scenario.name, sharding.start_at) if sharding else secrets.token_hex(4)
     display = display or Display()
-    text = text_maker(scenario)  # a bad trace, dataset or tokenizer fails here, before any report exists
-    counted, chosen = await _server_counts(scenario, endpoint, display)
-    whole = [plan_phase(scenario, i, run_id, counted or text, counted.overhead if counted else 0)
-             for i in range(len(scenario.phases))]
+    whole, said = await _planned(scenario, endpoint, run_id, display)
     plans = [shard_plan(plan, shard) for plan in whole]
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "scenario.yaml").write_text(rerunnable(scenario, endpoint, bundled).to_yaml(), encoding="utf-8")
     save_loaded(run_dir)  # every command reads the run back with the presets it used
     header = run_header(scenario, run_id, clock=clock, endpoint=endpoint, bundled=bundled,
-                        tokenizer=counted.info(chosen) if counted else None,
-                        shard=sharding.info() if sharding else None)
+                        tokenizer=said, shard=sharding.info() if sharding else None)
     cfg = scenario.client
     run = _Run(scenario, endpoint, run_dir, clock, display, plans, metrics,
                sharding.relay if sharding else None)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
@@ -27,6 +27,7 @@ from harness.errors import EndpointError
 from harness.stats.schema import ServerTokenizer
 from harness.tokens import VOCAB, make_text, words_text
 
+Chosen = Literal["flag", "default"]  # asked for with --tokenizer server, or taken because no tokenizer was given
 WANTED = 256  # one-token words enough for varied prompts; discovery stops here
 MIN_WORDS = 32
 _PARALLEL = 16
@@ -45,7 +46,7 @@ class ServerWords:
     def __call__(self, num_tokens: int, seed: int) -> str:
         return words_text(self.words, num_tokens, seed)
 
-    def info(self, chosen: str = "flag") -> ServerTokenizer:
+    def info(self, chosen: Chosen = "flag") -> ServerTokenizer:
         return ServerTokenizer(kind="server", words=len(self.words), template_overhead=self.overhead,
                                chosen=chosen)
 

@@ -195,7 +195,7 @@ def with_table(line: FittedAccelerator, samples: np.ndarray, records: Sequence[R
     return replace(line, step_ms=0.0, weights_ms=0.0, per_context_ktoken_ms=0.0, per_seq_ms=curve.per_seq_ms,
                    per_ktoken_ms=curve.per_ktoken_ms, prompt_step_ms=curve.prompt_step_ms,
                    prompt_beside=round(curve.prompt_beside, 4), prompt_together=round(curve.prompt_together, 4),
-                   prompt_attn_ms=round(curve.prompt_attn_ms, 4),
+                   prompt_attn_ms=round(curve.prompt_attn_ms, 4), prompt_step_shared=curve.prompt_step_shared,
                    decode_ms=[round(v, 3) for v in curve.decode_ms])
 
 

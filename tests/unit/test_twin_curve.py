@@ -197,3 +197,36 @@ def test_a_prompt_whose_cost_per_token_grows_with_its_length_is_priced_by_its_at
                              prompt_attn_ms=curve.prompt_attn_ms, decode_ms=curve.decode_ms)
     load = StepLoad(tokens=1024, seqs=8, decodes=0, prefill_attn=8 * 128 * 64)
     assert FittedModel(twin).step_seconds(load) * 1e3 == pytest.approx(engine(8 * 0.128, 8), rel=0.02)
+
+
+@pytest.mark.parametrize("shared", [True, False])
+def test_a_prompt_beside_decoding_streams_pays_the_steps_own_cost_once_where_the_engine_does(shared: bool) -> None:
+    """vLLM runs a step as one forward pass: on a CPU a 128-token prompt alone took 198 ms (a step's own 45), beside
+    decoding streams their step plus ~150; a twin that charged the 45 twice missed a light Poisson load's TTFT by
+    +19%. An engine that pays a prompt's setup on top (llama.cpp's ubatches) keeps it: the fit tells them apart."""
+    table = [45.0, 50.0, 55.0, 60.0]
+
+    def engine(decoders: int, k: float) -> float:
+        own = 0.0 if shared and decoders else 45.0
+        return (table[decoders - 1] if decoders else 0.0) + own + 1150.0 * k
+
+    rng = np.random.default_rng(5)
+    decode = [np.column_stack([np.full(30, t), np.full(30, n), np.full(30, 0.1), np.zeros(30), np.zeros(30)])
+              for n, t in enumerate(table, 1)]
+    lengths = np.repeat([0.128, 0.512, 1.016], 3)
+    lone = np.column_stack([[engine(0, k) for k in lengths], np.ones(9), np.zeros(9), lengths, np.ones(9)])
+    beside_n = rng.integers(1, 5, 40)
+    beside = np.column_stack([[engine(int(n), 0.128) * rng.lognormal(0, 0.02) for n in beside_n], beside_n + 1,
+                              np.full(40, 0.1), np.full(40, 0.128), np.ones(40)])
+    curve = fit_curve(np.vstack([*decode, lone, beside]))
+    assert curve is not None
+    assert curve.prompt_step_shared is shared
+    assert curve.prompt_step_ms == pytest.approx(45.0, rel=0.05)
+    assert abs(curve.prompt_beside) < 0.03  # no growth left to explain
+    # The simulator prices a prompt beside three streams as the engine did.
+    twin = FittedAccelerator("shared", step_ms=0.0, weights_ms=0.0, per_ktoken_ms=curve.per_ktoken_ms,
+                             per_seq_ms=curve.per_seq_ms, per_context_ktoken_ms=0.0, kv_tokens=10_000,
+                             prompt_step_ms=curve.prompt_step_ms, prompt_beside=curve.prompt_beside,
+                             prompt_step_shared=curve.prompt_step_shared, decode_ms=curve.decode_ms)
+    load = StepLoad(tokens=3 + 128, seqs=4, decodes=3, prefill_attn=0)
+    assert FittedModel(twin).step_seconds(load) * 1e3 == pytest.approx(engine(3, 0.128), rel=0.03)
