@@ -94,9 +94,9 @@ def model() -> Path:
     return MODEL_DIR
 
 
-def serve_command(slots: int, port: int = PORT, max_model_len: int = 2048, kv_gib: int = 2,
+def serve_command(slots: int, port: int = PORT, max_model_len: int = 2048,
                   prefix_caching: bool = True, chunked_prefill: bool = True,
-                  max_batched_tokens: int | None = None) -> list[str]:
+                  max_batched_tokens: int | None = None, kv_blocks: int | None = None) -> list[str]:
     """vLLM's OpenAI server on loopback, on core 1 (the harness takes core 0)."""
     cmd = ["taskset", "-c", "1", str(VENV / "bin" / "vllm"), "serve", str(MODEL_DIR), "--host", "127.0.0.1",
            "--port", str(port), "--served-model-name", "gemma-3-270m", "--max-model-len", str(max_model_len),
@@ -105,6 +105,8 @@ def serve_command(slots: int, port: int = PORT, max_model_len: int = 2048, kv_gi
            "--enable-chunked-prefill" if chunked_prefill else "--no-enable-chunked-prefill"]
     if max_batched_tokens:
         cmd += ["--max-num-batched-tokens", str(max_batched_tokens)]
+    if kv_blocks:  # a KV cache small enough to preempt (blocks of 128 tokens on CPU), below the 1 GiB step of kv_gib
+        cmd += ["--num-gpu-blocks-override", str(kv_blocks)]
     return cmd
 
 
@@ -141,6 +143,7 @@ def main() -> None:
     parser.add_argument("--max-model-len", type=int, default=2048)
     parser.add_argument("--kv-gib", type=int, default=2, help="VLLM_CPU_KVCACHE_SPACE")
     parser.add_argument("--max-batched-tokens", type=int, default=None, help="the chunked-prefill budget")
+    parser.add_argument("--kv-blocks", type=int, default=None, help="--num-gpu-blocks-override: a KV cache this small")
     parser.add_argument("--no-prefix-caching", dest="prefix_caching", action="store_false")
     parser.add_argument("--no-chunked-prefill", dest="chunked_prefill", action="store_false")
     args = parser.parse_args()
@@ -153,8 +156,8 @@ def main() -> None:
     if args.what == "check":
         check(args.port)
         return
-    cmd = serve_command(args.slots, args.port, args.max_model_len, args.kv_gib, args.prefix_caching,
-                        args.chunked_prefill, args.max_batched_tokens)
+    cmd = serve_command(args.slots, args.port, args.max_model_len, args.prefix_caching,
+                        args.chunked_prefill, args.max_batched_tokens, args.kv_blocks)
     env = serve_env(args.kv_gib)
     if args.what == "command":
         print(f"VLLM_CPU_KVCACHE_SPACE={args.kv_gib} VLLM_CPU_OMP_THREADS_BIND=1 " + " ".join(cmd))
