@@ -6,9 +6,9 @@ preemptions, running and waiting as scraped). Never run by CI (it needs bench/vl
     .venv/bin/python bench/vllm_cpu.py serve --slots 8 &
     .venv/bin/harness sim twin http://127.0.0.1:8100/v1 --out /tmp/twin/vllm.yaml
     .venv/bin/python bench/scheduler_vs_vllm.py --twin /tmp/twin/vllm.yaml [--experiments poisson,burst,budget]
-    # a KV cache small enough to preempt: vLLM started with --num-gpu-blocks-override (see docs/simulator.md)
+    # a KV cache small enough to preempt: bench/vllm_cpu.py serve --port 8101 --kv-blocks 192 --max-model-len 1024
     .venv/bin/python bench/scheduler_vs_vllm.py --twin /tmp/twin/vllm.yaml --experiments preempt \\
-        --url http://127.0.0.1:8101 --kv-tokens 5120
+        --url http://127.0.0.1:8101 --kv-tokens 3709 --context 1024
 
 Both sides run with the engine on core 1 and the harness on core 0; docs/simulator.md keeps the table and the known
 differences.
@@ -135,7 +135,7 @@ def compare(name: str, real: dict[str, object], twin: dict[str, object]) -> list
             f"| {name} | waiting mean / max (scraped) | {pair('waiting')} |"]
 
 
-def twin_server(preset: Path, kv_tokens: int | None, out: Path) -> tuple[subprocess.Popen[str], str]:
+def twin_server(preset: Path, kv_tokens: int | None, context: int, out: Path) -> tuple[subprocess.Popen[str], str]:
     """The bundled simulator running the twin, shaped as the vLLM server was started, on core 1."""
     if kv_tokens is not None:
         data = yaml.safe_load(preset.read_text())
@@ -146,7 +146,7 @@ def twin_server(preset: Path, kv_tokens: int | None, out: Path) -> tuple[subproc
     name = next(iter(yaml.safe_load(preset.read_text())["accelerators"]))
     proc = subprocess.Popen(["taskset", "-c", "1", sys.executable, "-m", "harness", "sim", "serve", "--port", "0",
                              "--presets", str(preset), "--accelerator", name, "--served-model-name", MODEL,
-                             "--max-num-seqs", str(SLOTS), "--max-model-len", str(CONTEXT),
+                             "--max-num-seqs", str(SLOTS), "--max-model-len", str(context),
                              "--max-num-batched-tokens", str(BUDGET), "--stream-writes", "token"],
                             stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
     assert proc.stdout is not None
@@ -159,11 +159,12 @@ def main() -> None:
     parser.add_argument("--url", default="http://127.0.0.1:8100", help="vLLM's root")
     parser.add_argument("--experiments", default="poisson,burst,budget")
     parser.add_argument("--kv-tokens", type=int, help="the vLLM server's KV cache, given to the twin (preempt)")
+    parser.add_argument("--context", type=int, default=CONTEXT, help="the vLLM server's --max-model-len")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--out", type=Path, default=Path("/tmp/scheduler-vs-vllm"))
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    proc, twin_url = twin_server(args.twin, args.kv_tokens, args.out)
+    proc, twin_url = twin_server(args.twin, args.kv_tokens, args.context, args.out)
     rows = ["| experiment | figure | vLLM-CPU | twin |", "|---|---|---|---|"]
     try:
         for name in args.experiments.split(","):
