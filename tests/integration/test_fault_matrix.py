@@ -186,6 +186,11 @@ class _FaultServer(asyncio.Protocol):
         self.transport.close()
 
 
+# The fault server answers every path from its plan, so the runs skip the default /tokenize probe (which would take
+# the plan's first answer): the harness's own words, as against an endpoint without /tokenize.
+WORDS = {"prompt_tokens": 8, "output_tokens": 3, "tokenizer": "words"}
+
+
 @pytest.fixture
 async def fault_url() -> AsyncIterator[str]:
     _FaultServer.served, _FaultServer.plan = [], ORDER
@@ -197,7 +202,7 @@ async def fault_url() -> AsyncIterator[str]:
 @pytest.mark.parametrize("http", ["h1", "aiohttp"])
 async def test_every_fault_ends_as_its_status_and_cause(fault_url: str, http: str, tmp_path: Path) -> None:
     scenario = parse_scenario({
-        "name": "faults", "workload": {"prompt_tokens": 8, "output_tokens": 3},
+        "name": "faults", "workload": WORDS,
         "endpoint": {"scrape_interval_s": 0},
         # A timeout a busy core still leaves the gzip bomb's first 8 MiB to inflate in (at 0.3 s it did not)
         "client": {"http": http, "first_token_timeout_s": 1.5, "request_timeout_s": 5},
@@ -274,7 +279,7 @@ class _ClosesIdle(asyncio.Protocol):
 
 def _idle_scenario(http: str, think_ms: float = 0.0) -> Scenario:
     return parse_scenario({
-        "name": "idle", "workload": {"prompt_tokens": 8, "output_tokens": 3},
+        "name": "idle", "workload": WORDS,
         "endpoint": {"scrape_interval_s": 0}, "client": {"http": http},
         "phases": [{"name": "p", "load": {"type": "concurrency", "concurrency": 1, "requests": 6,
                                           "think_s": f"{think_ms}ms"}}],
@@ -327,7 +332,7 @@ async def test_any_mix_of_faults_keeps_every_request_sent_and_every_line_whole(
     _FaultServer.served, _FaultServer.plan = [], plan
     run_dir = tmp_path_factory.mktemp("mix") / "run"
     scenario = parse_scenario({
-        "name": "mix", "workload": {"prompt_tokens": 8, "output_tokens": 3}, "endpoint": {"scrape_interval_s": 0},
+        "name": "mix", "workload": WORDS, "endpoint": {"scrape_interval_s": 0},
         "client": {"http": http, "first_token_timeout_s": 2, "request_timeout_s": 5},
         "phases": [{"name": "p", "load": {"type": "concurrency", "concurrency": users, "requests": len(plan) * 2}}],
     }, "test")
@@ -372,7 +377,7 @@ async def test_a_gzip_bomb_is_read_a_step_at_a_time_and_capped(monkeypatch: pyte
 
     server = await asyncio.start_server(answer, "127.0.0.1", 0)
     url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1"
-    scenario = parse_scenario({"name": "bomb", "workload": {"prompt_tokens": 8, "output_tokens": 3},
+    scenario = parse_scenario({"name": "bomb", "workload": WORDS,
                                "endpoint": {"scrape_interval_s": 0}, "client": {"request_timeout_s": 30},
                                "phases": [{"name": "p", "load": {"type": "batch", "size": 1}}]}, "test")
     try:
