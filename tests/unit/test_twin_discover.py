@@ -47,6 +47,8 @@ def test_a_burst_shows_the_limit_only_where_requests_waited() -> None:
     assert limit_seen(burst) == 8
     # A scrape taken while the first step was still admitting saw fewer: the most is the limit.
     assert limit_seen(rows([(5, 59), (8, 40)])) == 8
+    # Admitted over two steps (a full token budget), then all running: no limit, though some waited at 32.
+    assert limit_seen(rows([(32, 32), (64, 0), (64, 0)])) is None
     # Nobody waited: the engine runs at least the burst, and no limit is read off it.
     assert limit_seen(rows([(12, 0), (64, 0), (0, 0)])) is None
     assert limit_seen([]) is None
