@@ -40,10 +40,10 @@ def preset(tmp: Path, a: FittedAccelerator) -> str:
     return a.name
 
 
-def measured(tmp: Path, rule: bool) -> Path:
+def measured(tmp: Path, rule: bool, rate: float = 0.8) -> Path:
     """A Poisson run 'measured' on the truth with this rule: its summary and scenario, as a run folder holds them."""
     name = preset(tmp, replace(TRUTH, name=f"truth-{rule}", async_scheduling=rule))
-    scenario = poisson(name)
+    scenario = poisson(name, rate)
     summary, _ = asyncio.run(predict_runs(scenario))
     where = tmp / f"run-{rule}"
     where.mkdir()
@@ -72,6 +72,14 @@ def test_sim_twin_keeps_the_rule_its_fitted_poisson_load_supports(tmp_path: Path
     assert finding is not None and finding.code == "admission"
     assert ("after next" in finding.text) is rule
     assert "async_scheduling: " + ("true" if rule else "false") in (tmp_path / "twin.yaml").read_text()
+
+
+def test_a_load_that_cannot_tell_the_rules_apart_leaves_the_simulators(tmp_path: Path) -> None:
+    """Light enough that an arrival rarely meets a busy step: both rules replay it alike."""
+    run = measured(tmp_path, False, rate=0.05)
+    fit, finding = admission(Fit(replace(TRUTH, name="twin"), 100, True), tmp_path / "twin.yaml", "twin", [], [run])
+    assert fit.accelerator.async_scheduling is None
+    assert finding is not None and "cannot tell" in finding.text
 
 
 def test_without_a_poisson_run_the_simulators_rule_stands(tmp_path: Path) -> None:
