@@ -40,6 +40,7 @@ class LlamaCppLike:
     error_message: str | None = None  # every completion fails with HTTP 500 and this message
     reset_tokenize_every: int = 0  # every k-th /tokenize: the connection reset before any answer (1: all)
     serves_tokenize: bool = True  # False: no /tokenize (404), as a gateway or a hosted API
+    tokenize_chars: bool = False  # /tokenize counts characters: a tokenizer whose words are not tokens
     slots: int = 0  # requests decoded at once (llama-server's -np); beyond them a request waits (0: no limit)
     token_s: float = 0.001  # between two tokens of a stream
     deferred: int = 0
@@ -126,7 +127,8 @@ class LlamaCppLike:
         body = await request.json()
         text = str(body.get("content", body.get("prompt", "")))
         special = [1] if body.get("add_special") else []
-        return web.json_response({"tokens": special + tokenize(text)})
+        counted = list(range(len(text))) if self.tokenize_chars else tokenize(text)
+        return web.json_response({"tokens": special + counted})
 
     async def metrics(self, request: web.Request) -> web.Response:
         p = self.metric_prefix

@@ -122,6 +122,12 @@ async def test_with_no_tokenizer_given_a_server_that_counts_gets_prompts_of_exac
     assert phase.tokens.prompt_mismatched == 12 and plain.summary.run.tokenizer is None
     assert "/tokenize did not count them (give --tokenizer PATH" in capsys.readouterr().err
 
+    # A /tokenize that counts, but whose words are not tokens: the run goes on with the words, and warns.
+    odd = await run(LlamaCppLike(tokenize_chars=True), tmp_path, "chars")
+    (phase,) = odd.summary.phases
+    assert phase.requests.ok == 12 and odd.summary.run.tokenizer is None
+    assert "prompts may be longer than asked" in capsys.readouterr().err
+
 
 async def test_a_connection_reset_while_probing_tokenize_is_tried_again_and_the_run_goes_on(tmp_path: Path) -> None:
     """The keep-alive race seen against llama.cpp (15 of 62 runs failed before any load): a reset during the
