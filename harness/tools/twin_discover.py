@@ -16,6 +16,7 @@ from harness.client.aio import get_json, list_models
 from harness.errors import EndpointError
 
 VLLM_RUNNING = "vllm:num_requests_running"
+KV_MAX = 1 << 36  # tokens: past any device's KV cache (an H200 node holds a few million); a larger figure is a typo
 
 
 @dataclass(frozen=True)
@@ -62,8 +63,9 @@ def from_vllm_metrics(text: str, context: int | None) -> EngineInfo | None:
         for family in text_string_to_metric_families(text):
             if family.name == "vllm:cache_config_info":
                 labels = family.samples[0].labels if family.samples else {}
-                kv = _count(_int(labels.get("kv_cache_size_tokens"))) or _count(
+                said = _int(labels.get("kv_cache_size_tokens")) or (
                     (_int(labels.get("num_gpu_blocks")) or 0) * (_int(labels.get("block_size")) or 0))
+                kv = said if 0 < said <= KV_MAX else None
     except ValueError:  # a page prometheus_client cannot parse: no KV figure, still vLLM's running gauge
         kv = None
     return EngineInfo(None, "", context, kv, counts_running=True)

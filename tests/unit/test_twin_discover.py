@@ -26,6 +26,9 @@ def test_vllm_says_its_kv_cache_and_its_context_but_not_its_slots() -> None:
     # An older page without kv_cache_size_tokens: blocks × block size.
     older = VLLM_PAGE.replace('kv_cache_size_tokens="110733",', "")
     assert (found := from_vllm_metrics(older, None)) is not None and found.kv_tokens == 5461 * 128
+    # A GPU's cache of millions of tokens is taken as said.
+    big = from_vllm_metrics(VLLM_PAGE.replace('"110733"', '"3500000"'), None)
+    assert big is not None and big.kv_tokens == 3_500_000
     # Not vLLM's page (no running gauge): nothing is said, and a broken page says no KV.
     assert from_vllm_metrics("llamacpp:requests_processing 0\n", None) is None
     broken = from_vllm_metrics("vllm:num_requests_running{ 1\n", None)
