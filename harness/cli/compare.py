@@ -144,8 +144,9 @@ def compare(sides: tuple[Path, ...], from_history: int | None, db: Path, start_b
     click.echo(render_text(results))
     for line in untrusted_lines(results) + inconclusive_lines(results):
         click.echo(line)
-    click.echo(f"\nbaseline: {baseline}\n{verdict_line(results)} (intervals: {method})")
-    _write(markdown, junit, render_markdown(results, baseline, _named(cur, str(current)), method, thresholds),
+    named = _named(cur, str(current))
+    click.echo(f"\nbaseline: {baseline}\ncurrent: {named}\n{verdict_line(results)} (intervals: {method})")
+    _write(markdown, junit, render_markdown(results, baseline, named, method, thresholds),
            render_junit(results, thresholds=thresholds))
     code = exit_code(results)
     if code == EXIT_NO_VERDICT:

@@ -11,10 +11,11 @@ from dataclasses import dataclass
 
 from harness.config.metric_registry import metric
 from harness.report.table import observed_text
-from harness.stats.compare import JUDGED, PhaseChange
+from harness.stats.compare import JUDGED, MetricChange, PhaseChange
 from harness.stats.schema import ThresholdResult
 
 _MARK = {"regression": "✗ regression", "improvement": "✓ improvement", "within tolerance": "✓ within tolerance",
+         "unclear": "? unclear (no regression by the gate; the interval reaches past the tolerance)",
          "inconclusive": "? inconclusive (not judged: see the notes)", "no data": "– no data",
          "untrusted": "? untrusted (the client could have moved it)"}
 _SKIPPED = ("no data", "inconclusive", "untrusted")
@@ -53,11 +54,21 @@ def _tolerance(name: str, t: float) -> str:
     return f"{worse}{t * 100:.2f} pt" if metric(name).absolute else f"{worse}{t:.0%}"
 
 
+def label(r: MetricChange) -> str:
+    """The verdict as every output shows it: "within tolerance" only where the whole interval lies inside the
+    tolerance. The gate stays as it is (a regression needs the whole interval past it), but a ✓ must not stand
+    beside TTFT p50 +13.8% against ±10%: where the interval reaches past the tolerance the change is "unclear"."""
+    inside = r.low is not None and r.high is not None and -r.tolerance <= r.low and r.high <= r.tolerance
+    return "unclear" if r.verdict == "within tolerance" and not inside else r.verdict
+
+
 # The terminal's marks: short enough for a row to fit 120 columns; what they stand for is said once, below.
-_SHORT = {"inconclusive": "? inconclusive¹", "untrusted": "? untrusted²"}
+_SHORT = {"inconclusive": "? inconclusive¹", "untrusted": "? untrusted²", "unclear": "? unclear³"}
 _FOOTNOTES = {"inconclusive": "¹ not judged: too few blocks (--repeat 3 on both sides), too few samples beyond a "
                               "percentile, or not beyond noise across the metrics compared (Holm): the notes say which",
-              "untrusted": "² the client could have moved this figure in a run of either side: shown, not judged"}
+              "untrusted": "² the client could have moved this figure in a run of either side: shown, not judged",
+              "unclear": "³ no regression (the whole interval must pass the tolerance for one), but the interval "
+                         "reaches past the tolerance: the change may be real; more runs (--repeat) narrow it"}
 
 
 def inconclusive_lines(results: Sequence[PhaseChange]) -> list[str]:
@@ -72,7 +83,7 @@ def rows(results: Sequence[PhaseChange], marks: dict[str, str] | None = None) ->
     body = [[p.phase, r.metric, _figure(r.metric, r.baseline), _figure(r.metric, r.current),
              _change(r.metric, r.change),
              "-" if r.low is None else f"[{_change(r.metric, r.low)}, {_change(r.metric, r.high)}]",
-             _tolerance(r.metric, r.tolerance), marks[r.verdict]] for p in results for r in [p.result]]
+             _tolerance(r.metric, r.tolerance), marks[label(r)]] for p in results for r in [p.result]]
     return [head, *body]
 
 
@@ -81,7 +92,7 @@ def render_text(results: Sequence[PhaseChange]) -> str:
     table = rows(results, _SHORT)
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in table]
-    used = {p.result.verdict for p in results}
+    used = {label(p.result) for p in results}
     return "\n".join(lines + [note for verdict, note in _FOOTNOTES.items() if verdict in used])
 
 
@@ -156,7 +167,7 @@ def render_junit(results: Sequence[PhaseChange], name: str = "harness compare",
         elif r.verdict in _SKIPPED:
             ET.SubElement(case, "skipped", message=f"{r.verdict}: {text}")
         else:
-            ET.SubElement(case, "system-out").text = text
+            ET.SubElement(case, "system-out").text = f"{_MARK[label(r)]}: {text}"
     for t in thresholds:
         case = ET.SubElement(suite, "testcase", classname=f"harness.thresholds.{t.phase}",
                              name=f"{t.result.metric} {t.result.limit} ({t.run_id})", time="0")

@@ -3,7 +3,7 @@ import xml.etree.ElementTree as ET
 import numpy as np
 import pytest
 
-from harness.report.comparison import render_junit, render_markdown, render_text, verdict_line
+from harness.report.comparison import label, render_junit, render_markdown, render_text, verdict_line
 from harness.stats.compare import (
     MIN_BLOCKS,
     MetricChange,
@@ -94,6 +94,20 @@ RESULTS = [
     PhaseChange("batch", MetricChange("error_rate", 0.0, 0.0, 0.0, None, None, 0.01, "inconclusive",
                                         "block bootstrap (1 vs 1 blocks)")),
 ]
+# No regression by the gate (the interval's low end is inside ±10%), but its high end is past the tolerance: the
+# issue 61 case (TTFT p50 +13.8% against ±10% once showed a green "within tolerance").
+UNCLEAR = PhaseChange("open", MetricChange("ttft_p50", 30.0, 34.1, 0.138, 0.04, 0.24, 0.1, "within tolerance",
+                                           "block bootstrap (8 vs 8 blocks)"))
+
+
+def test_within_tolerance_is_said_only_where_the_whole_interval_is_inside_it() -> None:
+    calm, past, every = RESULTS[1].result, UNCLEAR.result, [*RESULTS, UNCLEAR]
+    assert (label(calm), label(past)) == ("within tolerance", "unclear")
+    assert label(RESULTS[0].result) == "regression" and label(RESULTS[2].result) == "inconclusive"
+    text, markdown, junit = render_text(every), render_markdown(every, "a", "b", "m"), render_junit(every)
+    assert "? unclear³" in text and "³ no regression" in text
+    assert "? unclear (no regression by the gate" in markdown and "? unclear (no regression by the gate" in junit
+    assert text.count("✓ within tolerance") == 1
 
 
 def test_outputs_match_their_golden_files() -> None:
