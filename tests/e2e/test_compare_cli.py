@@ -65,7 +65,8 @@ def test_the_same_setup_passes(runs: dict[str, Path], tmp_path: Path) -> None:
     assert "no regression in 6 judged comparisons of 9" in proc.stdout
     assert "inconclusive: open ttft_p99: a p99 of 60 samples (it needs 1,000" in proc.stdout
     # Both sides are named under the table.
-    assert f"baseline: `{runs['base']}` (1 run: " in proc.stdout and f"current: `{runs['again']}` (1 run: " in proc.stdout
+    assert f"baseline: `{runs['base']}` (1 run: " in proc.stdout
+    assert f"current: `{runs['again']}` (1 run: " in proc.stdout
     assert ET.parse(tmp_path / "j.xml").getroot().get("failures") == "0"
 
 
