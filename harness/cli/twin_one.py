@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
@@ -16,10 +17,12 @@ from harness.cli.errors import fail, guarded
 from harness.cli.grouped import examples
 from harness.cli.request_flags import endpoint_url, request_options, with_request_flags
 from harness.cli.twin import step_model
+from harness.client.backend import Endpoint
 from harness.config.scenario import parse_scenario
 from harness.errors import EXIT_NO_VERDICT, EXIT_REGRESSION, UsageError
 from harness.run.target import target
 from harness.tools.twin_design import RUN_OUTPUT, RUN_PROMPT, minutes
+from harness.tools.twin_discover import EngineInfo
 from harness.tools.twin_heldout import HeldFigure
 from harness.tools.twin_make import FATAL, Measured, TwinResult, engine_info, judge, measure
 from harness.tools.twin_slots import BURST, burst_slots
@@ -75,18 +78,7 @@ def twin_cmd(url: str, out: Path, slots: int | None, budget: float, name: str, m
     async def go() -> Measured:
         async with target(scenario, url=base, model=model, api=None, api_key=key, headers=headers,
                           log=say) as (endpoint, _):
-            info = await engine_info(endpoint)
-            count = slots or info.slots
-            if count is None and info.counts_running:
-                workdir.mkdir(parents=True, exist_ok=True)
-                count = await burst_slots(endpoint, workdir / "00-slots", tokenizer_of(tokenizer), say)
-                info = replace(info, slots=count, source=f"a burst of {BURST} measured it")
-            if count is None:
-                raise UsageError("--slots: the endpoint does not say how many requests it decodes at once (no "
-                                 "llama-server /props, no SGLang /get_server_info, no running gauge a burst could "
-                                 "read): give --slots N")
-            if slots is not None and info.slots is not None and slots != info.slots:
-                say(f"--slots {slots}, where the endpoint says {info.slots} ({info.source}): taking --slots")
+            info, count = await _slots(endpoint, slots, workdir, tokenizer_of(tokenizer), say)
             return await measure(endpoint, info, count, budget, workdir, tokenizer_of(tokenizer), say)
 
     result = judge(asyncio.run(go()), out, name)
@@ -98,6 +90,23 @@ def twin_cmd(url: str, out: Path, slots: int | None, budget: float, name: str, m
                    EXIT_NO_VERDICT)
     if not result.holds:
         raise fail(f"the twin does not hold: {'; '.join(what)} (see the findings above)", EXIT_REGRESSION)
+
+
+async def _slots(endpoint: Endpoint, slots: int | None, workdir: Path, tokenizer: str, say: Callable[[str], None]
+                 ) -> tuple[EngineInfo, int]:
+    """What the endpoint says of its engine, and its slots: --slots, what it says, or what a burst shows."""
+    info = await engine_info(endpoint)
+    count = slots or info.slots
+    if count is None and info.counts_running:
+        workdir.mkdir(parents=True, exist_ok=True)
+        count = await burst_slots(endpoint, workdir / "00-slots", tokenizer, say)
+        info = replace(info, slots=count, source=f"a burst of {BURST} measured it")
+    if count is None:
+        raise UsageError("--slots: the endpoint does not say how many requests it decodes at once (no llama-server "
+                         "/props, no SGLang /get_server_info, no running gauge a burst could read): give --slots N")
+    if slots is not None and info.slots is not None and slots != info.slots:
+        say(f"--slots {slots}, where the endpoint says {info.slots} ({info.source}): taking --slots")
+    return info, count
 
 
 def tokenizer_of(choice: str) -> str:
