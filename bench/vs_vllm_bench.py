@@ -20,11 +20,9 @@ import argparse
 import gzip
 import json
 import math
-import re
 import statistics
 import subprocess
 import sys
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -34,6 +32,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import vllm_cpu
+from server_counters import counters
 
 REPO = Path(__file__).resolve().parent.parent
 AZURE = REPO / "scenarios" / "traces" / "AzureLLMInferenceTrace_conv.csv.gz"
@@ -51,6 +50,7 @@ FIGURES: dict[str, tuple[str, tuple[str, ...]]] = {
     "output tok/s": ("output_throughput", ("throughput", "output_tokens_per_s")),
 }
 HIT_SHARE = "prefix cache hits %"
+HITS, QUERIES = "vllm:prefix_cache_hits_total", "vllm:prefix_cache_queries_total"
 MEDIAN_FLOOR = 5.0  # %: two runs of a median agree this closely however close the runs were to each other
 
 
@@ -157,13 +157,8 @@ def run_harness(load: Load, url: str, where: Path, seed: int) -> dict[str, float
 
 def cache_hits(url: str) -> tuple[float, float]:
     """The server's prefix-cache (hit, queried) tokens so far."""
-    with urllib.request.urlopen(f"{url}/metrics", timeout=10) as resp:
-        text = resp.read().decode()
-
-    def total(name: str) -> float:
-        return sum(float(v) for v in re.findall(rf"^{name}(?:{{[^}}]*}})? ([0-9.e+-]+)$", text, re.M))
-
-    return total("vllm:prefix_cache_hits_total"), total("vllm:prefix_cache_queries_total")
+    said = counters(url, (HITS, QUERIES))
+    return said.get(HITS, 0.0), said.get(QUERIES, 0.0)
 
 
 def with_hits(url: str, run: Callable[[], dict[str, float]]) -> dict[str, float]:
