@@ -66,6 +66,7 @@ def rec(intended: int, sent: int, chunks: list[int], completion: int | None = No
     r = RequestRecord(f"r{idx}", "p", idx, 100, 10, intended * MS, sent_ns=sent * MS, batch=batch)
     r.chunk_ns = [c * MS for c in chunks]
     r.first_token_ns = r.chunk_ns[0] if chunks else None
+    r.first_content_ns = r.first_token_ns  # no thinking: the answer's first token is the first
     r.last_token_ns = r.chunk_ns[-1] if chunks else None
     r.end_ns = (chunks[-1] if chunks else sent) * MS
     r.completion_tokens = completion

@@ -136,7 +136,8 @@ RUN_EXAMPLES = [
               help="Quick run: prompt length, or a distribution: uniform:128:2048, normal:1000:300, lognormal:512:0.5.")
 @click.option("--output-tokens", default="128", show_default=True, metavar="N|DIST", help="Quick run: answer length.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Quick run: seed of arrivals and prompts.")
-@click.option("--slo", "slo_text", metavar="LIMITS", help="Quick run: e.g. ttft=500ms,tpot=50ms (per request).")
+@click.option("--slo", "slo_text", metavar="LIMITS", help="Quick run: e.g. ttft=500ms,tpot=50ms (per request; "
+              "ttft_answer=…: the answer's first token, after any thinking).")
 @click.option("--threshold", "thresholds", multiple=True, metavar="EXPR",
               help="Pass/fail on every phase, e.g. 'ttft_p99<500ms' or 'error_rate<1%' (repeatable; any broken: "
                    "exit 99). Metrics: docs/scenarios.md.")

@@ -61,7 +61,8 @@ def _slo(ctx: click.Context, param: click.Parameter, value: str | None) -> SLO |
 @scenario_argument
 @presets_option
 @click.option("--slo", callback=_slo,
-              help="Per-request limits, e.g. ttft=500ms,tpot=50ms (ttft_p99=… is read the same way); "
+              help="Per-request limits, e.g. ttft=500ms,tpot=50ms (ttft_p99=… is read the same way; ttft_answer=…: "
+                   "the answer's first token, after any thinking); "
                    "--goodput says what share of requests must meet them. Default: the scenario's slo.")
 @click.option("--goodput", type=click.FloatRange(0, 1), default=0.95, show_default=True,
               help="Share of requests that must meet every SLO (0.99: the SLOs hold at p99).")

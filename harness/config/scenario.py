@@ -28,7 +28,9 @@ SAVING = "saving"  # serialisation context: the dump is written to disk
 class SLO(Strict):
     """Per-request limits in milliseconds; None: not set. Goodput counts the requests within every one."""
 
-    ttft_ms: PositiveMillis | None = None
+    ttft_ms: PositiveMillis | None = Field(None, description="time to the first token of any kind, thinking included")
+    ttft_answer_ms: PositiveMillis | None = Field(None, description="time to the first answer token (after any "
+                                                  "reasoning): what a chat user waits for")
     tpot_ms: PositiveMillis | None = None
     e2e_ms: PositiveMillis | None = None
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 import html
 from collections.abc import Sequence
 
-from harness.config.metric_registry import LATENCIES, SLO_LATENCIES, Latency
+from harness.config.metric_registry import CHARTED, LATENCIES, SLO_LATENCIES, Latency, of
 from harness.report.charts import Spec, json_values, series_spec
-from harness.report.table import swept
-from harness.stats.conclusion import phase_sentence
+from harness.report.table import UNTRUSTED, swept
+from harness.stats.conclusion import phase_sentence, thought
 from harness.stats.schema import PhaseSummary, Summary
 
 
@@ -34,7 +34,7 @@ def header_facts(summary: Summary) -> list[tuple[str, str]]:
 
 
 def _slo(summary: Summary) -> dict[str, float]:
-    """The SLOs set (every phase shares the scenario's), by field: ttft_ms, tpot_ms, e2e_ms."""
+    """The SLOs set (every phase shares the scenario's), by field: ttft_ms, ttft_answer_ms, tpot_ms, e2e_ms."""
     if not summary.phases:
         return {}
     slo = summary.phases[0].goodput.slo
@@ -72,15 +72,21 @@ def answer_lines(summary: Summary) -> list[str]:
 
 
 def _card(p: PhaseSummary, slo: dict[str, float]) -> str:
-    """One phase: ✓ when every SLO's p99 is within its limit (the table's rule) and every threshold passed."""
+    """One phase: ✓ when every SLO's p99 is within its limit (the table's rule) and every threshold passed. A
+    figure the client could have moved carries the table's `*`; on a reasoning stream TTFT says it timed the
+    thinking, and the answer's TTFT is shown beside it when no SLO judges it."""
     lines, good = [], True
     for key, latency in SLO_LATENCIES:
         limit, p99, label = slo.get(key), getattr(p.latency_ms, latency).p99, LATENCIES[latency].label
+        label += " (thinking)" if latency is Latency.TTFT and thought(p) else ""
+        star = UNTRUSTED if p.untrusted(of(latency, "p99").name) else ""
+        shown = "no data" if p99 is None else f"{p99:,.0f} ms{star}"
         if limit is None:
+            if latency is Latency.TTFT_ANSWER and thought(p) and "ttft_ms" in slo:
+                lines.append(f"<div>{label} p99 {shown} (no SLO)</div>")
             continue
         ok = p99 is not None and p99 <= limit
         good &= ok
-        shown = "no data" if p99 is None else f"{p99:,.0f} ms"
         lines.append(f"<div class='{'ok' if ok else 'bad'}'>{label} p99 {shown} {'✓' if ok else '✗'} "
                      f"(≤ {limit:g})</div>")
     for t in p.thresholds:
@@ -101,16 +107,17 @@ def cards_html(summary: Summary) -> str:
 
 
 def thesis_specs(summary: Summary) -> list[Spec]:
-    """TTFT p99 (and TPOT p99) against output tokens/s: each phase a point, each sweep a curve with its knee, the
-    SLO a line across the whole chart — drawn even for one phase, whose lone x would leave a line nothing to
-    span (the x range is padded on both sides)."""
-    return [spec for key, latency in SLO_LATENCIES[:2] if (spec := _thesis(summary, key, latency)) is not None]
+    """TTFT p99 (and the answer's TTFT p99, TPOT p99 when they are objectives) against output tokens/s: each
+    phase a point, each sweep a curve with its knee, the SLO a line across the whole chart — drawn even for one
+    phase, whose lone x would leave a line nothing to span (the x range is padded on both sides)."""
+    keys = {latency: key for key, latency in SLO_LATENCIES}
+    return [spec for latency in CHARTED if (spec := _thesis(summary, keys[latency], latency)) is not None]
 
 
 def _thesis(summary: Summary, key: str, metric: Latency) -> Spec | None:
     phases = [p for p in summary.phases if getattr(p.latency_ms, metric).p99 is not None]
     limit = _slo(summary).get(key)
-    if not phases or (metric is not Latency.TTFT and limit is None):  # TPOT drawn when it is an objective
+    if not phases or (metric is not Latency.TTFT and limit is None):  # the others drawn when they are objectives
         return None
     in_sweeps = swept(summary)
     reached = sorted({round(p.throughput.output_tokens_per_s, 1) for p in phases})

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from harness.clock import NS_PER_MS, NS_PER_S
-from harness.config.metric_registry import LATENCIES, SLO_LATENCIES
+from harness.config.metric_registry import CHARTED, LATENCIES, SLO_LATENCIES, Latency
 from harness.config.scenario import SLO
 from harness.records import RequestRecord
 from harness.stats.metrics import e2e_ns, in_flight, itl_array_ns, ttft_ns
@@ -212,8 +212,10 @@ def sweep_specs(name: str, points: list[PhaseSummary], slo: SLO, knee: PhaseSumm
     x = json_values([p.throughput.output_tokens_per_s for p in order], 1)
     at = f"; knee: {knee.name}" if knee else "; no point met the SLOs"
     specs = []
-    for key, metric in SLO_LATENCIES[:2]:
+    for key, metric in SLO_LATENCIES:
         limit: float | None = getattr(slo, key)
+        if metric not in CHARTED or (metric is Latency.TTFT_ANSWER and limit is None):
+            continue
         series = [series_spec(f"{LATENCIES[metric].label} {q}", "ms", [getattr(getattr(p.latency_ms, metric), q)
                                                               for p in order], points=True,
                               line=True, log=True, dash=q == "p99") for q in ("p50", "p99")]

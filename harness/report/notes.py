@@ -4,6 +4,7 @@ report.html shows the same ones, so the two never disagree."""
 from __future__ import annotations
 
 from harness.report.table import SERVER_ROWS
+from harness.stats.conclusion import thought
 from harness.stats.schema import MergedShard, RunHeader, ScrapeInfo, ShardInfo, Summary
 from harness.stats.server import SERIES
 from harness.workload.shards import LATE_MS
@@ -22,6 +23,7 @@ def notes(summary: Summary) -> list[str]:
                    f"{f', event-loop lag p99 {lag:.1f} ms' if lag is not None else ''}): barriers and phase starts "
                    "across workers may have waited for it; latencies are the workers' own")
     out += _scrape_notes(summary.server_metrics)
+    out += _thinking_note(summary)
     for phase in summary.phases:
         if phase.client_limited:
             out.append(f"phase {phase.name} was client-limited: {phase.client_limited_reason}")
@@ -31,6 +33,17 @@ def notes(summary: Summary) -> list[str]:
         out += [f"phase {phase.name}: {why} ×{phase.requests.failure_reasons.get(why, 0)}: the server said "
                 f"\"{_line(said)}\"" for why, said in phase.requests.failure_messages.items()]
     return out
+
+
+def _thinking_note(summary: Summary) -> list[str]:
+    """A TTFT SLO on a reasoning stream judged the first thinking token, not what a chat user waits for."""
+    thinking = [p.name for p in summary.phases if thought(p)]
+    slo = summary.phases[0].goodput.slo if summary.phases else None
+    if not thinking or slo is None or slo.ttft_ms is None or slo.ttft_answer_ms is not None:
+        return []
+    return [f"the TTFT SLO (≤ {slo.ttft_ms:g} ms) judged the first thinking token: {', '.join(thinking)} streamed "
+            "a reasoning model's thinking before the answer; to judge the answer's first token set ttft_answer "
+            f"(--slo ttft_answer={slo.ttft_ms:g}ms, or slo.ttft_answer_ms in the scenario)"]
 
 
 # The table's server rows, and the series each needs (harness.stats.server names them per engine).

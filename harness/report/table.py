@@ -15,7 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from harness.config.metric_registry import GOODPUT, LATENCIES, SLO_LATENCIES, Latency, Metric, having, of
-from harness.stats.conclusion import decided_by, phase_sentence
+from harness.stats.conclusion import decided_by, phase_sentence, thought
 from harness.stats.schema import PhaseSummary, ServerPhase, Stress, Summary, ThresholdResult
 from harness.stats.sweeps import KNEE_GOODPUT, SweepResult
 from harness.stats.thresholds import observed
@@ -108,10 +108,6 @@ def _by_turn(phase: PhaseSummary) -> str:
     return " · ".join(cells[:TURNS_SHOWN]) + more
 
 
-def _reasoning(phase: PhaseSummary) -> bool:
-    return bool(phase.tokens.reasoning_reported)
-
-
 def _failures(phase: PhaseSummary) -> str:
     reasons = sorted(phase.requests.failure_reasons.items(), key=lambda kv: -kv[1])
     return ", ".join(f"{cause} ×{n}" for cause, n in reasons[:2]) or "-"
@@ -134,7 +130,9 @@ def _slo_rows(phases: list[PhaseSummary]) -> list[TableRow]:
             ok = p99 <= limit
             return Text(f"{_ms(p99)} {'✓' if ok else '✗'}", style="green" if ok else "bold red")
 
-        rows.append((f"  {LATENCIES[latency].label} p99 ≤ {limit:g} ms", cell))
+        # On a reasoning stream TTFT's first token is a thinking one: the row says so (ttft_answer judges answers).
+        which = " (thinking)" if latency is Latency.TTFT and any(thought(p) for p in phases) else ""
+        rows.append((f"  {LATENCIES[latency].label}{which} p99 ≤ {limit:g} ms", cell))
     return rows
 
 
@@ -192,7 +190,7 @@ def _server_cell(fmt: Callable[[ServerPhase], str]) -> Cell:
 PROMPT_ROWS: list[tuple[TableRow, Callable[[PhaseSummary], bool]]] = [
     (("prompt tokens off by, mean (n)", _prompt_off), lambda p: bool(p.tokens.prompt_mismatched)),
     (("prompt tokens cached", _cached), lambda p: bool(p.tokens.cached_reported)),
-    (("thinking / answer tokens, mean", _thinking), _reasoning),
+    (("thinking / answer tokens, mean", _thinking), thought),
     (("TTFT p50 ms by turn", _by_turn), lambda p: p.sessions is not None),
 ]
 
@@ -240,7 +238,7 @@ def _applicable(sections: list[list[TableRow]], phases: list[PhaseSummary]) -> l
         skip.add("  failures, top causes")
     if not any(_held(p) for p in phases):
         skip.add("in-flight cap")
-    if not any(_reasoning(p) for p in phases):  # without thinking, the first answer token is the first token
+    if not any(thought(p) for p in phases):  # without thinking, the first answer token is the first token
         skip.add("  TTFT (answer)")
     return [[row for row in rows if row[0] not in skip] for rows in sections]
 

@@ -36,7 +36,10 @@ from harness.stats.noise import MIN_BEYOND, RunSpread, holm, noise_half_width, s
 Verdict = Literal["regression", "improvement", "within tolerance", "inconclusive", "no data", "untrusted"]
 JUDGED = ("regression", "improvement", "within tolerance")  # verdicts that say something about the change
 # The latencies a block keeps, in the order the history stores them (its blocks table's columns).
-BLOCK_LATENCIES = (Latency.TTFT, Latency.TPOT, Latency.E2E, Latency.ITL)
+BLOCK_LATENCIES = (Latency.TTFT, Latency.TPOT, Latency.E2E, Latency.ITL, Latency.TTFT_ANSWER)
+# The answer's TTFT is a figure of its own only where a model thought first; elsewhere it is TTFT again: a block
+# of such a phase keeps no samples of it, and compare shows no row for it (compare_sides).
+ONLY_WHEN_MEASURED = frozenset({Latency.TTFT_ANSWER})
 RESAMPLES = 1000
 REPEATS_FOR_RUN_LEVEL = 3
 _T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
@@ -77,14 +80,20 @@ class Block:
                 assert_never(name)
 
 
-def _block(records: Sequence[RequestRecord], seconds: float) -> Block:
+def _block(records: Sequence[RequestRecord], seconds: float, thought: bool) -> Block:
     ok = [r for r in records if r.status == "ok"]
-    latencies: dict[Latency, np.ndarray] = {
+    kept = [k for k in BLOCK_LATENCIES if k is not Latency.ITL and (thought or k not in ONLY_WHEN_MEASURED)]
+    latencies: dict[Latency, np.ndarray] = {k: np.zeros(0) for k in ONLY_WHEN_MEASURED} | {
         k: np.array([v for r in ok if (v := PER_RECORD[k](r)) is not None], dtype=np.float64) / NS_PER_MS
-        for k in BLOCK_LATENCIES if k is not Latency.ITL}
+        for k in kept}
     latencies[Latency.ITL] = np.concatenate([itl_array_ns(r) for r in ok] or [np.zeros(0)]) / NS_PER_MS
     failed = sum(r.status not in ("ok", "cancelled") for r in records)
     return Block(latencies, float(sum(r.delivered_tokens for r in ok)), seconds, len(records), failed)
+
+
+def _thought(records: Sequence[RequestRecord]) -> bool:
+    """Whether a reasoning model thought first: some answer began after the first token."""
+    return any(r.first_content_ns is not None and r.first_content_ns != r.first_token_ns for r in records)
 
 
 def blocks(records: Sequence[RequestRecord], start_ns: int, end_ns: int) -> list[Block]:
@@ -93,12 +102,13 @@ def blocks(records: Sequence[RequestRecord], start_ns: int, end_ns: int) -> list
     measured = sorted((r for r in records if start_ns <= r.intended_ns <= end_ns), key=lambda r: r.intended_ns)
     if not measured:
         return []
+    thought = _thought(measured)
     batches: dict[int, list[RequestRecord]] = {}
     for r in measured:
         if r.batch is not None:
             batches.setdefault(r.batch, []).append(r)
     if batches:
-        return [_block(b, (max(r.end_ns for r in b) - min(r.intended_ns for r in b)) / NS_PER_S)
+        return [_block(b, (max(r.end_ns for r in b) - min(r.intended_ns for r in b)) / NS_PER_S, thought)
                 for b in batches.values()]
     n = int(np.clip(len(measured) // 25, 4, 20))
     # Slice k holds the requests intended in the k-th n-th of the sending span (start to the last intended send),
@@ -110,7 +120,8 @@ def blocks(records: Sequence[RequestRecord], start_ns: int, end_ns: int) -> list
     cuts = np.searchsorted(at, np.arange(n + 1)).tolist()
     held = [k for k in range(n) if cuts[k + 1] > cuts[k]]
     edges = [start_ns + k * sending // n for k in [0, *held[1:]]] + [max(end_ns, start_ns + sending)]
-    return [_block(measured[cuts[k]:cuts[k + 1]], (edges[i + 1] - edges[i]) / NS_PER_S) for i, k in enumerate(held)]
+    return [_block(measured[cuts[k]:cuts[k + 1]], (edges[i + 1] - edges[i]) / NS_PER_S, thought)
+            for i, k in enumerate(held)]
 
 
 def _latency(name: str) -> tuple[Latency, float | None]:

@@ -106,19 +106,27 @@ def decided_by(phase: PhaseSummary) -> str:
 
 def phase_sentence(p: PhaseSummary) -> str:
     """What one phase delivered, for a run with no batch to compare: its rate, the latencies users feel and,
-    when SLOs were set, the share within them."""
+    when SLOs were set, the share within them. A phase that streamed thinking names both first tokens: the
+    thinking one, and the answer's a chat user waits for."""
     lat = p.latency_ms
     said = [f"{p.throughput.output_tokens_per_s:,.0f} output tokens/s at {p.throughput.requests_per_s:.2f} req/s"]
-    if lat.ttft.p99 is not None:
+    if lat.ttft.p99 is not None and thought(p) and lat.ttft_answer.p99 is not None:
+        said.append(f"TTFT p99 {lat.ttft.p99:,.0f} ms to the first thinking token, {lat.ttft_answer.p99:,.0f} ms "
+                    "to the answer's")
+    elif lat.ttft.p99 is not None:
         said.append(f"TTFT p99 {lat.ttft.p99:,.0f} ms")
     if lat.itl.p50 is not None:
         said.append(f"ITL p50 {lat.itl.p50:,.1f} ms")
-    slo = p.goodput.slo
-    within = (f"; {p.goodput.fraction:.0%} of requests within the SLOs" if any(
-        getattr(slo, key) is not None for key in ("ttft_ms", "tpot_ms", "e2e_ms")) else "")
+    judged = [LATENCIES[latency].label for key, latency in SLO_LATENCIES if getattr(p.goodput.slo, key) is not None]
+    within = f"; {p.goodput.fraction:.0%} of requests within the SLOs ({', '.join(judged)})" if judged else ""
     failed = p.requests.failed
     errors = f"; {failed} of {p.requests.total} requests failed" if failed else ""
     return f"{p.name}: {', '.join(said)}{within}{errors}."
+
+
+def thought(p: PhaseSummary) -> bool:
+    """Whether the phase streamed a reasoning model's thinking: its first token was not its answer's."""
+    return p.tokens.reasoning_reported > 0
 
 
 def compare(phases: Sequence[PhaseSummary]) -> Comparison:

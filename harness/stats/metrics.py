@@ -44,7 +44,7 @@ def ttft_from_intended_ns(rec: RequestRecord) -> int | None:
     return None if rec.first_token_ns is None else rec.first_token_ns - rec.intended_ns
 
 
-def ttfc_ns(rec: RequestRecord) -> int | None:
+def ttft_answer_ns(rec: RequestRecord) -> int | None:
     """Time to the first *answer* text: later than TTFT when a reasoning model thinks first."""
     if rec.first_content_ns is None or rec.sent_ns is None:
         return None
@@ -110,13 +110,13 @@ def client_late_ns(rec: RequestRecord) -> int | None:
 
 # The registry's per-request latencies, one value a record (ITL and chunk gaps are many a record: itl_array_ns).
 PER_RECORD: dict[Latency, Callable[[RequestRecord], float | None]] = {
-    Latency.TTFT: ttft_ns, Latency.TIME_TO_FIRST_CONTENT: ttfc_ns, Latency.TTFT_FROM_INTENDED: ttft_from_intended_ns,
+    Latency.TTFT: ttft_ns, Latency.TTFT_ANSWER: ttft_answer_ns, Latency.TTFT_FROM_INTENDED: ttft_from_intended_ns,
     Latency.TPOT: tpot_ns, Latency.E2E: e2e_ns, Latency.E2E_FROM_INTENDED: e2e_from_intended_ns,
     Latency.SCHEDULE_LAG: schedule_lag_ns}
 
 
 def slo_misses(rec: RequestRecord, slo: SLO) -> list[str]:
-    """The limits (`ttft_ms`, `tpot_ms`, `e2e_ms`) a request went over: what decided it was not good."""
+    """The limits (SLO_LATENCIES: `ttft_ms`, `ttft_answer_ms`, …) a request went over: what decided it was not good."""
     return [key for key, latency in SLO_LATENCIES
             if (limit_ms := getattr(slo, key)) is not None and (value_ns := PER_RECORD[latency](rec)) is not None
             and value_ns > limit_ms * NS_PER_MS]

@@ -18,11 +18,13 @@ from typing import Any
 import yaml
 
 from harness.config.metric_registry import COMPARED, DEFAULT_TOLERANCES
+from harness.config.metric_registry import metric as entry
 from harness.errors import ScenarioError
 from harness.records import RequestRecord, read_records
 from harness.report.files import run_dirs
 from harness.stats.compare import (
     JUDGED,
+    ONLY_WHEN_MEASURED,
     REPEATS_FOR_RUN_LEVEL,
     Block,
     MetricChange,
@@ -115,6 +117,14 @@ def untrusted(phase: str, metric: str, runs: Sequence[Run]) -> str | None:
     return f"the client limited run {run_id} ({why})" + (f" and {others} more" if others else "")
 
 
+def measured(phase: str, name: str, runs: Sequence[Run]) -> bool:
+    """A figure some run measured, or one always shown (a figure of ONLY_WHEN_MEASURED is one only where some
+    run of either side measured it: the answer's TTFT where a model thought first)."""
+    latency = entry(name).latency
+    return latency not in ONLY_WHEN_MEASURED or any(
+        len(b.latencies[latency]) for r in runs for b in r.phases[phase].blocks)
+
+
 Noise = Mapping[tuple[str, str], RunSpread]  # (phase, metric) → one run's spread in the history
 
 
@@ -153,6 +163,8 @@ def compare_sides(base: Sequence[Run], current: Sequence[Run], limits: Mapping[s
     out = []
     for phase in phases:
         for k, (metric, tolerance) in enumerate(limits.items()):
+            if not measured(phase, metric, [*base, *current]):
+                continue
             result = _one(phase, metric, tolerance, base, current, seed + k, noise or {})
             why = untrusted(phase, metric, [*base, *current])
             if why is not None and result.verdict in JUDGED:  # one that would not vote anyway keeps its reason

@@ -23,10 +23,10 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.config.metric_registry import COMPARED, FOLLOWED, metric
+from harness.config.metric_registry import COMPARED, FOLLOWED, Latency, metric
 from harness.errors import ScenarioError
 from harness.report.files import run_dirs
-from harness.stats.compare import BLOCK_LATENCIES, Block, value
+from harness.stats.compare import BLOCK_LATENCIES, ONLY_WHEN_MEASURED, Block, value
 from harness.stats.noise import MIN_RUNS, RunSpread, spread
 from harness.stats.schema import ThresholdResult, read_summary
 from harness.stats.thresholds import observed
@@ -55,6 +55,9 @@ CREATE INDEX IF NOT EXISTS runs_by_scenario ON runs (scenario, started_at);
 _ADDED = {"client_limited": "INTEGER NOT NULL DEFAULT 0", "shape": "TEXT", "flagged": "TEXT",
           "accepted": "INTEGER NOT NULL DEFAULT 0"}
 _ADDED_PHASES = {"limited_metrics": "TEXT"}  # JSON: the figures the client could have moved (null: older runs)
+# null: none kept (no model thought first, or the run was added by an older version)
+_ADDED_BLOCKS = {str(Latency.TTFT_ANSWER): "BLOB"}
+_BLOB_COLUMNS = ", ".join(BLOCK_LATENCIES)  # a block's latencies, a column each (named as the Latency)
 NOISE_RUNS = 10  # the last good runs of a scenario whose spread is its noise
 
 
@@ -66,7 +69,7 @@ def connect(path: Path) -> Iterator[sqlite3.Connection]:
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA foreign_keys=ON")
         db.executescript(_SCHEMA)
-        for table, added in (("runs", _ADDED), ("phases", _ADDED_PHASES)):
+        for table, added in (("runs", _ADDED), ("phases", _ADDED_PHASES), ("blocks", _ADDED_BLOCKS)):
             have = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
             for column, kind in added.items():
                 if column not in have:
@@ -81,7 +84,9 @@ def _pack(values: np.ndarray) -> bytes:
     return zlib.compress(np.asarray(values, dtype="<f8").tobytes())
 
 
-def _unpack(blob: bytes) -> np.ndarray:
+def _unpack(blob: bytes | None) -> np.ndarray:
+    if blob is None:
+        return np.zeros(0)
     return np.frombuffer(zlib.decompress(blob), dtype="<f8").astype(np.float64)
 
 
@@ -90,7 +95,7 @@ class _Rows:
     head: dict[str, str | int | None]  # the runs table's columns
     figures: list[tuple[str, str, float]]
     phases: list[tuple[str, int, str | None, str, str]]
-    blocks: list[tuple[str | int | float | bytes, ...]]
+    blocks: list[tuple[str | int | float | bytes | None, ...]]
 
 
 def _rows(run_dir: Path, flag: str | None) -> _Rows:
@@ -109,8 +114,10 @@ def _rows(run_dir: Path, flag: str | None) -> _Rows:
     rows = [(p.name, k, (p.client_limited_reason or "late") if p.client_limited else None,
              json.dumps([t.to_json() for t in p.thresholds]), json.dumps(p.client_limited_metrics))
             for k, p in enumerate(phases)]
-    packed: list[tuple[str | int | float | bytes, ...]] = [
-        (name, i, b.seconds, b.tokens, b.total, b.failed, *(_pack(b.latencies[k]) for k in BLOCK_LATENCIES))
+    packed: list[tuple[str | int | float | bytes | None, ...]] = [
+        (name, i, b.seconds, b.tokens, b.total, b.failed,
+         *(_pack(b.latencies[k]) if len(b.latencies[k]) or k not in ONLY_WHEN_MEASURED else None
+           for k in BLOCK_LATENCIES))
         for name, phase in (loaded.phases.items() if loaded else []) for i, b in enumerate(phase.blocks)]
     return _Rows(head, figures, rows, packed)
 
@@ -132,7 +139,8 @@ def add(db_path: Path, path: Path, flag: str | None = None) -> list[str]:
                 db.executemany("INSERT INTO figures VALUES (?, ?, ?, ?)", [(run_id, *f) for f in rows.figures])
                 db.executemany("INSERT INTO phases (run_id, phase, ord, client_limited, thresholds, limited_metrics) "
                                "VALUES (?, ?, ?, ?, ?, ?)", [(run_id, *p) for p in rows.phases])
-                db.executemany("INSERT INTO blocks VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                db.executemany(f"INSERT INTO blocks (run_id, phase, idx, seconds, tokens, total, failed, "
+                               f"{_BLOB_COLUMNS}) VALUES ({', '.join('?' * (7 + len(BLOCK_LATENCIES)))})",
                                [(run_id, *b) for b in rows.blocks])
                 db.execute("COMMIT")
             except BaseException:
@@ -234,7 +242,7 @@ def _run_from_db(db: sqlite3.Connection, entry: Entry, where: str) -> Run:
             (entry.run_id,)):
         cut = [Block(dict(zip(BLOCK_LATENCIES, map(_unpack, blobs), strict=True)), tokens, seconds, total, failed)
                for seconds, tokens, total, failed, *blobs in db.execute(
-                   "SELECT seconds, tokens, total, failed, ttft, tpot, e2e, itl FROM blocks "
+                   f"SELECT seconds, tokens, total, failed, {_BLOB_COLUMNS} FROM blocks "
                    "WHERE run_id = ? AND phase = ? ORDER BY idx", (entry.run_id, name))]
         phases[name] = PhaseBlocks(cut, limited, [ThresholdResult.model_validate(t) for t in json.loads(thresholds)],
                                    tuple(json.loads(moved)) if moved else ())

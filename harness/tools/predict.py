@@ -35,6 +35,7 @@ from harness.workload.plan import plan_phase, plan_trace, text_maker
 from harness.workload.requests import RequestSpec
 
 _TOKEN = (Chunk(has_content=True),)
+_THINKING = (Chunk(has_reasoning=True),)
 _DONE = Chunk(done=True)
 
 
@@ -52,6 +53,8 @@ class EngineBackend:
         self.request_ns = int(c.request_timeout_s * NS_PER_S)
         device = ACCELERATORS[scenario.simulator.accelerator]
         self.overhead_ns = int(device.request_ms * 1e6) if isinstance(device, FittedAccelerator) else 0
+        # A reasoning model's first tokens are thinking, as the bundled server streams them (chat only).
+        self.reasoning = scenario.simulator.reasoning_tokens if scenario.endpoint.api == "chat" else 0
 
     def prepare(self, spec: RequestSpec) -> None:
         pass
@@ -75,7 +78,8 @@ class EngineBackend:
         loop = asyncio.get_running_loop()
         first, finished = loop.create_future(), loop.create_future()
         req.on_token = _reporter(events, first, finished,
-                                 finish_reason(req.output_tokens, parsed, context_left, spec.max_tokens))
+                                 finish_reason(req.output_tokens, parsed, context_left, spec.max_tokens),
+                                 self.reasoning)
         self.driver.submit(req)
         first_deadline = None if self.first_token_ns is None else sent_ns + self.first_token_ns
         for fut, deadline, why in ((first, first_deadline, "first token timeout"),
@@ -98,16 +102,18 @@ class EngineBackend:
 
 
 def _reporter(events: RequestEvents, first: asyncio.Future[None], finished: asyncio.Future[None],
-              reason: str) -> Callable[[SimRequest], None]:
+              reason: str, reasoning: int) -> Callable[[SimRequest], None]:
     def on_token(r: SimRequest) -> None:
-        # The simulator's own words, when a multi-turn session carries the answer into its next turn.
-        events.chunks((Chunk(has_content=True, text=token_text(len(r.token_ns) - 1)),) if events.keep_text
-                      else _TOKEN)
+        n = len(r.token_ns)
+        if n <= reasoning:
+            events.chunks(_THINKING)
+        else:  # the simulator's own words, when a multi-turn session carries the answer into its next turn
+            events.chunks((Chunk(has_content=True, text=token_text(n - 1)),) if events.keep_text else _TOKEN)
         if not first.done():
             first.set_result(None)
         if r.finished:
-            usage = Chunk(prompt_tokens=r.prompt_tokens, completion_tokens=len(r.token_ns),
-                          cached_tokens=r.cached_tokens, finish_reason=reason)
+            usage = Chunk(prompt_tokens=r.prompt_tokens, completion_tokens=n, cached_tokens=r.cached_tokens,
+                          finish_reason=reason, reasoning_tokens=min(reasoning, n) if reasoning else None)
             events.chunks((usage, _DONE))
             finished.set_result(None)
 

@@ -31,7 +31,8 @@ _KEYS = {latency.value: key for key, latency in SLO_LATENCIES}
 
 
 def parse_slo(text: str) -> SLO:
-    """`ttft=500ms,tpot=50ms` (units ms or s) into per-request limits; a bad item raises ValueError naming it.
+    """`ttft=500ms,tpot=50ms` (units ms or s; ttft_answer: the answer's first token after any thinking) into
+    per-request limits; a bad item raises ValueError naming it.
 
     `ttft_p99=…` reads the same: the limit holds per request, and the goodput share says at which percentile
     (a goodput of 0.99 is a p99 SLO).
@@ -41,7 +42,7 @@ def parse_slo(text: str) -> SLO:
         key, sep, raw = item.partition("=")
         name = _KEYS.get(key.removesuffix("_p99"))
         if not sep or name is None:
-            raise ValueError(f"{item!r}: expected ttft=…, tpot=… or e2e=…")
+            raise ValueError(f"{item!r}: expected one of {', '.join(f'{k}=…' for k in _KEYS)}")
         scale = 1e3 if raw.endswith("s") and not raw.endswith("ms") else 1.0
         try:
             values[name] = float(raw.removesuffix("ms").removesuffix("s")) * scale

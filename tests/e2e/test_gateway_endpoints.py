@@ -106,20 +106,34 @@ def test_vllms_base_url_and_path_pair_and_a_pasted_request_url_both_run(sim_url:
     assert summary["run"]["endpoint"]["base_url"] == sim_url and summary["run"]["endpoint"]["api"] == "completions"
 
 
-def test_a_reasoning_model_gets_both_first_token_times_and_its_token_split(tmp_path: Path) -> None:
+def test_a_reasoning_model_gets_both_first_token_times_and_is_judged_on_the_answers(tmp_path: Path) -> None:
     proc, url = _serve("--reasoning-tokens", "200")
     try:
-        done = _run("--endpoint", url, "--rate", "4", "--output-tokens", "250", reports=tmp_path)
+        done = _run("--endpoint", url, "--rate", "4", "--output-tokens", "250", "--slo", "ttft=500ms",
+                    reports=tmp_path / "first")
+        answer = _run("--endpoint", url, "--rate", "4", "--output-tokens", "250", "--slo", "ttft_answer=500ms",
+                      reports=tmp_path / "answer")
     finally:
         _stop(proc)
     assert done.returncode == 0, done.stderr
-    phase = json.loads((only_run_dir(tmp_path) / "summary.json").read_text())["phases"][0]
+    phase = json.loads((only_run_dir(tmp_path / "first") / "summary.json").read_text())["phases"][0]
     assert phase["tokens"]["reasoning_reported"] == 6 and phase["tokens"]["reasoning"] == 6 * 200
     latency = phase["latency_ms"]
     # The answer's first token comes ~199 inter-token gaps after the first thinking token.
-    gaps = (latency["time_to_first_content"]["p50"] - latency["ttft"]["p50"]) / latency["itl"]["p50"]
+    gaps = (latency["ttft_answer"]["p50"] - latency["ttft"]["p50"]) / latency["itl"]["p50"]
     assert 150 < gaps < 250, gaps
     assert "TTFT (answer)" in done.stdout and "200 / 50" in done.stdout
+    # A TTFT SLO passes on the thinking token, and says so, naming the answer's.
+    assert phase["goodput"]["fraction"] == 1 and "TTFT (thinking) p99 ≤ 500 ms" in done.stdout
+    assert "judged the first thinking token" in done.stdout + done.stderr and "ttft_answer" in done.stderr
+    # The same SLO on the answer's first token fails the row, the goodput, the sentence and the card.
+    assert answer.returncode == 0, answer.stderr
+    judged = json.loads((only_run_dir(tmp_path / "answer") / "summary.json").read_text())["phases"][0]
+    assert judged["goodput"]["fraction"] == 0 and judged["goodput"]["missed"] == {"ttft_answer_ms": 6}
+    assert "TTFT (answer) p99 ≤ 500 ms" in answer.stdout and "✗" in answer.stdout
+    assert "0% of requests within the SLOs (TTFT (answer))" in answer.stdout
+    page = (only_run_dir(tmp_path / "answer") / "report.html").read_text()
+    assert "card missed" in page and "TTFT (answer) p99" in page
 
 
 def test_worker_processes_carry_the_header_and_write_it_nowhere(gateway: tuple[str, Path],

@@ -31,6 +31,7 @@ def _run(n: int, ttft_ms: float, itl_ms: float, seed: int, fail_every: int = 0) 
         gaps = np.concatenate([[ttft_ms * rng.lognormal(0, 0.1)], itl_ms * rng.lognormal(0, 0.05, 7)])
         r.chunk_ns = [int(t0 * MS + g) for g in np.cumsum(gaps) * MS]
         r.first_token_ns, r.last_token_ns, r.end_ns = r.chunk_ns[0], r.chunk_ns[-1], r.chunk_ns[-1]
+        r.first_content_ns = r.first_token_ns
         out.append(r)
     return out
 

@@ -46,6 +46,8 @@ def test_the_exporter_counts_what_the_records_say() -> None:
     assert s[("harness_ttft_seconds_bucket", (("le", _le(above - 1)), *base))] == 0
     assert s[("harness_ttft_seconds_bucket", (("le", _le(above)), *base))] == 3
     assert s[("harness_ttft_seconds_sum", base)] == pytest.approx(3 * 0.019)
+    # Without thinking the answer's first token is the first: the same 19 ms, in its own histogram.
+    assert s[("harness_ttft_answer_seconds_sum", base)] == pytest.approx(3 * 0.019)
     assert s[("harness_schedule_lag_seconds_count", base)] == 4
     metrics.end_phase()
     s = _samples(metrics)

@@ -25,7 +25,7 @@ from harness.config.metric_registry import (
 from harness.config.scenario import SLO
 from harness.report.pushgateway import figures
 from harness.report.table import render_table
-from harness.stats.compare import Block, blocks, bootstrap, value
+from harness.stats.compare import ONLY_WHEN_MEASURED, Block, blocks, bootstrap, value
 from harness.tools.twin_validate import P50_TOLERANCE, P99_TOLERANCE, bound
 from tests.helpers import MS, phase_json, rec, summary_of
 
@@ -68,11 +68,22 @@ def test_derived_lists_are_the_entries_holding_each_role_in_the_registry_order()
     assert all(m.absolute == (m.kind == "fraction") for m in REGISTRY.values())
 
 
+def _thinking(records: list) -> list:
+    """The same records as a reasoning model's: each answer begins 30 ms after the first (thinking) token."""
+    for r in records:
+        r.first_content_ns = r.first_token_ns + 30 * MS
+    return records
+
+
 def test_every_compared_entry_is_computed_from_blocks_of_records() -> None:
-    drawn = blocks(_records(), 0, 2000 * MS)
+    drawn, thought = blocks(_records(), 0, 2000 * MS), blocks(_thinking(_records()), 0, 2000 * MS)
     for name in COMPARED:
         entry = metric(name)
         assert (entry.ratio is None) == (entry.latency is not None), name
+        if entry.latency in ONLY_WHEN_MEASURED:  # a figure of its own only where a model thought first
+            assert value(name, drawn) is None, name
+            assert value(name, thought) == pytest.approx(value(name.replace("_answer", ""), thought) + 30), name
+            continue
         assert value(name, drawn) is not None, name
         for count in entry.ratio or ():
             assert isinstance(drawn[0].count(count), float)
@@ -97,7 +108,8 @@ def test_the_table_has_a_row_for_each_entry_and_latency_the_registry_puts_there(
         assert any(line.startswith(entry.label) for line in rows), entry.label
     measured = [latency for latency in LATENCIES if getattr(summary.phases[0].latency_ms, latency).p50 is not None]
     assert len(measured) >= 5
-    shown = [latency for latency in measured if LATENCIES[latency].row]  # no row without data in any phase
+    # No row without data in any phase; none for the answer's TTFT where nothing thought first (it is TTFT).
+    shown = [latency for latency in measured if LATENCIES[latency].row and latency is not Latency.TTFT_ANSWER]
     assert [latency for latency in measured if any(line.startswith(f"{LATENCIES[latency].label} ")
                                                    and line.count(" / ") == 2 for line in rows)] == shown
 

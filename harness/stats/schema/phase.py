@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import AliasChoices, Field
 
+from harness.config.metric_registry import Latency
 from harness.config.scenario import SLO
 from harness.stats.schema.base import ClientHealth, Distribution, Section, Stress
 
@@ -57,7 +58,9 @@ class Latencies(Section):
 
     ttft: Distribution = Field(description="first token − sent")
     ttft_from_intended: Distribution = Field(description="first token − intended (what a waiting user sees)")
-    time_to_first_content: Distribution = Field(description="first answer text − sent (after any reasoning)")
+    # Named time_to_first_content before issue 61: files written then still read.
+    ttft_answer: Distribution = Field(validation_alias=AliasChoices(Latency.TTFT_ANSWER.value, "time_to_first_content"),
+                                      description="first answer text − sent: after any reasoning (TTFT (answer))")
     itl: Distribution = Field(description="gaps between token-bearing chunks, token-normalised")
     chunk_gap: Distribution = Field(description="gaps between token-bearing chunks, per chunk")
     tpot: Distribution = Field(description="(last − first token) / (output tokens − 1)")
@@ -101,8 +104,9 @@ class Goodput(Section):
     requests_per_s: float = Field(description="ok requests within every SLO, per second")
     fraction: float = Field(description="share of the window's requests within every SLO")
     slo: SLO
-    missed: dict[str, int] = Field(default_factory=dict, description="SLO field (ttft_ms, tpot_ms, e2e_ms) -> ok "
-                                   "requests over that limit (one may miss several): which limit decided")
+    missed: dict[str, int] = Field(default_factory=dict, description="SLO field (ttft_ms, ttft_answer_ms, tpot_ms, "
+                                   "e2e_ms) -> ok requests over that limit (one may miss several): which limit "
+                                   "decided")
 
 
 class Tokens(Section):
