@@ -129,7 +129,6 @@ phases:
 def test_search_over_real_http_agrees_with_virtual_time(tmp_path: Path) -> None:
     """Trials over loopback HTTP against one bundled simulator (four sequences at a time, so the
     capacity is low and trials short) find the capacity that virtual time predicts."""
-    import json
 
     from tests.helpers import harness
 
