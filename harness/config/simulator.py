@@ -80,6 +80,10 @@ class SimulatorConfig(_Strict):
                                                    "left on chat")
     seed: int = Field(0, description="seeds step noise and lengths")
     noise_sigma: Rate = Field(0.03, description="multiplicative step-time noise (lognormal sigma)")
+    # A known regression on demand: what a user tests their own alarm with (docs/recipes.md).
+    slowdown: Annotated[float, Field(ge=0.1, le=100)] = Field(
+        1.0, description="every engine step this many times longer (1.2: a 20% slower server; fixed timing: its "
+                         "TTFT and ITL)")
     timing: Literal["engine", "fixed"] = Field(
         "engine", description="engine: continuous batching on the roofline model; fixed: constant TTFT and ITL "
                               "whatever the load (for calibrating clients)")
@@ -117,6 +121,11 @@ class SimulatorConfig(_Strict):
         if v not in presets:
             raise ValueError(f"unknown {info.field_name} {v!r}; known: {', '.join(sorted(presets))}")
         return v
+
+    @property
+    def slowed(self) -> str:
+        """How the plan and the report say a slowdown was asked for ('' without one)."""
+        return f", every step {self.slowdown:g}× longer (--slowdown)" if self.slowdown != 1 else ""
 
     @property
     def name(self) -> str:

@@ -20,7 +20,8 @@ def header_facts(summary: Summary) -> list[tuple[str, str]]:
     endpoint, sim = run.endpoint, run.simulator
     declared = f" ({endpoint.accelerator}, as declared)" if endpoint and endpoint.accelerator else ""
     simulated = (endpoint and endpoint.bundled_simulator) or run.mode == "predict"
-    target = (f"simulated {sim and sim.accelerator} running {sim and sim.model} (bundled)" if simulated
+    target = (f"simulated {sim and sim.accelerator} running {sim and sim.model} (bundled{sim and sim.slowed})"
+              if simulated
               else (endpoint.base_url if endpoint else "") + declared)
     phases = summary.phases
     limits = ", ".join(f"{k.removesuffix('_ms')} ≤ {v:g} ms" for k, v in _slo(summary).items()) or "none"

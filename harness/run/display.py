@@ -97,8 +97,8 @@ def plan_lines(scenario: Scenario, endpoint: Endpoint, bundled: bool, run_dir: P
     """What is about to happen, said before the first request: against what, which phases, where to."""
     sim = scenario.simulator
     declared = scenario.endpoint.accelerator
-    target = f"the bundled simulator ({sim.accelerator}, {sim.model}) at {endpoint.base_url}" if bundled else (
-        endpoint.base_url + (f" ({declared})" if declared else ""))
+    target = (f"the bundled simulator ({sim.accelerator}, {sim.model}{sim.slowed}) at {endpoint.base_url}" if bundled
+              else endpoint.base_url + (f" ({declared})" if declared else ""))
     phases = scenario.phases
     width = max(len(p.name) for p in phases)
     return [f"run {scenario.name} against {target}",

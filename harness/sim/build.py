@@ -100,7 +100,8 @@ def build_engine(cfg: SimulatorConfig) -> Engine:
     device = ACCELERATORS[cfg.accelerator]
     return Engine(perf, EngineConfig(max_num_seqs=cfg.max_num_seqs, max_num_batched_tokens=cfg.max_num_batched_tokens,
                                      kv_blocks=kv_tokens // 16, prefix_caching=cfg.prefix_caching,
-                                     noise_sigma=cfg.noise_sigma, seed=cfg.seed, compat=cfg.scheduler_compat,
+                                     noise_sigma=cfg.noise_sigma, slowdown=cfg.slowdown, seed=cfg.seed,
+                                     compat=cfg.scheduler_compat,
                                      async_scheduling=lookahead(cfg, device),
                                      first_token_delay=isinstance(device, FittedAccelerator)
                                      and device.first_token_step > 0))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import sys
@@ -172,7 +173,8 @@ async def _serve_forever(cfg: SimulatorConfig, host: str, port: int, api_key: st
     # behind it were stamped late (constant 400 req/s: server-side gap CV 0.064 → 0.040–0.044 at 10,000),
     # while 2,048 streams still keep every step on time at 40 ms.
     tune_for_timing(young=10_000)
-    sys.stdout.write(json.dumps({"url": url, "model": cfg.name}) + "\n")
+    said = {"slowdown": cfg.slowdown} if cfg.slowdown != 1 else {}
+    sys.stdout.write(json.dumps({"url": url, "model": cfg.name, **said}) + "\n")
     sys.stdout.flush()
     try:
         await asyncio.Event().wait()
@@ -224,12 +226,33 @@ def _allreduce(accelerator: str, tp: int) -> str:
 
 @sim.command("presets")
 @_presets_option
-def presets_cmd(presets: tuple[Path, ...]) -> None:
+@click.option("--show", "name", metavar="NAME", help="Print one accelerator's or model's figures (TFLOP/s, HBM, "
+              "memory, link; layers, heads, parameters) and its rows of the table.")
+def presets_cmd(presets: tuple[Path, ...], name: str | None) -> None:
     """List accelerators and models with their derived decode latency and KV capacity."""
     _load_presets(presets)
     header = ("accelerator", "model", "tp", "link", "all-reduce", "ITL b=1 ms", "ITL b=64 ms", "KV tokens")
     rows = [header, *preset_rows()]
+    if name is not None:
+        for line in preset_figures(name):
+            click.echo(line)
+        rows = [header, *(r for r in rows[1:] if name in r[:2])]
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     for row in rows:
         cells = zip(row, widths, strict=True)
         click.echo("  ".join(c.ljust(w) if i in (0, 1, 3, 4) else c.rjust(w) for i, (c, w) in enumerate(cells)))
+
+
+def preset_figures(name: str) -> list[str]:
+    """A preset's own figures, a line each, as `--presets` files spell them; a BadParameter naming the known
+    names when it is none."""
+    preset: Any = ACCELERATORS.get(name) or MODELS.get(name)
+    if preset is None:
+        known = ", ".join(sorted([*ACCELERATORS, *MODELS]))
+        raise click.BadParameter(f"{name!r} is no accelerator or model; known: {known}", param_hint="--show")
+    kind = "model" if name in MODELS else f"accelerator ({type(preset).__name__})"
+    lines = [f"{name}: {kind}"]
+    lines += [f"  {f.name}: {getattr(preset, f.name)}" for f in dataclasses.fields(preset) if f.name != "name"]
+    if kind != "model":
+        lines.append("  (a slower one on demand: harness sim serve --slowdown 1.2, every step 1.2× longer)")
+    return [*lines, ""]

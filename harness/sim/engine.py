@@ -33,6 +33,7 @@ class EngineConfig:
     kv_blocks: int = 26_000
     prefix_caching: bool = True
     noise_sigma: float = 0.03  # multiplicative, lognormal
+    slowdown: float = 1.0  # every step this many times longer: a regression on demand
     seed: int = 0
     compat: Compat = "0.33"
     # vLLM 0.33 schedules step n+1 while step n runs: a request arriving during step n joins step n+2.
@@ -271,6 +272,7 @@ class Engine:
         return load
 
     def _duration_ns(self, seconds: float) -> int:
+        seconds *= self.config.slowdown
         if self.config.noise_sigma > 0:
             seconds *= math.exp(self.config.noise_sigma * self._rng.standard_normal())
         return max(1, round(seconds * 1e9))

@@ -46,7 +46,8 @@ class SimServer:
         self.driver: Driver
         self.max_model_len = cfg.max_model_len or MODELS[cfg.model].max_model_len
         if cfg.timing == "fixed":
-            self.driver = FixedTimingDriver(int(cfg.fixed_ttft_ms * NS_PER_MS), int(cfg.fixed_itl_ms * NS_PER_MS),
+            self.driver = FixedTimingDriver(int(cfg.fixed_ttft_ms * cfg.slowdown * NS_PER_MS),
+                                            int(cfg.fixed_itl_ms * cfg.slowdown * NS_PER_MS),
                                             self.clock, self._observe_lateness, cfg.stream_writes == "token")
         else:
             engine = build_engine(cfg)
