@@ -31,6 +31,7 @@ COMMANDS = {
     "report": "harness.cli.report:report", "search": "harness.cli.search:search_cmd",
     "compare": "harness.cli.compare:compare", "history": "harness.cli.history:history",
     "trace": "harness.cli.trace:trace", "sim": "harness.cli.sim:sim", "clock": "harness.cli.clock:clock",
+    "export": "harness.cli.export:export",
 }
 
 

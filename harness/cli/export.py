@@ -1,102 +1,54 @@
-"""`harness run`'s Prometheus flags: the live exporter (--metrics-port) and the Pushgateway (--pushgateway)."""
+"""`harness export RUN…`: a run's figures in the files other tools ingest (a CSV row per phase; vLLM bench's
+`--save-result` JSON per phase)."""
 
 from __future__ import annotations
 
-import contextlib
-import time
-from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
-from urllib.parse import urlsplit
+import json
+from pathlib import Path
+from typing import Literal
 
 import click
 
-from harness.cli.common import Duration
-from harness.config.base import web_url
-from harness.config.scenario import Pushgateway, Scenario
-from harness.errors import UsageError
-from harness.redact import redactor
-from harness.report.pushgateway import push_summary
-from harness.run.exporter import LiveMetrics
-from harness.stats.schema import Summary
+from harness.cli.errors import guarded
+from harness.cli.grouped import examples
+from harness.records import read_records
+from harness.report.exports import csv_text, vllm_result
+from harness.report.files import run_dirs
+from harness.stats.schema import read_summary
 
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def export_options(command: F) -> F:
-    options = [
-        click.option("--metrics-port", type=click.IntRange(0, 65535), metavar="PORT",
-                     help="Serve the harness's own Prometheus metrics on this port while the run lasts (0: off)."),
-        click.option("--metrics-hold", "metrics_hold_s", type=Duration(), metavar="DURATION",
-                     help="Keep serving them this long after the run, for a last scrape (e.g. 15s)."),
-        click.option("--pushgateway", metavar="URL", help="Push the run's summary to this Pushgateway when it ends."),
-        click.option("--pushgateway-job", metavar="NAME", help="The push's job label (default: harness)."),
-        click.option("--pushgateway-label", multiple=True, metavar="K=V",
-                     help="A grouping label for the push (repeatable), e.g. branch=main."),
-    ]
-    for option in reversed(options):
-        command = option(command)
-    return command
+_EXAMPLES = examples(
+    "harness export reports/20261202T101500Z-quickstart --format csv > runs.csv",
+    "harness export reports/* --format csv --output runs.csv",
+    "harness export reports/20261202T101500Z-quickstart --format vllm --output results/",
+)
 
 
-def _labels(pairs: tuple[str, ...]) -> dict[str, str]:
-    labels = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.isidentifier():
-            raise click.BadParameter(f"{pair!r}: give KEY=VALUE, KEY a label name", param_hint="--pushgateway-label")
-        labels[key] = value
-    return labels
-
-
-def _push_url(given: str) -> str:
-    try:
-        url = web_url(given)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--pushgateway") from None
-    if "@" in urlsplit(given if "://" in given else f"http://{given}").netloc:
-        click.echo("--pushgateway: the user:password@ in the URL is dropped (never sent, printed or saved)", err=True)
-    return url
-
-
-def with_export_flags(scenario: Scenario, flags: dict[str, Any]) -> Scenario:
-    """The scenario with the export flags given on the command line put over its own fields."""
-    update: dict[str, Any] = {}
-    if flags["metrics_port"] is not None:
-        update["metrics_port"] = flags["metrics_port"]
-    if flags["metrics_hold_s"] is not None:
-        update["metrics_hold_s"] = flags["metrics_hold_s"]
-    push = scenario.pushgateway
-    if flags["pushgateway"] is not None:
-        push = Pushgateway(url=_push_url(flags["pushgateway"]), **(push.model_dump(exclude={"url"}) if push else {}))
-    if push is None and (flags["pushgateway_job"] or flags["pushgateway_label"]):
-        raise click.BadParameter("needs --pushgateway URL (or pushgateway: in the scenario)",
-                                 param_hint="--pushgateway-job" if flags["pushgateway_job"] else "--pushgateway-label")
-    if push is not None:
-        labels = {**push.labels, **_labels(flags["pushgateway_label"])}
-        update["pushgateway"] = push.changed(job=flags["pushgateway_job"] or push.job, labels=labels)
-    return scenario.changed(**update) if update else scenario
-
-
-@contextlib.contextmanager
-def live_metrics(scenario: Scenario, shard: str = "") -> Iterator[LiveMetrics | None]:
-    """The exporter, serving while the block runs (and `metrics_hold_s` after it, when it ended well). `shard`:
-    "i/N" for a shard by hand, the `shard` label of every series (a dashboard sums over it)."""
-    if not scenario.metrics_port:
-        yield None
+@click.command(short_help="A run's figures as CSV, or as vLLM bench's result JSON.", epilog=_EXAMPLES)
+@click.argument("runs", nargs=-1, required=True, type=click.Path(path_type=Path, file_okay=False, exists=True))
+@click.option("--format", "fmt", type=click.Choice(["csv", "vllm"]), default="csv", show_default=True,
+              help="csv: one row per phase, columns named as the metric registry (docs/output.md); vllm: one "
+                   "JSON file per phase with the keys `vllm bench serve --save-result` writes.")
+@click.option("--output", type=click.Path(path_type=Path), metavar="PATH",
+              help="csv: a file (default: standard output); vllm: a folder (default: each run's own).")
+@guarded
+def export(runs: tuple[Path, ...], fmt: Literal["csv", "vllm"], output: Path | None) -> None:
+    """Write the figures of RUNS (run folders, or folders of --repeat runs) in a format dashboards read."""
+    folders = [run for path in runs for run in run_dirs(path)]
+    if fmt == "csv":
+        text = csv_text([read_summary(run / "summary.json") for run in folders])
+        if output is None:
+            click.echo(text, nl=False)
+        else:
+            output.write_text(text, encoding="utf-8")
+            click.echo(f"written: {output}", err=True)
         return
-    metrics = LiveMetrics(scenario.name, shard)
-    try:
-        metrics.serve(scenario.metrics_port)
-    except OSError as exc:
-        raise UsageError(f"--metrics-port {scenario.metrics_port}: cannot serve there ({exc.strerror})") from None
-    try:
-        yield metrics
-        time.sleep(scenario.metrics_hold_s)
-    finally:
-        metrics.close()
-
-
-def push(scenario: Scenario, summaries: list[Summary], key: str | None, warn: Callable[[str], None]) -> None:
-    """The runs of this command (one, or every repeat), in one push."""
-    if scenario.pushgateway is not None:
-        push_summary(scenario.pushgateway, summaries, lambda message: warn(redactor(key)(message)))
+    for run in folders:
+        summary = read_summary(run / "summary.json")
+        records = list(read_records(run / "requests.jsonl")) if (run / "requests.jsonl").is_file() else []
+        where = output or run
+        where.mkdir(parents=True, exist_ok=True)
+        for phase in summary.phases:
+            path = where / f"vllm-{summary.run.run_id}-{phase.name}.json"
+            result = vllm_result(summary, phase, [r for r in records if r.phase == phase.name])
+            path.write_text(json.dumps(result, indent=2), encoding="utf-8")
+            click.echo(f"written: {path}", err=True)

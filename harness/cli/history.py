@@ -87,7 +87,9 @@ def show(db: Path, scenario: str | None, metrics: tuple[str, ...], n: int, html:
         figures = "  ".join(f"{phase}: " + ", ".join(f"{m} {entry.figures[(phase, m)]:,.4g}" for m in chosen
                                                        if (phase, m) in entry.figures) for phase in phases)
         mark = ("✓" if entry.good else "✗") + ("★" if entry.run_id in baseline else " ")
-        click.echo(f"{mark} {entry.started_at[:19]}  {entry.scenario}  {entry.run_id}  [{entry.standing}]  {figures}")
+        tags = "".join(f" {k}={v}" for k, v in entry.labels.items())
+        click.echo(f"{mark} {entry.started_at[:19]}  {entry.scenario}  {entry.run_id}{tags}  [{entry.standing}]  "
+                   f"{figures}")
     if html is not None:
         html.write_text(render_history(runs, chosen, baseline), encoding="utf-8")
         click.echo(f"trends: {html}")

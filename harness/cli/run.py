@@ -21,8 +21,8 @@ from harness.cli.common import (
     writable_dir,
 )
 from harness.cli.errors import fail, guarded
-from harness.cli.export import export_options, live_metrics, push, with_export_flags
 from harness.cli.grouped import GroupedCommand
+from harness.cli.output_flags import export_options, live_metrics, push, with_export_flags
 from harness.cli.quick_flags import flag_scenario, with_flags, with_thresholds
 from harness.cli.request_flags import REQUEST_FLAGS, Headers, endpoint_url, request_options, with_request_flags
 from harness.client.backend import Api
@@ -54,7 +54,8 @@ RUN_GROUPS = {
     "Request shape (gateways, sampling, TLS)": list(REQUEST_FLAGS),
     "Output and pass/fail": ["reports_dir", "progress", "thresholds", "repeat", "skip_bad_rows"],
     "Scale-out": ["workers", "ray_address", "shard_text", "start_at", "late_ok", "phase_slack_s", "clock_ref"],
-    "Live metrics": ["metrics_port", "metrics_hold_s", "pushgateway", "pushgateway_job", "pushgateway_label"],
+    "Live metrics and tags": ["metrics_port", "metrics_hold_s", "pushgateway", "pushgateway_job", "pushgateway_label",
+                              "labels", "metadata"],
 }
 RUN_EXAMPLES = [
     "harness run --endpoint http://localhost:8000/v1 --rate 4 --duration 60s --slo ttft=500ms --batch 64",
@@ -154,7 +155,7 @@ def run(scenario_path: Path | None, endpoint: str | None, base_url: str | None, 
     """Run SCENARIO (default scenarios/quickstart.yaml), or a quick run from flags (--rate, --concurrency,
     --batch), and report each phase side by side."""
     export = {k: quick.pop(k) for k in ("metrics_port", "metrics_hold_s", "pushgateway", "pushgateway_job",
-                                        "pushgateway_label")}
+                                        "pushgateway_label", "labels", "metadata")}
     slack_s, thresholds, clock_ref = quick.pop("phase_slack_s"), quick.pop("thresholds"), quick.pop("clock_ref")
     shape = {k: quick.pop(k) for k in REQUEST_FLAGS}
     endpoint, api = endpoint_url(endpoint, base_url, api)  # type: ignore[assignment]

@@ -13,6 +13,7 @@ import yaml
 from pydantic import Field, SerializationInfo, ValidationError, field_serializer, field_validator, model_validator
 
 from harness.config.base import PositiveMillis, PositiveSeconds, Seconds, Strict, WebUrl, first_error
+from harness.config.labels import Scalar, check_labels, check_metadata
 from harness.config.load import LOAD_TAGS, Phase
 from harness.config.presets import load_beside, resolve_accelerator, resolve_model
 from harness.config.request_shape import Body, Sampling, body_fields, check_body, check_header, saved
@@ -204,7 +205,21 @@ class Scenario(Strict):
     pushgateway: Pushgateway | None = None
     thresholds: Thresholds = Field(default_factory=dict, description="pass/fail limits on every phase's figures, "
                                    "e.g. {ttft_p99: '<500ms', error_rate: '<1%'}; a phase's own add to them")
+    labels: dict[str, str] = Field(default_factory=dict, description="the run's tags, e.g. {branch: main, engine: "
+                                   "vllm-0.32} (--label k=v): in summary.json, the exports, the history, the metrics")
+    metadata: dict[str, Scalar] = Field(default_factory=dict, description="facts about the run, a flat mapping "
+                                        "(--metadata FILE): in summary.json and the exports")
     phases: Annotated[list[Phase], Field(min_length=1)]
+
+    @field_validator("labels")
+    @classmethod
+    def _fit_labels(cls, v: dict[str, str]) -> dict[str, str]:
+        return check_labels(v)
+
+    @field_validator("metadata")
+    @classmethod
+    def _fit_metadata(cls, v: dict[str, Scalar]) -> dict[str, Scalar]:
+        return check_metadata(v)
 
     @model_validator(mode="after")
     def _unique_phase_names(self) -> Scenario:

@@ -28,8 +28,10 @@ def header_facts(summary: Summary) -> list[tuple[str, str]]:
     span = sum(p.whole_run.window.duration_s for p in phases)
     ended = "complete" if run.complete else (f"stopped by {run.stopped}" if run.stopped else "incomplete")
     model = (endpoint.model if endpoint else "") or (sim.model if sim else "") or ""
+    tags = [("labels", ", ".join(f"{k}={v}" for k, v in run.labels.items()))] if run.labels else []
+    tags += [("metadata", ", ".join(f"{k}: {v}" for k, v in run.metadata.items()))] if run.metadata else []
     return [("run", f"{run.run_id} · {run.started_at or run.mode}"), ("model", str(model)), ("target", str(target)),
-            ("workload", _lengths(phases)),
+            *tags, ("workload", _lengths(phases)),
             ("phases", ", ".join(p.name for p in phases) + f" · {span:,.1f} s in all"),
             ("SLOs", limits), ("ended", ended)]
 

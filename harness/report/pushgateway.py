@@ -60,6 +60,9 @@ def figures(summary: Summary) -> Figures:
     started = run.started_at
     when = dt.datetime.fromisoformat(started).timestamp() if started else dt.datetime.now(dt.UTC).timestamp()
     out[("harness_run_timestamp_seconds", "when the run started (Unix time)", ())] = {(): when}
+    if run.labels:  # its tags, as labels of one series (repeats of one command share them)
+        out[("harness_run_labels", "1, labelled with the run's tags (--label k=v)", tuple(run.labels))] = {
+            tuple(run.labels.values()): 1.0}
     return out
 
 

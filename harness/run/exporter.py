@@ -15,7 +15,7 @@ from __future__ import annotations
 import bisect
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -110,7 +110,7 @@ class _Histograms(Collector):
 class LiveMetrics:
     """Fed every finished record of the run and told when a phase begins; served on a port while it runs."""
 
-    def __init__(self, scenario: str, shard: str = "") -> None:
+    def __init__(self, scenario: str, shard: str = "", labels: Mapping[str, str] | None = None) -> None:
         # A shard by hand labels every series with its "i/N" (a dashboard sums over it); a whole run has no such label.
         self._prefix = (scenario, shard) if shard else (scenario,)
         base = ["scenario", "shard", "phase"] if shard else ["scenario", "phase"]
@@ -127,6 +127,10 @@ class LiveMetrics:
                                 registry=self.registry)
         self._offered = Gauge("harness_offered_requests_per_second", "the phase's schedule: (n − 1) / span of its "
                               "intended send times (open loop only)", base, registry=self.registry)
+        if labels:  # the run's tags (--label), joined onto any series by `scenario` in a query
+            tags = Gauge("harness_run_labels", "1, labelled with the run's tags (--label k=v)",
+                         ["scenario", *labels], registry=self.registry)
+            tags.labels(scenario, *labels.values()).set(1)
         self._info = Gauge("harness_phase_info", "1 for the phase running now, 0 for phases done", [*base, "load"],
                            registry=self.registry)
         self._limited = Gauge("harness_client_limited", "1: the harness could not keep up in this phase (live: a "

@@ -31,7 +31,8 @@ def run_header(scenario: Scenario, run_id: str, *, mode: Literal["run", "predict
                      mode=mode, started_at=None if clock is None else dt.datetime.now(dt.UTC).isoformat(),
                      anchor=anchor, endpoint=info, simulator=scenario.simulator if simulated else None,
                      tokenizer=tokenizer, shard=shard, complete=complete,
-                     read_window_us=(scenario.client.read_window_us or None) if mode == "run" else None)
+                     read_window_us=(scenario.client.read_window_us or None) if mode == "run" else None,
+                     labels=scenario.labels, metadata=scenario.metadata)
 
 
 def unknown_header(scenario: Scenario) -> RunHeader:

@@ -18,7 +18,7 @@ import json
 import sqlite3
 import zlib
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -53,7 +53,7 @@ CREATE INDEX IF NOT EXISTS runs_by_scenario ON runs (scenario, started_at);
 # Columns added after the first version: an older file gains them when opened (its runs keep no blocks, so
 # they compare only while their folders exist).
 _ADDED = {"client_limited": "INTEGER NOT NULL DEFAULT 0", "shape": "TEXT", "flagged": "TEXT",
-          "accepted": "INTEGER NOT NULL DEFAULT 0"}
+          "accepted": "INTEGER NOT NULL DEFAULT 0", "labels": "TEXT"}
 _ADDED_PHASES = {"limited_metrics": "TEXT"}  # JSON: the figures the client could have moved (null: older runs)
 # null: none kept (no model thought first, or the run was added by an older version)
 _ADDED_BLOCKS = {str(Latency.TTFT_ANSWER): "BLOB"}
@@ -110,7 +110,8 @@ def _rows(run_dir: Path, flag: str | None) -> _Rows:
         "thresholds_passed": int(all(t.passed for p in phases for t in p.thresholds)),
         "requests_ok": sum(p.requests.ok for p in phases),
         "client_limited": int(any(p.untrusted(m) for p in phases for m in COMPARED if metric(m).central)),
-        "shape": json.dumps(loaded.shape) if loaded else None, "flagged": flag, "accepted": 0}
+        "shape": json.dumps(loaded.shape) if loaded else None, "flagged": flag, "accepted": 0,
+        "labels": json.dumps(run.labels) if run.labels else None}
     rows = [(p.name, k, (p.client_limited_reason or "late") if p.client_limited else None,
              json.dumps([t.to_json() for t in p.thresholds]), json.dumps(p.client_limited_metrics))
             for k, p in enumerate(phases)]
@@ -164,6 +165,7 @@ class Entry:
     accepted: bool
     comparable: bool  # the history holds its blocks: it compares without its folder
     figures: dict[tuple[str, str], float]  # (phase, metric) → value
+    labels: dict[str, str] = field(default_factory=dict)  # the run's tags (--label)
 
     @property
     def standing(self) -> str:
@@ -197,14 +199,15 @@ def entries(db_path: Path, scenario: str | None = None) -> list[Entry]:
         where, args = ("WHERE scenario = ?", (scenario,)) if scenario else ("", ())
         runs = db.execute(
             "SELECT run_id, scenario, started_at, path, complete, thresholds_passed, requests_ok, client_limited, "
-            f"flagged, accepted, EXISTS (SELECT 1 FROM blocks b WHERE b.run_id = runs.run_id) FROM runs {where} "
+            "flagged, accepted, EXISTS (SELECT 1 FROM blocks b WHERE b.run_id = runs.run_id), labels "
+            f"FROM runs {where} "
             "ORDER BY started_at, run_id", args).fetchall()
         figures: dict[str, dict[tuple[str, str], float]] = {}
         for run_id, phase, metric, value in db.execute(
                 f"SELECT f.run_id, phase, metric, value FROM figures f JOIN runs USING (run_id) {where}", args):
             figures.setdefault(run_id, {})[(phase, metric)] = value
     return [Entry(r[0], r[1], r[2], r[3], bool(r[4]), bool(r[5]), r[6], bool(r[7]), r[8], bool(r[9]), bool(r[10]),
-                  figures.get(r[0], {})) for r in runs]
+                  figures.get(r[0], {}), json.loads(r[11]) if r[11] else {}) for r in runs]
 
 
 def _ids(db: sqlite3.Connection, run: str) -> list[str]:

@@ -6,7 +6,7 @@ import pytest
 from prometheus_client.openmetrics.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from harness.cli.export import with_export_flags
+from harness.cli.output_flags import with_export_flags
 from harness.config.scenario import SLO, parse_scenario
 from harness.report.pushgateway import summary_registry
 from harness.run.exporter import LATENCY_BUCKETS_S, MAX_REASONS, LiveMetrics

@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from harness.config.labels import Scalar
 from harness.config.simulator import SimulatorConfig
 from harness.stats.schema.base import ClientHealth, Section
 
@@ -126,6 +127,10 @@ class RunHeader(Section):
                                          "pass) late")
     coordinator: ClientHealth | None = Field(None, description="--workers/--ray: the parent's own self-check (a "
                                              "late parent delays barriers and the live view, not latencies)")
+    labels: dict[str, str] = Field(default_factory=dict, description="--label k=v (scenario `labels`): the run's "
+                                   "tags, carried to exports, the history and the metrics")
+    metadata: dict[str, Scalar] = Field(default_factory=dict, description="--metadata FILE (scenario `metadata`): "
+                                        "facts about the run, flat")
 
 
 class ScrapeInfo(Section):

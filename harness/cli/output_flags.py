@@ -1,0 +1,138 @@
+"""`harness run`'s output flags: the live exporter (--metrics-port), the Pushgateway (--pushgateway), and the
+run's tags (--label, --metadata) that go with both and with every file the run writes."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+import click
+
+from harness.cli.common import Duration
+from harness.config.base import web_url
+from harness.config.labels import check_labels, check_metadata, parse_label
+from harness.config.scenario import Pushgateway, Scenario
+from harness.config.yamlfile import read_yaml
+from harness.errors import UsageError
+from harness.redact import redactor
+from harness.report.pushgateway import push_summary
+from harness.run.exporter import LiveMetrics
+from harness.stats.schema import Summary
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def export_options(command: F) -> F:
+    options = [
+        click.option("--metrics-port", type=click.IntRange(0, 65535), metavar="PORT",
+                     help="Serve the harness's own Prometheus metrics on this port while the run lasts (0: off)."),
+        click.option("--metrics-hold", "metrics_hold_s", type=Duration(), metavar="DURATION",
+                     help="Keep serving them this long after the run, for a last scrape (e.g. 15s)."),
+        click.option("--pushgateway", metavar="URL", help="Push the run's summary to this Pushgateway when it ends."),
+        click.option("--pushgateway-job", metavar="NAME", help="The push's job label (default: harness)."),
+        click.option("--pushgateway-label", multiple=True, metavar="K=V",
+                     help="A grouping label for the push (repeatable), e.g. branch=main."),
+        click.option("--label", "labels", multiple=True, metavar="K=V",
+                     help="Tag the run (repeatable), e.g. engine=vllm-0.32: in summary.json, report.html, `harness "
+                          "export`, the history and the metrics' harness_run_labels."),
+        click.option("--metadata", type=click.Path(path_type=Path, dir_okay=False), metavar="FILE",
+                     help="A flat YAML/JSON mapping of facts about the run (commit, driver, …), kept in summary.json "
+                          "and the exports."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def _labels(pairs: tuple[str, ...]) -> dict[str, str]:
+    labels = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.isidentifier():
+            raise click.BadParameter(f"{pair!r}: give KEY=VALUE, KEY a label name", param_hint="--pushgateway-label")
+        labels[key] = value
+    return labels
+
+
+def _push_url(given: str) -> str:
+    try:
+        url = web_url(given)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--pushgateway") from None
+    if "@" in urlsplit(given if "://" in given else f"http://{given}").netloc:
+        click.echo("--pushgateway: the user:password@ in the URL is dropped (never sent, printed or saved)", err=True)
+    return url
+
+
+def with_tags(scenario: Scenario, labels: tuple[str, ...], metadata: Path | None) -> Scenario:
+    """The scenario with --label pairs over its `labels` and --metadata's mapping over its `metadata`; a bad one
+    is a BadParameter naming its flag."""
+    if not labels and metadata is None:
+        return scenario
+    try:
+        given = dict(parse_label(text) for text in labels)
+        tags = {**scenario.labels, **check_labels(given)}
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--label") from None
+    facts = dict(scenario.metadata)
+    if metadata is not None:
+        try:
+            data = read_yaml(metadata)
+        except ValueError as exc:
+            raise click.BadParameter(f"{metadata}: {exc}", param_hint="--metadata") from None
+        if not isinstance(data, dict):
+            raise click.BadParameter(f"{metadata}: expected a mapping of names to values", param_hint="--metadata")
+        try:
+            facts |= check_metadata(data)
+        except ValueError as exc:
+            raise click.BadParameter(f"{metadata}: {exc}", param_hint="--metadata") from None
+    return scenario.changed(labels=tags, metadata=facts)
+
+
+def with_export_flags(scenario: Scenario, flags: dict[str, Any]) -> Scenario:
+    """The scenario with the export flags given on the command line put over its own fields."""
+    scenario = with_tags(scenario, flags.get("labels", ()), flags.get("metadata"))
+    update: dict[str, Any] = {}
+    if flags["metrics_port"] is not None:
+        update["metrics_port"] = flags["metrics_port"]
+    if flags["metrics_hold_s"] is not None:
+        update["metrics_hold_s"] = flags["metrics_hold_s"]
+    push = scenario.pushgateway
+    if flags["pushgateway"] is not None:
+        push = Pushgateway(url=_push_url(flags["pushgateway"]), **(push.model_dump(exclude={"url"}) if push else {}))
+    if push is None and (flags["pushgateway_job"] or flags["pushgateway_label"]):
+        raise click.BadParameter("needs --pushgateway URL (or pushgateway: in the scenario)",
+                                 param_hint="--pushgateway-job" if flags["pushgateway_job"] else "--pushgateway-label")
+    if push is not None:
+        labels = {**push.labels, **_labels(flags["pushgateway_label"])}
+        update["pushgateway"] = push.changed(job=flags["pushgateway_job"] or push.job, labels=labels)
+    return scenario.changed(**update) if update else scenario
+
+
+@contextlib.contextmanager
+def live_metrics(scenario: Scenario, shard: str = "") -> Iterator[LiveMetrics | None]:
+    """The exporter, serving while the block runs (and `metrics_hold_s` after it, when it ended well). `shard`:
+    "i/N" for a shard by hand, the `shard` label of every series (a dashboard sums over it)."""
+    if not scenario.metrics_port:
+        yield None
+        return
+    metrics = LiveMetrics(scenario.name, shard, scenario.labels)
+    try:
+        metrics.serve(scenario.metrics_port)
+    except OSError as exc:
+        raise UsageError(f"--metrics-port {scenario.metrics_port}: cannot serve there ({exc.strerror})") from None
+    try:
+        yield metrics
+        time.sleep(scenario.metrics_hold_s)
+    finally:
+        metrics.close()
+
+
+def push(scenario: Scenario, summaries: list[Summary], key: str | None, warn: Callable[[str], None]) -> None:
+    """The runs of this command (one, or every repeat), in one push."""
+    if scenario.pushgateway is not None:
+        push_summary(scenario.pushgateway, summaries, lambda message: warn(redactor(key)(message)))
