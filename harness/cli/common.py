@@ -14,10 +14,12 @@ from harness.config.scenario import Scenario, load_scenario
 from harness.config.units import duration_seconds
 from harness.errors import PresetError, UsageError
 
-_REPO_SCENARIOS = Path(__file__).resolve().parent.parent.parent / "scenarios"
+REPO_SCENARIOS = Path(__file__).resolve().parent.parent.parent / "scenarios"
 
-reports_dir_option = click.option("--reports-dir", type=click.Path(path_type=Path, file_okay=False),
-                                  default=Path("reports"), show_default=True)
+# --result-dir (vLLM's bench) and --artifact-dir (AIPerf) are the same folder under the peers' names.
+reports_dir_option = click.option("--reports-dir", "--result-dir", "--artifact-dir", "reports_dir",
+                                  type=click.Path(path_type=Path, file_okay=False), default=Path("reports"),
+                                  show_default=True, help="Where each run's folder goes.")
 api_key_env_option = click.option("--api-key-env", metavar="VAR", help="Environment variable holding the API key "
                                   "(default: OPENAI_API_KEY if set). The key itself is never printed or saved.")
 def _load_presets(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
@@ -56,7 +58,7 @@ def scenario_or_default(path: Path | None) -> Scenario:
     """The scenario at `path`, or the quickstart (from the working directory, else the installed repository)."""
     if path is None:
         local = Path("scenarios/quickstart.yaml")
-        path = local if local.exists() else _REPO_SCENARIOS / "quickstart.yaml"
+        path = local if local.exists() else REPO_SCENARIOS / "quickstart.yaml"
     return load_scenario(path)
 
 

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Literal
 
@@ -12,7 +11,7 @@ import click
 from harness.cli.errors import guarded
 from harness.cli.grouped import examples
 from harness.records import read_records
-from harness.report.exports import csv_text, vllm_result
+from harness.report.exports import csv_text, write_vllm
 from harness.report.files import run_dirs
 from harness.stats.schema import read_summary
 
@@ -43,12 +42,6 @@ def export(runs: tuple[Path, ...], fmt: Literal["csv", "vllm"], output: Path | N
             click.echo(f"written: {output}", err=True)
         return
     for run in folders:
-        summary = read_summary(run / "summary.json")
         records = list(read_records(run / "requests.jsonl")) if (run / "requests.jsonl").is_file() else []
-        where = output or run
-        where.mkdir(parents=True, exist_ok=True)
-        for phase in summary.phases:
-            path = where / f"vllm-{summary.run.run_id}-{phase.name}.json"
-            result = vllm_result(summary, phase, [r for r in records if r.phase == phase.name])
-            path.write_text(json.dumps(result, indent=2), encoding="utf-8")
+        for path in write_vllm(read_summary(run / "summary.json"), records, output or run):
             click.echo(f"written: {path}", err=True)

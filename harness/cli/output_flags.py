@@ -4,6 +4,7 @@ run's tags (--label, --metadata) that go with both and with every file the run w
 from __future__ import annotations
 
 import contextlib
+import json
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,9 +20,10 @@ from harness.config.scenario import Pushgateway, Scenario
 from harness.config.yamlfile import read_yaml
 from harness.errors import UsageError
 from harness.redact import redactor
+from harness.report.exports import write_vllm
 from harness.report.pushgateway import push_summary
 from harness.run.exporter import LiveMetrics
-from harness.stats.schema import Summary
+from harness.run.result import RunResult
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -42,6 +44,11 @@ def export_options(command: F) -> F:
         click.option("--metadata", type=click.Path(path_type=Path, dir_okay=False), metavar="FILE",
                      help="A flat YAML/JSON mapping of facts about the run (commit, driver, …), kept in summary.json "
                           "and the exports."),
+        click.option("--save-result", is_flag=True,
+                     help="As vLLM's bench: also write each phase's result in vLLM's JSON (vllm-<run>-<phase>.json) "
+                          "in the run's folder (`harness export --format vllm` does it later)."),
+        click.option("--output-json", type=click.Path(path_type=Path, dir_okay=False), metavar="FILE",
+                     help="Also write the run's summary.json to FILE (with --repeat: a list, one per run)."),
     ]
     for option in reversed(options):
         command = option(command)
@@ -132,7 +139,19 @@ def live_metrics(scenario: Scenario, shard: str = "") -> Iterator[LiveMetrics | 
         metrics.close()
 
 
-def push(scenario: Scenario, summaries: list[Summary], key: str | None, warn: Callable[[str], None]) -> None:
-    """The runs of this command (one, or every repeat), in one push."""
+def after_run(scenario: Scenario, results: list[RunResult], key: str | None, warn: Callable[[str], None],
+              flags: dict[str, Any]) -> None:
+    """What the runs of this command (one, or every repeat) leave beyond their folders: one push, vLLM's
+    result files (--save-result), a copy of the summary (--output-json)."""
+    summaries = [r.summary for r in results]
     if scenario.pushgateway is not None:
         push_summary(scenario.pushgateway, summaries, lambda message: warn(redactor(key)(message)))
+    if flags.get("save_result"):
+        for result in results:
+            write_vllm(result.summary, result.records, result.run_dir)
+    if flags.get("output_json") is not None and summaries:
+        data = [s.to_json() for s in summaries] if len(summaries) > 1 else summaries[0].to_json()
+        try:
+            flags["output_json"].write_text(json.dumps(data, indent=2), encoding="utf-8")
+        except OSError as exc:
+            warn(f"--output-json {flags['output_json']}: not written ({exc.strerror}); the run's folder has it")

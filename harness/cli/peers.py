@@ -7,14 +7,7 @@ from __future__ import annotations
 
 PEER_FLAGS: dict[str, str] = {
     # vLLM bench serve
-    "--dataset-name": "the workload's dataset is a scenario field: workload.dataset (docs/scenarios.md)",
-    "--dataset-path": "workload.dataset.file in a scenario (docs/scenarios.md)",
-    "--random-input-len": "--prompt-tokens N (or a distribution, uniform:128:2048)",
-    "--random-output-len": "--output-tokens N",
     "--random-range-ratio": "--prompt-tokens uniform:MIN:MAX",
-    "--burstiness": "a gamma load in a scenario: {type: gamma, rate: R, cv: C} (docs/scenarios.md)",
-    "--save-result": "every run is saved: --reports-dir DIR (summary.json, requests.jsonl, report.html)",
-    "--result-dir": "--reports-dir DIR",
     "--percentile-metrics": "every percentile is in summary.json and the table; pass/fail: --threshold",
     "--metric-percentiles": "every percentile is in summary.json and the table; pass/fail: --threshold",
     "--goodput": "--slo ttft=500ms,tpot=50ms (goodput is counted against it)",
@@ -28,11 +21,11 @@ PEER_FLAGS: dict[str, str] = {
     "--custom-output-len": "--output-tokens N",
     "--backend": "--api chat|completions (any OpenAI-compatible server)",
     # GuideLLM
-    "--rate-type": "--rate R (Poisson), --concurrency N (closed loop) or --batch B (fixed batches)",
+    "--rate-type": "--profile synchronous|concurrent|constant|poisson|sweep, or --rate R / --concurrency N / --batch B",
     "--max-seconds": "--duration 30s",
     "--max-requests": "--requests N",
     "--data": "workload.dataset in a scenario (docs/scenarios.md), or --prompt-tokens/--output-tokens",
-    "--output-path": "--reports-dir DIR",
+    "--output-path": "--output-json FILE (the summary), or --reports-dir DIR (the whole run)",
     "--backend-args": "--header 'NAME: VALUE' for headers, --extra-body JSON for body fields",
     "--target": "--endpoint URL",
     # AIPerf / genai-perf
@@ -47,8 +40,7 @@ PEER_FLAGS: dict[str, str] = {
     "--extra-inputs": "--extra-body JSON (every request's body gains its fields)",
     "-H": "--header 'NAME: VALUE'",
     "--warmup-request-count": "--warmup DURATION (the phase's first seconds are left out of its statistics)",
-    "--artifact-dir": "--reports-dir DIR",
-    "--profile-export-file": "--reports-dir DIR",
+    "--profile-export-file": "--output-json FILE, or --reports-dir DIR",
     "--request-rate-mode": "--rate R (Poisson), or a constant load in a scenario",
     # k6
     "--vus": "--concurrency N",

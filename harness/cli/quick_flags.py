@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from harness.cli.common import scenario_or_default
+from harness.cli.peer_flags import peer_flags, peer_quick
 from harness.client.backend import Api
 from harness.config.load import TraceLoad
 from harness.config.quick import QuickRun, length_spec, quick_scenario
@@ -19,19 +20,22 @@ from harness.tools.search import parse_slo
 
 
 def flag_scenario(path: Path | None, flags: dict[str, Any], api: Api | None) -> Scenario:
-    """The scenario file, or the one the quick-run flags describe (never both)."""
+    """The scenario file, or the one the quick-run flags describe (never both); the peers' flags among them said,
+    a line each, as what they stand for."""
+    peers = peer_flags(flags)
     slo = flags.pop("slo_text")
     if flags["batches"] is None:
         flags.pop("batches")
     if flags.get("max_concurrency") is not None and flags.get("rate") is None:
         raise click.BadParameter("caps the requests in flight of a --rate run; for N users in a closed loop give "
                                  "--concurrency N", param_hint="--max-concurrency")
-    quick = QuickRun(**flags, slo=slo_limits(slo), api=api)
+    quick, said = peer_quick(peers, QuickRun(**flags, slo=slo_limits(slo), api=api))
     if not quick.given:
         stray = [flag for flag, k in (("--requests", "requests"), ("--duration", "duration_s"),
                                       ("--warmup", "warmup_s"),
                                       ("--batches", "batches")) if flags.get(k) is not None]
         stray += ["--slo"] if slo is not None else []
+        stray += [line.split(" ", 1)[0] for line in said]
         if stray:
             raise click.BadParameter(f"{stray[0]} sets a quick run: give --rate, --concurrency or --batch with it",
                                      param_hint=stray[0])
@@ -44,7 +48,10 @@ def flag_scenario(path: Path | None, flags: dict[str, Any], api: Api | None) -> 
             length_spec(flags[name])
         except ValueError as exc:
             raise click.BadParameter(str(exc), param_hint=f"--{name.replace('_', '-')}") from None
-    return quick_scenario(quick)
+    scenario = quick_scenario(quick)
+    for line in said:
+        click.echo(line, err=True)
+    return scenario
 
 
 def with_thresholds(scenario: Scenario, expressions: tuple[str, ...]) -> Scenario:

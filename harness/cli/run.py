@@ -22,7 +22,8 @@ from harness.cli.common import (
 )
 from harness.cli.errors import fail, guarded
 from harness.cli.grouped import GroupedCommand
-from harness.cli.output_flags import export_options, live_metrics, push, with_export_flags
+from harness.cli.output_flags import after_run, export_options, live_metrics, with_export_flags
+from harness.cli.peer_flags import peer_options
 from harness.cli.quick_flags import flag_scenario, with_flags, with_thresholds
 from harness.cli.request_flags import REQUEST_FLAGS, Headers, endpoint_url, request_options, with_request_flags
 from harness.client.backend import Api
@@ -49,13 +50,15 @@ from harness.workload.shards import LATE_MS, Shard
 RUN_GROUPS = {
     "Quick run (no scenario file)": ["rate", "max_concurrency", "concurrency", "batch", "batches", "requests",
                                      "duration_s", "prompt_tokens", "output_tokens", "seed", "slo_text", "warmup_s"],
+    "Peers' load and data flags (vLLM bench, GuideLLM)": ["dataset_name", "dataset_path", "burstiness", "profile",
+                                                          "sweep"],
     "Endpoint": ["endpoint", "base_url", "model", "api", "api_key_env", "wait", "tokenizer", "accelerator",
                  "hardware", "presets", "pin"],
     "Request shape (gateways, sampling, TLS)": list(REQUEST_FLAGS),
     "Output and pass/fail": ["reports_dir", "progress", "thresholds", "repeat", "skip_bad_rows"],
     "Scale-out": ["workers", "ray_address", "shard_text", "start_at", "late_ok", "phase_slack_s", "clock_ref"],
     "Live metrics and tags": ["metrics_port", "metrics_hold_s", "pushgateway", "pushgateway_job", "pushgateway_label",
-                              "labels", "metadata"],
+                              "labels", "metadata", "save_result", "output_json"],
 }
 RUN_EXAMPLES = [
     "harness run --endpoint http://localhost:8000/v1 --rate 4 --duration 60s --slo ttft=500ms --batch 64",
@@ -133,9 +136,11 @@ RUN_EXAMPLES = [
               help="Quick run: leave the first DURATION of each --rate/--concurrency phase out of its statistics.")
 @click.option("--duration", "duration_s", type=Duration(),
               help="Quick run: length of a --rate or --concurrency phase (30s, 5m).")
-@click.option("--prompt-tokens", default="256", show_default=True, metavar="N|DIST",
+@click.option("--prompt-tokens", "--random-input-len", "prompt_tokens", default="256", show_default=True,
+              metavar="N|DIST",
               help="Quick run: prompt length, or a distribution: uniform:128:2048, normal:1000:300, lognormal:512:0.5.")
-@click.option("--output-tokens", default="128", show_default=True, metavar="N|DIST", help="Quick run: answer length.")
+@click.option("--output-tokens", "--random-output-len", "output_tokens", default="128", show_default=True,
+              metavar="N|DIST", help="Quick run: answer length.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Quick run: seed of arrivals and prompts.")
 @click.option("--slo", "slo_text", metavar="LIMITS", help="Quick run: e.g. ttft=500ms,tpot=50ms (per request; "
               "ttft_answer=…: the answer's first token, after any thinking).")
@@ -146,6 +151,7 @@ RUN_EXAMPLES = [
               help="Run the scenario N times (fresh seeds; a fresh bundled simulator each) into one folder, and "
                    "report each metric's mean with its 95% interval.")
 @export_options
+@peer_options
 @guarded
 def run(scenario_path: Path | None, endpoint: str | None, base_url: str | None, model: str | None, api: Api | None,
         api_key_env: str | None, reports_dir: Path, pin: bool, wait: float | None, accelerator: str | None,
@@ -155,7 +161,7 @@ def run(scenario_path: Path | None, endpoint: str | None, base_url: str | None, 
     """Run SCENARIO (default scenarios/quickstart.yaml), or a quick run from flags (--rate, --concurrency,
     --batch), and report each phase side by side."""
     export = {k: quick.pop(k) for k in ("metrics_port", "metrics_hold_s", "pushgateway", "pushgateway_job",
-                                        "pushgateway_label", "labels", "metadata")}
+                                        "pushgateway_label", "labels", "metadata", "save_result", "output_json")}
     slack_s, thresholds, clock_ref = quick.pop("phase_slack_s"), quick.pop("thresholds"), quick.pop("clock_ref")
     shape = {k: quick.pop(k) for k in REQUEST_FLAGS}
     endpoint, api = endpoint_url(endpoint, base_url, api)  # type: ignore[assignment]
@@ -192,7 +198,7 @@ def run(scenario_path: Path | None, endpoint: str | None, base_url: str | None, 
                 break
         if parent is not None and not died:
             click.echo(f"\n{write_repeats(parent, [r.summary for r in results])}\n\nrepeats: {parent}")
-        push(scenario, [r.summary for r in results], key, display.warn)  # completed, failed or stopped
+        after_run(scenario, results, key, display.warn, export)  # completed, failed or stopped
     if died:
         raise fail(f"{len(died)} of {workers} workers died: the run is incomplete", EXIT_HARNESS)
     _exit(results)

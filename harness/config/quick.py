@@ -46,6 +46,11 @@ class QuickRun:
     max_concurrency: int | None = None  # with a rate: at most this many in flight (vLLM bench serve's flag)
     batches: int = 2
     warmup_s: float | None = None
+    # Peers' flags, as harness.cli.peer_flags maps them:
+    arrivals: str = "poisson"  # poisson | gamma | constant, at `rate`
+    cv: float | None = None  # gamma: the gaps' coefficient of variation
+    sweep_rates: tuple[float, ...] | None = None  # the rate phase at each of these rates
+    dataset: tuple[str, str] | None = None  # (sharegpt | burstgpt, its file)
 
     @property
     def given(self) -> bool:
@@ -53,6 +58,19 @@ class QuickRun:
 
 
 DEFAULT_REQUESTS = 100
+
+
+def _workload(q: QuickRun) -> dict[str, object]:
+    """The lengths the flags give, or a dataset's: ShareGPT's turns, or BurstGPT's rows' lengths."""
+    lengths: dict[str, object] = {"prompt_tokens": length_spec(q.prompt_tokens),
+                               "output_tokens": length_spec(q.output_tokens)}
+    if q.dataset is None:
+        return lengths
+    kind, file = q.dataset
+    if kind == "sharegpt":
+        return {**lengths, "dataset": {"type": "sharegpt", "file": file, "output_tokens": "reply"}}
+    return {"prompt_tokens": {"dist": "empirical", "file": file, "column": "input"},
+            "output_tokens": {"dist": "empirical", "file": file, "column": "output"}}
 
 
 def quick_scenario(q: QuickRun) -> Scenario:
@@ -69,8 +87,10 @@ def quick_scenario(q: QuickRun) -> Scenario:
                             "closed loop give --concurrency N")
     if q.rate is not None:
         cap = {} if q.max_concurrency is None else {"max_in_flight": q.max_concurrency}
-        phases.append({"name": "interactive", "load": {"type": "poisson", "rate": q.rate,
-                                                       **(bound or {"requests": DEFAULT_REQUESTS})}, **cap, **warm})
+        shape = {"type": q.arrivals, "rate": q.rate, **({"cv": q.cv} if q.cv is not None else {})}
+        swept = {"sweep": {"rate": list(q.sweep_rates)}} if q.sweep_rates else {}
+        phases.append({"name": "interactive", "load": {**shape, **(bound or {"requests": DEFAULT_REQUESTS})}, **cap,
+                       **warm, **swept})
     if q.concurrency is not None:
         phases.append({"name": "users", "load": {"type": "concurrency", "concurrency": q.concurrency,
                                                  **(bound or {"requests": DEFAULT_REQUESTS})}, **warm})
@@ -78,8 +98,7 @@ def quick_scenario(q: QuickRun) -> Scenario:
         phases.append({"name": "training-batch", "load": {"type": "batch", "size": q.batch, "batches": q.batches}})
     data: dict[str, Any] = {
         "name": "quick", "seed": q.seed, "description": "built from harness run flags",
-        "workload": {"prompt_tokens": length_spec(q.prompt_tokens), "output_tokens": length_spec(q.output_tokens)},
-        "slo": q.slo or {}, "phases": phases,
+        "workload": _workload(q), "slo": q.slo or {}, "phases": phases,
     }
     if q.api is not None:
         data["endpoint"] = {"api": q.api}

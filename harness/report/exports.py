@@ -12,7 +12,9 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import io
+import json
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from harness.clock import NS_PER_S
@@ -86,6 +88,18 @@ def vllm_result(summary: Summary, phase: PhaseSummary, records: Sequence[Request
     for name, latency in _VLLM_LATENCIES.items():
         out |= _vllm_distribution(name, getattr(phase.latency_ms, latency))
     return out
+
+
+def write_vllm(summary: Summary, records: Sequence[RequestRecord], where: Path) -> list[Path]:
+    """Each phase's vLLM result as `vllm-<run id>-<phase>.json` in `where`; the paths written."""
+    where.mkdir(parents=True, exist_ok=True)
+    written = []
+    for phase in summary.phases:
+        path = where / f"vllm-{summary.run.run_id}-{phase.name}.json"
+        result = vllm_result(summary, phase, [r for r in records if r.phase == phase.name])
+        path.write_text(json.dumps(result, indent=2), encoding="utf-8")
+        written.append(path)
+    return written
 
 
 def _burstiness(load: Mapping[str, Any]) -> float | None:

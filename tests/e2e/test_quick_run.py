@@ -145,7 +145,11 @@ def test_peer_flags_mean_here_what_they_mean_there(sim_url: str, tmp_path: Path)
 
 @pytest.mark.parametrize(("args", "says"), [
     (["--max-concurrency", "2"], "caps the requests in flight of a --rate run; for N users"),
-    (["--random-input-len", "100"], "here it is --prompt-tokens N"),
+    (["--random-range-ratio", "0.5"], "here it is --prompt-tokens uniform:MIN:MAX"),
+    (["--dataset-name", "sharegpt"], "--dataset-name sets a quick run: give --rate"),
+    (["--burstiness", "2"], "shapes the arrivals of a --rate run"),
+    (["--rate", "2", "--sweep", "4"], "two or more positive rates"),
+    (["--profile", "concurrent"], "concurrent needs --rate"),
     (["--vus", "3"], "here it is --concurrency N"),
     (["--temperature", "0"], "--extra-body '{\"temperature\": 0}'"),
     (["--extra-inputs", "x:1"], "--extra-body JSON"),
@@ -157,3 +161,26 @@ def test_peer_flags_mean_here_what_they_mean_there(sim_url: str, tmp_path: Path)
 def test_peer_flags_that_mean_something_else_here_say_what_to_use(args: list[str], says: str) -> None:
     proc = harness("run", *args)
     assert proc.returncode == 2 and says in proc.stderr, proc.stderr
+
+
+def test_vllm_bench_and_guidellm_flags_run_as_the_scenario_they_stand_for(sim_url: str, tmp_path: Path) -> None:
+    """vLLM's --dataset-name burstgpt, --burstiness, --save-result and --result-dir, GuideLLM's --profile sweep
+    and --output-path's equivalent: each said as what it stands for, and the run is that scenario."""
+    out = tmp_path / "summary.json"
+    proc = harness("run", "--base-url", sim_url, "--profile", "sweep", "--rate", "8", "--num-prompts", "6",
+                   "--burstiness", "4", "--dataset-name", "burstgpt", "--save-result", "--output-json", str(out),
+                   "--progress", "off", "--result-dir", str(tmp_path / "runs"))
+    assert proc.returncode == 0, proc.stderr
+    assert "--profile sweep --rate 8 → Poisson at 0.5, 1, 2, 4, 8 req/s" in proc.stderr
+    assert "--burstiness 4 → gamma arrivals, coefficient of variation 0.5" in proc.stderr
+    assert "--dataset-name burstgpt → prompt and answer lengths drawn from its rows" in proc.stderr
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    summary = json.loads(out.read_text())
+    assert summary == json.loads((run_dir / "summary.json").read_text())
+    assert [p["name"] for p in summary["phases"]] == [f"interactive@rate={r:g}" for r in (0.5, 1, 2, 4, 8)]
+    assert {p["config"]["load"]["type"] for p in summary["phases"]} == {"gamma"}
+    assert summary["phases"][0]["config"]["load"]["cv"] == 0.5
+    saved = yaml.safe_load((run_dir / "scenario.yaml").read_text())
+    assert saved["workload"]["prompt_tokens"]["dist"] == "empirical"
+    assert saved["workload"]["prompt_tokens"]["file"].endswith("burstgpt-sample.csv")
+    assert len(list(run_dir.glob("vllm-*.json"))) == 5  # --save-result: vLLM's file per phase
