@@ -192,3 +192,17 @@ def served_on_a_thread(app: web.Application, ssl_context: ssl.SSLContext | None 
         loop.call_soon_threadsafe(loop.stop)
         thread.join(timeout=10)
         loop.close()
+
+
+PLACEHOLDER = "http://staging:8000/v1"  # the endpoint README's and docs/recipes.md's blocks stand for yours with
+
+
+def paste(text: str, sim_url: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """In a fresh folder beside the project's .venv (README's `source .venv/bin/activate` finds it), stopping at
+    the first command that fails."""
+    if not (ROOT / ".venv" / "bin" / "activate").is_file():
+        raise AssertionError("README's blocks need the project's .venv: `make test` and `.ci/run` create it")
+    (cwd / ".venv").symlink_to(ROOT / ".venv")
+    env = {**os.environ, "PATH": f"{ROOT / '.venv' / 'bin'}:{os.environ['PATH']}"}
+    return subprocess.run(["bash", "-e", "-c", text.replace(PLACEHOLDER, sim_url)], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=240)

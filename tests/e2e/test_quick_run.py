@@ -47,7 +47,7 @@ def test_a_quick_run_from_flags_is_saved_and_reruns(tmp_path: Path) -> None:
     (["--rate", "5", "--prompt-tokens", "gaussian:5"], "--prompt-tokens", "use a number of tokens"),
     (["--rate", "5", "--duration", "5 parsecs"], "--duration", "is not a duration"),
     (["--requests", "5"], "--requests", "give --rate, --concurrency or --batch"),
-    (["--rate", "5", "--slo", "fast"], "--slo", "expected ttft="),
+    (["--rate", "5", "--slo", "fast"], "--slo", "expected one of ttft=…, ttft_answer=…"),
     (["--rate", "5", "scenarios/quickstart.yaml"], "SCENARIO", "not both"),
 ])
 def test_bad_quick_run_flags_name_the_flag(args: list[str], flag: str, words: str) -> None:

@@ -5,16 +5,10 @@ other character of the block is README's, read from README.md at test time."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
 from pathlib import Path
 
-import pytest
-
-from tests.helpers import ROOT
-
-PLACEHOLDER = "http://staging:8000/v1"
+from tests.helpers import PLACEHOLDER, ROOT, paste
 
 
 def block(containing: str) -> str:
@@ -22,17 +16,6 @@ def block(containing: str) -> str:
     (found,) = [b for b in blocks if containing in b]
     assert PLACEHOLDER in found
     return found
-
-
-def paste(text: str, sim_url: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """In a fresh folder beside the project's .venv (README's `source .venv/bin/activate` finds it), stopping at
-    the first command that fails."""
-    if not (ROOT / ".venv" / "bin" / "activate").is_file():
-        pytest.fail("README's blocks need the project's .venv: `make test` and `.ci/run` create it")
-    (cwd / ".venv").symlink_to(ROOT / ".venv")
-    env = {**os.environ, "PATH": f"{ROOT / '.venv' / 'bin'}:{os.environ['PATH']}"}
-    return subprocess.run(["bash", "-e", "-c", text.replace(PLACEHOLDER, sim_url)], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=240)
 
 
 def test_the_quick_run_block_runs_as_pasted(sim_url: str, tmp_path: Path) -> None:
