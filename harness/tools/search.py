@@ -1,22 +1,26 @@
 """`harness search`: the highest arrival rate whose goodput still meets the SLOs.
 
 Bisection over the Poisson rate of one phase: each trial runs the scenario's workload at a rate and
-asks whether at least `goodput` of its requests met every SLO. The boundary is then tried again
-with other seeds, so the capacity comes with an interval rather than one lucky number. Trials run
-against the endpoint, or in virtual time on the scenario's simulated accelerator (`predict`).
+asks whether at least `goodput` of its requests met every SLO. From an estimate (`start`: the simulator's own
+in virtual time, or the user's `--near`), the first trials bracket it — up or down by half again — before
+the bisection; without one, the search's low and high bounds do. The boundary is then tried again with other
+seeds, so the capacity comes with an interval rather than one lucky number. Trials run against the endpoint,
+or in virtual time on the scenario's simulated accelerator (`predict`). A capacity resting mostly on trials
+the client could have moved (client-limited) is reported but not claimed.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 
 from harness.config.metric_registry import SLO_LATENCIES
 from harness.config.scenario import SLO, Scenario, parse_scenario
-from harness.stats.conclusion import decided_by
+from harness.stats.capacity import Capacity, SearchTrial
 from harness.stats.schema import Summary
 
 Trial = Callable[[Scenario], Awaitable[Summary]]
@@ -25,6 +29,7 @@ MIN_REQUESTS = 50
 # A trial shorter than a few E2E times ends before its queue has built: 6 s trials found 61 req/s where 20 s
 # trials found 48.6 (issue 42). Trials last at least this many times the longest E2E p99 a passing trial saw.
 SETTLE_E2E = 8
+GROW = 1.5  # from an estimate, the first trials step up or down by this until they straddle the boundary
 
 
 _KEYS = {latency.value: key for key, latency in SLO_LATENCIES}
@@ -62,51 +67,6 @@ def trial_scenario(base: Scenario, rate: float, duration_s: float, seed: int, sl
     requests = max(min_requests, math.ceil(rate * duration_s))
     data["phases"] = [{"name": f"rate={rate:.3g}", "load": {"type": "poisson", "rate": rate, "requests": requests}}]
     return parse_scenario(data, "search")
-
-
-@dataclass(frozen=True, slots=True)
-class SearchTrial:
-    """One trial as the search saw it: its rate and seed, and what its one phase delivered."""
-
-    rate: float
-    seed: int
-    goodput: float
-    requests: int
-    too_small: bool  # fewer requests in its window than the search asks to decide on
-    output_tokens_per_s: float
-    index: int = 0  # 1 for the first trial
-    met: bool = False  # goodput at least the share asked, on enough requests
-    failed_on: str = ""  # the SLO limit most of its requests missed (TTFT, TPOT, E2E), or errors
-    e2e_p99_ms: float | None = None
-    seconds: float = 0.0  # the arrivals' planned length
-
-    @classmethod
-    def of(cls, summary: Summary, rate: float, seed: int, min_requests: int, *, index: int = 0,
-           goodput: float = 0.95, seconds: float = 0.0) -> SearchTrial:
-        (phase,) = summary.phases
-        measured = phase.requests.total
-        small = measured < min_requests
-        return cls(rate, seed, phase.goodput.fraction, measured, small, phase.throughput.output_tokens_per_s, index,
-                   phase.goodput.fraction >= goodput and not small, decided_by(phase), phase.latency_ms.e2e.p99,
-                   seconds)
-
-
-@dataclass(frozen=True, slots=True)
-class Capacity:
-    """What the search found: the capacity with its interval over seeds, or why it found none."""
-
-    capacity_rps: float | None
-    interval_rps: tuple[float, float] | None
-    trials: list[SearchTrial] = field(default_factory=list)
-    per_seed_rps: list[float] | None = None
-    at_least_rps: float | None = None  # the highest rate tried still met the SLOs
-    note: str | None = None
-    trial_s: float | None = None  # how long the last trials' arrivals lasted (raised past --duration, see SETTLE_E2E)
-
-    def to_json(self) -> dict[str, object]:
-        """As `harness search --json` prints it: the optional parts only when they say something."""
-        out = {k: v for k, v in asdict(self).items() if v is not None or k in ("capacity_rps", "interval_rps")}
-        return {**out, "interval_rps": None if self.interval_rps is None else list(self.interval_rps)}
 
 
 class SearchStopped(Exception):
@@ -168,10 +128,11 @@ class _Trials:
 
 async def search(base: Scenario, trial: Trial, slo: SLO, goodput: float, low: float, high: float,
                  duration_s: float, steps: int = 7, repeats: int = 3, *,
-                 min_requests: int = MIN_REQUESTS,
+                 min_requests: int = MIN_REQUESTS, start: float | None = None,
                  said: Callable[[SearchTrial], None] | None = None,
                  note: Callable[[str], None] | None = None) -> Capacity:
-    """Bisect [low, high] for the highest rate whose goodput share is ≥ `goodput`, then repeat the boundary.
+    """The highest rate in [low, high] whose goodput share is ≥ `goodput`: bracketed from `start` (or from the
+    bounds), bisected to the precision `steps` halvings of [low, high] give, then the boundary again per seed.
 
     A trial whose window held fewer than `min_requests` requests (a run cut short, a long warm-up) is kept
     but marked too small to decide, and counts as missing the SLOs: capacity is never claimed on a few. A trial
@@ -179,23 +140,62 @@ async def search(base: Scenario, trial: Trial, slo: SLO, goodput: float, low: fl
     `note`, of trials made longer (`settled_seconds`).
     """
     run = _Trials(base, trial, slo, goodput, duration_s, min_requests, said, note)
-    if not await run.meets(low, base.seed):
-        return Capacity(None, None, run.done, note=f"even {low:g} req/s misses the SLOs", trial_s=run.length)
-    if await run.meets(high, base.seed):
-        return Capacity(None, None, run.done, at_least_rps=high,
-                        note=f"the highest rate tried, {high:g} req/s, still meets the SLOs: capacity ≥ {high:g} "
-                             "req/s (raise --high to find it)", trial_s=run.length)
-    lo, hi = await _bisect(run, low, high, base.seed, steps)
+    found = await (_bounds(run, low, high) if start is None else _bracket(run, start, low, high))
+    if isinstance(found, str):  # nothing to bisect: the whole range passes, or none of it does
+        return Capacity(None, None, run.done, at_least_rps=high if found == "high" else None,
+                        note=_beyond(low, high, found), trial_s=run.length, start_rps=start)
+    lo, hi = found
+    target = (high - low) / 2 ** steps  # the precision `steps` halvings of the whole range give
+    lo, hi = await _bisect(run, lo, hi, base.seed, max(1, math.ceil(math.log2(max((hi - lo) / target, 1.0)))))
     # Re-run the boundary with other seeds: each seed's arrivals differ, so does its capacity.
-    found = [lo]
+    per_seed = [lo]
     for k in range(1, repeats):
-        found.append((await _bisect(run, lo * 0.8, min(hi * 1.1, high), base.seed + k, max(3, steps // 2)))[0])
-    arr = np.asarray(found)
+        per_seed.append((await _bisect(run, lo * 0.8, min(hi * 1.1, high), base.seed + k, max(3, steps // 2)))[0])
+    arr = np.asarray(per_seed)
     if len(arr) == 1:  # one seed has no spread to give: no interval, rather than one of zero width
-        return Capacity(float(arr[0]), None, run.done, per_seed_rps=[float(arr[0])], trial_s=run.length)
+        return Capacity(float(arr[0]), None, run.done, per_seed_rps=[float(arr[0])], trial_s=run.length,
+                        start_rps=start)
     half = 1.96 * arr.std(ddof=1) / np.sqrt(len(arr))
     return Capacity(float(arr.mean()), (float(arr.mean() - half), float(arr.mean() + half)), run.done,
-                    per_seed_rps=[float(x) for x in arr], trial_s=run.length)
+                    per_seed_rps=[float(x) for x in arr], trial_s=run.length, start_rps=start)
+
+
+Beyond = Literal["low", "high"]  # the low bound misses the SLOs; the high one still meets them
+
+
+def _beyond(low: float, high: float, which: Beyond) -> str:
+    if which == "low":
+        return f"even {low:g} req/s misses the SLOs"
+    return (f"the highest rate tried, {high:g} req/s, still meets the SLOs: capacity ≥ {high:g} req/s (raise --high "
+            "to find it)")
+
+
+async def _bounds(run: _Trials, low: float, high: float) -> tuple[float, float] | Beyond:
+    """[low, high] when low meets the SLOs and high does not; else why there is nothing to bisect."""
+    if not await run.meets(low, run.base.seed):
+        return "low"
+    if await run.meets(high, run.base.seed):
+        return "high"
+    return low, high
+
+
+async def _bracket(run: _Trials, start: float, low: float, high: float) -> tuple[float, float] | Beyond:
+    """A passing rate and a failing one around `start`, stepping by GROW up from it while it passes, down while
+    it fails, within [low, high]; else why there is nothing to bisect."""
+    seed, rate = run.base.seed, min(max(start, low), high)
+    if await run.meets(rate, seed):
+        while rate < high:
+            up = min(rate * GROW, high)
+            if not await run.meets(up, seed):
+                return rate, up
+            rate = up
+        return "high"
+    while rate > low:
+        down = max(rate / GROW, low)
+        if await run.meets(down, seed):
+            return down, rate
+        rate = down
+    return "low"
 
 
 async def _bisect(run: _Trials, lo: float, hi: float, seed: int, steps: int) -> tuple[float, float]:

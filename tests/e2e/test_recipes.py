@@ -84,7 +84,10 @@ def test_the_capacity_recipe(sim_url: str, tmp_path: Path) -> None:
     done = paste(_block("Capacity"), sim_url, tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads((tmp_path / "estimate.json").read_text())["capacity_rps"] > 0
-    assert "capacity" in done.stdout and len(list((tmp_path / "capacity").iterdir())) >= 3
+    assert "capacity" in done.stdout
+    (folder,) = (tmp_path / "capacity").iterdir()
+    found = json.loads((folder / "search.json").read_text())
+    assert len(list(folder.glob("trial-*"))) == len(found["trials"]) >= 3 and (folder / "search.html").is_file()
 
 
 def test_the_nightly_ab_recipe(sim_url: str, tmp_path: Path) -> None:

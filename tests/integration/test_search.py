@@ -12,8 +12,9 @@ from click.testing import CliRunner
 from harness.cli import main
 from harness.cli.search import trial_line
 from harness.config.scenario import SLO, Scenario, load_scenario
+from harness.stats.capacity import SearchTrial
 from harness.stats.schema import Summary
-from harness.tools.search import MIN_REQUESTS, SETTLE_E2E, SearchTrial, parse_slo, search, trial_scenario
+from harness.tools.search import MIN_REQUESTS, SETTLE_E2E, parse_slo, search, trial_scenario
 from tests.helpers import phase_json, rec, summary_of
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -92,7 +93,7 @@ def test_search_says_its_plan_each_trial_and_a_bound_that_still_passes() -> None
                                        "--output-tokens", "16"])
     assert result.exit_code == 0, result.output
     assert "search: Poisson rates 0.5–2 req/s, up to 12 trials" in result.output
-    assert "the first, at 0.5 req/s, lasts ≥ 100 s" in result.output
+    assert "the first at 0.5 req/s, lasting ≥ 100 s" in result.output
     # Numbered, with ✓/✗: the low bound, then the high one, which passed.
     assert "  trial 1 of ≤12 ✓" in result.output and "  trial 2 of ≤12 ✓" in result.output
     assert "trial 3 " not in result.output
@@ -141,9 +142,13 @@ def test_search_over_real_http_agrees_with_virtual_time(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     real = json.loads(proc.stdout)
     assert real["capacity_rps"] == pytest.approx(virtual["capacity_rps"], rel=0.35)
-    # Every trial left a run directory, all against the one simulator started for the search.
-    runs = sorted((tmp_path / "r").iterdir())
-    assert len(runs) == len(real["trials"])
+    # One search folder: its result and its page, and every trial's run directory inside it, all against the one
+    # simulator started for the search.
+    (folder,) = (tmp_path / "r").iterdir()
+    assert json.loads((folder / "search.json").read_text())["capacity_rps"] == real["capacity_rps"]
+    assert "goodput against the trial's rate" in (folder / "search.html").read_text()
+    runs = sorted(folder.glob("trial-*"))
+    assert [r.name for r in runs] == [f"trial-{t['index']:02d}" for t in real["trials"]]
     urls = {json.loads((run / "summary.json").read_text())["run"]["endpoint"]["base_url"] for run in runs}
     assert len(urls) == 1
 
@@ -210,7 +215,7 @@ async def test_one_seed_claims_no_interval_and_each_trial_names_what_failed_it()
 @pytest.mark.timing
 @pytest.mark.pairs
 def test_search_says_something_within_10_s_and_every_15_s_after(tmp_path: Path) -> None:
-    """Against the bundled simulator with the defaults' long first trial (0.5 req/s: ≥ 100 s): lines keep
+    """Against the bundled simulator with a long first trial (--near 0.5: 0.5 req/s, ≥ 100 s): lines keep
     coming while it runs. Ctrl-C into that trial after ~26 s (bounded): exit 130, "partial", no capacity claimed
     from the cut trial."""
     import signal
@@ -220,7 +225,7 @@ def test_search_says_something_within_10_s_and_every_15_s_after(tmp_path: Path) 
     import time
 
     proc = subprocess.Popen([sys.executable, "-m", "harness", "search", "--slo", "ttft=2s", "--prompt-tokens", "32",
-                             "--output-tokens", "8", "--reports-dir", str(tmp_path)], cwd=ROOT,
+                             "--output-tokens", "8", "--near", "0.5", "--reports-dir", str(tmp_path)], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     stamps: list[float] = []
     lines: list[str] = []
@@ -279,3 +284,65 @@ def test_search_finds_the_answers_ttft_capacity_of_a_reasoning_model(tmp_path: P
     found = json.loads(answer.output[answer.output.index("{"):])
     assert 12 < found["capacity_rps"] < 20
     assert "(TTFT (answer))" in answer.output  # the limit that failed a trial, named
+
+
+async def test_from_an_estimate_the_first_trials_bracket_it_and_fewer_trials_find_the_same_capacity() -> None:
+    """A server whose capacity is 10 req/s: from an estimate of 12, the first trial is at 12 (✗), then 8 (✓);
+    the bisection then needs the steps that give the precision the bounds' steps would, no more."""
+    async def fake(s: Scenario) -> Summary:
+        rate = s.phases[0].load.rate  # type: ignore[union-attr]
+        return trial_summary(1.0 if rate <= 10 else 0.5, s.phases[0].load.requests, rate)  # type: ignore[union-attr]
+
+    base = load_scenario(ROOT / "scenarios" / "quickstart.yaml")
+    bounds = await search(base, fake, SLO(ttft_ms=100), 0.95, 0.5, 64.0, 10.0, steps=7, repeats=1)
+    near = await search(base, fake, SLO(ttft_ms=100), 0.95, 0.5, 64.0, 10.0, steps=7, repeats=1, start=12.0)
+    assert [t.rate for t in near.trials[:2]] == [12.0, 8.0] and near.start_rps == 12.0
+    assert near.capacity_rps == pytest.approx(10.0, abs=(64 - 0.5) / 2 ** 7)
+    assert bounds.capacity_rps == pytest.approx(10.0, abs=(64 - 0.5) / 2 ** 7)
+    assert len(near.trials) < len(bounds.trials) and bounds.trials[0].rate == 0.5
+    up = await search(base, fake, SLO(ttft_ms=100), 0.95, 0.5, 64.0, 10.0, steps=7, repeats=1, start=4.0)
+    assert [t.rate for t in up.trials[:3]] == [4.0, 6.0, 9.0] and up.trials[3].rate == 13.5  # up by half again
+    top = await search(base, fake, SLO(ttft_ms=100), 0.95, 0.5, 9.0, 10.0, steps=7, repeats=1, start=8.0)
+    assert top.capacity_rps is None and top.at_least_rps == 9.0 and "still meets" in (top.note or "")
+
+
+def _trial(index: int, rate: float, met: bool, late: bool, seed: int = 1) -> SearchTrial:
+    return SearchTrial(rate, seed, 1.0 if met else 0.5, 100, False, rate * 10, index, met, "" if met else "TPOT",
+                       client_limited=late)
+
+
+def test_a_capacity_resting_mostly_on_client_limited_trials_is_not_claimed() -> None:
+    from harness.stats.capacity import Capacity
+
+    trials = [_trial(1, 5, True, False), _trial(2, 20, False, True), _trial(3, 12, True, True),
+              _trial(4, 16, False, True)]
+    found = Capacity(12.0, None, trials)
+    assert [t.index for t in found.boundary] == [3, 4]  # the fastest pass, the slowest failure above it
+    assert found.untrusted is not None and "2 of the 2 trials it rests on" in found.untrusted
+    assert found.to_json()["client_limited_trials"] == 3
+    calm = Capacity(12.0, None, [*trials[:2], _trial(3, 12, True, False), _trial(4, 16, False, True)])
+    assert calm.untrusted is None  # one of two: half, not most
+    assert trial_line(trials[1], "~6").startswith("  trial 2 of ~6 ✗") and trial_line(trials[1], 6).endswith(
+        "client-limited*")
+    assert "client-limited" not in trial_line(trials[0], 6)
+
+
+async def test_the_plan_against_a_simulated_target_is_the_search_run_once_in_virtual_time() -> None:
+    import functools
+
+    from harness.tools.predict import predict_async
+    from harness.tools.search_plan import TRIAL_OVERHEAD_S, plan
+
+    base = load_scenario(ROOT / "scenarios" / "quickstart.yaml")
+    base = base.changed(workload=base.workload.changed(prompt_tokens=128, output_tokens=16))  # cheap to simulate
+    bisect = functools.partial(search, slo=SLO(ttft_ms=300, tpot_ms=30), goodput=0.95, low=0.5, high=64.0,
+                               duration_s=3.0, steps=4, repeats=1, min_requests=10)
+    given = await plan(base, bisect, 7.0, "the bundled simulator")
+    assert (given.start_rps, given.trials, given.seconds) == (7.0, None, None)  # --near: no dry run
+    assert (await plan(base, bisect, None, None)).start_rps is None  # a real endpoint, no twin: the bounds
+    made = await plan(base, bisect, None, "the bundled simulator")
+    assert made.start_rps is not None and "estimate in virtual time" in made.whence and (made.trials or 0) >= 2
+    again = await bisect(base, predict_async,
+                         start=made.start_rps)
+    assert made.trials == len(again.trials)  # virtual time is deterministic: the plan is that search
+    assert made.seconds == pytest.approx(sum(t.window_s + TRIAL_OVERHEAD_S for t in again.trials))
