@@ -131,7 +131,7 @@ def _thesis(summary: Summary, key: str, metric: Latency) -> Spec | None:
         return [at.get(x) for x in xs]
 
     label = LATENCIES[metric].label
-    series = [{**series_spec(p.name, "ms", column([p]), points=True, log=True), "size": 11}
+    series = [{**series_spec(p.name, "ms", column([p]), points=True, log=True), "size": 11, "tag": True}
               for p in phases if p.name not in in_sweeps]
     for sweep in summary.sweeps:
         series.append({**series_spec(f"sweep {sweep.of}", "ms", column(sweep.points), points=True, line=True,
@@ -144,7 +144,7 @@ def _thesis(summary: Summary, key: str, metric: Latency) -> Spec | None:
         series.append(series_spec(f"{label} SLO {limit:g} ms", "ms", [limit] * len(xs), line=True, log=True,
                                   dash=True, color="#d62728"))
     return {"title": f"latency against throughput: each phase's {label} p99 at the output tokens/s it reached",
-            "xlabel": "output tokens/s (log)", "xlog": True, "x": json_values(xs, 1), "series": series, "height": 300}
+            "xlabel": "output tokens/s", "xlog": True, "x": json_values(xs, 1), "series": series, "height": 300}
 
 
 def notes_html(lines: list[str]) -> str:

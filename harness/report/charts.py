@@ -37,7 +37,10 @@ def assets() -> str:
     css = (here / "vendor" / "uPlot.min.css").read_text(encoding="utf-8")
     js = (here / "vendor" / "uPlot.iife.min.js").read_text(encoding="utf-8")
     glue = (here / "charts.js").read_text(encoding="utf-8")
-    return f"<style>{css}</style><script>{js}</script><script>{glue}</script>"
+    # uPlot's legend puts a colon after each name (for its live value) and leaves a line's swatch hollow: off a
+    # screenshot both read as empty; charts.js fills the swatches.
+    legend = ".u-inline.u-live th::after{content:''} .u-legend .u-marker{border-radius:2px}"
+    return f"<style>{css}{legend}</style><script>{js}</script><script>{glue}</script>"
 
 
 def chart_html(spec: Spec, n: int, small: bool = False) -> str:
