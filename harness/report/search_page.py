@@ -22,7 +22,7 @@ def search_specs(found: Capacity, slo: SLO, goodput: float) -> list[Spec]:
     by_rate = {round(t.rate, 3): t for t in sorted(found.trials, key=lambda t: t.rate)}
     xs = sorted(by_rate)
     trials = [by_rate[x] for x in xs]
-    marks = _marks(found, xs)
+    marks = _marks(found, xs, goodput)
     share = [series_spec("goodput of each trial", "%", [100 * t.goodput for t in trials], points=True, line=True),
              series_spec(f"target {goodput:.0%}", "%", [100 * goodput] * len(xs), line=True, dash=True,
                          color="#d62728"), *marks]
@@ -42,8 +42,9 @@ def search_specs(found: Capacity, slo: SLO, goodput: float) -> list[Spec]:
     return specs
 
 
-def _marks(found: Capacity, xs: Sequence[float]) -> list[Spec]:
-    """The capacity (and its interval's ends) as points on the goodput chart, at the nearest trial's rate."""
+def _marks(found: Capacity, xs: Sequence[float], goodput: float) -> list[Spec]:
+    """The capacity (and its interval's ends) as points on the target line, at the nearest trial's rate (the
+    chart's x are the trials' rates)."""
     if found.capacity_rps is None or not xs:
         return []
     points = {"capacity": found.capacity_rps}
@@ -53,7 +54,7 @@ def _marks(found: Capacity, xs: Sequence[float]) -> list[Spec]:
     for name, rate in points.items():
         near = min(range(len(xs)), key=lambda i: abs(xs[i] - rate))
         values: list[float | None] = [None] * len(xs)
-        values[near] = 100.0 if name == "capacity" else 95.0
+        values[near] = 100 * goodput
         out.append({**series_spec(f"{name} {rate:.2f} req/s", "%", values, points=True, color="#000"), "size": 12})
     return out
 

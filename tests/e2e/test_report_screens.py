@@ -53,7 +53,8 @@ PROBE = ("<script>window.addEventListener('load', () => {"
          " const charts = [...document.querySelectorAll('.chart')];"
          " document.body.setAttribute('data-checks', JSON.stringify(charts.map(c => ["
          "   c.title, JSON.parse(c.dataset.check || 'null')])));"
-         " const hollow = [...document.querySelectorAll('.u-legend .u-marker')].filter(m => m.style.borderColor && !m.style.background);"
+         " const hollow = [...document.querySelectorAll('.u-legend .u-marker')]"
+         "   .filter(m => m.style.borderColor && !m.style.background);"
          " document.body.setAttribute('data-hollow', hollow.length); });</script>")
 
 
