@@ -22,7 +22,7 @@ from harness.report.charts import (
     sweep_specs,
     workload_specs,
 )
-from harness.report.notes import notes
+from harness.report.notes import limited_reasons, notes
 from harness.report.table import render_table
 from harness.stats.schema import Summary
 from harness.stats.server import Row
@@ -69,7 +69,8 @@ def render_html(summary: Summary, records: Sequence[RequestRecord], rows: Sequen
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
              f"<style>{_STYLE}</style>{assets()}</head><body><h1>{html.escape(title)}</h1>",
              header_html(summary), f"<div class='answer'>{answer}</div>", cards_html(summary),
-             *(chart_html(spec, next(ids)) for spec in thesis_specs(summary)), notes_html(notes(summary))]
+             *(chart_html(spec, next(ids)) for spec in thesis_specs(summary)),
+             notes_html([*notes(summary), *limited_reasons(summary)])]
     cdfs = cdf_specs(by_phase)  # none when nothing succeeded: no empty charts
     if cdfs:
         parts += ["<h2>Latency distributions</h2>", *(chart_html(spec, next(ids), small=True) for spec in cdfs)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from harness.report.table import SERVER_ROWS
 from harness.stats.conclusion import thought
-from harness.stats.schema import MergedShard, RunHeader, ScrapeInfo, ShardInfo, Summary
+from harness.stats.schema import MergedShard, PhaseSummary, RunHeader, ScrapeInfo, ShardInfo, Summary
 from harness.stats.server import SERIES
 from harness.workload.shards import LATE_MS
 
@@ -26,13 +26,38 @@ def notes(summary: Summary) -> list[str]:
     out += _thinking_note(summary)
     for phase in summary.phases:
         if phase.client_limited:
-            out.append(f"phase {phase.name} was client-limited: {phase.client_limited_reason}")
+            out.append(client_limited_line(phase))
         if phase.incomplete:
             out.append(f"phase {phase.name} is incomplete: {phase.incomplete}")
         out += [f"phase {phase.name}: {message}" for message in phase.warnings]
         out += [f"phase {phase.name}: {why} ×{phase.requests.failure_reasons.get(why, 0)}: the server said "
                 f"\"{_line(said)}\"" for why, said in phase.requests.failure_messages.items()]
     return out
+
+
+# A verdict's cause (harness.stats.verdict), as a reader of the table needs it.
+_PLAIN = {"harness not scheduled": "the machine is busy (the harness waited for a CPU)",
+          "harness saturated": "the harness used its whole core", "harness stalled": "the harness stalled"}
+
+
+def client_limited_line(phase: PhaseSummary) -> str:
+    """One line for a client-limited phase: how many figures, by how much at most, and why in a few words; the
+    whole reason is in summary.json (client_limited_reason) and report.html."""
+    reason = phase.client_limited_reason or ""
+    why = next((plain for prefix, plain in _PLAIN.items() if reason.startswith(prefix)), reason.split(":")[0])
+    moved = [phase.client_moved[m] for m in phase.client_limited_metrics if m in phase.client_moved]
+    if not phase.client_limited_metrics:
+        return f"phase {phase.name}: its figures may be off (the * rows): {why} — see notes in report.html"
+    most = f" by up to {max(moved):.0%}" if moved else ""
+    many = len(phase.client_limited_metrics)
+    return (f"phase {phase.name}: {many} figure{'s' * (many > 1)} may be off{most} (the * rows): {why} — see notes "
+            "in report.html")
+
+
+def limited_reasons(summary: Summary) -> list[str]:
+    """The whole reason of each client-limited phase, for report.html's notes (the terminal says it short)."""
+    return [f"phase {p.name}, why its figures may be off: {p.client_limited_reason}" for p in summary.phases
+            if p.client_limited and p.client_limited_reason]
 
 
 def _thinking_note(summary: Summary) -> list[str]:

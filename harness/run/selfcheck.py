@@ -149,5 +149,5 @@ class SelfCheck:
             self._late()
         if not self.warned and self._warn is not None:
             self.warned = True
-            self._warn(f"{reason}; the figures it could have moved are named when the phase ends "
-                       "(client_limited_metrics in summary.json)")
+            self._warn(f"{reason} — so far: when the phase ends its verdict says which figures this could have "
+                       "moved, if any (client_limited_metrics in summary.json)")

@@ -21,6 +21,7 @@ from harness.sim.build import build_engine, context_problem, model_context
 from harness.sim.engine import SimRequest
 from harness.sim.faults import FaultInjector, FaultPlan
 from harness.sim.gate import Gate
+from harness.sim.lateness import LateSteps
 from harness.sim.metrics import SimMetrics
 from harness.sim.openai_shapes import ChunkRenderer, error_response, full_response
 from harness.sim.realtime import Driver, FixedTimingDriver, StepDriver
@@ -30,14 +31,14 @@ from harness.sim.truth import GroundTruth
 from harness.sim.writes import StreamWrites
 from harness.tokens import token_text
 
-_BEHIND_WARN_EVERY_NS = 10 * NS_PER_S
 MALFORMED_FRAME = b"data: {this is not json\n\n"
 
 Emit = Callable[[int, int], Awaitable[None]]
 
 
 class SimServer:
-    def __init__(self, cfg: SimulatorConfig, api_key: str | None = None, gate: Gate | None = None) -> None:
+    def __init__(self, cfg: SimulatorConfig, api_key: str | None = None, gate: Gate | None = None,
+                 live_lateness: bool = True) -> None:
         self.cfg = cfg
         self._api_key = api_key
         self._gate = gate or Gate()
@@ -61,7 +62,7 @@ class SimServer:
         self.ground_truth = GroundTruth()
         self._ids = itertools.count()
         self._ready_ns = self.clock.now_ns() + int(cfg.startup_delay_s * NS_PER_S)
-        self._warned_ns = -_BEHIND_WARN_EVERY_NS
+        self.lateness = LateSteps(live_lateness)
         self._driver_task: asyncio.Task[None] | None = None
 
     def app(self) -> web.Application:
@@ -86,15 +87,14 @@ class SimServer:
 
     async def _stop(self, _: web.Application) -> None:
         await cancel_quietly(self._driver_task)
+        if (line := self.lateness.summary()) is not None:
+            sys.stderr.write(line + "\n")
+            sys.stderr.flush()
 
     def _observe_lateness(self, late_ns: int) -> None:
         self.metrics.observe_step_lateness(late_ns)
-        if late_ns > 2 * NS_PER_MS:
-            now = self.clock.now_ns()
-            if now - self._warned_ns > _BEHIND_WARN_EVERY_NS:
-                self._warned_ns = now
-                sys.stderr.write(f"sim: falling behind real time: a step ended {late_ns / NS_PER_MS:.1f} ms late "
-                                 "(token times stay truthful; the simulated accelerator is slower than modelled)\n")
+        if (line := self.lateness.observe(late_ns)) is not None:
+            sys.stderr.write(line + "\n")
 
     def _starting(self) -> web.Response | None:
         if self.clock.now_ns() < self._ready_ns:
@@ -368,11 +368,12 @@ class RunningSim:
         await self.runner.cleanup()
 
 
-async def serve(cfg: SimulatorConfig, host: str, port: int, api_key: str | None = None, gate: Gate | None = None
-                ) -> tuple[RunningSim, str]:
+async def serve(cfg: SimulatorConfig, host: str, port: int, api_key: str | None = None, gate: Gate | None = None,
+                live_lateness: bool = True) -> tuple[RunningSim, str]:
     """Start the simulator; returns its handle and base URL (port 0 picks a free port). `gate`: headers it
-    requires, the body fields it logs."""
-    runner = web.AppRunner(SimServer(cfg, api_key, gate).app(), access_log=None)
+    requires, the body fields it logs; `live_lateness`: say the first late step as it happens (else only the
+    sum, when it stops)."""
+    runner = web.AppRunner(SimServer(cfg, api_key, gate, live_lateness).app(), access_log=None)
     await runner.setup()
     manager = runner.server
     assert manager is not None

@@ -18,7 +18,10 @@ from harness.stats.schema import ClientHealth, PhaseSummary
 Verdict = Literal["ok", "stalled", "not_scheduled", "saturated"]
 RANK: dict[Verdict, int] = {"ok": 0, "stalled": 1, "not_scheduled": 2, "saturated": 3}
 RUNQ_BOUND = 0.25  # waiting for a CPU a quarter of the time it wanted one is contention, not noise
-GUESS = "something else holds its cores (the server on the same machine?)"  # not scheduled, cause not known
+# Not scheduled, cause not known: with the machine's load above its cores, something else holds them; below,
+# the harness waited for its own core (another process pinned there, or a noisy neighbour's burst).
+GUESS = "something else holds its cores (the server on the same machine?)"
+GUESS_SHARED = "its core is shared (another process running where it does?)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,13 +68,14 @@ def verdict(late: str | None, client: ClientCheck) -> tuple[Verdict, str]:
     if (runq is not None and runq >= RUNQ_BOUND) or (load is not None and load > 1.0):
         waited = f", waiting for a CPU {runq:.0%} of the time" if runq is not None else ""
         loaded = f", machine load {load:.1f} per core" if load is not None else ""
-        return "not_scheduled", f"harness not scheduled: {late} at only {cpu:.0%} of a core{waited}{loaded}: {GUESS}"
+        guess = GUESS if load is None or load > 1.0 else GUESS_SHARED
+        return "not_scheduled", f"harness not scheduled: {late} at only {cpu:.0%} of a core{waited}{loaded}: {guess}"
     return "stalled", f"harness stalled: {late} at {cpu:.0%} of a core without CPU contention"
 
 
 def blamed(reason: str, cause: str) -> str:
     """A verdict's reason once its cause is known (a worker frozen in the phase): the cause first, and no guess."""
-    return f"{cause}; {reason.replace(': ' + GUESS, '')}"
+    return f"{cause}; {reason.replace(': ' + GUESS, '').replace(': ' + GUESS_SHARED, '')}"
 
 
 def spare_cores(client: ClientCheck) -> str:

@@ -70,7 +70,7 @@ def test_the_live_warning_and_the_phase_verdict_read_the_same_ticks() -> None:
     assert warnings == []
     check.lags_ns.extend([0] * 60 + [400 * NS_PER_MS])
     check._check(check.since(mark))
-    assert len(warnings) == 1 and "named when the phase ends" in warnings[0]
+    assert len(warnings) == 1 and "so far: when the phase ends its verdict says" in warnings[0]
     clock.advance_to(10 * NS_PER_S)
     phase = check.since(mark)
     records = [rec(i * 10, i * 10, [i * 10 + 50], completion=1, idx=i) for i in range(100)]

@@ -165,7 +165,7 @@ def test_the_same_lag_on_short_gaps_flags_only_the_figures_it_reaches() -> None:
     assert stats.untrusted("itl_p99") and not stats.untrusted("itl_p50")
     assert stats.client.verdict == "not_scheduled"  # the cause: it waited for a CPU another process held
     reason = stats.client_limited_reason or ""
-    assert "something else holds its cores" in reason and "itl_p99 by ~" in reason
+    assert "its core is shared" in reason and "itl_p99 by ~" in reason  # load below the cores: no one else blamed
 
 
 def test_a_caps_hold_is_not_lateness() -> None:
