@@ -334,8 +334,8 @@ async def test_the_plan_against_a_simulated_target_is_the_search_run_once_in_vir
     from harness.tools.search_plan import TRIAL_OVERHEAD_S, plan
 
     base = load_scenario(ROOT / "scenarios" / "quickstart.yaml")
-    base = base.changed(workload=base.workload.changed(prompt_tokens=128, output_tokens=16))  # cheap to simulate
-    bisect = functools.partial(search, slo=SLO(ttft_ms=300, tpot_ms=30), goodput=0.95, low=0.5, high=64.0,
+    base = base.changed(workload=base.workload.changed(prompt_tokens=2048, output_tokens=16))  # short answers: cheap
+    bisect = functools.partial(search, slo=SLO(ttft_ms=300), goodput=0.95, low=0.5, high=64.0,
                                duration_s=3.0, steps=4, repeats=1, min_requests=10)
     given = await plan(base, bisect, 7.0, "the bundled simulator")
     assert (given.start_rps, given.trials, given.seconds) == (7.0, None, None)  # --near: no dry run
