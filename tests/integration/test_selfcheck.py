@@ -53,7 +53,7 @@ def test_warns_once_when_over_a_bound() -> None:
     check._check(ClientCheck(loop_lag_p99_ms=12.0, cpu_share=0.97))
     check._check(ClientCheck(loop_lag_p99_ms=30.0, cpu_share=0.99))
     assert len(warnings) == 1
-    assert warnings[0].startswith("harness saturated: event-loop lag p99 12.0 ms > 5.0 ms at 97% of a core;")
+    assert warnings[0].startswith("harness saturated: event-loop lag p99 12.0 ms > 5.0 ms at 97% of a core — so far")
     assert [v for _, v, _ in check.windows] == ["saturated", "saturated"]
 
 
