@@ -25,6 +25,7 @@ def records(n: int, tokens: int) -> list[RequestRecord]:
         rec.chunk_ns = [rec.intended_ns + 30_000_000 + k * (9_000_000 + (k * 7919 + i) % 2_000_000)
                         for k in range(tokens)]
         rec.first_token_ns, rec.last_token_ns, rec.end_ns = rec.chunk_ns[0], rec.chunk_ns[-1], rec.chunk_ns[-1]
+        rec.first_content_ns = rec.first_token_ns  # as the worker sets it: a stream without thinking
         out.append(rec)
     return out
 
