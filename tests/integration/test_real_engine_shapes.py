@@ -201,7 +201,8 @@ async def test_a_server_whose_queue_grows_while_the_harness_idles_is_the_bottlen
     assert slow.server is not None and (slow.server.waiting_max or 0) > 0
     assert (slow.client.loop_lag_p99_ms or 0) > 5.0  # the self-check did see the harness late…
     # … but 8 ms moves no figure of 250 ms tokens by 5%: nothing flagged, and the server's queue set the pace.
-    assert not slow.client_limited and slow.client_limited_metrics == [] and slow.bottleneck == "server"
+    assert not slow.client_limited and slow.client_limited_metrics == [] and slow.bottleneck == "server", (
+        slow.client_limited_reason, slow.client_moved)
     assert slow.client.verdict == "ok"  # the summary says one thing
     assert max(slow.client_moved.get(f"itl_{q}", 0.0) for q in ("p50", "p90", "p99")) < 0.05
     # Against 1 ms tokens the phase lasts a fraction of a second: a longer one, and lateness well past the
