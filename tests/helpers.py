@@ -206,3 +206,13 @@ def paste(text: str, sim_url: str, cwd: Path) -> subprocess.CompletedProcess[str
     env = {**os.environ, "PATH": f"{ROOT / '.venv' / 'bin'}:{os.environ['PATH']}"}
     return subprocess.run(["bash", "-e", "-c", text.replace(PLACEHOLDER, sim_url)], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=240)
+
+
+def chromium() -> str:
+    """Debian's chromium (`make test` and `.ci/run` install it), or the test fails saying so."""
+    import shutil
+
+    path = shutil.which("chromium")
+    if path is None:
+        raise AssertionError("Debian's chromium is needed for this test: `make test` and `.ci/run` install it")
+    return path

@@ -5,14 +5,11 @@ from __future__ import annotations
 import html
 import json
 import re
-import shutil
 import struct
 import subprocess
 from pathlib import Path
 
-import pytest
-
-from tests.helpers import harness
+from tests.helpers import chromium, harness
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -59,13 +56,6 @@ CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic
                   "--hide-scrollbars", "--window-size=1400,900", "--virtual-time-budget=5000"]
 
 
-def _chromium() -> str:
-    path = shutil.which("chromium")
-    if path is None:
-        pytest.fail("Debian's chromium is needed for this test: `make test` and `.ci/run` install it")
-    return path
-
-
 def test_report_page_and_its_images_load_in_a_browser(tmp_path: Path, sim_url: str) -> None:
     scenario = tmp_path / "html.yaml"
     scenario.write_text(SMALL)
@@ -77,7 +67,7 @@ def test_report_page_and_its_images_load_in_a_browser(tmp_path: Path, sim_url: s
     page = (run_dir / "report.html").read_text()
     probed = tmp_path / "probed.html"
     probed.write_text(page.replace("</body>", PROBE + "</body>"))
-    dom = subprocess.run([_chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom",
+    dom = subprocess.run([chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom",
                           probed.as_uri()], capture_output=True, text=True, timeout=90).stdout
     assert "harness report: html" in dom and "Batches of 16 deliver" in dom
     # The page opens with what was run against what, asking for what, and how it ended.
@@ -98,7 +88,7 @@ def test_report_page_and_its_images_load_in_a_browser(tmp_path: Path, sim_url: s
     batch = [v for v in inflight[-1] if v]
     assert max(batch) == 16 and sum(v == 16 for v in batch) >= len(batch) / 2, inflight[-1]
     shot = tmp_path / "first-screen.png"
-    subprocess.run([_chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile2'}",
+    subprocess.run([chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile2'}",
                     f"--screenshot={shot}", probed.as_uri()], capture_output=True, timeout=90)
     png = shot.read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and struct.unpack(">II", png[16:24]) == (1400, 900)
@@ -161,7 +151,7 @@ def test_the_accelerator_matrix_page_fits_1280_px(tmp_path: Path) -> None:
     page = tmp_path / "matrix.html"
     page.write_text(matrix_html(result).replace("</body>", probe + "</body>"), encoding="utf-8")
     flags = [f if not f.startswith("--window-size") else "--window-size=1280,900" for f in CHROMIUM_FLAGS]
-    dom = subprocess.run([_chromium(), *flags, f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom",
+    dom = subprocess.run([chromium(), *flags, f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom",
                           page.as_uri()], capture_output=True, text=True, timeout=120).stdout
     cut = json.loads(html.unescape(dom.split('data-cut="', 1)[1].split('"', 1)[0]))
     assert cut and max(cut) <= 0, cut

@@ -10,37 +10,20 @@ import re
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import PLACEHOLDER, ROOT, paste
+from tests.helpers import PLACEHOLDER, ROOT, paste, serving
 
 PAGE = ROOT / "docs" / "recipes.md"
+SIM = ("sim", "serve", "--port", "0", "--seed", "4")  # a bundled simulator of its own, on a free port
 
 
 def blocks() -> dict[str, str]:
     """Each `## heading` of the page and its one sh block."""
     found = re.findall(r"^## (.+?)\n.*?```sh\n(.*?)```", PAGE.read_text(), flags=re.S | re.M)
     return dict(found)
-
-
-@contextmanager
-def simulator(*args: str) -> Iterator[str]:
-    proc = subprocess.Popen([sys.executable, "-m", "harness", "sim", "serve", "--port", "0", "--seed", "4", *args],
-                            stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert line, "simulator did not start"
-        yield json.loads(line)["url"]
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-        if proc.stdout is not None:
-            proc.stdout.close()
 
 
 def _block(start: str) -> str:
@@ -63,7 +46,7 @@ def test_every_block_of_the_page_has_its_test() -> None:
 
 
 def test_the_gateway_recipe(tmp_path: Path) -> None:
-    with simulator("--require-header", "X-Tenant: t-123", "--served-model-name", "my-model") as url:
+    with serving(*SIM, "--require-header", "X-Tenant: t-123", "--served-model-name", "my-model") as url:
         done = paste(_block("A gateway").replace(PLACEHOLDER, url), url, tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     assert _summary(tmp_path / "gateway")["phases"][0]["requests"]["ok"] == 20
@@ -72,7 +55,7 @@ def test_the_gateway_recipe(tmp_path: Path) -> None:
 
 
 def test_the_reasoning_recipe(tmp_path: Path) -> None:
-    with simulator("--reasoning-tokens", "200") as url:
+    with serving(*SIM, "--reasoning-tokens", "200") as url:
         done = paste(_block("A reasoning model"), url, tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     phase = _summary(tmp_path / "reasoning")["phases"][0]

@@ -23,7 +23,7 @@ from harness.report.charts import assets, chart_html
 from harness.report.html import render_html
 from harness.stats.schema import Summary
 from harness.tools.predict import predict_runs
-from tests.helpers import ROOT
+from tests.helpers import ROOT, chromium
 
 WIDTH = 1280
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -58,13 +58,6 @@ PROBE = ("<script>window.addEventListener('load', () => {"
          " document.body.setAttribute('data-hollow', hollow.length); });</script>")
 
 
-def _chromium() -> str:
-    path = shutil.which("chromium")
-    if path is None:
-        pytest.fail("Debian's chromium is needed for this test: `make test` and `.ci/run` install it")
-    return path
-
-
 def _predicted(text: str | None) -> tuple[Summary, list[RequestRecord]]:
     scenario = (load_scenario(ROOT / "scenarios" / "quickstart.yaml") if text is None
                 else parse_scenario(yaml.safe_load(text), "test"))
@@ -75,7 +68,7 @@ def _predicted(text: str | None) -> tuple[Summary, list[RequestRecord]]:
 def _probe(page: str, tmp_path: Path, name: str) -> tuple[list[tuple[str, list[dict]]], int]:
     probed = tmp_path / f"{name}.html"
     probed.write_text(page.replace("</body>", PROBE + "</body>"), encoding="utf-8")
-    dom = subprocess.run([_chromium(), *FLAGS, f"--user-data-dir={tmp_path / ('p-' + name)}", "--dump-dom",
+    dom = subprocess.run([chromium(), *FLAGS, f"--user-data-dir={tmp_path / ('p-' + name)}", "--dump-dom",
                           probed.as_uri()], capture_output=True, text=True, timeout=90).stdout
     checks = re.search(r'data-checks="([^"]*)"', dom)
     hollow = re.search(r'data-hollow="(\d+)"', dom)
@@ -107,7 +100,7 @@ def test_every_chart_reads_off_a_screenshot(name: str, tmp_path: Path) -> None:
     if name == "reasoning":
         assert "TTFT (answer) p99" in page and "TTFT (thinking) p99" in page
     shot = tmp_path / f"report-{name}.png"
-    subprocess.run([_chromium(), *FLAGS, f"--user-data-dir={tmp_path / ('s-' + name)}", f"--screenshot={shot}",
+    subprocess.run([chromium(), *FLAGS, f"--user-data-dir={tmp_path / ('s-' + name)}", f"--screenshot={shot}",
                     (tmp_path / f"{name}.html").as_uri()], capture_output=True, timeout=90)
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     if os.environ.get("UPDATE_SCREENSHOTS"):
