@@ -26,7 +26,7 @@ from harness.cli.common import (
 )
 from harness.cli.errors import guarded
 from harness.cli.quick_flags import with_flags
-from harness.cli.request_flags import REQUEST_FLAGS, endpoint_url, request_options, with_request_flags
+from harness.cli.request_flags import REQUEST_FLAGS, Headers, endpoint_url, request_options, with_request_flags
 from harness.client.backend import Endpoint
 from harness.config.quick import length_spec
 from harness.config.scenario import SLO, Scenario, parse_scenario
@@ -122,31 +122,47 @@ def search_cmd(scenario_path: Path | None, slo: SLO | None, goodput: float, low:
     bisect = functools.partial(search, slo=slo, goodput=goodput, low=low, high=high, duration_s=duration,
                                steps=steps, repeats=repeats, min_requests=min_requests)
     settings = _Settings(low, high, duration, steps, repeats, min_requests, near)
-
-    async def searching() -> tuple[Capacity, Path | None]:
-        if virtual:
-            return await _run(scenario, bisect, Plan(near, "--near") if near else Plan(None, "the bounds"),
-                              settings, predict_async, True), None
-        async with target(scenario, url=endpoint, model=model, api=None, api_key=key, headers=headers) as (
-                ep, bundled):
-            what = simulated(scenario, bundled)
-            if what is not None and near is None:  # seconds to minutes before the first trial: said first
-                _echo(f"search: estimating the capacity on {what} in virtual time, to start there (--near RATE "
-                      "gives one)…")
-            the_plan = await plan(scenario, bisect, near, what)
-            folder = new_run_dir(reports_dir, f"{scenario.name}-search")
-            began = time.monotonic()
-            found = await _run(scenario, bisect, the_plan, settings, _on_endpoint(ep, bundled, folder), False)
-            write_search(folder, found, slo, goodput, the_plan, (low, high), the_plan.took_s + time.monotonic() - began)
-            return found, folder
-
-    found, folder = _searched(searching())
+    if virtual:
+        searching = _virtual(_run(scenario, bisect, Plan(near, "--near") if near else Plan(None, "the bounds"),
+                                  settings, predict_async, True))
+    else:
+        where = _Where(endpoint, model, key, headers, reports_dir)
+        searching = _on_target(scenario, bisect, settings, where, slo, goodput)
+    found, folder = _searched(searching)
     if as_json:
         click.echo(json.dumps(found.to_json(), indent=2))
     else:
         _print(found, goodput, folder)
     if found.untrusted is not None:
         raise SystemExit(EXIT_NO_VERDICT)
+
+
+@dataclass(frozen=True, slots=True)
+class _Where:
+    """The endpoint the trials run against (None: the bundled simulator), and where their folders go."""
+
+    endpoint: str | None
+    model: str | None
+    key: str | None
+    headers: Headers
+    reports_dir: Path
+
+
+async def _on_target(scenario: Scenario, bisect: Search, s: _Settings, where: _Where, slo: SLO,
+                     goodput: float) -> tuple[Capacity, Path | None]:
+    """The search against the endpoint (or one bundled simulator), planned first, in a folder of its own."""
+    async with target(scenario, url=where.endpoint, model=where.model, api=None, api_key=where.key,
+                      headers=where.headers) as (ep, bundled):
+        what = simulated(scenario, bundled)
+        if what is not None and s.near is None:  # seconds to minutes before the first trial: said first
+            _echo(f"search: estimating the capacity on {what} in virtual time, to start there (--near RATE "
+                  "gives one)…")
+        the_plan = await plan(scenario, bisect, s.near, what)
+        folder = new_run_dir(where.reports_dir, f"{scenario.name}-search")
+        began = time.monotonic()
+        found = await _run(scenario, bisect, the_plan, s, _on_endpoint(ep, bundled, folder), False)
+        write_search(folder, found, slo, goodput, the_plan, (s.low, s.high), the_plan.took_s + time.monotonic() - began)
+        return found, folder
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +195,10 @@ async def _run(scenario: Scenario, bisect: Search, the_plan: Plan, s: _Settings,
     _echo(plan_line(the_plan, s.low, s.high, s.duration, s.steps, s.repeats, s.min_requests, virtual))
     return await bisect(scenario, trial, start=the_plan.start_rps, said=lambda t: _echo(trial_line(t, total)),
                         note=_echo)
+
+
+async def _virtual(searching: Coroutine[Any, Any, Capacity]) -> tuple[Capacity, Path | None]:
+    return await searching, None
 
 
 def _on_endpoint(endpoint: Endpoint, bundled: bool, folder: Path) -> Trial:
