@@ -67,13 +67,14 @@ def test_the_capacity_recipe(tmp_path: Path) -> None:
     """Its own simulator: one shared with other tests' load would move the capacity it finds."""
     with serving(*SIM) as url:
         done = paste(_block("Capacity"), url, tmp_path)
-    if done.returncode == 5 and "no capacity claimed" in done.stderr:  # its trials mostly client-limited
-        pytest.skip("the machine was too busy for the search to claim a capacity (its trials were client-limited)")
-    assert done.returncode == 0, done.stderr[-3000:]
+    # Exit 5 on a busy machine: the trials it rests on were mostly client-limited, and it says so (its files too).
+    unclaimed = done.returncode == 5 and "no capacity claimed" in done.stderr
+    assert done.returncode == 0 or unclaimed, done.stderr[-3000:]
     assert json.loads((tmp_path / "estimate.json").read_text())["capacity_rps"] > 0
     (folder,) = (tmp_path / "capacity").iterdir()
     found = json.loads((folder / "search.json").read_text())
     assert found["capacity_rps"] is not None or found["note"], found  # a capacity, or why there is none
+    assert (found["untrusted"] is not None) == unclaimed and found["client_limited_trials"] >= unclaimed
     assert len(list(folder.glob("trial-*"))) == len(found["trials"]) >= 1 and (folder / "search.html").is_file()
     assert "search.json" in done.stdout
 
