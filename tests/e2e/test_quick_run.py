@@ -167,17 +167,17 @@ def test_vllm_bench_and_guidellm_flags_run_as_the_scenario_they_stand_for(sim_ur
     """vLLM's --dataset-name burstgpt, --burstiness, --save-result and --result-dir, GuideLLM's --profile sweep
     and --output-path's equivalent: each said as what it stands for, and the run is that scenario."""
     out = tmp_path / "summary.json"
-    proc = harness("run", "--base-url", sim_url, "--profile", "sweep", "--rate", "8", "--num-prompts", "6",
+    proc = harness("run", "--base-url", sim_url, "--profile", "sweep", "--rate", "32", "--num-prompts", "6",
                    "--burstiness", "4", "--dataset-name", "burstgpt", "--save-result", "--output-json", str(out),
                    "--progress", "off", "--result-dir", str(tmp_path / "runs"))
     assert proc.returncode == 0, proc.stderr
-    assert "--profile sweep --rate 8 → Poisson at 0.5, 1, 2, 4, 8 req/s" in proc.stderr
+    assert "--profile sweep --rate 32 → Poisson at 2, 4, 8, 16, 32 req/s" in proc.stderr
     assert "--burstiness 4 → gamma arrivals, coefficient of variation 0.5" in proc.stderr
     assert "--dataset-name burstgpt → prompt and answer lengths drawn from its rows" in proc.stderr
     (run_dir,) = (tmp_path / "runs").iterdir()
     summary = json.loads(out.read_text())
     assert summary == json.loads((run_dir / "summary.json").read_text())
-    assert [p["name"] for p in summary["phases"]] == [f"interactive@rate={r:g}" for r in (0.5, 1, 2, 4, 8)]
+    assert [p["name"] for p in summary["phases"]] == [f"interactive@rate={r:g}" for r in (2, 4, 8, 16, 32)]
     assert {p["config"]["load"]["type"] for p in summary["phases"]} == {"gamma"}
     assert summary["phases"][0]["config"]["load"]["cv"] == 0.5
     saved = yaml.safe_load((run_dir / "scenario.yaml").read_text())
