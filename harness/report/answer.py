@@ -27,7 +27,7 @@ def header_facts(summary: Summary) -> list[tuple[str, str]]:
     limits = ", ".join(f"{k.removesuffix('_ms')} ≤ {v:g} ms" for k, v in _slo(summary).items()) or "none"
     span = sum(p.whole_run.window.duration_s for p in phases)
     ended = "complete" if run.complete else (f"stopped by {run.stopped}" if run.stopped else "incomplete")
-    model = (endpoint.model if endpoint else "") or (sim.model if sim else "") or ""
+    model = run.model
     tags = [("labels", ", ".join(f"{k}={v}" for k, v in run.labels.items()))] if run.labels else []
     tags += [("metadata", ", ".join(f"{k}: {v}" for k, v in run.metadata.items()))] if run.metadata else []
     return [("run", f"{run.run_id} · {run.started_at or run.mode}"), ("model", str(model)), ("target", str(target)),

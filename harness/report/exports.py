@@ -47,9 +47,8 @@ def csv_text(summaries: Sequence[Summary]) -> str:
 
 def _facts(summary: Summary, phase: PhaseSummary) -> list[str]:
     run = summary.run
-    model = (run.endpoint.model if run.endpoint else "") or (run.simulator.model if run.simulator else "")
     return [run.run_id, run.scenario, run.started_at or "", run.harness_version,
-            run.endpoint.base_url if run.endpoint else "", model, phase.name, phase.load_kind]
+            run.endpoint.base_url if run.endpoint else "", run.model, phase.name, phase.load_kind]
 
 
 def _counts(phase: PhaseSummary) -> list[str]:
@@ -68,7 +67,7 @@ def vllm_result(summary: Summary, phase: PhaseSummary, records: Sequence[Request
     run, load = summary.run, phase.config["load"]
     started = dt.datetime.fromisoformat(run.started_at) if run.started_at else dt.datetime.now(dt.UTC)
     backend = "openai-chat" if run.endpoint is None or run.endpoint.api == "chat" else "openai"
-    model = (run.endpoint.model if run.endpoint else "") or (run.simulator.model if run.simulator else "")
+    model = run.model
     measured = [r for r in records if phase.window.start_ns <= r.intended_ns <= phase.window.end_ns]
     out: dict[str, object] = {
         "date": started.strftime("%Y%m%d-%H%M%S"), "endpoint_type": backend, "backend": backend, "label": None,

@@ -127,6 +127,11 @@ class RunHeader(Section):
                                          "pass) late")
     coordinator: ClientHealth | None = Field(None, description="--workers/--ray: the parent's own self-check (a "
                                              "late parent delays barriers and the live view, not latencies)")
+    @property
+    def model(self) -> str:
+        """The model the run asked for: the endpoint's, else the simulator's ('' when neither says)."""
+        return (self.endpoint.model if self.endpoint else "") or (self.simulator.model if self.simulator else "")
+
     labels: dict[str, str] = Field(default_factory=dict, description="--label k=v (scenario `labels`): the run's "
                                    "tags, carried to exports, the history and the metrics")
     metadata: dict[str, Scalar] = Field(default_factory=dict, description="--metadata FILE (scenario `metadata`): "
