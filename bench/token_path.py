@@ -109,7 +109,7 @@ def whole_path_us(tokens: int) -> float:
         conn = H1Connection(collections.deque(), Provenance("chat"))
         conn.transport = _Transport()  # type: ignore[assignment]
         rec = RequestRecord("r", "p", 0, 16, 512, 0)
-        conn.exchange = Exchange(rec.request_id, RecordStamper(rec, clock), loop.create_future(), None)
+        conn.exchange = Exchange(rec.request_id, RecordStamper(rec, clock), loop.create_future(), None, ChunkReader())
         for piece in reads:
             conn.data_received(piece)
     elapsed = time.process_time() - start

@@ -11,7 +11,6 @@ import click
 
 from harness.cli.common import scenario_or_default
 from harness.cli.peer_flags import peer_flags, peer_quick
-from harness.client.backend import Api
 from harness.config.load import TraceLoad
 from harness.config.quick import QuickRun, length_spec, quick_scenario
 from harness.config.scenario import Scenario, parse_scenario
@@ -19,7 +18,7 @@ from harness.errors import ScenarioError
 from harness.tools.search import parse_slo
 
 
-def flag_scenario(path: Path | None, flags: dict[str, Any], api: Api | None) -> Scenario:
+def flag_scenario(path: Path | None, flags: dict[str, Any], api: str | None) -> Scenario:
     """The scenario file, or the one the quick-run flags describe (never both); the peers' flags among them said,
     a line each, as what they stand for."""
     peers = peer_flags(flags)

@@ -26,7 +26,7 @@ from harness.cli.output_flags import after_run, export_options, live_metrics, wi
 from harness.cli.peer_flags import peer_options
 from harness.cli.quick_flags import flag_scenario, with_flags, with_thresholds
 from harness.cli.request_flags import REQUEST_FLAGS, Headers, endpoint_url, request_options, with_request_flags
-from harness.client.backend import Api
+from harness.client.dialects import DIALECTS
 from harness.config.scenario import Scenario, parse_hardware
 from harness.errors import EXIT_HANGUP, EXIT_HARNESS, EXIT_NOTHING_OK, EXIT_REGRESSION, EXIT_STOPPED
 from harness.gctune import tune_for_timing
@@ -75,7 +75,7 @@ RUN_EXAMPLES = [
                    "(/v1/chat/completions). Default: start the bundled simulator.")
 @click.option("--base-url", metavar="URL", help="The server (http://host:8000), as vLLM's bench takes it.")
 @click.option("--model", help="Model name to request. Default: the scenario's, else the endpoint's first.")
-@click.option("--api", type=click.Choice(["chat", "completions"]), help="Which OpenAI API to drive.")
+@click.option("--api", type=click.Choice(list(DIALECTS)), help="Which API to drive (docs/apis.md).")
 @api_key_env_option
 @request_options
 @reports_dir_option
@@ -153,7 +153,7 @@ RUN_EXAMPLES = [
 @export_options
 @peer_options
 @guarded
-def run(scenario_path: Path | None, endpoint: str | None, base_url: str | None, model: str | None, api: Api | None,
+def run(scenario_path: Path | None, endpoint: str | None, base_url: str | None, model: str | None, api: str | None,
         api_key_env: str | None, reports_dir: Path, pin: bool, wait: float | None, accelerator: str | None,
         hardware: str | None,
         shard_text: str | None, workers: int | None, ray_address: str | None, relay: bool, start_at: float | None,
@@ -164,7 +164,7 @@ def run(scenario_path: Path | None, endpoint: str | None, base_url: str | None, 
                                         "pushgateway_label", "labels", "metadata", "save_result", "output_json")}
     slack_s, thresholds, clock_ref = quick.pop("phase_slack_s"), quick.pop("thresholds"), quick.pop("clock_ref")
     shape = {k: quick.pop(k) for k in REQUEST_FLAGS}
-    endpoint, api = endpoint_url(endpoint, base_url, api)  # type: ignore[assignment]
+    endpoint, api = endpoint_url(endpoint, base_url, api)
     scenario = with_flags(flag_scenario(scenario_path, quick, api), tokenizer, skip_bad_rows, accelerator, wait)
     scenario = with_thresholds(scenario, thresholds)
     scenario = _with_hardware(scenario, hardware)
@@ -301,7 +301,7 @@ def _with_hardware(scenario: Scenario, hardware: str | None) -> Scenario:
     return scenario.changed(endpoint=scenario.endpoint.changed(hardware=declared))
 
 
-async def _run(scenario: Scenario, run_dir: Path, url: str | None, model: str | None, api: Api | None,
+async def _run(scenario: Scenario, run_dir: Path, url: str | None, model: str | None, api: str | None,
                key: str | None, headers: Headers, pin: bool, display: Display, metrics: LiveMetrics | None,
                sharding: Sharding | None = None) -> RunResult:
     async with target(scenario, url=url, model=model, api=api, api_key=key, headers=headers, pin=pin,

@@ -1,4 +1,4 @@
-"""The OpenAI streaming client: one aiohttp session, one SSE parser, for chat and completions.
+"""The OpenAI streaming client: one aiohttp session, each API read by its dialect (`harness.client.dialects`).
 
 Request failures are data: `execute` never raises for an HTTP error, a timeout, a broken
 connection or a malformed stream; it reports them as events. aiohttp's exceptions are translated
@@ -30,7 +30,7 @@ from harness.client.backend import (
     take,
 )
 from harness.client.belongs import Answered, Provenance
-from harness.client.sse import ChunkReader
+from harness.client.dialects.base import StreamReader
 from harness.client.tls import tls_hint
 from harness.client.urls import under
 from harness.errors import BadChunk, EndpointError
@@ -103,6 +103,7 @@ class OpenAIBackend:
         self.continuous_usage = continuous_usage
         self._headers = {"Content-Type": "application/json", **endpoint.request_headers}
         self._prepared: dict[str, tuple[bytes, dict[str, str]]] = {}
+        self._dialect = endpoint.dialect
         self._provenance = Provenance(endpoint.api)
         self._answered: weakref.WeakKeyDictionary[ResponseHandler, tuple[int, Answered]] = \
             weakref.WeakKeyDictionary()
@@ -174,7 +175,7 @@ class OpenAIBackend:
         known = self._answered.get(carrier) if carrier is not None else None
         serial, last = known if known is not None else (next(self._serials), None)
         echoed = resp.headers.get("X-Request-Id")
-        reader = ChunkReader(events.keep_text)
+        reader = self._dialect.reader(events.keep_text)
         try:
             if (why := self._provenance.stale_echo(request_id, last, echoed)) is not None:
                 raise BadChunk(why)
@@ -192,7 +193,7 @@ class _NeverAnswered(Exception):
     """The connection died before a byte of answer: the server cannot have taken the request."""
 
 
-async def _read_stream(resp: aiohttp.ClientResponse, reader: ChunkReader, events: RequestEvents,
+async def _read_stream(resp: aiohttp.ClientResponse, reader: StreamReader, events: RequestEvents,
                        first_token_deadline: asyncio.Timeout, foreign: Callable[[bytes], str | None]) -> None:
     """`foreign`: why a stream whose first payload is this is not the request's answer (raised), or None."""
     checked = False
@@ -206,7 +207,7 @@ async def _read_stream(resp: aiohttp.ClientResponse, reader: ChunkReader, events
             first_token_deadline.reschedule(None)
         if over:
             return
-    events.ended()
+    events.ended(reader.end)
 
 
 async def _error_reason(resp: aiohttp.ClientResponse) -> tuple[str, str]:

@@ -13,16 +13,16 @@ import json
 import ssl
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
-from harness.client.sse import Chunk, ChunkReader
+from harness.client.dialects import dialect
+from harness.client.dialects.base import Dialect, StreamReader
+from harness.client.sse import Chunk
 from harness.client.tls import client_tls
 from harness.client.urls import under
 from harness.records import Status
 from harness.redact import printable
 from harness.workload.requests import RequestSpec
-
-Api = Literal["chat", "completions"]
 
 
 class RequestEvents(Protocol):
@@ -53,8 +53,8 @@ class RequestEvents(Protocol):
     def retried(self) -> None:
         """The request is sent again: the first connection died before the server answered a byte."""
 
-    def ended(self) -> None:
-        """The body ended: without [DONE] the stream was cut short."""
+    def ended(self, end: str = "[DONE]") -> None:
+        """The body ended: without `end` (the API's last event) the stream was cut short."""
 
 
 class Backend(Protocol):
@@ -81,7 +81,7 @@ WARM_ANSWER_S = 2.0
 class Endpoint:
     base_url: str  # e.g. http://127.0.0.1:8000/v1, with a gateway's ?query when it wants one
     model: str
-    api: Api = "chat"
+    api: str = "chat"  # a dialect's name (`harness.client.dialects`)
     api_key: str | None = field(default=None, repr=False)  # never printed or saved
     # A gateway's own headers (tenant, routing, `api-key`), sent on every request; values never printed or saved.
     headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
@@ -91,13 +91,20 @@ class Endpoint:
     insecure: bool = False  # … or check no certificate at all (said once, loudly, at the start)
 
     @property
+    def dialect(self) -> Dialect:
+        return dialect(self.api)
+
+    @property
     def url(self) -> str:
-        return under(self.base_url, "chat/completions" if self.api == "chat" else "completions")
+        return under(self.base_url, self.dialect.path)
 
     @property
     def request_headers(self) -> dict[str, str]:
-        """What every request the harness makes to this endpoint carries besides its own framing."""
-        return access_headers(self.api_key, self.api_key_header, self.headers)
+        """What every request the harness makes to this endpoint carries besides its own framing: the dialect's
+        own headers, the key (under the dialect's header unless the user named one) and the gateway's."""
+        spoken = self.dialect
+        key_header = spoken.key_header if self.api_key_header == "Authorization" else self.api_key_header
+        return {**spoken.headers, **access_headers(self.api_key, key_header, self.headers)}
 
     def tls(self) -> ssl.SSLContext | None:
         """The TLS context every connection to an https endpoint uses; None for http."""
@@ -120,7 +127,7 @@ def access_headers(api_key: str | None, api_key_header: str = "Authorization",
     return out
 
 
-def take(reader: ChunkReader, events: RequestEvents, body: bytes) -> bool:
+def take(reader: StreamReader, events: RequestEvents, body: bytes) -> bool:
     """A piece of the response body to `events`; True once the stream is over for the harness. One plain token
     alone in its read, the usual piece, goes the short way."""
     if reader.plain(body):
@@ -128,24 +135,12 @@ def take(reader: ChunkReader, events: RequestEvents, body: bytes) -> bool:
     return events.chunks(reader.read(body))
 
 
-def request_body(spec: RequestSpec, model: str, api: Api, continuous_usage: bool = False,
+def request_body(spec: RequestSpec, model: str, api: str, continuous_usage: bool = False,
                  extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The JSON body of one streaming request; `extra` (the user's sampling and engine fields) last, over the
-    harness's own optional fields (a user's `min_tokens` wins), never over what it measures by (checked where the
-    scenario is read)."""
-    options: dict[str, bool] = {"include_usage": True}
-    if continuous_usage:
-        options["continuous_usage_stats"] = True  # vLLM: usage on every chunk, so tokens per chunk are known
-    body: dict[str, Any] = {"model": model, "max_tokens": spec.max_tokens, "stream": True, "stream_options": options}
-    if api == "chat":
-        turns = spec.messages or (("user", spec.prompt),)
-        body["messages"] = [{"role": role, "content": content} for role, content in turns]
-    else:
-        body["prompt"] = spec.prompt
-    if spec.ignore_eos:
-        # vLLM/SGLang extensions: exactly max_tokens tokens, so every run asks for the same work.
-        body["ignore_eos"] = True
-        body["min_tokens"] = spec.max_tokens
+    """The JSON body of one request in `api`'s dialect; `extra` (the user's sampling and engine fields) last, over
+    the harness's own optional fields (a user's `min_tokens` wins), never over what it measures by (checked where
+    the scenario is read)."""
+    body = dialect(api).body(spec, model, continuous_usage)
     for key, value in (extra or {}).items():
         mine = body.get(key)  # stream_options merged, so a user's own options keep the usage the harness reads
         body[key] = {**mine, **value} if isinstance(mine, dict) and isinstance(value, dict) else value

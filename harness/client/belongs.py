@@ -10,8 +10,9 @@ answer away are used only where an honest server cannot show them:
 - the stream's id is the previous answer's on the connection, the id is long enough to be unique (Ollama's are a
   few digits) and this server has not been seen giving one id to answers on two connections (a server with one
   fixed id gives itself away on the second connection and the rule is off for the rest of the run);
-- the answer is the other API's: `text_completion` objects to a chat request, `chat.completion` ones to a
-  completions request.
+- the answer is another API's: its `object` is one another dialect's answers carry (`text_completion` to a chat
+  request, `chat.completion` to a completions or Responses request, `response` to a chat request), never its
+  own's (`harness.client.dialects`).
 
 Pure: the clients hand it the first payload of a stream and the echoed header; it keeps the ids it has seen.
 """
@@ -21,13 +22,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from harness.client.dialects import DIALECTS, dialect
 from harness.redact import printable
 
 MIN_UNIQUE_ID = 16  # shorter ids may repeat by chance (Ollama: chatcmpl-123)
 REMEMBERED = 4096  # answers' ids kept to tell a server that reuses one id
 _ID = re.compile(rb'"id"\s*:\s*"([^"\\]{%d,256})"' % MIN_UNIQUE_ID)
 _OBJECT = re.compile(rb'"object"\s*:\s*"([^"\\]{1,64})"')
-_OTHER_API = {"chat": b"text_completion", "completions": b"chat.completion"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,12 +46,14 @@ def stream_id(payload: bytes) -> bytes | None:
 
 
 def wrong_api(api: str, payload: bytes) -> str | None:
-    """Why the payload answers the other API, or None."""
+    """Why the payload answers another API, or None."""
     found = _OBJECT.search(payload)
-    if found is None or not found.group(1).startswith(_OTHER_API[api]):
+    if found is None or found.group(1).startswith(dialect(api).objects or (b"\x00",)):
         return None
-    return f"a {'completions' if api == 'chat' else 'chat'} answer (object {found.group(1).decode('latin-1')}) " \
-           f"to a {api} request"
+    other = next((d.name for d in DIALECTS.values() if d.objects and found.group(1).startswith(d.objects)), None)
+    if other is None:
+        return None
+    return f"a {other} answer (object {found.group(1).decode('latin-1')}) to a {api} request"
 
 
 class Provenance:

@@ -56,6 +56,7 @@ class H1Backend:
         self._slots = asyncio.Semaphore(max_connections)
         self._idle: collections.deque[H1Connection] = collections.deque()
         self._opened: weakref.WeakSet[H1Connection] = weakref.WeakSet()
+        self._dialect = endpoint.dialect
         self._provenance = Provenance(endpoint.api)
         self._window = ReadWindow(read_window_s) if read_window_s > 0 else None
         self._prepared: dict[str, bytes] = {}
@@ -163,7 +164,7 @@ class H1Backend:
             if self.first_token_timeout_s is not None:
                 first = loop.call_later(self.first_token_timeout_s, expire, done, "first token timeout")
                 timers.append(first)
-            exchange = Exchange(request_id, events, done, first)
+            exchange = Exchange(request_id, events, done, first, self._dialect.reader(events.keep_text))
             conn.exchange = exchange
             assert conn.transport is not None
             events.sent()  # handed to the connection: the server cannot see it sooner
@@ -171,7 +172,7 @@ class H1Backend:
             error = await done
             if reused and _stale(exchange, error):
                 return True
-            _settle(events, exchange, error)
+            _settle(events, exchange, error, self._dialect.end)
             if error is None and exchange.status == 200:
                 conn.answered = self._provenance.answered(conn.serial, request_id, exchange.reader.first)
             if error is None and conn.usable:
@@ -203,7 +204,7 @@ def _stale(exchange: Exchange, error: BaseException | None) -> bool:
             and not exchange.events.got_token)
 
 
-def _settle(events: RequestEvents, exchange: Exchange, error: BaseException | None) -> None:
+def _settle(events: RequestEvents, exchange: Exchange, error: BaseException | None, end: str) -> None:
     if exchange.status:
         events.status(exchange.status)
     if isinstance(error, Expired):
@@ -220,4 +221,4 @@ def _settle(events: RequestEvents, exchange: Exchange, error: BaseException | No
     elif exchange.status != 200:
         events.failed("http_error", error_reason(exchange.status, exchange.body), error_message(exchange.body))
     else:
-        events.ended()
+        events.ended(end)

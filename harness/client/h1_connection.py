@@ -14,8 +14,8 @@ import httptools
 
 from harness.client.backend import RequestEvents, take
 from harness.client.belongs import Answered, Provenance
+from harness.client.dialects.base import StreamReader
 from harness.client.read_window import ReadWindow
-from harness.client.sse import ChunkReader
 from harness.errors import BadChunk
 
 _ERROR_BODY_LIMIT = 8192
@@ -33,10 +33,10 @@ class Exchange:
                  "request_id", "status")
 
     def __init__(self, request_id: str, events: RequestEvents, done: asyncio.Future[BaseException | None],
-                 first_timer: asyncio.TimerHandle | None) -> None:
+                 first_timer: asyncio.TimerHandle | None, reader: StreamReader) -> None:
         self.request_id = request_id
         self.events = events
-        self.reader = ChunkReader(events.keep_text)
+        self.reader = reader
         self.first_timer = first_timer
         self.done = done
         self.status = 0

@@ -1,7 +1,9 @@
 """Server-sent events and OpenAI stream chunks, parsed without any I/O.
 
-`SSEDecoder` turns arbitrary byte pieces into complete `data:` payloads; `interpret`
-turns one payload into what the harness measures. One parser serves chat and completions.
+`SSEDecoder` turns arbitrary byte pieces into complete `data:` payloads (and, for an API that names its events,
+each payload's `event:` name); `interpret` turns one OpenAI chunk into what the harness measures: chat's and
+completions' parser, with the fast paths for a plain token. The APIs whose events are typed read through
+`harness.client.typed_events`.
 """
 
 from __future__ import annotations
@@ -30,24 +32,42 @@ class SSEDecoder:
     what it weighs, not its square; past `LINE_LIMIT` it is refused.
     """
 
-    __slots__ = ("_data", "_fresh", "_pending", "_pending_len")
+    __slots__ = ("_data", "_event", "_fresh", "_named", "_names", "_pending", "_pending_len")
 
-    def __init__(self) -> None:
+    def __init__(self, named: bool = False) -> None:
+        """`named`: keep each event's `event:` name (`events`); chat's streams name none, and pay nothing for it."""
         self._pending: list[bytes] = []  # pieces of the line not yet ended
         self._pending_len = 0
         self._data: list[bytes] = []
         self._fresh = True  # nothing read yet: a byte-order mark may lead (the SSE standard strips it)
+        self._named = named
+        self._event = b""  # the `event:` name of the event being read
+        self._names: list[bytes] = []  # the names of the payloads `_split` returned, in order (named only)
 
-    def feed(self, piece: bytes) -> list[bytes]:
+    def events(self, piece: bytes) -> list[tuple[bytes, bytes]]:
+        """(name, payload) of each event `piece` completes; the name is b"" where the event gave none."""
+        payloads = self._split(self._unmarked(piece))
+        names, self._names = self._names, []
+        return list(zip(names, payloads, strict=True))
+
+    def _unmarked(self, piece: bytes) -> bytes:
         if self._fresh and piece:
             self._fresh = False
             if piece.startswith(BOM):
                 piece = piece[len(BOM):]
+        return piece
+
+    def feed(self, piece: bytes) -> list[bytes]:
+        if self._fresh:
+            piece = self._unmarked(piece)
         # The usual piece of a busy stream is exactly one event ("data: {...}\n\n", one HTTP chunk, as vLLM,
         # llama.cpp and TGI write them): taken whole, without splitting into lines.
         if (piece[-2:] == b"\n\n" and piece[:6] == b"data: " and not self._pending and not self._data
                 and piece.find(b"\n") == len(piece) - 2 and piece[-3:-2] != b"\r"):
             return [piece[6:-2]]
+        return self._split(piece)
+
+    def _split(self, piece: bytes) -> list[bytes]:
         if b"\n" not in piece:
             self._pending.append(piece)
             self._pending_len += len(piece)
@@ -68,15 +88,26 @@ class SSEDecoder:
                 if self._data:
                     events.append(b"\n".join(self._data))
                     self._data = []
+                    if self._named:
+                        self._names.append(self._event)
+                self._event = b""
             elif line.startswith(b"data:"):
                 value = line[5:]
                 self._data.append(value[1:] if value.startswith(b" ") else value)
-            # Comments (":"), "event:", "id:" and "retry:" lines carry nothing we measure.
+            elif self._named and line.startswith(b"event:"):
+                value = line[6:]
+                self._event = value[1:] if value.startswith(b" ") else value
+            # Comments (":"), "id:" and "retry:" lines carry nothing we measure.
         return events
 
     def close(self) -> list[bytes]:
         """Payloads left when the stream ends without a final blank line."""
         return self.feed(b"\n\n") if self._pending or self._data else []
+
+    @property
+    def midway(self) -> bool:
+        """Part of a line or of an event is read and not yet ended."""
+        return bool(self._pending or self._data)
 
 
 @dataclass(slots=True)
@@ -198,18 +229,19 @@ def _parse(payload: bytes) -> Chunk:
             chunk.has_content |= _text(choice.get("text"))
     usage = obj.get("usage")
     if isinstance(usage, dict):
-        chunk.prompt_tokens = _count(usage, "prompt_tokens", payload)
-        chunk.completion_tokens = _count(usage, "completion_tokens", payload)
+        chunk.prompt_tokens = usage_count(usage, "prompt_tokens", payload)
+        chunk.completion_tokens = usage_count(usage, "completion_tokens", payload)
         details = usage.get("prompt_tokens_details")
         if isinstance(details, dict):
-            chunk.cached_tokens = _count(details, "cached_tokens", payload, "usage.prompt_tokens_details")
+            chunk.cached_tokens = usage_count(details, "cached_tokens", payload, "usage.prompt_tokens_details")
         details = usage.get("completion_tokens_details")
         if isinstance(details, dict):
-            chunk.reasoning_tokens = _count(details, "reasoning_tokens", payload, "usage.completion_tokens_details")
+            chunk.reasoning_tokens = usage_count(details, "reasoning_tokens", payload,
+                                                 "usage.completion_tokens_details")
     timings = obj.get("timings")  # llama.cpp's llama-server
     if isinstance(timings, dict):
         if chunk.cached_tokens is None:
-            chunk.cached_tokens = _count(timings, "cache_n", payload, "timings")
+            chunk.cached_tokens = usage_count(timings, "cache_n", payload, "timings")
         chunk.server_prompt_ms, chunk.server_decode_ms = _ms(timings.get("prompt_ms")), _ms(timings.get("predicted_ms"))
     return chunk
 
@@ -236,7 +268,7 @@ def _tool_text(calls: object) -> bool:
     return False
 
 
-def _count(usage: dict[str, object], name: str, payload: bytes, where: str = "usage") -> int | None:
+def usage_count(usage: dict[str, object], name: str, payload: bytes, where: str = "usage") -> int | None:
     """A usage count: absent, or a whole number ≥ 0; anything else makes the chunk bad."""
     value = usage.get(name)
     if value is None:
@@ -253,6 +285,7 @@ class ChunkReader:
     not the stream's: they are dropped, never reported as a bad chunk."""
 
     __slots__ = ("_decoder", "_head", "_interpret", "_keep_text", "_last", "_prev", "_tail", "_tail_crlf", "first")
+    end = "[DONE]"
 
     def __init__(self, keep_text: bool = False) -> None:
         self._decoder = SSEDecoder()

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit, urlunsplit
 
-# The paths a pasted request URL ends in, and the API each one is.
-_REQUEST_PATHS = {"/chat/completions": "chat", "/completions": "completions"}
+from harness.client.dialects import DIALECTS
+
+# The paths a pasted request URL ends in, and the API each one is: the longest first (`…/chat/completions` also
+# ends in `/completions`).
+_REQUEST_PATHS = {f"/{d.path}": d.name for d in sorted(DIALECTS.values(), key=lambda d: -len(d.path))}
 
 
 def under(base_url: str, path: str) -> str:
@@ -25,7 +28,7 @@ def path_and_query(url: str) -> str:
 
 
 def split_request_url(url: str) -> tuple[str, str] | None:
-    """A pasted request URL (`…/v1/chat/completions`, `…/v1/completions`) as (base URL, api); None for a base."""
+    """A pasted request URL (`…/v1/chat/completions`, `…/v1/responses`, …) as (base URL, api); None for a base."""
     parts = urlsplit(url)
     path = parts.path.rstrip("/")
     for tail, api in _REQUEST_PATHS.items():
@@ -36,10 +39,10 @@ def split_request_url(url: str) -> tuple[str, str] | None:
 
 def join_base_and_path(base_url: str, path: str) -> tuple[str, str]:
     """vLLM's pair, `--base-url http://host:8000 --endpoint /v1/chat/completions`, as (base URL, api); ValueError
-    when the path is not a completions path."""
+    when the path is not one an API of the harness takes requests at."""
     joined = urlsplit(base_url)
     full = urlunsplit(joined._replace(path=joined.path.rstrip("/") + "/" + path.lstrip("/")))
     split = split_request_url(full)
     if split is None:
-        raise ValueError(f"{path!r} is not a completions path (…/chat/completions or …/completions)")
+        raise ValueError(f"{path!r} is not a path the harness sends requests to ({', '.join(_REQUEST_PATHS)})")
     return split

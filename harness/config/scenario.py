@@ -37,6 +37,9 @@ class SLO(Strict):
 
 
 # The server-side series the harness reads (harness.stats.server maps each to the names engines give it).
+# A dialect's name: which ones the harness speaks is the client's registry (`harness.client.dialects`), checked
+# where the endpoint is built, before anything is sent.
+ApiName = Annotated[str, Field(pattern=r"^[a-z][a-z_]{0,31}$")]
 ServerSeries = Literal["running", "waiting", "kv_cache_usage", "generation_tokens_total", "prompt_tokens_total",
                        "preemptions_total", "prefix_cache_queries_total", "prefix_cache_hits_total",
                        "prefix_cache_hit_rate", "memory_bound_seconds_total", "compute_bound_seconds_total",
@@ -82,7 +85,8 @@ def parse_hardware(text: str) -> Hardware:
 class EndpointConfig(Strict):
     url: WebUrl | None = Field(None, description="OpenAI base URL, e.g. http://host:8000/v1; none: the simulator")
     model: str | None = None
-    api: Literal["chat", "completions"] = "chat"
+    api: ApiName = Field("chat", description="the API driven, by its dialect's name: chat, completions, … "
+                         "(docs/apis.md lists them; `harness run --help` too)")
     wait_s: Seconds = Field(0.0, description="keep asking the endpoint for its models this long while it does not "
                             "answer (a server still starting, as in a compose stack) before giving up")
     accelerator: str | None = Field(None, description="what the endpoint runs on, as you declare it "

@@ -10,7 +10,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from harness.client.aio import list_models, open_session
-from harness.client.backend import Api, Endpoint
+from harness.client.backend import Endpoint
+from harness.client.dialects import dialect
 from harness.config.scenario import Scenario
 from harness.config.workload import Length, LengthDist, Workload
 from harness.errors import EndpointError, UsageError
@@ -42,7 +43,7 @@ async def _models(scenario: Scenario, reach: Endpoint, log: Log | None, contexts
 
 
 @asynccontextmanager
-async def target(scenario: Scenario, *, url: str | None, model: str | None, api: Api | None, api_key: str | None,
+async def target(scenario: Scenario, *, url: str | None, model: str | None, api: str | None, api_key: str | None,
                  headers: tuple[tuple[str, str], ...] = (), pin: bool = False, log: Log | None = None
                  ) -> AsyncIterator[tuple[Endpoint, bool]]:
     """The endpoint to drive and whether it is a bundled simulator, started here when `url` is None and
@@ -51,6 +52,7 @@ async def target(scenario: Scenario, *, url: str | None, model: str | None, api:
     gives the rest of every request's shape (key header, sampling and extra body, TLS).
     `log` takes what the bundled simulator says on its stderr (a live display prints it above itself)."""
     cfg = scenario.endpoint
+    dialect(api or cfg.api, "--api" if api else "endpoint.api")  # one the harness speaks, before anything starts
     api = api or cfg.api
     url = url or cfg.url
     model = model or cfg.model

@@ -60,9 +60,9 @@ class RecordStamper:
         self.rec.status, self.rec.reason, self.rec.message = status, reason, message
         self.done = True
 
-    def ended(self) -> None:
+    def ended(self, end: str = "[DONE]") -> None:
         if not self.done:
-            self.failed("bad_stream", "stream ended before [DONE]")
+            self.failed("bad_stream", f"stream ended before {end}")
 
     def token(self) -> bool:
         t_ns = self._now()
@@ -110,8 +110,7 @@ class RecordStamper:
         if chunk.error is not None:
             self.failed("http_error", "error in stream", chunk.error)
             return True
-        if chunk.finish_reason is not None:
-            rec.finish_reason = chunk.finish_reason
+        self._details(chunk)  # an API whose last event carries the usage (the Responses API's)
         if not rec.chunk_ns:
             self.failed("bad_stream", "no token in stream")
         self.done = True
@@ -128,6 +127,7 @@ class RecordStamper:
         if chunk.completion_tokens is not None:
             self._counted = chunk.completion_tokens
             rec.completion_tokens = chunk.completion_tokens
+        if chunk.prompt_tokens is not None:  # with the output's count, or alone at the start (Anthropic's)
             rec.prompt_tokens = chunk.prompt_tokens
         if chunk.reasoning_tokens:  # 0 from a server that streamed thinking anyway: the chunks' count stands
             rec.reasoning_tokens = chunk.reasoning_tokens

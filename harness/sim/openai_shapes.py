@@ -9,6 +9,8 @@ from aiohttp import web
 
 from harness.tokens import VOCAB_SIZE, token_text
 
+Json = dict[str, Any]  # a JSON object as a request brought it or an answer writes it: free-form, as the wire is
+
 
 def error_response(
     status: int, message: str, err_type: str, param: str | None = None, code: str | None = None,
@@ -21,17 +23,25 @@ def error_response(
 _TOKEN_JSON = [json.dumps(token_text(i)).encode() for i in range(VOCAB_SIZE)]
 
 
-def _token_json(position: int) -> bytes:
+def token_json(position: int) -> bytes:
+    """The token at `position` of every simulated answer, as a JSON string."""
     return _TOKEN_JSON[position % VOCAB_SIZE]
+
+
+def answer_text(first: int, end: int) -> str:
+    """The text of a simulated answer's tokens `first`..`end - 1`."""
+    return "".join(token_text(i) for i in range(first, end))
 
 
 class ChunkRenderer:
     """Renders the SSE frames of one streamed response; the JSON around each token is built once."""
 
-    def __init__(self, chat: bool, response_id: str, model: str, created: int, reasoning: int = 0) -> None:
+    def __init__(self, chat: bool, response_id: str, model: str, created: int, reasoning: int = 0,
+                 prompt_tokens: int = 0) -> None:
         """`reasoning`: the answer's first tokens that are a reasoning model's thinking, streamed as vLLM's and
         SGLang's reasoning parsers stream them (`delta.reasoning_content`; chat only)."""
         self.chat = chat
+        self.id, self.model, self.created = response_id, model, created
         self.reasoning = reasoning if chat else 0
         head = {"id": response_id, "object": "chat.completion.chunk" if chat else "text_completion",
                 "created": created, "model": model}
@@ -45,13 +55,27 @@ class ChunkRenderer:
             self._pre = self._answer = self._thinking = f'data: {prefix},"choices":[{{"index":0,"text":'.encode()
             self._post = b',"logprobs":null,"finish_reason":null}]}\n\n'
 
-    def _frame(self, obj: dict[str, Any]) -> bytes:
+    def _frame(self, obj: Json) -> bytes:
         return b"data: " + json.dumps({**self._head, **obj}, separators=(",", ":")).encode() + b"\n\n"
 
-    def role(self) -> bytes:
+    def opening(self) -> bytes:
+        """Chat's first chunk, the assistant's role with no token; nothing on completions."""
+        if not self.chat:
+            return b""
         choice = {"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
                   "finish_reason": None}
         return self._frame({"choices": [choice]})
+
+    def closing(self, prompt_tokens: int, completion_tokens: int, cached_tokens: int | None,
+                include_usage: bool, finish: str) -> list[bytes]:
+        """The finish_reason went out on the last token's chunk: then usage (when asked) and [DONE], as vLLM."""
+        usage = [self.usage(prompt_tokens, completion_tokens, cached_tokens)] if include_usage else []
+        return [*usage, b"data: [DONE]\n\n"]
+
+    def whole(self, text: str, reason: str, prompt_tokens: int, completion_tokens: int,
+              cached_tokens: int | None) -> Json:
+        return full_response(self.chat, self.id, self.model, self.created, text, reason, prompt_tokens,
+                             completion_tokens, cached_tokens)
 
     def tokens(self, first: int, count: int, usage_prompt_tokens: int | None = None,
                finish: str | None = None) -> bytes:
@@ -66,8 +90,8 @@ class ChunkRenderer:
             return self._turn(first, count, usage_prompt_tokens, finish)
         if usage_prompt_tokens is None:
             if count == 1 and finish is None:  # the common case, once per request per step: no join, no generator
-                return self._pre + _token_json(first) + post
-            frames = [self._pre + _token_json(i) + post for i in range(first, first + count)]
+                return self._pre + token_json(first) + post
+            frames = [self._pre + token_json(i) + post for i in range(first, first + count)]
         else:
             head = post[: -len(b"]}\n\n")]
             frames = [self._pre + json.dumps(token_text(i)).encode() + head + b'],"usage":'
@@ -93,11 +117,11 @@ class ChunkRenderer:
 
 
 def usage(prompt_tokens: int, completion_tokens: int, cached_tokens: int | None = None,
-          reasoning_tokens: int | None = None) -> dict[str, Any]:
+          reasoning_tokens: int | None = None) -> Json:
     """OpenAI's usage object; with `cached_tokens`, its `prompt_tokens_details` (vLLM with
     --enable-prompt-tokens-details); with `reasoning_tokens`, its `completion_tokens_details` (OpenAI's
     reasoning models)."""
-    out: dict[str, Any] = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+    out: Json = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                            "total_tokens": prompt_tokens + completion_tokens}
     if cached_tokens is not None:
         out["prompt_tokens_details"] = {"cached_tokens": cached_tokens}
@@ -109,9 +133,9 @@ def usage(prompt_tokens: int, completion_tokens: int, cached_tokens: int | None 
 def full_response(
     chat: bool, response_id: str, model: str, created: int, text: str, reason: str,
     prompt_tokens: int, completion_tokens: int, cached_tokens: int | None = None,
-) -> dict[str, Any]:
+) -> Json:
     if chat:
-        choice: dict[str, Any] = {"index": 0, "message": {"role": "assistant", "content": text},
+        choice: Json = {"index": 0, "message": {"role": "assistant", "content": text},
                                   "logprobs": None, "finish_reason": reason}
     else:
         choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": reason}

@@ -6,13 +6,14 @@ Unknown fields are ignored, as real servers do; wrong types are a 400 naming the
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from harness.sim.engine import SimRequest
 from harness.sim.kvcache import block_hashes
+from harness.sim.openai_shapes import Json
 from harness.tokens import token_text
 
 
@@ -40,7 +41,7 @@ class ParsedRequest:
         return len(self.prompt_words)
 
 
-def _int_field(body: dict[str, Any], name: str) -> int | None:
+def _int_field(body: Json, name: str) -> int | None:
     value = body.get(name)
     if value is None:
         return None
@@ -49,25 +50,30 @@ def _int_field(body: dict[str, Any], name: str) -> int | None:
     return value
 
 
-def _chat_prompt(body: dict[str, Any]) -> str:
-    messages = body.get("messages")
+def _parts_text(content: object, field: str) -> list[str]:
+    """A message's content: a string, or a list of parts whose `text` is taken (images and the rest carry none)."""
+    if isinstance(content, str):
+        return [content]
+    if isinstance(content, list):
+        return [p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str)]
+    if content is not None:
+        raise BadRequest("message 'content' must be a string or a list of parts", field)
+    return []
+
+
+def chat_prompt(body: Json, field: str = "messages") -> str:
+    messages = body.get(field)
     if not isinstance(messages, list) or not messages:
-        raise BadRequest("'messages' must be a non-empty list", "messages")
+        raise BadRequest(f"'{field}' must be a non-empty list", field)
     parts: list[str] = []
     for msg in messages:
         if not isinstance(msg, dict):
-            raise BadRequest("each message must be an object", "messages")
-        content = msg.get("content")
-        if isinstance(content, str):
-            parts.append(content)
-        elif isinstance(content, list):
-            parts.extend(p.get("text", "") for p in content if isinstance(p, dict))
-        elif content is not None:
-            raise BadRequest("message 'content' must be a string or a list of parts", "messages")
+            raise BadRequest("each message must be an object", field)
+        parts.extend(_parts_text(msg.get("content"), field))
     return " ".join(parts)
 
 
-def _completion_prompt(body: dict[str, Any]) -> str:
+def completion_prompt(body: Json) -> str:
     prompt = body.get("prompt")
     if isinstance(prompt, str):
         return prompt
@@ -76,23 +82,40 @@ def _completion_prompt(body: dict[str, Any]) -> str:
     raise BadRequest("'prompt' must be a string or a list of strings", "prompt")
 
 
-def parse_body(body: object, chat: bool) -> ParsedRequest:
+def responses_prompt(body: Json) -> str:
+    """The Responses API's `input` (a string, or items with a role and content) after its `instructions`."""
+    given = body.get("input")
+    head = [body["instructions"]] if isinstance(body.get("instructions"), str) else []
+    if isinstance(given, str):
+        return " ".join([*head, given])
+    return " ".join([*head, chat_prompt(body, "input")])
+
+
+def messages_prompt(body: Json) -> str:
+    """Anthropic's `messages` after its top-level `system` (a string, or text blocks)."""
+    system = " ".join(_parts_text(body.get("system"), "system"))
+    return " ".join(filter(None, (system, chat_prompt(body))))
+
+
+def parse_body(body: object, prompt_of: Callable[[Json], str] = chat_prompt,
+               max_fields: tuple[str, ...] = ("max_completion_tokens", "max_tokens"),
+               whole_context: bool = True) -> ParsedRequest:
+    """`prompt_of`: the prompt's text by the API's fields; `max_fields`: the answer's cap, the first given wins
+    (max_completion_tokens supersedes max_tokens, as in the OpenAI API); `whole_context`: no cap given means the
+    context left (chat), not the completions default of 16."""
     if not isinstance(body, dict):
         raise BadRequest("request body must be a JSON object")
     model = body.get("model")
     if not isinstance(model, str):
         raise BadRequest("'model' is required", "model")
-    prompt = _chat_prompt(body) if chat else _completion_prompt(body)
-    # max_completion_tokens supersedes max_tokens, as in the OpenAI API.
-    max_tokens = _int_field(body, "max_completion_tokens")
-    if max_tokens is None:
-        max_tokens = _int_field(body, "max_tokens")
+    prompt = prompt_of(body)
+    max_tokens = next((n for n in (_int_field(body, f) for f in max_fields) if n is not None), None)
     min_tokens = _int_field(body, "min_tokens") or 0
     # As vLLM does: a request that can produce nothing, or cannot meet its own minimum, is refused.
     if max_tokens is not None and max_tokens < 1:
-        raise BadRequest("max_tokens must be at least 1", "max_tokens")
+        raise BadRequest(f"{max_fields[-1]} must be at least 1", max_fields[-1])
     if max_tokens is not None and min_tokens > max_tokens:
-        raise BadRequest("min_tokens must be less than or equal to max_tokens", "min_tokens")
+        raise BadRequest(f"min_tokens must be less than or equal to {max_fields[-1]}", "min_tokens")
     options = body.get("stream_options") or {}
     return ParsedRequest(
         model=model,
@@ -104,7 +127,7 @@ def parse_body(body: object, chat: bool) -> ParsedRequest:
         include_usage=isinstance(options, dict) and bool(options.get("include_usage", False)),
         continuous_usage=isinstance(options, dict) and bool(options.get("continuous_usage_stats", False)),
         prompt_crc=zlib.crc32(prompt.encode()),
-        chat=chat,
+        chat=whole_context,
     )
 
 

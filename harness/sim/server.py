@@ -18,18 +18,18 @@ from harness.config.fitted import FittedAccelerator
 from harness.config.presets import ACCELERATORS, MODELS
 from harness.config.simulator import ERROR_TYPES, FaultConfig, SimulatorConfig
 from harness.sim.build import build_engine, context_problem, model_context
+from harness.sim.dialects import SPOKEN, Renderer, Spoken
 from harness.sim.engine import SimRequest
 from harness.sim.faults import FaultInjector, FaultPlan
 from harness.sim.gate import Gate
 from harness.sim.lateness import LateSteps
 from harness.sim.metrics import SimMetrics
-from harness.sim.openai_shapes import ChunkRenderer, error_response, full_response
+from harness.sim.openai_shapes import answer_text, error_response
 from harness.sim.realtime import Driver, FixedTimingDriver, StepDriver
 from harness.sim.requests import BadRequest, ParsedRequest, finish_reason, make_request, output_length, parse_body
 from harness.sim.tokenize import tokenize_handler
 from harness.sim.truth import GroundTruth
 from harness.sim.writes import StreamWrites
-from harness.tokens import token_text
 
 MALFORMED_FRAME = b"data: {this is not json\n\n"
 
@@ -67,8 +67,8 @@ class SimServer:
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=64 * 1024 * 1024)
-        app.router.add_post("/v1/chat/completions", self.chat)
-        app.router.add_post("/v1/completions", self.completions)
+        for spoken in SPOKEN.values():
+            app.router.add_post(f"/v1/{spoken.path}", self._answering(spoken))
         app.router.add_get("/v1/models", self.models)
         app.router.add_get("/health", self.health)
         app.router.add_get("/metrics", self.prometheus)
@@ -101,11 +101,10 @@ class SimServer:
             return error_response(503, "the server is starting", "server_error", headers={"Retry-After": "1"})
         return None
 
-    async def chat(self, request: web.Request) -> web.StreamResponse:
-        return await self._complete(request, chat=True)
-
-    async def completions(self, request: web.Request) -> web.StreamResponse:
-        return await self._complete(request, chat=False)
+    def _answering(self, spoken: Spoken) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+        async def handler(request: web.Request) -> web.StreamResponse:
+            return await self._complete(request, spoken)
+        return handler
 
     async def models(self, request: web.Request) -> web.Response:
         if (starting := self._starting()) is not None:
@@ -165,22 +164,23 @@ class SimServer:
                              self.cfg.default_max_tokens)
 
     def _authorised(self, request: web.Request) -> bool:
-        return ((self._api_key is None or request.headers.get("Authorization") == f"Bearer {self._api_key}")
-                and self._gate.admits(request.headers))
+        """The key as `Authorization: Bearer KEY`, or in `x-api-key` as Anthropic's clients send it."""
+        key = self._api_key
+        return ((key is None or request.headers.get("Authorization") == f"Bearer {key}"
+                 or request.headers.get("x-api-key") == key) and self._gate.admits(request.headers))
 
-    def _admission_error(self, parsed: ParsedRequest, chat: bool) -> web.Response | None:
+    def _admission_error(self, parsed: ParsedRequest, param: str) -> web.Response | None:
         if parsed.model != self.cfg.name:
             return error_response(404, f"the model '{parsed.model}' does not exist", "not_found_error",
                                   "model", "model_not_found")
         if (too_long := context_problem(self.max_model_len, parsed)) is not None:
-            return error_response(400, too_long, "invalid_request_error", "messages" if chat else "prompt",
-                                  "context_length_exceeded")
+            return error_response(400, too_long, "invalid_request_error", param, "context_length_exceeded")
         if self.cfg.max_waiting is not None and self.driver.snapshot().waiting >= self.cfg.max_waiting:
             return error_response(429, "too many requests waiting", "rate_limit_error",
                                   headers={"Retry-After": "1"})
         return None
 
-    async def _complete(self, request: web.Request, chat: bool) -> web.StreamResponse:
+    async def _complete(self, request: web.Request, spoken: Spoken) -> web.StreamResponse:
         arrival = getattr(request.protocol, "received_ns", 0) or self.clock.now_ns()
         if (starting := self._starting()) is not None:
             return starting
@@ -189,12 +189,12 @@ class SimServer:
         try:
             body = await request.json()
             self._gate.note(body)
-            parsed = parse_body(body, chat)
+            parsed = parse_body(body, spoken.prompt, spoken.max_fields, spoken.whole_context)
         except BadRequest as exc:
             return error_response(400, str(exc), "invalid_request_error", exc.param)
         except ValueError:
             return error_response(400, "request body is not valid JSON", "invalid_request_error")
-        if (refused := self._admission_error(parsed, chat)) is not None:
+        if (refused := self._admission_error(parsed, spoken.param)) is not None:
             return refused
         out = output_length(parsed, self.max_model_len - parsed.prompt_tokens, self.cfg.seed,
                             self.cfg.default_max_tokens)
@@ -208,11 +208,11 @@ class SimServer:
             req = make_request(rid, parsed.prompt_words, out, arrival)
         req.finish_reason = self._finish_reason(req, parsed)
         self.ground_truth.arrived(req)
-        renderer = ChunkRenderer(chat, f"{'chatcmpl' if chat else 'cmpl'}-{rid}", self.cfg.name, int(time.time()),
-                                 self.cfg.reasoning_tokens)
+        renderer = spoken.render(f"{spoken.id_prefix}-{rid}", self.cfg.name, int(time.time()),
+                                 self.cfg.reasoning_tokens if spoken.reasoning else 0, req.prompt_tokens)
         if parsed.stream:
             return await self._stream(request, req, parsed, renderer, plan)
-        return await self._unary(req, parsed, chat)
+        return await self._unary(req, parsed, renderer)
 
     def _cached(self, req: SimRequest) -> int | None:
         """The prompt tokens its cache served, for usage — only with --enable-prompt-tokens-details, as vLLM."""
@@ -240,19 +240,17 @@ class SimServer:
             self._ended(req)
 
     async def _stream(self, request: web.Request, req: SimRequest, parsed: ParsedRequest,
-                      renderer: ChunkRenderer, plan: FaultPlan) -> web.StreamResponse:
+                      renderer: Renderer, plan: FaultPlan) -> web.StreamResponse:
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
                                            "X-Request-Id": req.request_id})
         await resp.prepare(request)
 
-        def closing_frames() -> list[bytes]:
-            # The finish_reason went out on the last token's chunk: then usage (when asked) and [DONE], as vLLM.
-            frames = [renderer.usage(req.prompt_tokens, len(req.token_ns), self._cached(req))] \
-                if parsed.include_usage else []
-            return [*frames, b"data: [DONE]\n\n"]
-
         def finish() -> str:
             return self._finish_reason(req, parsed)
+
+        def closing_frames() -> list[bytes]:
+            return renderer.closing(req.prompt_tokens, len(req.token_ns), self._cached(req), parsed.include_usage,
+                                    finish())
 
         if plan.clean and request.transport is not None:
             usage_prompt = req.prompt_tokens if parsed.continuous_usage else None
@@ -260,8 +258,8 @@ class SimServer:
             return resp
 
         async def emit(first: int, count: int) -> None:
-            if first == 0 and renderer.chat:
-                await resp.write(renderer.role())
+            if first == 0 and (opening := renderer.opening()):
+                await resp.write(opening)
             await self._emit_faulty(request, resp, renderer, plan, first, count, finish() if req.finished else None)
             if req.finished:
                 await resp.write(b"".join(closing_frames()))
@@ -270,7 +268,7 @@ class SimServer:
             await self._drive(req, emit)
         return resp
 
-    async def _stream_direct(self, transport: asyncio.BaseTransport, req: SimRequest, renderer: ChunkRenderer,
+    async def _stream_direct(self, transport: asyncio.BaseTransport, req: SimRequest, renderer: Renderer,
                              closing_frames: Callable[[], list[bytes]], usage_prompt: int | None,
                              finish: Callable[[], str]) -> None:
         """Write each step's tokens to the socket from the driver's own callback.
@@ -293,8 +291,8 @@ class SimServer:
             last = len(r.token_ns) - 1
             events = [renderer.tokens(i, 1, usage_prompt, finish() if r.finished and i == last else None)
                       for i in range(written, len(r.token_ns))]
-            if written == 0 and renderer.chat:
-                events.insert(0, renderer.role())  # as vLLM: with the first token's step, not at once
+            if written == 0 and (opening := renderer.opening()):
+                events.insert(0, opening)  # as vLLM: with the first token's step, not at once
             written = len(r.token_ns)
             if r.finished:
                 events += closing_frames()
@@ -315,7 +313,7 @@ class SimServer:
             self.metrics.observe_ended(req, self.clock.now_ns())
         self.ground_truth.ended(req)  # kept compact from now on: its times, not its engine state
 
-    async def _emit_faulty(self, request: web.Request, resp: web.StreamResponse, renderer: ChunkRenderer,
+    async def _emit_faulty(self, request: web.Request, resp: web.StreamResponse, renderer: Renderer,
                            plan: FaultPlan, first: int, count: int, finish: str | None) -> None:
         for i in range(first, first + count):
             if i == plan.stall_before:
@@ -327,15 +325,13 @@ class SimServer:
                     request.transport.close()
                 raise ConnectionResetError("injected disconnect")
 
-    async def _unary(self, req: SimRequest, parsed: ParsedRequest, chat: bool) -> web.Response:
+    async def _unary(self, req: SimRequest, parsed: ParsedRequest, renderer: Renderer) -> web.Response:
         async def emit(first: int, count: int) -> None:
             return None
 
         await self._drive(req, emit)
-        text = "".join(token_text(i) for i in range(len(req.token_ns)))
-        body = full_response(chat, f"{'chatcmpl' if chat else 'cmpl'}-{req.request_id}", self.cfg.name,
-                             int(time.time()), text, self._finish_reason(req, parsed), req.prompt_tokens,
-                             len(req.token_ns), self._cached(req))
+        body = renderer.whole(answer_text(0, len(req.token_ns)), self._finish_reason(req, parsed), req.prompt_tokens,
+                              len(req.token_ns), self._cached(req))
         return web.json_response(body, headers={"X-Request-Id": req.request_id})
 
 

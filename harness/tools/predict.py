@@ -26,7 +26,7 @@ from harness.run.simulator import check_fits
 from harness.sim.build import build_engine, context_problem, model_context
 from harness.sim.engine import SimRequest, StepAccount
 from harness.sim.realtime import StepDriver
-from harness.sim.requests import finish_reason, make_request, output_length, parse_body
+from harness.sim.requests import completion_prompt, finish_reason, make_request, output_length, parse_body
 from harness.stats.schema import Stress, Summary
 from harness.stats.stress import account
 from harness.stats.summary import PhaseRun, build_summary
@@ -53,8 +53,8 @@ class EngineBackend:
         self.request_ns = int(c.request_timeout_s * NS_PER_S)
         device = ACCELERATORS[scenario.simulator.accelerator]
         self.overhead_ns = int(device.request_ms * 1e6) if isinstance(device, FittedAccelerator) else 0
-        # A reasoning model's first tokens are thinking, as the bundled server streams them (chat only).
-        self.reasoning = scenario.simulator.reasoning_tokens if scenario.endpoint.api == "chat" else 0
+        # A reasoning model's first tokens are thinking, as the bundled server streams them (not on completions).
+        self.reasoning = scenario.simulator.reasoning_tokens if scenario.endpoint.api != "completions" else 0
 
     def prepare(self, spec: RequestSpec) -> None:
         pass
@@ -62,7 +62,7 @@ class EngineBackend:
     async def execute(self, spec: RequestSpec, events: RequestEvents) -> None:
         # The request body the client would send, parsed the way the server parses it.
         body = {"model": "", "prompt": spec.prompt, "max_tokens": spec.max_tokens, "ignore_eos": spec.ignore_eos}
-        parsed = parse_body(body, chat=False)
+        parsed = parse_body(body, completion_prompt, whole_context=False)
         sent_ns = self.clock.now_ns()
         events.sent()
         if (too_long := context_problem(self.context, parsed)) is not None:

@@ -60,7 +60,7 @@ def replay(reads: list[bytes]) -> tuple[RequestRecord, H1Connection, asyncio.Fut
         conn.transport = _Transport()  # type: ignore[assignment]
         rec = RequestRecord("r", "p", 0, 16, 512, 0)
         done: asyncio.Future[BaseException | None] = loop.create_future()
-        conn.exchange = Exchange(rec.request_id, RecordStamper(rec, MonotonicClock()), done, None)
+        conn.exchange = Exchange(rec.request_id, RecordStamper(rec, MonotonicClock()), done, None, ChunkReader())
         taken = 0
         original = ChunkReader.framed
 

@@ -10,7 +10,7 @@ import signal
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from harness.client.backend import Api, Endpoint
+from harness.client.backend import Endpoint
 from harness.clock import MonotonicClock
 from harness.config.scenario import Scenario
 from harness.run.display import Display, plan_lines
@@ -27,7 +27,7 @@ from harness.workload.plan import plan_phase
 from harness.workload.shards import idle_line
 
 
-async def run_workers(scenario: Scenario, run_dir: Path, url: str | None, model: str | None, api: Api | None,
+async def run_workers(scenario: Scenario, run_dir: Path, url: str | None, model: str | None, api: str | None,
                       key: str | None, headers: tuple[tuple[str, str], ...], display: Display,
                       metrics: LiveMetrics | None, n: int, ray_address: str | None) -> tuple[RunResult, list[str]]:
     """The merged run, and a line for each worker that died. `headers`: the gateway's, resolved."""

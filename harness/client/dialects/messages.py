@@ -1,0 +1,67 @@
+"""Anthropic's Messages API (`/v1/messages`), as gateways and vLLM serve it in front of open models: named events.
+
+`message_start` (the prompt's usage), `content_block_start`, `content_block_delta` events (`text_delta`: the
+answer; `thinking_delta`: reasoning; `input_json_delta`: a tool call's arguments), `content_block_stop`,
+`message_delta` (the stop reason and the output's usage), `message_stop`; `ping` at any time, `error` for a
+failure mid-stream. The key goes in `x-api-key`, with the `anthropic-version` header.
+"""
+
+from __future__ import annotations
+
+from harness.client.dialects.base import Body, Dialect, StreamReader, exact_length
+from harness.client.sse import Chunk, usage_count
+from harness.client.typed_events import EventReader, event_object, section, text
+from harness.workload.requests import RequestSpec
+
+STOP = "message_stop"
+VERSION = "2023-06-01"  # the one version of the Messages API Anthropic has published
+# Anthropic's stop reasons in OpenAI's words, so a `length` stop is judged the same whichever API said it.
+FINISH = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length", "tool_use": "tool_calls"}
+_DELTA_KEYS = {"text_delta": "text", "thinking_delta": "thinking", "input_json_delta": "partial_json"}
+
+
+def body(spec: RequestSpec, model: str, continuous_usage: bool) -> Body:
+    turns = spec.messages or (("user", spec.prompt),)
+    system = [content for role, content in turns if role == "system"]  # top level here, not a message
+    out: Body = {"model": model, "max_tokens": spec.max_tokens, "stream": True,
+                 "messages": [{"role": role, "content": content} for role, content in turns if role != "system"]}
+    if system:
+        out["system"] = "\n".join(system)
+    return exact_length(out, spec)
+
+
+def interpret(name: bytes, payload: bytes) -> Chunk:
+    kind, obj = event_object(name, payload)
+    if kind == "content_block_delta":
+        delta = section(obj, "delta")
+        key = _DELTA_KEYS.get(str(delta.get("type")))
+        piece = text(delta.get(key)) if key else None
+        if piece is None:
+            return Chunk()
+        if key == "thinking":
+            return Chunk(has_reasoning=True)
+        return Chunk(has_content=True, text=piece)
+    if kind == "message_start":
+        usage = section(section(obj, "message"), "usage")
+        return Chunk(prompt_tokens=usage_count(usage, "input_tokens", payload, "message.usage"),
+                     cached_tokens=usage_count(usage, "cache_read_input_tokens", payload, "message.usage"))
+    if kind == "message_delta":
+        stop = section(obj, "delta").get("stop_reason")
+        usage = section(obj, "usage")
+        return Chunk(finish_reason=FINISH.get(stop, stop) if isinstance(stop, str) else None,
+                     completion_tokens=usage_count(usage, "output_tokens", payload, "usage"),
+                     prompt_tokens=usage_count(usage, "input_tokens", payload, "usage"))
+    if kind == STOP:
+        return Chunk(done=True)
+    if kind == "error":
+        error = section(obj, "error")
+        return Chunk(error=str(error.get("message") or error.get("type") or "error event"))
+    return Chunk()  # ping, content_block_start, content_block_stop: no token
+
+
+def reader(keep_text: bool) -> StreamReader:
+    return EventReader(interpret, STOP)
+
+
+DIALECT = Dialect("messages", "messages", (), body, reader, key_header="x-api-key",
+                  headers={"anthropic-version": VERSION}, end=STOP)

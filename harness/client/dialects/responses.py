@@ -1,0 +1,62 @@
+"""OpenAI's Responses API (`/v1/responses`): `input` in, typed events out.
+
+Streamed, an answer is `response.created`, then `response.output_text.delta` events (the answer), reasoning
+deltas (`response.reasoning_text.delta`, or a summary's), a tool call's `response.function_call_arguments.delta`,
+and one last event: `response.completed` (with the usage), `response.incomplete` (stopped at
+`max_output_tokens`), `response.failed` or `error`. There is no `[DONE]`.
+"""
+
+from __future__ import annotations
+
+from harness.client.dialects.base import Body, Dialect, StreamReader, exact_length, one_turn
+from harness.client.sse import Chunk, usage_count
+from harness.client.typed_events import EventReader, event_object, section, text
+from harness.workload.requests import RequestSpec
+
+COMPLETED = "response.completed"
+
+
+def body(spec: RequestSpec, model: str, continuous_usage: bool) -> Body:
+    # One user turn goes as a plain string, as most callers send it; a history as role/content items.
+    given = one_turn(spec) if spec.messages else spec.prompt
+    return exact_length({"model": model, "input": given, "max_output_tokens": spec.max_tokens, "stream": True},
+                        spec)
+
+
+def interpret(name: bytes, payload: bytes) -> Chunk:
+    kind, obj = event_object(name, payload)
+    if kind.endswith(".delta"):
+        delta = text(obj.get("delta"))
+        if delta is None:
+            return Chunk()
+        if kind.startswith("response.reasoning"):  # reasoning_text, reasoning_summary_text
+            return Chunk(has_reasoning=True)
+        return Chunk(has_content=True, text=delta)  # output_text, function_call_arguments, refusal
+    if kind in (COMPLETED, "response.incomplete"):
+        return _ended(obj, payload, "stop" if kind == COMPLETED else "length")
+    if kind == "response.failed":
+        error = section(section(obj, "response"), "error")
+        return Chunk(error=str(error.get("message") or error.get("code") or "response.failed"))
+    if kind == "error":
+        return Chunk(error=str(obj.get("message") or obj.get("code") or "error event"))
+    return Chunk()  # created, in_progress, output_item.added, content_part.done, …: no token
+
+
+def _ended(obj: dict[str, object], payload: bytes, reason: str) -> Chunk:
+    response = section(obj, "response")
+    usage = section(response, "usage")
+    chunk = Chunk(done=True, finish_reason=reason)
+    chunk.prompt_tokens = usage_count(usage, "input_tokens", payload, "response.usage")
+    chunk.completion_tokens = usage_count(usage, "output_tokens", payload, "response.usage")
+    chunk.reasoning_tokens = usage_count(section(usage, "output_tokens_details"), "reasoning_tokens", payload,
+                                         "response.usage.output_tokens_details")
+    chunk.cached_tokens = usage_count(section(usage, "input_tokens_details"), "cached_tokens", payload,
+                                      "response.usage.input_tokens_details")
+    return chunk
+
+
+def reader(keep_text: bool) -> StreamReader:
+    return EventReader(interpret, COMPLETED)
+
+
+DIALECT = Dialect("responses", "responses", (b"response",), body, reader, end=COMPLETED)
