@@ -216,3 +216,31 @@ def chromium() -> str:
     if path is None:
         raise AssertionError("Debian's chromium is needed for this test: `make test` and `.ci/run` install it")
     return path
+
+
+def _ignore(rec: RequestRecord) -> None:
+    pass
+
+
+async def execute(url: str, spec: RequestSpec | None = None, api: str = "chat", key: str | None = None,
+                  timeout_s: float = 10, kind: str = "aiohttp", first_token_timeout_s: float | None = None
+                  ) -> RequestRecord:
+    """One request (by default of 8 prompt tokens, exactly 3 answer tokens) through one of the two HTTP clients
+    (`kind`: h1 or aiohttp) and the worker, as a run sends it; its closed record."""
+    from harness.client.aio import OpenAIBackend, open_session
+    from harness.client.backend import Endpoint
+    from harness.client.h1 import H1Backend
+    from harness.clock import MonotonicClock
+    from harness.run.worker import run_request
+
+    spec = spec or build_requests(Workload(prompt_tokens=8, output_tokens=3), "p", 0, 1, seed=0, run_id="t")[0]
+    clock = MonotonicClock()
+    endpoint = Endpoint(url, "m", api, key)
+    if kind == "h1":
+        h1 = H1Backend(endpoint, 4, 5, timeout_s, first_token_timeout_s)
+        rec = await run_request(h1, clock, spec, clock.now_ns(), _ignore)
+        await h1.close()
+        return rec
+    async with open_session(4, 5, timeout_s) as session:
+        return await run_request(OpenAIBackend(endpoint, session, first_token_timeout_s), clock, spec,
+                                 clock.now_ns(), _ignore)

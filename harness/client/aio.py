@@ -198,7 +198,12 @@ async def _read_stream(resp: aiohttp.ClientResponse, reader: StreamReader, event
     """`foreign`: why a stream whose first payload is this is not the request's answer (raised), or None."""
     checked = False
     async for piece in resp.content.iter_any():
-        over = take(reader, events, piece)
+        try:
+            over = take(reader, events, piece)
+        except BadChunk:  # another API's answer fails to parse as this one's: named as foreign
+            if not checked and reader.first is not None and (why := foreign(reader.first)) is not None:
+                raise BadChunk(why) from None
+            raise
         if not checked and reader.first is not None:
             checked = True
             if (why := foreign(reader.first)) is not None:

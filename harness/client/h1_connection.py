@@ -183,20 +183,25 @@ class H1Connection(asyncio.Protocol):
         elif not ex.events.done:
             try:
                 over = take(ex.reader, ex.events, body)
-            except BadChunk as exc:
-                self._fail(exc)
+            except BadChunk as bad:
+                why = self._foreign(ex)  # another API's answer fails to parse as this one's: named as foreign
+                self._fail(bad if why is None else BadChunk(why))
                 return
-            if not ex.checked and ex.reader.first is not None:
-                ex.checked = True
-                if (why := self.provenance.foreign(ex.request_id, self.answered, ex.reader.first,
-                                                   ex.echoed)) is not None:
-                    self._disown(BadChunk(why))
-                    return
+            if (why := self._foreign(ex)) is not None:
+                self._disown(BadChunk(why))
+                return
             if ex.first_timer is not None and ex.events.got_token:
                 ex.first_timer.cancel()
                 ex.first_timer = None
             if over:
                 ex.finish()  # [DONE]: the request is over for the harness, whatever follows
+
+    def _foreign(self, ex: Exchange) -> str | None:
+        """Once the answer's first payload is in: why it is not this request's answer (`belongs`), or None."""
+        if ex.checked or ex.reader.first is None:
+            return None
+        ex.checked = True
+        return self.provenance.foreign(ex.request_id, self.answered, ex.reader.first, ex.echoed)
 
     def _inflated(self, ex: Exchange, body: bytes) -> None:
         """A compressed body a step at a time, each read as a body (`on_body`, the inflater set aside): a gzip bomb

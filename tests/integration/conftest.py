@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import pytest
 from aiohttp import web
 
+from harness.client.dialects import DIALECTS
 from tests.helpers import SEEN
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -21,11 +22,11 @@ async def server() -> AsyncIterator[Callable[..., Awaitable[str]]]:
     runners: list[web.AppRunner] = []
 
     async def start(handler: Handler, listing: Handler = models) -> str:
-        """`handler` answers the completions; `listing`, GET /v1/models."""
+        """`handler` answers every API's requests; `listing`, GET /v1/models."""
         app = web.Application()
         app[SEEN] = []
-        app.router.add_post("/v1/chat/completions", handler)
-        app.router.add_post("/v1/completions", handler)
+        for spoken in DIALECTS.values():
+            app.router.add_post(f"/v1/{spoken.path}", handler)
         app.router.add_get("/v1/models", listing)
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
@@ -37,3 +38,9 @@ async def server() -> AsyncIterator[Callable[..., Awaitable[str]]]:
     yield start
     for runner in runners:
         await runner.cleanup()
+
+
+@pytest.fixture(params=["aiohttp", "h1"])
+def kind(request: pytest.FixtureRequest) -> str:
+    """Every client test runs against both HTTP clients: they must agree on every status."""
+    return str(request.param)

@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 import pytest
 from aiohttp import web
 
-from harness.client.aio import OpenAIBackend, list_models, open_session
+from harness.client.aio import list_models, open_session
 from harness.client.backend import Endpoint, request_body
 from harness.client.h1 import H1Backend
 from harness.clock import MonotonicClock
@@ -17,8 +17,7 @@ from harness.config.workload import Workload
 from harness.errors import HarnessError
 from harness.records import RequestRecord
 from harness.run.worker import run_request
-from harness.workload.requests import RequestSpec
-from tests.helpers import SEEN, USAGE, build_requests, chunk, streaming
+from tests.helpers import SEEN, USAGE, build_requests, chunk, execute, streaming
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -69,28 +68,6 @@ def _ignore(rec: RequestRecord) -> None:
 
 
 SPEC = build_requests(Workload(prompt_tokens=8, output_tokens=3), "p", 0, 1, seed=0, run_id="t")[0]
-
-
-@pytest.fixture(params=["aiohttp", "h1"])
-def kind(request: pytest.FixtureRequest) -> str:
-    """Every client test runs against both HTTP clients: they must agree on every status."""
-    return str(request.param)
-
-
-async def execute(url: str, spec: RequestSpec = SPEC, api: str = "chat", key: str | None = None,
-                  timeout_s: float = 10, kind: str = "aiohttp", first_token_timeout_s: float | None = None
-                  ) -> RequestRecord:
-    clock = MonotonicClock()
-    endpoint = Endpoint(url, "m", api, key)  # type: ignore[arg-type]
-    if kind == "h1":
-        h1 = H1Backend(endpoint, 4, 5, timeout_s, first_token_timeout_s)
-        rec = await run_request(h1, clock, spec, clock.now_ns(), _ignore)
-        await h1.close()
-        return rec
-    async with open_session(4, 5, timeout_s) as session:
-        rec = await run_request(OpenAIBackend(endpoint, session, first_token_timeout_s), clock, spec, clock.now_ns(),
-                                _ignore)
-    return rec
 
 
 async def test_good_stream_is_timed_and_counted(server, kind: str) -> None:
