@@ -1,0 +1,52 @@
+"""A run on each typed-event API, end to end: `harness run` against the simulator serving a thinking model, its
+request URL pasted or `--api` given; an API the harness does not speak refused in one line before any load."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import harness, only_run_dir, serving
+
+THINKING = 20
+
+
+@pytest.fixture(scope="module")
+def thinking_sim() -> Iterator[str]:
+    with serving("sim", "serve", "--host", "127.0.0.1", "--port", "0", "--reasoning-tokens", str(THINKING)) as url:
+        yield url
+
+
+@pytest.mark.parametrize(("api", "how"), [("responses", "pasted"), ("messages", "flag")])
+def test_a_run_on_each_api_times_the_thinking_and_the_answer(thinking_sim: str, tmp_path: Path, api: str,
+                                                              how: str) -> None:
+    where = ["--endpoint", f"{thinking_sim}/{api}"] if how == "pasted" else ["--endpoint", thinking_sim, "--api", api]
+    done = harness("run", *where, "--rate", "8", "--requests", "8", "--output-tokens", "40", "--progress", "off",
+                   "--reports-dir", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert f"{api} API" in done.stderr
+    summary = json.loads((only_run_dir(tmp_path) / "summary.json").read_text())
+    assert summary["run"]["endpoint"]["api"] == api
+    phase = summary["phases"][0]
+    assert phase["requests"]["ok"] == 8
+    assert phase["tokens"]["reasoning"] == 8 * THINKING and phase["tokens"]["output"] == 8 * 40
+    latency = phase["latency_ms"]
+    gaps = (latency["ttft_answer"]["p50"] - latency["ttft"]["p50"]) / latency["itl"]["p50"]
+    assert THINKING - 8 < gaps < THINKING + 8, gaps  # the answer begins ~19 gaps after the first thinking token
+
+
+def test_an_api_the_harness_does_not_speak_is_refused_before_any_load(tmp_path: Path) -> None:
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("name: s\nendpoint: {api: rerank}\n"
+                        "phases: [{name: p, load: {type: constant, rate: 1, requests: 1}}]\n")
+    refused = harness("run", str(scenario), "--reports-dir", str(tmp_path / "r"))
+    assert refused.returncode == 2
+    assert "endpoint.api: 'rerank' is not an API the harness speaks (chat, completions, responses, messages" \
+        in refused.stderr
+    assert not (tmp_path / "r").exists() or not list((tmp_path / "r").rglob("requests.jsonl"))
+    flag = harness("run", "--api", "rerank", "--rate", "1", "--requests", "1")
+    assert flag.returncode == 2 and "'rerank' is not one of 'chat', 'completions', 'responses', 'messages'" \
+        in flag.stderr
