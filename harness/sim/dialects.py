@@ -10,10 +10,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from harness.sim.messages_shapes import MessagesRenderer
+from harness.sim.messages_shapes import MessagesRenderer, messages_prompt
 from harness.sim.openai_shapes import ChunkRenderer, Json
-from harness.sim.requests import chat_prompt, completion_prompt, messages_prompt, responses_prompt
-from harness.sim.responses_shapes import ResponsesRenderer
+from harness.sim.requests import chat_prompt, completion_prompt
+from harness.sim.responses_shapes import ResponsesRenderer, responses_prompt
 
 
 class Renderer(Protocol):

@@ -1,5 +1,6 @@
-"""Anthropic's Messages API stream as gateways in front of open models write it: named events, one
-`content_block_delta` a token, a thinking block first when the model thinks."""
+"""Anthropic's Messages API as the simulator speaks it: the prompt (`system` and `messages`), and the stream as
+gateways in front of open models write it — named events, one `content_block_delta` a token, a thinking block
+first when the model thinks."""
 
 from __future__ import annotations
 
@@ -7,9 +8,16 @@ import json
 from typing import Any
 
 from harness.sim.openai_shapes import Json, token_json
+from harness.sim.requests import chat_prompt, parts_text
 
 # OpenAI's finish reasons in Anthropic's words.
 STOP_REASONS = {"stop": "end_turn", "length": "max_tokens"}
+
+
+def messages_prompt(body: Json) -> str:
+    """Anthropic's `messages` after its top-level `system` (a string, or text blocks)."""
+    system = " ".join(parts_text(body.get("system"), "system"))
+    return " ".join(filter(None, (system, chat_prompt(body))))
 
 
 def event(kind: str, **fields: Any) -> bytes:

@@ -50,7 +50,7 @@ def _int_field(body: Json, name: str) -> int | None:
     return value
 
 
-def _parts_text(content: object, field: str) -> list[str]:
+def parts_text(content: object, field: str) -> list[str]:
     """A message's content: a string, or a list of parts whose `text` is taken (images and the rest carry none)."""
     if isinstance(content, str):
         return [content]
@@ -69,7 +69,7 @@ def chat_prompt(body: Json, field: str = "messages") -> str:
     for msg in messages:
         if not isinstance(msg, dict):
             raise BadRequest("each message must be an object", field)
-        parts.extend(_parts_text(msg.get("content"), field))
+        parts.extend(parts_text(msg.get("content"), field))
     return " ".join(parts)
 
 
@@ -80,21 +80,6 @@ def completion_prompt(body: Json) -> str:
     if isinstance(prompt, list) and prompt and all(isinstance(p, str) for p in prompt):
         return " ".join(prompt)
     raise BadRequest("'prompt' must be a string or a list of strings", "prompt")
-
-
-def responses_prompt(body: Json) -> str:
-    """The Responses API's `input` (a string, or items with a role and content) after its `instructions`."""
-    given = body.get("input")
-    head = [body["instructions"]] if isinstance(body.get("instructions"), str) else []
-    if isinstance(given, str):
-        return " ".join([*head, given])
-    return " ".join([*head, chat_prompt(body, "input")])
-
-
-def messages_prompt(body: Json) -> str:
-    """Anthropic's `messages` after its top-level `system` (a string, or text blocks)."""
-    system = " ".join(_parts_text(body.get("system"), "system"))
-    return " ".join(filter(None, (system, chat_prompt(body))))
 
 
 def parse_body(body: object, prompt_of: Callable[[Json], str] = chat_prompt,

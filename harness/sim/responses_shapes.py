@@ -1,4 +1,5 @@
-"""The Responses API's stream as vLLM and OpenAI write it: typed, named events, pre-rendered around each token.
+"""The Responses API as the simulator speaks it: the prompt a request's `input` gives, and the stream as vLLM and
+OpenAI write it — typed, named events, pre-rendered around each token.
 
 `response.created`; a reasoning item's `response.reasoning_text.delta` events when the model thinks first; the
 message item (`output_item.added`, `content_part.added`, one `response.output_text.delta` a token, the `.done`
@@ -12,6 +13,16 @@ import json
 from typing import Any
 
 from harness.sim.openai_shapes import Json, answer_text, token_json
+from harness.sim.requests import chat_prompt
+
+
+def responses_prompt(body: Json) -> str:
+    """The Responses API's `input` (a string, or items with a role and content) after its `instructions`."""
+    given = body.get("input")
+    head = [body["instructions"]] if isinstance(body.get("instructions"), str) else []
+    if isinstance(given, str):
+        return " ".join([*head, given])
+    return " ".join([*head, chat_prompt(body, "input")])
 
 
 def event(kind: str, seq: int, **fields: Any) -> bytes:
