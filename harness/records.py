@@ -79,11 +79,20 @@ class RequestRecord:
     message: str = ""  # the server's own error message (redacted of the API key, capped)
     session: str | None = None  # multi-turn sessions: the conversation and the turn (0 first)
     turn: int | None = None
+    inputs: int = 1  # texts the request carried (an embeddings batch packed into one request)
 
     @property
     def output_tokens(self) -> int:
         """Server-reported completion tokens when given, else the count of token-bearing chunks."""
         return self.completion_tokens if self.completion_tokens is not None else len(self.chunk_ns)
+
+    @property
+    def prompt_taken_ns(self) -> int | None:
+        """When the server had taken the prompt: its first token; for an answer that generates none (embeddings,
+        `max_tokens` 0), its end."""
+        if self.max_tokens or self.status != "ok":
+            return self.first_token_ns
+        return self.end_ns
 
     @property
     def exact_chunk_tokens(self) -> bool:

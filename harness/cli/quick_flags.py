@@ -11,6 +11,7 @@ import click
 
 from harness.cli.common import scenario_or_default
 from harness.cli.peer_flags import peer_flags, peer_quick
+from harness.client.dialects import dialect
 from harness.config.load import TraceLoad
 from harness.config.quick import QuickRun, length_spec, quick_scenario
 from harness.config.scenario import Scenario, parse_scenario
@@ -28,7 +29,8 @@ def flag_scenario(path: Path | None, flags: dict[str, Any], api: str | None) -> 
     if flags.get("max_concurrency") is not None and flags.get("rate") is None:
         raise click.BadParameter("caps the requests in flight of a --rate run; for N users in a closed loop give "
                                  "--concurrency N", param_hint="--max-concurrency")
-    quick, said = peer_quick(peers, QuickRun(**flags, slo=slo_limits(slo), api=api))
+    packs = api is not None and dialect(api, "--api").packs_batches
+    quick, said = peer_quick(peers, QuickRun(**flags, slo=slo_limits(slo), api=api, pack_batches=packs))
     if not quick.given:
         stray = [flag for flag, k in (("--requests", "requests"), ("--duration", "duration_s"),
                                       ("--warmup", "warmup_s"),

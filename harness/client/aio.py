@@ -148,8 +148,6 @@ class OpenAIBackend:
                                              trace_request_ctx=attempt) as resp:
                     answered = True
                     events.status(resp.status)
-                    if resp.status == 200 and resp.content_type != "text/event-stream":
-                        events.media(resp.headers.get("Content-Type") or "(none)")
                     if resp.status != 200:
                         events.failed("http_error", *await _error_reason(resp))
                     else:
@@ -176,6 +174,8 @@ class OpenAIBackend:
         serial, last = known if known is not None else (next(self._serials), None)
         echoed = resp.headers.get("X-Request-Id")
         reader = self._dialect.reader(events.keep_text)
+        if reader.streams and resp.content_type != "text/event-stream":
+            events.media(resp.headers.get("Content-Type") or "(none)")
         try:
             if (why := self._provenance.stale_echo(request_id, last, echoed)) is not None:
                 raise BadChunk(why)
@@ -195,23 +195,36 @@ class _NeverAnswered(Exception):
 
 async def _read_stream(resp: aiohttp.ClientResponse, reader: StreamReader, events: RequestEvents,
                        first_token_deadline: asyncio.Timeout, foreign: Callable[[bytes], str | None]) -> None:
-    """`foreign`: why a stream whose first payload is this is not the request's answer (raised), or None."""
+    """`foreign`: why an answer whose first payload is this is not the request's (raised), or None."""
     checked = False
-    async for piece in resp.content.iter_any():
-        try:
-            over = take(reader, events, piece)
-        except BadChunk:  # another API's answer fails to parse as this one's: named as foreign
-            if not checked and reader.first is not None and (why := foreign(reader.first)) is not None:
-                raise BadChunk(why) from None
-            raise
+
+    def whose(bad: BadChunk | None = None) -> None:
+        """Once the first payload is in, raise if it is not this request's answer: another API's that failed to
+        parse as this one's (`bad`) is named as foreign, not as garbled."""
+        nonlocal checked
         if not checked and reader.first is not None:
             checked = True
             if (why := foreign(reader.first)) is not None:
-                raise BadChunk(why)
+                raise BadChunk(why) from None
+        if bad is not None:
+            raise bad
+
+    async for piece in resp.content.iter_any():
+        try:
+            over = take(reader, events, piece)
+        except BadChunk as bad:
+            whose(bad)
+        whose()
         if events.got_token:
             first_token_deadline.reschedule(None)
         if over:
             return
+    try:
+        whole = reader.finish()  # an answer that comes whole is read at its end
+    except BadChunk as bad:
+        whose(bad)
+    whose()
+    events.chunks(whole)
     events.ended(reader.end)
 
 

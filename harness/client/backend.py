@@ -15,9 +15,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from harness.client.chunk import Chunk
 from harness.client.dialects import dialect
 from harness.client.dialects.base import Dialect, StreamReader
-from harness.client.sse import Chunk
 from harness.client.tls import client_tls
 from harness.client.urls import under
 from harness.records import Status

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from harness.client.backend import RequestEvents
-from harness.client.sse import Chunk
+from harness.client.chunk import Chunk
 from harness.clock import NS_PER_MS, FakeClock
 from harness.records import Status
 from harness.workload.requests import RequestSpec

@@ -172,7 +172,9 @@ class H1Backend:
             error = await done
             if reused and _stale(exchange, error):
                 return True
-            _settle(events, exchange, error, self._dialect.end)
+            if error is None and exchange.status == 200:
+                error = conn.finish(exchange)
+            _settle(events, exchange, error)
             if error is None and exchange.status == 200:
                 conn.answered = self._provenance.answered(conn.serial, request_id, exchange.reader.first)
             if error is None and conn.usable:
@@ -204,7 +206,7 @@ def _stale(exchange: Exchange, error: BaseException | None) -> bool:
             and not exchange.events.got_token)
 
 
-def _settle(events: RequestEvents, exchange: Exchange, error: BaseException | None, end: str) -> None:
+def _settle(events: RequestEvents, exchange: Exchange, error: BaseException | None) -> None:
     if exchange.status:
         events.status(exchange.status)
     if isinstance(error, Expired):
@@ -221,4 +223,4 @@ def _settle(events: RequestEvents, exchange: Exchange, error: BaseException | No
     elif exchange.status != 200:
         events.failed("http_error", error_reason(exchange.status, exchange.body), error_message(exchange.body))
     else:
-        events.ended(end)
+        events.ended(exchange.reader.end)

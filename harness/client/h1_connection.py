@@ -158,7 +158,7 @@ class H1Connection(asyncio.Protocol):
         if (stale := self.provenance.stale_echo(ex.request_id, self.answered, ex.echoed)) is not None:
             self._disown(BadChunk(stale))
             return
-        if ex.status == 200 and not ex.content_type.lower().startswith(b"text/event-stream"):
+        if ex.status == 200 and ex.reader.streams and not ex.content_type.lower().startswith(b"text/event-stream"):
             ex.events.media(ex.content_type.decode("latin-1") or "(none)")
         if ex.encoding in (b"gzip", b"x-gzip", b"deflate"):  # never asked for, but some servers compress anyway
             ex.inflate = zlib.decompressobj(16 + zlib.MAX_WBITS if b"gzip" in ex.encoding else zlib.MAX_WBITS)
@@ -195,6 +195,19 @@ class H1Connection(asyncio.Protocol):
                 ex.first_timer = None
             if over:
                 ex.finish()  # [DONE]: the request is over for the harness, whatever follows
+
+    def finish(self, ex: Exchange) -> BadChunk | None:
+        """The body ended: what it completes (an answer that comes whole) read and handed on, once its head is
+        checked for whose it is; the reason it is not this request's, or not readable, otherwise."""
+        try:
+            whole = ex.reader.finish()
+        except BadChunk as bad:  # another API's answer fails to parse as this one's: named as foreign
+            why = self._foreign(ex)
+            return bad if why is None else BadChunk(why)
+        if (why := self._foreign(ex)) is not None:
+            return BadChunk(why)
+        ex.events.chunks(whole)
+        return None
 
     def _foreign(self, ex: Exchange) -> str | None:
         """Once the answer's first payload is in: why it is not this request's answer (`belongs`), or None."""

@@ -11,16 +11,15 @@ from __future__ import annotations
 import contextlib
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 import orjson
 
+from harness.client.chunk import Chunk, usage_count
 from harness.errors import BadChunk
 
 DONE = b"[DONE]"
 
 
-COUNT_LIMIT = 100_000_000  # tokens in a usage count: 100x the longest context served today
 BOM = b"\xef\xbb\xbf"
 LINE_LIMIT = 8 << 20  # an SSE line longer than this is not a stream chunk: the stream is bad, not our memory
 
@@ -108,30 +107,6 @@ class SSEDecoder:
     def midway(self) -> bool:
         """Part of a line or of an event is read and not yet ended."""
         return bool(self._pending or self._data)
-
-
-@dataclass(slots=True)
-class Chunk:
-    """What one stream payload tells the harness."""
-
-    done: bool = False
-    has_content: bool = False  # delta.content or text: the answer itself
-    has_reasoning: bool = False  # delta.reasoning_content / delta.reasoning
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    reasoning_tokens: int | None = None  # usage.completion_tokens_details.reasoning_tokens (OpenAI's reasoning models)
-    error: str | None = None
-    finish_reason: str | None = None
-    cached_tokens: int | None = None  # usage.prompt_tokens_details.cached_tokens, or llama.cpp's timings.cache_n
-    server_prompt_ms: float | None = None  # llama.cpp's timings: its own time on the prompt …
-    server_decode_ms: float | None = None  # … and on generating the answer
-    text: str | None = None  # the answer's text, only when asked for (multi-turn sessions carry it forward)
-    plain: bool = False  # a token and nothing else a reader must look at: the fast path's chunks
-
-    @property
-    def carries_token(self) -> bool:
-        return self.has_content or self.has_reasoning
-
 
 
 # Inside JSON strings every quote is escaped, so these structural patterns cannot be forged by text.
@@ -268,24 +243,13 @@ def _tool_text(calls: object) -> bool:
     return False
 
 
-def usage_count(usage: dict[str, object], name: str, payload: bytes, where: str = "usage") -> int | None:
-    """A usage count: absent, or a whole number ≥ 0; anything else makes the chunk bad."""
-    value = usage.get(name)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise BadChunk(f"{where}.{name} is not a count: {str(value)[:40]}")
-    if value > COUNT_LIMIT:  # past any context: a count nothing real sends, and one the statistics must not size by
-        raise BadChunk(f"{where}.{name} is not a count: {value:.3g} is past {COUNT_LIMIT:,}")
-    return value
-
-
 class ChunkReader:
     """Body bytes in, the chunks they complete out. Payloads after `[DONE]` or an error in the same read are
     not the stream's: they are dropped, never reported as a bad chunk."""
 
     __slots__ = ("_decoder", "_head", "_interpret", "_keep_text", "_last", "_prev", "_tail", "_tail_crlf", "first")
     end = "[DONE]"
+    streams = True
 
     def __init__(self, keep_text: bool = False) -> None:
         self._decoder = SSEDecoder()
@@ -371,6 +335,10 @@ class ChunkReader:
                 break
             self._prev, self._last = self._last, payload
         return chunks
+
+    def finish(self) -> Sequence[Chunk]:
+        """The body ended: a stream's events are whole only with their blank line, so nothing more is complete."""
+        return ()
 
     def _closing(self, done: Chunk) -> Chunk:
         """[DONE], with the finish_reason of the last chunk before it that gave one (vLLM puts it on the last

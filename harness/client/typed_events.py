@@ -8,7 +8,8 @@ from collections.abc import Callable, Sequence
 
 import orjson
 
-from harness.client.sse import Chunk, SSEDecoder
+from harness.client.chunk import Chunk
+from harness.client.sse import SSEDecoder
 from harness.errors import BadChunk
 
 Interpret = Callable[[bytes, bytes], Chunk]  # (event name, payload) -> what it tells
@@ -18,6 +19,7 @@ class EventReader:
     """Body bytes in, the chunks they complete out; what follows the stream's end or an error is not read."""
 
     __slots__ = ("_decoder", "_interpret", "end", "first")
+    streams = True
 
     def __init__(self, interpret: Interpret, end: str) -> None:
         self._decoder = SSEDecoder(named=True)
@@ -43,15 +45,61 @@ class EventReader:
                 break
         return chunks
 
+    def finish(self) -> Sequence[Chunk]:
+        return ()
+
+
+class WholeReader:
+    """An answer that comes whole (`stream: false`, embeddings): its bytes kept to `WHOLE_LIMIT`, read at its end."""
+
+    __slots__ = ("_answer", "_parts", "_size", "end", "first")
+    streams = False
+
+    def __init__(self, answer: Callable[[bytes], Chunk], end: str = "the end of the answer") -> None:
+        self._answer = answer
+        self._parts: list[bytes] = []
+        self._size = 0
+        self.end = end
+        self.first: bytes | None = None
+
+    def plain(self, data: bytes) -> bool:
+        return False
+
+    def framed(self, data: bytes) -> bool:
+        return False
+
+    def read(self, data: bytes) -> Sequence[Chunk]:
+        self._size += len(data)
+        if self._size > WHOLE_LIMIT:
+            raise BadChunk(f"answer longer than {WHOLE_LIMIT >> 20} MiB")
+        self._parts.append(data)
+        return ()
+
+    def finish(self) -> Sequence[Chunk]:
+        if not self._size:
+            return ()
+        whole = b"".join(self._parts)
+        self.first = whole[:4096]  # where an answer's object and id are: whose it is (`belongs`), checked now
+        return (self._answer(whole),)
+
+
+WHOLE_LIMIT = 64 << 20  # 64 texts' embeddings of 4,096 floats are ~6 MiB of JSON
+
+
+def json_object(body: bytes, what: str) -> dict[str, object]:
+    """A whole answer's JSON object; BadChunk naming `what` when it is not one."""
+    try:
+        obj = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise BadChunk(f"invalid JSON in {what}: {body[:80]!r}") from exc
+    if not isinstance(obj, dict):
+        raise BadChunk(f"{what} is not an object: {body[:80]!r}")
+    return obj
+
 
 def event_object(name: bytes, payload: bytes) -> tuple[str, dict[str, object]]:
     """A typed event's payload as an object, and its type: the `event:` name, else the payload's own `type`."""
-    try:
-        obj = orjson.loads(payload)
-    except orjson.JSONDecodeError as exc:
-        raise BadChunk(f"invalid JSON in stream event: {payload[:80]!r}") from exc
-    if not isinstance(obj, dict):
-        raise BadChunk(f"stream event is not an object: {payload[:80]!r}")
+    obj = json_object(payload, "stream event")
     kind = obj.get("type")
     if name:
         return name.decode("utf-8", "replace"), obj

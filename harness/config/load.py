@@ -114,6 +114,9 @@ class BatchLoad(Strict):
     type: Literal["batch"]
     size: Requests
     batches: Requests = 1
+    pack: Literal["requests", "inputs"] = Field(
+        "requests", description="requests: `size` requests at once (generation); inputs: one request carrying "
+        "`size` texts (an embeddings batch, as an offline job sends it), one at a time")
 
     @model_validator(mode="after")
     def _plan_fits(self) -> BatchLoad:

@@ -139,6 +139,7 @@ _JUDGED: dict[tuple[Latency, str], tuple[float | None, tuple[Role, ...]]] = {
     (Latency.E2E, "p99"): (0.15, ("compared", "followed")),
     (Latency.E2E, "mean"): (None, ("compared",)),
 }
+TEXTS_PER_S = "inputs_per_s"  # shown only where a request carried several texts, or nothing was generated
 _OTHERS = (
     Metric("output_tokens_per_s", "rate", "output tokens per second of the window", True, "output tokens/s",
            field=("throughput", "output_tokens_per_s"), ratio=("tokens", "seconds"), tolerance=0.05,
@@ -148,6 +149,8 @@ _OTHERS = (
     Metric("requests_per_s", "rate", "ok requests per second of the window", True, "requests/s",
            field=("throughput", "requests_per_s"), ratio=("done", "seconds"), export="requests_per_second",
            roles=frozenset({"compared", "followed", "row"}), fmt=".2f"),
+    Metric(TEXTS_PER_S, "rate", "texts the ok requests carried, per second of the window (embeddings)", True,
+           "texts/s", field=("throughput", "inputs_per_s"), roles=frozenset({"row"}), fmt=",.1f"),
     Metric("error_rate", "fraction", "failed requests / requests of the window", label="error rate",
            field=("requests", "failed"), per=("requests", "total"), ratio=("failed", "total"), tolerance=0.01,
            roles=frozenset({"compared", "followed", "shown"})),

@@ -51,6 +51,7 @@ class QuickRun:
     cv: float | None = None  # gamma: the gaps' coefficient of variation
     sweep_rates: tuple[float, ...] | None = None  # the rate phase at each of these rates
     dataset: tuple[str, str] | None = None  # (sharegpt | burstgpt, its file)
+    pack_batches: bool = False  # a batch is one request of `batch` texts (the API's offline shape: embeddings)
 
     @property
     def given(self) -> bool:
@@ -95,7 +96,9 @@ def quick_scenario(q: QuickRun) -> Scenario:
         phases.append({"name": "users", "load": {"type": "concurrency", "concurrency": q.concurrency,
                                                  **(bound or {"requests": DEFAULT_REQUESTS})}, **warm})
     if q.batch is not None:
-        phases.append({"name": "training-batch", "load": {"type": "batch", "size": q.batch, "batches": q.batches}})
+        packed = {"pack": "inputs"} if q.pack_batches else {}
+        load = {"type": "batch", "size": q.batch, "batches": q.batches, **packed}
+        phases.append({"name": "training-batch", "load": load})
     data: dict[str, Any] = {
         "name": "quick", "seed": q.seed, "description": "built from harness run flags",
         "workload": _workload(q), "slo": q.slo or {}, "phases": phases,

@@ -14,8 +14,18 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from harness.config.metric_registry import GOODPUT, LATENCIES, SLO_LATENCIES, Latency, Metric, having, of
-from harness.stats.conclusion import decided_by, phase_sentence, thought
+from harness.config.metric_registry import (
+    GOODPUT,
+    LATENCIES,
+    REGISTRY,
+    SLO_LATENCIES,
+    TEXTS_PER_S,
+    Latency,
+    Metric,
+    having,
+    of,
+)
+from harness.stats.conclusion import decided_by, phase_sentence, pooled, thought
 from harness.stats.schema import PhaseSummary, ServerPhase, Stress, Summary, ThresholdResult
 from harness.stats.sweeps import KNEE_GOODPUT, SweepResult
 from harness.stats.thresholds import observed
@@ -240,6 +250,9 @@ def _applicable(sections: list[list[TableRow]], phases: list[PhaseSummary]) -> l
         skip.add("in-flight cap")
     if not any(thought(p) for p in phases):  # without thinking, the first answer token is the first token
         skip.add("  TTFT (answer)")
+    # One text a request: the same as requests/s. (A packed batch carries two or more a request.)
+    if not any(pooled(p) or (p.throughput.inputs_per_s or 0) > 1.5 * p.throughput.requests_per_s for p in phases):
+        skip.add(REGISTRY[TEXTS_PER_S].label)
     return [[row for row in rows if row[0] not in skip] for rows in sections]
 
 
@@ -285,8 +298,8 @@ def build_table(summary: Summary) -> Table:
         table.add_column(phase.name, justify="right")
     prompt_rows = [row for row, shown in PROMPT_ROWS if any(shown(p) for p in phases)]
     slo_rows = _slo_rows(phases)
-    sections = [*_applicable(SECTIONS[:2], phases), [*SECTIONS[2], *([("SLOs", None), *slo_rows] if slo_rows else [])],
-                [*_applicable([SECTIONS[3]], phases)[0], *prompt_rows],
+    head, rates, client = _applicable(SECTIONS[:2], phases), *_applicable(SECTIONS[2:4], phases)
+    sections = [*head, [*rates, *([("SLOs", None), *slo_rows] if slo_rows else [])], [*client, *prompt_rows],
                 *([SERVER_SECTION] if any(p.server for p in phases) else []),
                 *([STRESS_SECTION] if any(p.stress for p in phases) else [])]
     for i, rows in enumerate(sections):

@@ -10,7 +10,7 @@ import asyncio
 from collections.abc import Callable, Sequence
 
 from harness.client.backend import Backend
-from harness.client.sse import Chunk
+from harness.client.chunk import Chunk
 from harness.clock import Clock
 from harness.records import RequestRecord, Status, compact
 from harness.workload.requests import RequestSpec
@@ -87,8 +87,8 @@ class RecordStamper:
         rec = self.rec
         for chunk in chunks:
             plain = chunk.plain  # nearly every chunk: one token, nothing else to read
-            if not plain and (chunk.done or chunk.error is not None):
-                return self._end(chunk)
+            if not plain and (chunk.done or chunk.error is not None or chunk.whole):
+                return self._whole(chunk, t_ns) if chunk.whole else self._end(chunk)
             if plain or chunk.has_content or chunk.has_reasoning:
                 if not self.got_token:
                     self.got_token = True
@@ -113,6 +113,18 @@ class RecordStamper:
         self._details(chunk)  # an API whose last event carries the usage (the Responses API's)
         if not rec.chunk_ns:
             self.failed("bad_stream", "no token in stream")
+        self.done = True
+        return True
+
+    def _whole(self, chunk: Chunk, t_ns: int) -> bool:
+        """An answer that came whole (embeddings): nothing streamed, so no token time; its arrival is its E2E. It
+        asked for no tokens, whatever the workload's output length (`max_tokens` 0 says so)."""
+        rec = self.rec
+        rec.last_token_ns = t_ns
+        self._details(chunk)
+        rec.max_tokens = 0
+        if chunk.inputs is not None and chunk.inputs != rec.inputs:
+            self.failed("bad_stream", f"{chunk.inputs} results for the {rec.inputs} inputs sent")
         self.done = True
         return True
 
@@ -146,7 +158,7 @@ async def run_request(backend: Backend, clock: Clock, spec: RequestSpec, intende
     With `answer`, the answer's text is appended to it as it arrives; `held_ns`, how long an in-flight cap held it;
     `wrote`, called as its bytes are handed to the connection."""
     rec = RequestRecord(spec.request_id, spec.phase, spec.index, spec.prompt_tokens, spec.max_tokens, intended_ns,
-                        batch=spec.batch, session=spec.session, turn=spec.turn, held_ns=held_ns)
+                        batch=spec.batch, session=spec.session, turn=spec.turn, held_ns=held_ns, inputs=spec.inputs)
     events = RecordStamper(rec, clock, answer, wrote)
     try:
         await backend.execute(spec, events)

@@ -23,8 +23,8 @@ from harness.errors import PresetError
 from harness.gctune import tune_for_timing
 from harness.sim.build import fit_problem, perf_model
 from harness.sim.gate import Gate
+from harness.sim.listen import serve
 from harness.sim.perfmodel import PerformanceModel, StepLoad, custom_allreduce
-from harness.sim.server import serve
 
 
 def _load_presets(paths: tuple[Path, ...]) -> None:

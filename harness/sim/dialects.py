@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from harness.sim import embeddings
 from harness.sim.messages_shapes import MessagesRenderer, messages_prompt
 from harness.sim.openai_shapes import ChunkRenderer, Json
 from harness.sim.requests import chat_prompt, completion_prompt
@@ -39,7 +40,7 @@ class Spoken:
     path: str  # under /v1
     prompt: Callable[[Json], str]
     param: str  # the field a prompt past the context is blamed on
-    render: MakeRenderer
+    render: MakeRenderer | None  # None: answered whole, by its own route (embeddings)
     id_prefix: str
     max_fields: tuple[str, ...] = ("max_completion_tokens", "max_tokens")
     whole_context: bool = True  # no cap given: the context left (False: the completions default of 16)
@@ -61,4 +62,5 @@ SPOKEN: dict[str, Spoken] = {s.name: s for s in (
     Spoken("responses", "responses", responses_prompt, "input", ResponsesRenderer, "resp",
            max_fields=("max_output_tokens",)),
     Spoken("messages", "messages", messages_prompt, "messages", MessagesRenderer, "msg", max_fields=("max_tokens",)),
+    Spoken("embeddings", "embeddings", embeddings.prompt, "input", None, "embd", reasoning=False),
 )}

@@ -8,7 +8,6 @@ import itertools
 import sys
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import cast
 
 from aiohttp import web
@@ -16,17 +15,26 @@ from aiohttp import web
 from harness.clock import NS_PER_MS, NS_PER_S, MonotonicClock, cancel_quietly
 from harness.config.fitted import FittedAccelerator
 from harness.config.presets import ACCELERATORS, MODELS
-from harness.config.simulator import ERROR_TYPES, FaultConfig, SimulatorConfig
+from harness.config.simulator import ERROR_TYPES, SimulatorConfig
+from harness.sim import embeddings
 from harness.sim.build import build_engine, context_problem, model_context
-from harness.sim.dialects import SPOKEN, Renderer, Spoken
+from harness.sim.dialects import SPOKEN, MakeRenderer, Renderer, Spoken
 from harness.sim.engine import SimRequest
 from harness.sim.faults import FaultInjector, FaultPlan
 from harness.sim.gate import Gate
+from harness.sim.inspection import Inspection
 from harness.sim.lateness import LateSteps
 from harness.sim.metrics import SimMetrics
 from harness.sim.openai_shapes import answer_text, error_response
 from harness.sim.realtime import Driver, FixedTimingDriver, StepDriver
-from harness.sim.requests import BadRequest, ParsedRequest, finish_reason, make_request, output_length, parse_body
+from harness.sim.requests import (
+    BadRequest,
+    ParsedRequest,
+    finish_reason,
+    make_request,
+    output_length,
+    parse_body,
+)
 from harness.sim.tokenize import tokenize_handler
 from harness.sim.truth import GroundTruth
 from harness.sim.writes import StreamWrites
@@ -73,11 +81,8 @@ class SimServer:
         app.router.add_get("/health", self.health)
         app.router.add_get("/metrics", self.prometheus)
         app.router.add_post("/tokenize", tokenize_handler(self.max_model_len, self._authorised, _unauthorised))
-        app.router.add_get("/sim/requests/{request_id}", self.request_truth)
-        app.router.add_post("/sim/truth", self.many_truths)
-        app.router.add_get("/sim/status", self.status)
-        app.router.add_get("/sim/faults", self.get_faults)
-        app.router.add_post("/sim/faults", self.set_faults)
+        app.router.add_routes(Inspection(self.driver, self.faults, self.ground_truth, self._authorised,
+                                         _unauthorised).routes())
         app.on_startup.append(self._start)
         app.on_cleanup.append(self._stop)
         return app
@@ -102,9 +107,52 @@ class SimServer:
         return None
 
     def _answering(self, spoken: Spoken) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+        render = spoken.render
+
         async def handler(request: web.Request) -> web.StreamResponse:
-            return await self._complete(request, spoken)
+            if render is None:
+                return await self._embed(request)
+            return await self._complete(request, spoken, render)
         return handler
+
+    def _turned_away(self, request: web.Request) -> web.Response | None:
+        """Not now (starting) or not this caller (no key, a header the gate wants missing)."""
+        if (starting := self._starting()) is not None:
+            return starting
+        return None if self._authorised(request) else _unauthorised()
+
+    def _request(self, rid: str, words: list[str], out: int, arrival: int) -> SimRequest:
+        if self.cfg.timing == "fixed":  # no KV cache to hash for
+            return SimRequest(rid, len(words), out, arrival)
+        return make_request(rid, words, out, arrival)
+
+    async def _embed(self, request: web.Request) -> web.Response:
+        """Each text a prefill-only request (one step: its prompt), the answer whole when all are through."""
+        arrival = getattr(request.protocol, "received_ns", 0) or self.clock.now_ns()
+        if (away := self._turned_away(request)) is not None:
+            return away
+        try:
+            body = await request.json()
+            self._gate.note(body)
+            inputs, size = embeddings.texts(body), embeddings.dimensions(body)
+        except BadRequest as exc:
+            return error_response(400, str(exc), "invalid_request_error", exc.param)
+        except ValueError:
+            return error_response(400, "request body is not valid JSON", "invalid_request_error")
+        if (unknown := self._unknown_model(body.get("model"))) is not None:
+            return unknown
+        if (longest := max(len(words) for words in inputs)) > self.max_model_len:
+            return error_response(400, f"an input of {longest} tokens is past the model's context of "
+                                  f"{self.max_model_len}", "invalid_request_error", "input", "context_length_exceeded")
+        if (status := self.faults.plan(1).error_status) is not None:
+            return error_response(status, "injected fault", ERROR_TYPES[status])
+        rid = request.headers.get("X-Request-Id") or f"sim-{next(self._ids)}"
+        reqs = [self._request(rid if i == 0 else f"{rid}/{i}", words, 1, arrival) for i, words in enumerate(inputs)]
+        for req in reqs:
+            self.ground_truth.arrived(req)
+        await asyncio.gather(*(self._drive(req, _no_stream) for req in reqs))
+        return web.json_response(embeddings.answer(rid, self.cfg.name, int(time.time()), inputs, size),
+                                 headers={"X-Request-Id": rid})
 
     async def models(self, request: web.Request) -> web.Response:
         if (starting := self._starting()) is not None:
@@ -122,43 +170,6 @@ class SimServer:
         return web.Response(body=self.metrics.render(self.driver.snapshot()), content_type="text/plain",
                             charset="utf-8")
 
-    async def status(self, _: web.Request) -> web.Response:
-        lateness = sorted(self.driver.lateness_ns)
-        p99 = lateness[int(0.99 * (len(lateness) - 1))] if lateness else None
-        snap = self.driver.snapshot()
-        return web.json_response({
-            "running": snap.running, "waiting": snap.waiting, "kv_usage": snap.kv_usage,
-            "preemptions": snap.preemptions, "steps": self.driver.steps, "step_lateness_p99_ns": p99,
-            "resyncs": self.driver.resyncs,
-        })
-
-    async def get_faults(self, _: web.Request) -> web.Response:
-        return web.json_response(self.faults.config.to_json())
-
-    async def set_faults(self, request: web.Request) -> web.Response:
-        if not self._authorised(request):
-            return _unauthorised()
-        try:
-            self.faults.configure(FaultConfig.from_json(await request.json(), self.faults.config))
-        except (ValueError, TypeError) as exc:
-            return error_response(400, str(exc), "invalid_request_error")
-        return web.json_response(self.faults.config.to_json())
-
-    async def request_truth(self, request: web.Request) -> web.Response:
-        truth = self.ground_truth.get(request.match_info["request_id"])
-        if truth is None:
-            return error_response(404, "unknown request id", "not_found_error")
-        return web.json_response(truth)
-
-    async def many_truths(self, request: web.Request) -> web.Response:
-        """Ground truth of many requests at once: {"ids": [...]} → {"requests": [...]} (unknown ids left out)."""
-        try:
-            ids = (await request.json())["ids"]
-            found = [self.ground_truth.get(str(i)) for i in ids]
-        except (ValueError, KeyError, TypeError):
-            return error_response(400, "body must be {\"ids\": [...]}", "invalid_request_error", "ids")
-        return web.json_response({"requests": [r for r in found if r is not None]})
-
     def _finish_reason(self, req: SimRequest, parsed: ParsedRequest) -> str:
         return finish_reason(req.output_tokens, parsed, self.max_model_len - parsed.prompt_tokens,
                              self.cfg.default_max_tokens)
@@ -169,10 +180,15 @@ class SimServer:
         return ((key is None or request.headers.get("Authorization") == f"Bearer {key}"
                  or request.headers.get("x-api-key") == key) and self._gate.admits(request.headers))
 
+    def _unknown_model(self, model: object) -> web.Response | None:
+        if model == self.cfg.name:
+            return None
+        return error_response(404, f"the model '{str(model)[:80]}' does not exist", "not_found_error", "model",
+                              "model_not_found")
+
     def _admission_error(self, parsed: ParsedRequest, param: str) -> web.Response | None:
-        if parsed.model != self.cfg.name:
-            return error_response(404, f"the model '{parsed.model}' does not exist", "not_found_error",
-                                  "model", "model_not_found")
+        if (unknown := self._unknown_model(parsed.model)) is not None:
+            return unknown
         if (too_long := context_problem(self.max_model_len, parsed)) is not None:
             return error_response(400, too_long, "invalid_request_error", param, "context_length_exceeded")
         if self.cfg.max_waiting is not None and self.driver.snapshot().waiting >= self.cfg.max_waiting:
@@ -180,12 +196,10 @@ class SimServer:
                                   headers={"Retry-After": "1"})
         return None
 
-    async def _complete(self, request: web.Request, spoken: Spoken) -> web.StreamResponse:
+    async def _complete(self, request: web.Request, spoken: Spoken, render: MakeRenderer) -> web.StreamResponse:
         arrival = getattr(request.protocol, "received_ns", 0) or self.clock.now_ns()
-        if (starting := self._starting()) is not None:
-            return starting
-        if not self._authorised(request):
-            return _unauthorised()
+        if (away := self._turned_away(request)) is not None:
+            return away
         try:
             body = await request.json()
             self._gate.note(body)
@@ -202,13 +216,10 @@ class SimServer:
         if plan.error_status is not None:
             return error_response(plan.error_status, "injected fault", ERROR_TYPES[plan.error_status])
         rid = request.headers.get("X-Request-Id") or f"sim-{next(self._ids)}"
-        if self.cfg.timing == "fixed":  # no KV cache to hash for
-            req = SimRequest(rid, parsed.prompt_tokens, out, arrival)
-        else:
-            req = make_request(rid, parsed.prompt_words, out, arrival)
+        req = self._request(rid, parsed.prompt_words, out, arrival)
         req.finish_reason = self._finish_reason(req, parsed)
         self.ground_truth.arrived(req)
-        renderer = spoken.render(f"{spoken.id_prefix}-{rid}", self.cfg.name, int(time.time()),
+        renderer = render(f"{spoken.id_prefix}-{rid}", self.cfg.name, int(time.time()),
                                  self.cfg.reasoning_tokens if spoken.reasoning else 0, req.prompt_tokens)
         if parsed.stream:
             return await self._stream(request, req, parsed, renderer, plan)
@@ -326,58 +337,15 @@ class SimServer:
                 raise ConnectionResetError("injected disconnect")
 
     async def _unary(self, req: SimRequest, parsed: ParsedRequest, renderer: Renderer) -> web.Response:
-        async def emit(first: int, count: int) -> None:
-            return None
-
-        await self._drive(req, emit)
+        await self._drive(req, _no_stream)
         body = renderer.whole(answer_text(0, len(req.token_ns)), self._finish_reason(req, parsed), req.prompt_tokens,
                               len(req.token_ns), self._cached(req))
         return web.json_response(body, headers={"X-Request-Id": req.request_id})
 
 
-class _StampingHandler(web.RequestHandler):
-    """aiohttp's connection handler, stamping when each request's bytes arrive.
-
-    The handler coroutine of a request runs a loop iteration or more after its bytes came in;
-    in between, the simulator may be streaming thousands of tokens. Ground truth needs the
-    arrival itself, so it is taken here, in the protocol callback.
-    """
-
-    received_ns = 0
-
-    def data_received(self, data: bytes) -> None:
-        self.received_ns = time.monotonic_ns()
-        super().data_received(data)
+async def _no_stream(first: int, count: int) -> None:
+    """A whole answer's tokens go nowhere as they come."""
 
 
 def _unauthorised() -> web.Response:
     return error_response(401, "invalid or missing API key", "authentication_error", code="invalid_api_key")
-
-
-@dataclass(slots=True)
-class RunningSim:
-    runner: web.AppRunner
-    listener: asyncio.Server
-
-    async def cleanup(self) -> None:
-        self.listener.close()
-        await self.runner.cleanup()
-
-
-async def serve(cfg: SimulatorConfig, host: str, port: int, api_key: str | None = None, gate: Gate | None = None,
-                live_lateness: bool = True) -> tuple[RunningSim, str]:
-    """Start the simulator; returns its handle and base URL (port 0 picks a free port). `gate`: headers it
-    requires, the body fields it logs; `live_lateness`: say the first late step as it happens (else only the
-    sum, when it stops)."""
-    runner = web.AppRunner(SimServer(cfg, api_key, gate, live_lateness).app(), access_log=None)
-    await runner.setup()
-    manager = runner.server
-    assert manager is not None
-    loop = asyncio.get_running_loop()
-    # access_log=None turns access logging off, as AppRunner(access_log=None) does (aiohttp types it as Logger).
-    # asyncio's backlog of 100 overflows when hundreds of connections open at once: each refused SYN costs 1 s.
-    listener = await loop.create_server(
-        lambda: _StampingHandler(manager, loop=loop, access_log=None), host, port,  # type: ignore[arg-type]
-        backlog=4096)
-    bound = listener.sockets[0].getsockname()[1]
-    return RunningSim(runner, listener), f"http://{host}:{bound}/v1"

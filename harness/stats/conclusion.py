@@ -48,6 +48,8 @@ def comparisons(phases: Sequence[PhaseSummary]) -> list[PhaseComparison]:
             versus_offered_rps=interactive.load.target_rps or interactive.load.offered_rps,
             waiting_max=p.server.waiting_max if p.server is not None else None,
             stress=p.stress, interactive_stress=interactive.stress,
+            inputs_ratio=_ratio(p.throughput.inputs_per_s, interactive.throughput.inputs_per_s),
+            e2e_p99_ratio=_ratio(p.latency_ms.e2e.p99, i_lat.e2e.p99),
         )
         for p in phases if p.load_kind == "batch" and p.requests.ok
     ]
@@ -56,6 +58,9 @@ def comparisons(phases: Sequence[PhaseSummary]) -> list[PhaseComparison]:
 def sentences(comps: Sequence[PhaseComparison]) -> list[str]:
     lines = []
     for c in comps:
+        if c.throughput_ratio is None and c.inputs_ratio is not None and c.e2e_p99_ratio is not None:
+            lines.append(_pooled(c))  # nothing generated on either side: embeddings
+            continue
         if c.throughput_ratio is None or c.ttft_p99_ratio is None:
             continue
         versus = (f"the interactive run at its measured capacity ({c.versus}, the fastest sweep point with "
@@ -75,6 +80,25 @@ def sentences(comps: Sequence[PhaseComparison]) -> list[str]:
                      "sweep its rate to compare at its capacity.")
         lines.append(line)
     return lines
+
+
+def _pooled(c: PhaseComparison) -> str:
+    """The sentence where neither side generated a token (embeddings): texts per second and end-to-end latency,
+    for a batch that is one request carrying `batch_size` texts."""
+    assert c.inputs_ratio is not None and c.e2e_p99_ratio is not None
+    return (f"Batches of {c.batch_size} texts embed {c.inputs_ratio:.1f}× the texts/s of the interactive run, at "
+            f"{c.e2e_p99_ratio:.1f}× its p99 end-to-end latency; {c.goodput_fraction:.0%} of batched requests meet "
+            f"the SLOs, against {c.interactive_goodput_fraction:.0%} interactive.{_stress(c)}"
+            + (f" The ratio holds at the {c.versus_offered_rps:.2f} req/s the interactive run was offered."
+               if not c.at_capacity and c.versus_offered_rps is not None else ""))
+
+
+def _stress(c: PhaseComparison) -> str:
+    """Where each side's step time went, said plainly (a prompt alone is not the few-token decode `_why` explains)."""
+    if c.interactive_stress is None or c.stress is None or None in (c.interactive_stress.memory_bound_share,
+                                                                    c.stress.memory_bound_share):
+        return ""
+    return f" Step time: interactive {_bound(c.interactive_stress)}, batches {_bound(c.stress)}."
 
 
 def _bound(stress: Stress) -> str:
@@ -110,6 +134,11 @@ def phase_sentence(p: PhaseSummary) -> str:
     thinking one, and the answer's a chat user waits for."""
     lat = p.latency_ms
     said = [f"{p.throughput.output_tokens_per_s:,.0f} output tokens/s at {p.throughput.requests_per_s:.2f} req/s"]
+    if pooled(p):
+        said = [f"{p.throughput.inputs_per_s or 0:,.1f} texts/s ({p.throughput.total_tokens_per_s:,.0f} prompt "
+                f"tokens/s) at {p.throughput.requests_per_s:.2f} req/s"]
+        if lat.e2e.p99 is not None:
+            said.append(f"E2E p99 {lat.e2e.p99:,.0f} ms")
     if lat.ttft.p99 is not None and thought(p) and lat.ttft_answer.p99 is not None:
         said.append(f"TTFT p99 {lat.ttft.p99:,.0f} ms to the first thinking token, {lat.ttft_answer.p99:,.0f} ms "
                     "to the answer's")
@@ -122,6 +151,11 @@ def phase_sentence(p: PhaseSummary) -> str:
     failed = p.requests.failed
     errors = f"; {failed} of {p.requests.total} requests failed" if failed else ""
     return f"{p.name}: {', '.join(said)}{within}{errors}."
+
+
+def pooled(p: PhaseSummary) -> bool:
+    """Whether the phase's answers generated nothing (embeddings): texts and prompt tokens are its work."""
+    return p.requests.ok > 0 and p.tokens.output == 0 and p.latency_ms.ttft.p99 is None
 
 
 def thought(p: PhaseSummary) -> bool:

@@ -107,24 +107,27 @@ class Span:
 @dataclass
 class Flow:
     """Tokens and requests that arrived inside a window (a request straddling an edge counts what it streamed
-    inside; its prompt counts when its first token does)."""
+    inside; its prompt counts when its first token does, or its end for an answer that generates none)."""
 
     out: float = 0.0
     inp: int = 0
     done: int = 0
+    inputs: int = 0  # texts the requests that ended inside carried
 
     def add(self, r: RequestRecord, start: int, end: int) -> None:
         if r.chunk_ns:
             first, last = bisect_left(r.chunk_ns, start), bisect_right(r.chunk_ns, end)
             self.out += sum(r.chunk_tokens[first:last]) if r.exact_chunk_tokens else last - first
-        if r.first_token_ns is not None and start <= r.first_token_ns <= end:
+        if (taken := r.prompt_taken_ns) is not None and start <= taken <= end:
             self.inp += prompt(r)
-        self.done += start <= r.end_ns <= end
+        ended = start <= r.end_ns <= end
+        self.done += ended
+        self.inputs += r.inputs if ended else 0
 
     def per_second(self, window: Interval) -> Throughput:
         d = window.duration_s
         return Throughput(output_tokens_per_s=self.out / d, total_tokens_per_s=(self.out + self.inp) / d,
-                          requests_per_s=self.done / d)
+                          requests_per_s=self.done / d, inputs_per_s=self.inputs / d)
 
 
 def prompt(r: RequestRecord) -> int:

@@ -13,11 +13,13 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from harness.client.backend import RequestEvents
-from harness.client.sse import Chunk
+from harness.client.chunk import Chunk
+from harness.client.dialects import dialect
 from harness.clock import NS_PER_S, FakeClock, cancel_quietly
 from harness.config.fitted import FittedAccelerator
 from harness.config.presets import ACCELERATORS
 from harness.config.scenario import Scenario
+from harness.errors import UsageError
 from harness.records import RequestRecord
 from harness.run.dispatch import Dispatcher
 from harness.run.header import run_header
@@ -155,6 +157,9 @@ def _discard(_: RequestRecord) -> None:
 
 async def predict_runs(scenario: Scenario) -> tuple[Summary, list[PhaseRun]]:
     """The predicted summary and each phase's records (what `harness compare` reads from a run directory)."""
+    if not dialect(scenario.endpoint.api).generates:  # the virtual backend streams generated tokens
+        raise UsageError(f"endpoint.api {scenario.endpoint.api}: predict models APIs that generate tokens; run this "
+                         "one against the bundled simulator (harness run) instead")
     check_fits(scenario.simulator)
     clock = FakeClock()
     task = asyncio.ensure_future(_phases(scenario, clock))

@@ -120,6 +120,10 @@ def plan_phase(scenario: Scenario, phase_index: int, run_id: str, text: TextMake
     phase = scenario.phases[phase_index]
     load = phase.load
     seed = phase_seed(scenario.seed, phase_index)
+    if isinstance(load, BatchLoad) and load.pack == "inputs":  # a batch is one request carrying `size` texts
+        packed = RequestSource(scenario.workload, phase.name, phase_index, seed, run_id, 1, text=text,
+                               overhead=overhead, inputs=load.size)
+        return BatchPlan([[spec] for spec in packed.take(load.batches)])
     batch_size = load.size if isinstance(load, BatchLoad) else None
     source = RequestSource(scenario.workload, phase.name, phase_index, seed, run_id, batch_size, text=text,
                            overhead=overhead)

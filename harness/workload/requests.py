@@ -32,6 +32,12 @@ class RequestSpec:
     messages: tuple[Message, ...] | None = None  # chat history (multi-turn datasets); else one user turn
     session: str | None = None  # multi-turn sessions: the conversation, and this request's turn in it
     turn: int | None = None
+    texts: tuple[str, ...] = ()  # a request carrying several texts (an embeddings batch); empty: the prompt alone
+
+    @property
+    def inputs(self) -> int:
+        """Texts the request carries."""
+        return len(self.texts) or 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +56,7 @@ class RequestSource:
     rows: tuple[TraceRow, ...] | None = None  # from a trace: request i takes row i's lengths and blocks
     text: TextMaker = make_text  # (tokens, seed) -> text; a real model's tokenizer replaces the default
     overhead: int = 0  # tokens the server adds around a one-turn prompt (chat template, BOS): taken off the text
+    inputs: int = 1  # texts in each request (an embeddings batch packed into one request), each of its own seed
 
     # Mixed into every prompt seed: per run by default, so a rerun, a search trial or a nightly job never meets
     # a prompt cache warmed by an earlier run; 0 (the seed alone) when prompts are reused on purpose.
@@ -97,6 +104,11 @@ class RequestSource:
             prompt_tokens = len(prompt.split())
         else:
             prompt = self.text(max(prompt_tokens - self.overhead, 1), prompt_seed)
+        texts: tuple[str, ...] = ()
+        if self.inputs > 1:
+            texts = (prompt, *(self.text(max(prompt_tokens - self.overhead, 1), prompt_seed_of(prompt_seed, j))
+                               for j in range(1, self.inputs)))
+            prompt_tokens *= self.inputs
         return RequestSpec(
             request_id=f"{self.run_id}-{self.phase_index}-{i}",
             phase=self.phase,
@@ -107,6 +119,7 @@ class RequestSource:
             ignore_eos=w.ignore_eos,
             batch=None if self.batch_size is None else i // self.batch_size,
             messages=messages,
+            texts=texts,
         )
 
     def take(self, count: int) -> list[RequestSpec]:

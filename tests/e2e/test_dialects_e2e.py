@@ -50,3 +50,24 @@ def test_an_api_the_harness_does_not_speak_is_refused_before_any_load(tmp_path: 
     flag = harness("run", "--api", "rerank", "--rate", "1", "--requests", "1")
     assert flag.returncode == 2 and "'rerank' is not one of 'chat', 'completions', 'responses', 'messages'" \
         in flag.stderr
+
+
+def test_an_embeddings_run_compares_a_batch_in_one_request_with_single_texts(tmp_path: Path) -> None:
+    done = harness("run", "--api", "embeddings", "--rate", "16", "--requests", "24", "--batch", "32",
+                   "--prompt-tokens", "64", "--slo", "e2e=2s", "--progress", "off", "--reports-dir", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    summary = json.loads((only_run_dir(tmp_path) / "summary.json").read_text())
+    interactive, batch = summary["phases"]
+    assert interactive["requests"]["ok"] == 24 and batch["requests"]["ok"] == 2  # two batches, one request each
+    assert batch["tokens"]["input"] == 2 * 32 * 64 and batch["tokens"]["output"] == 0
+    assert interactive["latency_ms"]["ttft"]["p99"] is None and interactive["latency_ms"]["e2e"]["p99"] > 0
+    ratio = batch["throughput"]["inputs_per_s"] / interactive["throughput"]["inputs_per_s"]
+    assert ratio > 1.5  # one request of 32 texts embeds faster than 16 single texts a second arrive
+    (sentence,) = summary["comparison"]["conclusion"]
+    assert sentence.startswith(f"Batches of 32 texts embed {ratio:.1f}× the texts/s of the interactive run, at ")
+    assert "texts/s" in done.stdout and sentence in " ".join(done.stdout.split())
+    scenario = tmp_path / "e.yaml"
+    scenario.write_text("name: e\nendpoint: {api: embeddings}\n"
+                        "phases: [{name: p, load: {type: constant, rate: 1, requests: 1}}]\n")
+    refused = harness("predict", str(scenario))
+    assert refused.returncode == 2 and "predict models APIs that generate tokens" in refused.stderr

@@ -20,7 +20,7 @@ from harness.config.workload import Workload
 from harness.records import RequestRecord
 from harness.run.worker import run_request
 from harness.sim.build import perf_model
-from harness.sim.server import serve
+from harness.sim.listen import serve
 from tests.helpers import build_requests
 
 Start = Callable[..., Awaitable[str]]

@@ -12,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from harness.config.scenario import parse_scenario
 from harness.config.simulator import SimulatorConfig
-from harness.sim.server import serve
+from harness.sim.listen import serve
 from harness.tokens import make_text
 from harness.tools.predict import predict
 

@@ -12,14 +12,17 @@ from harness.stats.schema import (
 )
 
 
-def phase(name: str, load: dict, tput: float, ttft_p50: float, ttft_p99: float, itl: float,
-          good: float, offered: float = 4.0, waiting_max: float | None = None) -> PhaseSummary:
+def phase(name: str, load: dict, tput: float, ttft_p50: float | None, ttft_p99: float | None, itl: float | None,
+          good: float, offered: float = 4.0, waiting_max: float | None = None, e2e_p99: float = 1000.0,
+          texts_per_s: float = 4.0) -> PhaseSummary:
     """Only the fields the comparison reads (model_construct skips validation of the rest)."""
     latency = PhaseLatencies.model_construct(ttft=Distribution.model_construct(p50=ttft_p50, p99=ttft_p99),
-                                             itl=Distribution.model_construct(p50=itl))
+                                             itl=Distribution.model_construct(p50=itl),
+                                             e2e=Distribution.model_construct(p99=e2e_p99))
     server = None if waiting_max is None else ServerPhase.model_construct(waiting_max=waiting_max)
     return PhaseSummary.model_construct(name=name, config={"load": load}, requests=Requests.model_construct(ok=10),
-                                        throughput=Throughput.model_construct(output_tokens_per_s=tput),
+                                        throughput=Throughput.model_construct(output_tokens_per_s=tput,
+                                                                              inputs_per_s=texts_per_s),
                                         latency_ms=latency, goodput=Goodput.model_construct(fraction=good),
                                         load=Load.model_construct(offered_rps=offered), server=server)
 
@@ -70,3 +73,17 @@ def test_the_conclusion_says_why_and_whether_it_is_an_estimate() -> None:
             "MFU 30.0%) for the batches, whose tokens share each read.") in line
     (bare,) = comparisons([live, b64])
     assert "Why" not in sentences([bare])[0]  # nothing known of the stress: no cause given
+
+
+def test_phases_that_generate_nothing_are_compared_on_texts_and_end_to_end_latency() -> None:
+    phases = [
+        phase("live", {"type": "poisson", "rate": 16}, 0.0, None, None, None, 1.0, offered=16, e2e_p99=20.0,
+              texts_per_s=16.0),
+        phase("b32", {"type": "batch", "size": 32, "pack": "inputs"}, 0.0, None, None, None, 1.0, e2e_p99=117.0,
+              texts_per_s=272.0),
+    ]
+    (c,) = comparisons(phases)
+    assert c.throughput_ratio is None and c.inputs_ratio == 17.0 and c.e2e_p99_ratio == 5.85
+    assert sentences([c]) == ["Batches of 32 texts embed 17.0× the texts/s of the interactive run, at 5.8× its p99 "
+                              "end-to-end latency; 100% of batched requests meet the SLOs, against 100% interactive. "
+                              "The ratio holds at the 16.00 req/s the interactive run was offered."]

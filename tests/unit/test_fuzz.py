@@ -11,7 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harness.client.backend import take
-from harness.client.sse import DONE, Chunk, ChunkReader, _parse
+from harness.client.chunk import Chunk
+from harness.client.sse import DONE, ChunkReader, _parse
 from harness.clock import FakeClock
 from harness.config.scenario import load_scenario, parse_scenario
 from harness.errors import BadChunk, ScenarioError

@@ -112,7 +112,7 @@ def test_a_pasted_request_url_and_vllms_pair_give_the_base_and_the_api() -> None
     assert split_request_url("http://h:8000/v1") is None
     assert join_base_and_path("http://h:8000", "/v1/chat/completions") == ("http://h:8000/v1", "chat")
     with pytest.raises(ValueError, match="not a path the harness sends requests to"):
-        join_base_and_path("http://h:8000", "/v1/embeddings")
+        join_base_and_path("http://h:8000", "/v1/rerank")
 
 
 def test_reasoning_usage_and_tool_calls_are_read() -> None:

@@ -3,7 +3,7 @@ foreign-answer check, the scenario's `endpoint.api` and the CLI's `--api` all re
 
 from __future__ import annotations
 
-from harness.client.dialects import chat, completions, messages, responses
+from harness.client.dialects import chat, completions, embeddings, messages, responses
 from harness.client.dialects.base import Dialect
 from harness.errors import ScenarioError
 
@@ -12,6 +12,7 @@ DIALECTS: dict[str, Dialect] = {d.name: d for d in (
     completions.DIALECT,
     responses.DIALECT,
     messages.DIALECT,
+    embeddings.DIALECT,
 )}
 
 

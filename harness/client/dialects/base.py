@@ -13,7 +13,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from harness.client.sse import Chunk, ChunkReader
+from harness.client.chunk import Chunk
+from harness.client.sse import ChunkReader
 from harness.workload.requests import RequestSpec
 
 Body = dict[str, Any]
@@ -25,6 +26,7 @@ class StreamReader(Protocol):
 
     first: bytes | None  # the answer's first payload: whose answer this is (`harness.client.belongs`)
     end: str  # the event that ends a whole stream, as a cut-short stream's reason names it
+    streams: bool  # an event stream is expected (False: an answer that comes whole, as JSON)
 
     def plain(self, data: bytes) -> bool:
         """One plain token alone in its read taken the short way (True), or nothing taken (False)."""
@@ -33,6 +35,9 @@ class StreamReader(Protocol):
         """`plain` for one whole HTTP chunk, its framing included."""
 
     def read(self, data: bytes) -> Sequence[Chunk]: ...
+
+    def finish(self) -> Sequence[Chunk]:
+        """What the body's end completes: a whole answer's one chunk; nothing for a stream."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +50,8 @@ class Dialect:
     key_header: str = "Authorization"  # where the API key goes unless the user names a header
     headers: Mapping[str, str] = field(default_factory=dict)  # sent on every request (Anthropic's version)
     end: str = "[DONE]"
+    packs_batches: bool = False  # a quick run's `--batch B` is one request of B texts (embeddings), not B requests
+    generates: bool = True  # its answers are generated tokens (False: embeddings; `harness predict` models only these)
 
 
 def chat_reader(keep_text: bool) -> StreamReader:

@@ -8,8 +8,8 @@ failure mid-stream. The key goes in `x-api-key`, with the `anthropic-version` he
 
 from __future__ import annotations
 
+from harness.client.chunk import Chunk, usage_count
 from harness.client.dialects.base import Body, Dialect, StreamReader, exact_length
-from harness.client.sse import Chunk, usage_count
 from harness.client.typed_events import EventReader, event_object, section, text
 from harness.workload.requests import RequestSpec
 

@@ -8,8 +8,8 @@ and one last event: `response.completed` (with the usage), `response.incomplete`
 
 from __future__ import annotations
 
+from harness.client.chunk import Chunk, usage_count
 from harness.client.dialects.base import Body, Dialect, StreamReader, exact_length, one_turn
-from harness.client.sse import Chunk, usage_count
 from harness.client.typed_events import EventReader, event_object, section, text
 from harness.workload.requests import RequestSpec
 

@@ -27,6 +27,10 @@ class PhaseComparison(Section):
                                       "phase (scraped)")
     stress: Stress | None = Field(None, description="where the batch phase's stress landed")
     interactive_stress: Stress | None = Field(None, description="where the interactive phase's stress landed")
+    inputs_ratio: float | None = Field(None, description="texts per second against the interactive phase's, where "
+                                       "neither generated tokens (embeddings): the throughput compared there")
+    e2e_p99_ratio: float | None = Field(None, description="p99 end-to-end latency against the interactive phase's: "
+                                        "the latency compared where nothing streamed")
 
 
 class Comparison(Section):

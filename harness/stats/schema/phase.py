@@ -96,6 +96,8 @@ class Throughput(Section):
     output_tokens_per_s: float
     total_tokens_per_s: float
     requests_per_s: float
+    inputs_per_s: float | None = Field(None, description="texts the requests carried, per second: above requests_per_s "
+                                       "where a request carried several (an embeddings batch in one request)")
 
 
 class Goodput(Section):
