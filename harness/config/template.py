@@ -11,7 +11,7 @@ seed: 0                          # arrivals and prompts; every run still draws i
 endpoint:
   url: {url}                     # OpenAI base URL ending in /v1; null: the bundled simulator
   model: {model}                 # null: the endpoint's first served model
-  api: chat                      # or completions, responses, messages (docs/apis.md)
+  api: chat                      # or completions, responses, messages, embeddings (docs/apis.md)
   api_key_env: null              # name of the variable holding the key (default OPENAI_API_KEY)
 
 workload:
