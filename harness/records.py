@@ -80,6 +80,7 @@ class RequestRecord:
     session: str | None = None  # multi-turn sessions: the conversation and the turn (0 first)
     turn: int | None = None
     inputs: int = 1  # texts the request carried (an embeddings batch packed into one request)
+    images: int = 0  # images sent with its prompt (workload.images)
 
     @property
     def output_tokens(self) -> int:

@@ -99,6 +99,11 @@ class SimulatorConfig(_Strict):
     reasoning_tokens: Annotated[int, Field(ge=0)] = Field(
         0, description="a reasoning model: each chat answer's first N tokens stream as delta.reasoning_content "
                        "(vLLM's and SGLang's reasoning parsers), counted in usage.completion_tokens_details")
+    image_patch_px: Annotated[int, Field(ge=1, le=1024)] = Field(
+        28, description="an image's pixels per prompt token, a side (Qwen2-VL / 2.5-VL: 14-pixel patches merged 2 × 2)")
+    vision_encoder_b: Annotated[float, Field(ge=0, le=100)] = Field(
+        0.675, description="the vision encoder's parameters, billions (Qwen2.5-VL's ViT: 0.675): each image costs "
+                           "2 × parameters × patches FLOPs before its prefill")
     faults: FaultConfig = FaultConfig()
 
     @model_validator(mode="before")

@@ -91,9 +91,30 @@ class Sessions(Strict):
     max_turns: PositiveInt = Field(64, le=1000, description="cap on any conversation's turns")
 
 
+IMAGE_BYTES_LIMIT = 48 << 20  # raw pixels a request's images may hold: 4 images of 2,048 × 2,048 RGB
+
+
+class Images(Strict):
+    """Images sent with each prompt (chat, Responses, Messages): seeded, synthetic, each request its own."""
+
+    count: Annotated[int, Field(ge=1, le=16)] = 1
+    width: Annotated[int, Field(ge=16, le=4096)] = 512
+    height: Annotated[int, Field(ge=16, le=4096)] = 512
+    format: Literal["png", "jpeg"] = "png"
+
+    @model_validator(mode="after")
+    def _bounded(self) -> Images:
+        if (raw := self.count * self.width * self.height * 3) > IMAGE_BYTES_LIMIT:
+            raise ValueError(f"count × width × height × 3 is {raw / 2**20:.0f} MiB of pixels a request, over "
+                             f"{IMAGE_BYTES_LIMIT >> 20}: fewer or smaller images")
+        return self
+
+
 class Workload(Strict):
     prompt_tokens: Length = 256
     output_tokens: Length = 128
+    images: Images | None = Field(None, description="images sent with every prompt as base64 image parts "
+                                  "(docs/apis.md#images-in-prompts)")
     ignore_eos: bool = Field(True, description="ask the server for exactly output_tokens tokens")
     dataset: Dataset | None = Field(None, description="prompts from a dataset instead of prompt_tokens")
     tokenizer: str | None = Field(None, description="a local Hugging Face tokenizer (directory or tokenizer.json)"

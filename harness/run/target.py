@@ -11,10 +11,10 @@ from contextlib import asynccontextmanager
 
 from harness.client.aio import list_models, open_session
 from harness.client.backend import Endpoint
-from harness.client.dialects import dialect
+from harness.client.dialects import DIALECTS, dialect
 from harness.config.scenario import Scenario
 from harness.config.workload import Length, LengthDist, Workload
-from harness.errors import EndpointError, UsageError
+from harness.errors import EndpointError, ScenarioError, UsageError
 from harness.redact import redactor
 from harness.run.simulator import Log, bundled_simulator
 
@@ -52,7 +52,10 @@ async def target(scenario: Scenario, *, url: str | None, model: str | None, api:
     gives the rest of every request's shape (key header, sampling and extra body, TLS).
     `log` takes what the bundled simulator says on its stderr (a live display prints it above itself)."""
     cfg = scenario.endpoint
-    dialect(api or cfg.api, "--api" if api else "endpoint.api")  # one the harness speaks, before anything starts
+    spoken = dialect(api or cfg.api, "--api" if api else "endpoint.api")  # one it speaks, before anything starts
+    if scenario.workload.images is not None and not spoken.takes_images:
+        takers = ", ".join(d.name for d in DIALECTS.values() if d.takes_images)
+        raise ScenarioError(f"workload.images: the {spoken.name} API takes no images ({takers} do)")
     api = api or cfg.api
     url = url or cfg.url
     model = model or cfg.model

@@ -158,7 +158,8 @@ async def run_request(backend: Backend, clock: Clock, spec: RequestSpec, intende
     With `answer`, the answer's text is appended to it as it arrives; `held_ns`, how long an in-flight cap held it;
     `wrote`, called as its bytes are handed to the connection."""
     rec = RequestRecord(spec.request_id, spec.phase, spec.index, spec.prompt_tokens, spec.max_tokens, intended_ns,
-                        batch=spec.batch, session=spec.session, turn=spec.turn, held_ns=held_ns, inputs=spec.inputs)
+                        batch=spec.batch, session=spec.session, turn=spec.turn, held_ns=held_ns, inputs=spec.inputs,
+                        images=len(spec.images))
     events = RecordStamper(rec, clock, answer, wrote)
     try:
         await backend.execute(spec, events)

@@ -8,13 +8,14 @@ import itertools
 import sys
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import cast
 
 from aiohttp import web
 
 from harness.clock import NS_PER_MS, NS_PER_S, MonotonicClock, cancel_quietly
 from harness.config.fitted import FittedAccelerator
-from harness.config.presets import ACCELERATORS, MODELS
+from harness.config.presets import ACCELERATORS, MODELS, Accelerator
 from harness.config.simulator import ERROR_TYPES, SimulatorConfig
 from harness.sim import embeddings
 from harness.sim.build import build_engine, context_problem, model_context
@@ -37,6 +38,7 @@ from harness.sim.requests import (
 )
 from harness.sim.tokenize import tokenize_handler
 from harness.sim.truth import GroundTruth
+from harness.sim.vision import encoder_seconds, image_sizes, image_words
 from harness.sim.writes import StreamWrites
 
 MALFORMED_FRAME = b"data: {this is not json\n\n"
@@ -204,10 +206,15 @@ class SimServer:
             body = await request.json()
             self._gate.note(body)
             parsed = parse_body(body, spoken.prompt, spoken.max_fields, spoken.whole_context)
+            sizes = image_sizes(body)
         except BadRequest as exc:
             return error_response(400, str(exc), "invalid_request_error", exc.param)
         except ValueError:
             return error_response(400, "request body is not valid JSON", "invalid_request_error")
+        if sizes:  # each image's tokens join the prompt; its encoder runs before the prefill
+            seed = (request.headers.get("X-Request-Id") or str(parsed.prompt_crc)).encode()
+            parsed = replace(parsed, prompt_words=parsed.prompt_words + image_words(sizes, self.cfg.image_patch_px,
+                                                                                    seed))
         if (refused := self._admission_error(parsed, spoken.param)) is not None:
             return refused
         out = output_length(parsed, self.max_model_len - parsed.prompt_tokens, self.cfg.seed,
@@ -221,6 +228,9 @@ class SimServer:
         self.ground_truth.arrived(req)
         renderer = render(f"{spoken.id_prefix}-{rid}", self.cfg.name, int(time.time()),
                                  self.cfg.reasoning_tokens if spoken.reasoning else 0, req.prompt_tokens)
+        if sizes and isinstance(device := ACCELERATORS.get(self.cfg.accelerator), Accelerator):
+            await asyncio.sleep(encoder_seconds(sizes, self.cfg.image_patch_px, self.cfg.vision_encoder_b,
+                                                device.flops(False)) * self.cfg.slowdown)
         if parsed.stream:
             return await self._stream(request, req, parsed, renderer, plan)
         return await self._unary(req, parsed, renderer)

@@ -152,13 +152,20 @@ class Prompts:
     reasoning_reported: int = 0
     reasoning: int = 0
     reasoning_output: int = 0
+    images: int = 0
+    images_counted: int = 0  # of them, on requests whose prompt the server counted …
+    image_tokens: int = 0  # … and its count beyond the text asked, over those
 
     def add(self, r: RequestRecord) -> None:
         self.output += r.delivered_tokens
         self.input += prompt(r)
         self.estimated += r.tokens_estimated
         self.mismatched += r.token_mismatch
-        if r.prompt_tokens is not None:
+        self.images += r.images
+        if r.prompt_tokens is not None and r.images:  # the text's tokens and the images': what the images cost
+            self.images_counted += r.images
+            self.image_tokens += r.prompt_tokens - r.prompt_tokens_requested
+        elif r.prompt_tokens is not None:
             diff = r.prompt_tokens - r.prompt_tokens_requested
             self.reported += 1
             self.diff_mismatched += diff != 0
@@ -180,7 +187,8 @@ class Prompts:
                       prompt_diff_mean=self.diff_sum / n if n else None, prompt_diff_max_abs=self.diff_max_abs if n
                       else None, cached_reported=self.cached_reported, prompt_cached=self.cached_hit,
                       cached_share=self.cached_hit / self.cached_prompt if self.cached_prompt else None,
-                      reasoning_reported=self.reasoning_reported, reasoning=self.reasoning,
+                      reasoning_reported=self.reasoning_reported, reasoning=self.reasoning, images=self.images,
+                      image_tokens=self.image_tokens / self.images_counted if self.images_counted else None,
                       reasoning_output=self.reasoning_output)
 
 

@@ -13,6 +13,7 @@ import numpy as np
 from harness.config.workload import SharedPrefixDataset, ShareGPTDataset, Workload
 from harness.tokens import make_text
 from harness.workload.datasets import Message, sharegpt_turns
+from harness.workload.images import data_urls
 from harness.workload.lengths import draw, fixed
 from harness.workload.traces import MOONCAKE_BLOCK_TOKENS, TraceRow
 
@@ -33,6 +34,7 @@ class RequestSpec:
     session: str | None = None  # multi-turn sessions: the conversation, and this request's turn in it
     turn: int | None = None
     texts: tuple[str, ...] = ()  # a request carrying several texts (an embeddings batch); empty: the prompt alone
+    images: tuple[str, ...] = ()  # images sent with the prompt, as data: URLs (workload.images)
 
     @property
     def inputs(self) -> int:
@@ -120,6 +122,7 @@ class RequestSource:
             batch=None if self.batch_size is None else i // self.batch_size,
             messages=messages,
             texts=texts,
+            images=data_urls(w.images, prompt_seed) if w.images is not None else (),
         )
 
     def take(self, count: int) -> list[RequestSpec]:

@@ -71,3 +71,26 @@ def test_an_embeddings_run_compares_a_batch_in_one_request_with_single_texts(tmp
                         "phases: [{name: p, load: {type: constant, rate: 1, requests: 1}}]\n")
     refused = harness("predict", str(scenario))
     assert refused.returncode == 2 and "predict models APIs that generate tokens" in refused.stderr
+
+
+@pytest.mark.parametrize("api", ["chat", "responses", "messages"])
+def test_an_images_run_reconciles_the_servers_prompt_count_with_the_images_sent(tmp_path: Path, api: str) -> None:
+    scenario = tmp_path / "v.yaml"
+    scenario.write_text("name: v\nworkload: {prompt_tokens: 64, output_tokens: 8, images: {count: 2, width: 280, "
+                        "height: 140, format: jpeg}}\n"
+                        "phases: [{name: p, load: {type: poisson, rate: 8, requests: 8}}]\n")
+    done = harness("run", str(scenario), "--api", api, "--progress", "off", "--reports-dir", str(tmp_path / "r"))
+    assert done.returncode == 0, done.stderr
+    tokens = json.loads((only_run_dir(tmp_path / "r") / "summary.json").read_text())["phases"][0]["tokens"]
+    # 280 × 140 at 28 pixels a token: 10 × 5 = 50 tokens an image, as the simulator counts them.
+    assert (tokens["images"], tokens["image_tokens"], tokens["prompt_mismatched"]) == (16, 50, 0)
+    assert "images a request, prompt tokens each" in done.stdout and "2.0 / 50" in done.stdout
+
+
+def test_an_api_that_takes_no_images_is_refused_before_any_load(tmp_path: Path) -> None:
+    scenario = tmp_path / "v.yaml"
+    scenario.write_text("name: v\nworkload: {images: {count: 1}}\n"
+                        "phases: [{name: p, load: {type: poisson, rate: 8, requests: 8}}]\n")
+    refused = harness("run", str(scenario), "--api", "completions", "--reports-dir", str(tmp_path / "r"))
+    assert refused.returncode == 2
+    assert "workload.images: the completions API takes no images (chat, responses, messages do)" in refused.stderr

@@ -52,6 +52,7 @@ class Dialect:
     end: str = "[DONE]"
     packs_batches: bool = False  # a quick run's `--batch B` is one request of B texts (embeddings), not B requests
     generates: bool = True  # its answers are generated tokens (False: embeddings; `harness predict` models only these)
+    takes_images: bool = False  # images go with a prompt (workload.images)
 
 
 def chat_reader(keep_text: bool) -> StreamReader:
@@ -59,10 +60,18 @@ def chat_reader(keep_text: bool) -> StreamReader:
     return ChunkReader(keep_text)
 
 
-def one_turn(spec: RequestSpec) -> list[dict[str, str]]:
-    """The spec's conversation as role/content messages (one user turn unless a dataset gave a history)."""
+Part = dict[str, object]
+
+
+def one_turn(spec: RequestSpec, image: Callable[[str], Part] | None = None,
+             text: Callable[[str], Part] = lambda t: {"type": "text", "text": t}) -> list[dict[str, object]]:
+    """The spec's conversation as role/content messages (one user turn unless a dataset gave a history); its
+    images, as `image` makes each one's part, after the text of the last turn (`text` makes that part)."""
     turns = spec.messages or (("user", spec.prompt),)
-    return [{"role": role, "content": content} for role, content in turns]
+    out: list[dict[str, object]] = [{"role": role, "content": content} for role, content in turns]
+    if spec.images and image is not None:
+        out[-1]["content"] = [text(str(out[-1]["content"])), *(image(url) for url in spec.images)]
+    return out
 
 
 def exact_length(body: Body, spec: RequestSpec) -> Body:

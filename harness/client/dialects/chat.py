@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
-from harness.client.dialects.base import Body, Dialect, chat_reader, exact_length, one_turn
+from harness.client.dialects.base import Body, Dialect, Part, chat_reader, exact_length, one_turn
 from harness.workload.requests import RequestSpec
 
 
 def body(spec: RequestSpec, model: str, continuous_usage: bool) -> Body:
     return exact_length({"model": model, "max_tokens": spec.max_tokens, "stream": True,
-                         "stream_options": stream_options(continuous_usage), "messages": one_turn(spec)}, spec)
+                         "stream_options": stream_options(continuous_usage), "messages": one_turn(spec, image)},
+                        spec)
+
+
+def image(url: str) -> Part:
+    return {"type": "image_url", "image_url": {"url": url}}
 
 
 def stream_options(continuous_usage: bool) -> dict[str, bool]:
@@ -16,4 +21,4 @@ def stream_options(continuous_usage: bool) -> dict[str, bool]:
     return {"include_usage": True, "continuous_usage_stats": True} if continuous_usage else {"include_usage": True}
 
 
-DIALECT = Dialect("chat", "chat/completions", (b"chat.completion",), body, chat_reader)
+DIALECT = Dialect("chat", "chat/completions", (b"chat.completion",), body, chat_reader, takes_images=True)

@@ -9,7 +9,7 @@ failure mid-stream. The key goes in `x-api-key`, with the `anthropic-version` he
 from __future__ import annotations
 
 from harness.client.chunk import Chunk, usage_count
-from harness.client.dialects.base import Body, Dialect, StreamReader, exact_length
+from harness.client.dialects.base import Body, Dialect, Part, StreamReader, exact_length, one_turn
 from harness.client.typed_events import EventReader, event_object, section, text
 from harness.workload.requests import RequestSpec
 
@@ -21,13 +21,20 @@ _DELTA_KEYS = {"text_delta": "text", "thinking_delta": "thinking", "input_json_d
 
 
 def body(spec: RequestSpec, model: str, continuous_usage: bool) -> Body:
-    turns = spec.messages or (("user", spec.prompt),)
-    system = [content for role, content in turns if role == "system"]  # top level here, not a message
+    turns = one_turn(spec, _image)
+    system = [str(t["content"]) for t in turns if t["role"] == "system"]  # top level here, not a message
     out: Body = {"model": model, "max_tokens": spec.max_tokens, "stream": True,
-                 "messages": [{"role": role, "content": content} for role, content in turns if role != "system"]}
+                 "messages": [t for t in turns if t["role"] != "system"]}
     if system:
         out["system"] = "\n".join(system)
     return exact_length(out, spec)
+
+
+def _image(url: str) -> Part:
+    """A data: URL as Anthropic's base64 image block."""
+    head, _, data = url.partition(",")
+    return {"type": "image", "source": {"type": "base64", "media_type": head.removeprefix("data:").split(";")[0],
+                                        "data": data}}
 
 
 def interpret(name: bytes, payload: bytes) -> Chunk:
@@ -64,4 +71,4 @@ def reader(keep_text: bool) -> StreamReader:
 
 
 DIALECT = Dialect("messages", "messages", (), body, reader, key_header="x-api-key",
-                  headers={"anthropic-version": VERSION}, end=STOP)
+                  headers={"anthropic-version": VERSION}, end=STOP, takes_images=True)

@@ -9,7 +9,7 @@ and one last event: `response.completed` (with the usage), `response.incomplete`
 from __future__ import annotations
 
 from harness.client.chunk import Chunk, usage_count
-from harness.client.dialects.base import Body, Dialect, StreamReader, exact_length, one_turn
+from harness.client.dialects.base import Body, Dialect, Part, StreamReader, exact_length, one_turn
 from harness.client.typed_events import EventReader, event_object, section, text
 from harness.workload.requests import RequestSpec
 
@@ -17,10 +17,18 @@ COMPLETED = "response.completed"
 
 
 def body(spec: RequestSpec, model: str, continuous_usage: bool) -> Body:
-    # One user turn goes as a plain string, as most callers send it; a history as role/content items.
-    given = one_turn(spec) if spec.messages else spec.prompt
+    # One user turn goes as a plain string, as most callers send it; a history, or images, as role/content items.
+    given = one_turn(spec, _image, _text) if spec.messages or spec.images else spec.prompt
     return exact_length({"model": model, "input": given, "max_output_tokens": spec.max_tokens, "stream": True},
                         spec)
+
+
+def _image(url: str) -> Part:
+    return {"type": "input_image", "image_url": url}
+
+
+def _text(text: str) -> Part:
+    return {"type": "input_text", "text": text}
 
 
 def interpret(name: bytes, payload: bytes) -> Chunk:
@@ -59,4 +67,4 @@ def reader(keep_text: bool) -> StreamReader:
     return EventReader(interpret, COMPLETED)
 
 
-DIALECT = Dialect("responses", "responses", (b"response",), body, reader, end=COMPLETED)
+DIALECT = Dialect("responses", "responses", (b"response",), body, reader, end=COMPLETED, takes_images=True)

@@ -129,6 +129,10 @@ class Tokens(Section):
     reasoning: int = Field(0, description="of `output`, thinking tokens over those requests (the server's usage "
                            "count, else its reasoning-only chunks); the rest of theirs is the answer")
     reasoning_output: int = Field(0, description="output tokens of those requests, thinking and answer")
+    images: int = Field(0, description="images sent with the ok requests' prompts (workload.images)")
+    image_tokens: float | None = Field(None, description="the server's prompt count beyond the text asked, per "
+                                       "image, over the requests with images it counted: what an image costs in "
+                                       "prompt tokens (not counted in prompt_mismatched)")
 
 
 class WholeRun(Section):
