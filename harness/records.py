@@ -88,12 +88,14 @@ class RequestRecord:
         return self.completion_tokens if self.completion_tokens is not None else len(self.chunk_ns)
 
     @property
+    def answered_whole(self) -> bool:
+        """An ok answer that came whole, not streamed (embeddings, `endpoint.stream: false`): no token time."""
+        return self.status == "ok" and self.first_token_ns is None and not self.chunk_ns
+
+    @property
     def prompt_taken_ns(self) -> int | None:
-        """When the server had taken the prompt: its first token; for an answer that generates none (embeddings,
-        `max_tokens` 0), its end."""
-        if self.max_tokens or self.status != "ok":
-            return self.first_token_ns
-        return self.end_ns
+        """When the server had taken the prompt: its first token; for an answer that came whole, its end."""
+        return self.end_ns if self.answered_whole else self.first_token_ns
 
     @property
     def exact_chunk_tokens(self) -> bool:
@@ -103,7 +105,10 @@ class RequestRecord:
     @property
     def delivered_tokens(self) -> int:
         """Tokens that actually arrived: per chunk when the server said, else one per token-bearing chunk.
-        What throughput counts: a usage total that claims more than the stream carried does not inflate it."""
+        What throughput counts: a usage total that claims more than the stream carried does not inflate it. An
+        answer that came whole delivered what its usage says."""
+        if self.answered_whole:
+            return self.completion_tokens or 0
         return sum(self.chunk_tokens) if self.exact_chunk_tokens else len(self.chunk_ns)
 
     @property
@@ -113,7 +118,8 @@ class RequestRecord:
     @property
     def token_mismatch(self) -> bool:
         """The server's count disagrees with the chunks seen (one chunk may carry several tokens)."""
-        return self.completion_tokens is not None and self.completion_tokens != len(self.chunk_ns)
+        return (self.completion_tokens is not None and self.completion_tokens != len(self.chunk_ns)
+                and not self.answered_whole)
 
 
 _FIELDS = [f.name for f in fields(RequestRecord)]

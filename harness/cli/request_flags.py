@@ -20,11 +20,12 @@ from harness.redact import without_userinfo
 
 F = TypeVar("F", bound=Callable[..., Any])
 Headers = tuple[tuple[str, str], ...]
-REQUEST_FLAGS = ("headers", "extra_body", "api_key_header", "ca_bundle", "insecure")
+REQUEST_FLAGS = ("headers", "extra_body", "api_key_header", "ca_bundle", "insecure", "no_stream")
 
 
 def request_options(command: F) -> F:
-    """`--header`, `--extra-body`, `--api-key-header`, `--ca-bundle`, `--insecure` (for `with_request_flags`)."""
+    """`--header`, `--extra-body`, `--api-key-header`, `--ca-bundle`, `--insecure`, `--no-stream` (for
+    `with_request_flags`)."""
     options = [
         click.option("--header", "headers", multiple=True, metavar="'NAME: VALUE'",
                      help="A header on every request (repeatable), e.g. 'X-Org: acme'; 'NAME: env:VAR' reads the "
@@ -38,6 +39,8 @@ def request_options(command: F) -> F:
         click.option("--ca-bundle", type=click.Path(path_type=Path, dir_okay=False, exists=True),
                      help="https: trust the CAs in this PEM file too (a staging gateway's own CA)."),
         click.option("--insecure", is_flag=True, help="https: check no certificate (warned)."),
+        click.option("--no-stream", is_flag=True, help="Ask for each answer whole (stream: false): end-to-end "
+                     "latency only, as a client that does not stream sees it."),
     ]
     for option in reversed(options):
         command = option(command)
@@ -62,6 +65,8 @@ def with_request_flags(scenario: Scenario, flags: Mapping[str, Any], say: Callab
         update["ca_bundle"] = str(flags["ca_bundle"].resolve())
     if flags["insecure"]:
         update["insecure"] = True
+    if flags.get("no_stream"):
+        update["stream"] = False
     cfg = cfg.model_validate({**cfg.model_dump(), **update})
     try:
         headers = resolve(cfg.headers, os.environ, "--header" if given else "endpoint.headers")

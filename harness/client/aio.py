@@ -103,7 +103,6 @@ class OpenAIBackend:
         self.continuous_usage = continuous_usage
         self._headers = {"Content-Type": "application/json", **endpoint.request_headers}
         self._prepared: dict[str, tuple[bytes, dict[str, str]]] = {}
-        self._dialect = endpoint.dialect
         self._provenance = Provenance(endpoint.api)
         self._answered: weakref.WeakKeyDictionary[ResponseHandler, tuple[int, Answered]] = \
             weakref.WeakKeyDictionary()
@@ -118,7 +117,7 @@ class OpenAIBackend:
     def prepare(self, spec: RequestSpec) -> None:
         # Serialising before the deadline keeps JSON encoding out of the schedule lag.
         body = request_body(spec, self.endpoint.model, self.endpoint.api, self.continuous_usage,
-                            self.endpoint.extra_body)
+                            self.endpoint.extra_body, self.endpoint.stream)
         self._prepared[spec.request_id] = (json.dumps(body).encode(),
                                            {**self._headers, "X-Request-Id": spec.request_id})
 
@@ -173,7 +172,7 @@ class OpenAIBackend:
         known = self._answered.get(carrier) if carrier is not None else None
         serial, last = known if known is not None else (next(self._serials), None)
         echoed = resp.headers.get("X-Request-Id")
-        reader = self._dialect.reader(events.keep_text)
+        reader = self.endpoint.reader(events.keep_text)
         if reader.streams and resp.content_type != "text/event-stream":
             events.media(resp.headers.get("Content-Type") or "(none)")
         try:

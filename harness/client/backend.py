@@ -19,6 +19,7 @@ from harness.client.chunk import Chunk
 from harness.client.dialects import dialect
 from harness.client.dialects.base import Dialect, StreamReader
 from harness.client.tls import client_tls
+from harness.client.typed_events import WholeReader
 from harness.client.urls import under
 from harness.records import Status
 from harness.redact import printable
@@ -89,10 +90,18 @@ class Endpoint:
     extra_body: Mapping[str, Any] = field(default_factory=dict)  # merged into every request's JSON body
     ca_bundle: str | None = None  # https: trust this CA file (a staging gateway's own CA) …
     insecure: bool = False  # … or check no certificate at all (said once, loudly, at the start)
+    stream: bool = True  # False: each answer asked for whole (`endpoint.stream: false`)
 
     @property
     def dialect(self) -> Dialect:
         return dialect(self.api)
+
+    def reader(self, keep_text: bool) -> StreamReader:
+        """A reader for one answer: the dialect's stream reader, or a whole answer's where it was asked for so."""
+        spoken = self.dialect
+        if self.stream or spoken.whole is None:
+            return spoken.reader(keep_text)
+        return WholeReader(spoken.whole)
 
     @property
     def url(self) -> str:
@@ -136,11 +145,14 @@ def take(reader: StreamReader, events: RequestEvents, body: bytes) -> bool:
 
 
 def request_body(spec: RequestSpec, model: str, api: str, continuous_usage: bool = False,
-                 extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The JSON body of one request in `api`'s dialect; `extra` (the user's sampling and engine fields) last, over
-    the harness's own optional fields (a user's `min_tokens` wins), never over what it measures by (checked where
-    the scenario is read)."""
+                 extra: Mapping[str, Any] | None = None, stream: bool = True) -> dict[str, Any]:
+    """The JSON body of one request in `api`'s dialect (`stream` False: its answer asked for whole); `extra` (the
+    user's sampling and engine fields) last, over the harness's own optional fields (a user's `min_tokens` wins),
+    never over what it measures by (checked where the scenario is read)."""
     body = dialect(api).body(spec, model, continuous_usage)
+    if not stream and "stream" in body:
+        body["stream"] = False
+        body.pop("stream_options", None)
     for key, value in (extra or {}).items():
         mine = body.get(key)  # stream_options merged, so a user's own options keep the usage the harness reads
         body[key] = {**mine, **value} if isinstance(mine, dict) and isinstance(value, dict) else value

@@ -56,7 +56,6 @@ class H1Backend:
         self._slots = asyncio.Semaphore(max_connections)
         self._idle: collections.deque[H1Connection] = collections.deque()
         self._opened: weakref.WeakSet[H1Connection] = weakref.WeakSet()
-        self._dialect = endpoint.dialect
         self._provenance = Provenance(endpoint.api)
         self._window = ReadWindow(read_window_s) if read_window_s > 0 else None
         self._prepared: dict[str, bytes] = {}
@@ -70,7 +69,7 @@ class H1Backend:
 
     def prepare(self, spec: RequestSpec) -> None:
         body = orjson.dumps(request_body(spec, self.endpoint.model, self.endpoint.api, self.continuous_usage,
-                                         self.endpoint.extra_body))
+                                         self.endpoint.extra_body, self.endpoint.stream))
         head = f"{self._head}X-Request-Id: {spec.request_id}\r\nContent-Length: {len(body)}\r\n\r\n"
         self._prepared[spec.request_id] = head.encode() + body
 
@@ -164,7 +163,7 @@ class H1Backend:
             if self.first_token_timeout_s is not None:
                 first = loop.call_later(self.first_token_timeout_s, expire, done, "first token timeout")
                 timers.append(first)
-            exchange = Exchange(request_id, events, done, first, self._dialect.reader(events.keep_text))
+            exchange = Exchange(request_id, events, done, first, self.endpoint.reader(events.keep_text))
             conn.exchange = exchange
             assert conn.transport is not None
             events.sent()  # handed to the connection: the server cannot see it sooner

@@ -86,6 +86,11 @@ class WholeReader:
 WHOLE_LIMIT = 64 << 20  # 64 texts' embeddings of 4,096 floats are ~6 MiB of JSON
 
 
+def error_chunk(error: object) -> Chunk:
+    """An answer's `error` (an object with a message, or the message) as the chunk the worker fails it with."""
+    return Chunk(error=str(error.get("message", error)) if isinstance(error, dict) else str(error))
+
+
 def json_object(body: bytes, what: str) -> dict[str, object]:
     """A whole answer's JSON object; BadChunk naming `what` when it is not one."""
     try:
@@ -111,6 +116,12 @@ def event_object(name: bytes, payload: bytes) -> tuple[str, dict[str, object]]:
 def text(value: object) -> str | None:
     """A non-empty string, else None."""
     return value if isinstance(value, str) and value else None
+
+
+def items(obj: object, key: str) -> list[dict[str, object]]:
+    """The objects in the list `obj[key]`; none where either is missing or not what it should be."""
+    value = obj.get(key) if isinstance(obj, dict) else None
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
 
 
 def section(obj: object, key: str) -> dict[str, object]:

@@ -87,6 +87,8 @@ class EndpointConfig(Strict):
     model: str | None = None
     api: ApiName = Field("chat", description="the API driven, by its dialect's name: chat, completions, … "
                          "(docs/apis.md lists them; `harness run --help` too)")
+    stream: bool = Field(True, description="false: ask for each answer whole, unstreamed (no TTFT, ITL or TPOT: "
+                         "end to end only); embeddings are always whole")
     wait_s: Seconds = Field(0.0, description="keep asking the endpoint for its models this long while it does not "
                             "answer (a server still starting, as in a compose stack) before giving up")
     accelerator: str | None = Field(None, description="what the endpoint runs on, as you declare it "

@@ -56,13 +56,15 @@ async def target(scenario: Scenario, *, url: str | None, model: str | None, api:
     if scenario.workload.images is not None and not spoken.takes_images:
         takers = ", ".join(d.name for d in DIALECTS.values() if d.takes_images)
         raise ScenarioError(f"workload.images: the {spoken.name} API takes no images ({takers} do)")
+    if not cfg.stream and spoken.whole is None and spoken.generates:
+        raise ScenarioError(f"endpoint.stream: false: the {spoken.name} API is read streamed only")
     api = api or cfg.api
     url = url or cfg.url
     model = model or cfg.model
 
     def endpoint(base_url: str, served_model: str, key: str | None) -> Endpoint:
         return Endpoint(base_url, served_model, api, key, headers, cfg.api_key_header, cfg.body_fields,
-                        cfg.ca_bundle, cfg.insecure)
+                        cfg.ca_bundle, cfg.insecure, cfg.stream)
 
     if url is None:
         async with bundled_simulator(scenario.simulator, pin=pin, log=log) as (sim_url, sim_model):

@@ -117,14 +117,15 @@ class RecordStamper:
         return True
 
     def _whole(self, chunk: Chunk, t_ns: int) -> bool:
-        """An answer that came whole (embeddings): nothing streamed, so no token time; its arrival is its E2E. It
-        asked for no tokens, whatever the workload's output length (`max_tokens` 0 says so)."""
+        """An answer that came whole (embeddings, `stream: false`): nothing streamed, so no token time; its arrival
+        is its E2E. Embeddings asked for no tokens, whatever the workload's output length (`max_tokens` 0 says so)."""
         rec = self.rec
         rec.last_token_ns = t_ns
         self._details(chunk)
-        rec.max_tokens = 0
-        if chunk.inputs is not None and chunk.inputs != rec.inputs:
-            self.failed("bad_stream", f"{chunk.inputs} results for the {rec.inputs} inputs sent")
+        if chunk.inputs is not None:
+            rec.max_tokens = 0
+            if chunk.inputs != rec.inputs:
+                self.failed("bad_stream", f"{chunk.inputs} results for the {rec.inputs} inputs sent")
         self.done = True
         return True
 

@@ -109,7 +109,10 @@ class ResponsesRenderer:
               cached_tokens: int | None) -> Json:
         message = {"id": self._message, "type": "message", "role": "assistant", "status": "completed",
                    "content": [{"type": "output_text", "text": text, "annotations": []}]}
-        return self._response("completed", [message], usage(prompt_tokens, completion_tokens, cached_tokens, 0))
+        whole = self._response("completed", [message], usage(prompt_tokens, completion_tokens, cached_tokens, 0))
+        if reason == "length":  # stopped at max_output_tokens, as OpenAI's API says it
+            whole.update(status="incomplete", incomplete_details={"reason": "max_output_tokens"})
+        return whole
 
 
 def usage(prompt_tokens: int, completion_tokens: int, cached_tokens: int | None, reasoning: int) -> Json:

@@ -144,6 +144,8 @@ def phase_sentence(p: PhaseSummary) -> str:
                     "to the answer's")
     elif lat.ttft.p99 is not None:
         said.append(f"TTFT p99 {lat.ttft.p99:,.0f} ms")
+    elif not pooled(p) and lat.e2e.p99 is not None:  # answers asked for whole: their end is all there is
+        said.append(f"E2E p99 {lat.e2e.p99:,.0f} ms (answers unstreamed)")
     if lat.itl.p50 is not None:
         said.append(f"ITL p50 {lat.itl.p50:,.1f} ms")
     judged = [LATENCIES[latency].label for key, latency in SLO_LATENCIES if getattr(p.goodput.slo, key) is not None]

@@ -118,6 +118,8 @@ class Flow:
         if r.chunk_ns:
             first, last = bisect_left(r.chunk_ns, start), bisect_right(r.chunk_ns, end)
             self.out += sum(r.chunk_tokens[first:last]) if r.exact_chunk_tokens else last - first
+        elif r.answered_whole and start <= r.end_ns <= end:  # its tokens arrived at once, at its end
+            self.out += r.delivered_tokens
         if (taken := r.prompt_taken_ns) is not None and start <= taken <= end:
             self.inp += prompt(r)
         ended = start <= r.end_ns <= end

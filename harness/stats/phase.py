@@ -134,7 +134,8 @@ class PhaseFold:
             self.whole_ok += 1
             self.whole_flow.add(r, *EVERYTHING)  # every chunk lies between the first intended send and the last end
             chunks = len(r.chunk_ns)
-            if r.completion_tokens is not None and r.completion_tokens > chunks + 1 and not r.exact_chunk_tokens:
+            if (r.completion_tokens is not None and r.completion_tokens > chunks + 1 and not r.exact_chunk_tokens
+                    and not r.answered_whole):  # an answer that came whole has no chunks to count
                 self.usage_over += 1
                 if r.completion_tokens - chunks > self.usage_example[0] - self.usage_example[1]:
                     self.usage_example = (r.completion_tokens, chunks)

@@ -94,3 +94,17 @@ def test_an_api_that_takes_no_images_is_refused_before_any_load(tmp_path: Path) 
     refused = harness("run", str(scenario), "--api", "completions", "--reports-dir", str(tmp_path / "r"))
     assert refused.returncode == 2
     assert "workload.images: the completions API takes no images (chat, responses, messages do)" in refused.stderr
+
+
+def test_answers_asked_for_whole_are_timed_end_to_end_with_their_tokens(tmp_path: Path) -> None:
+    done = harness("run", "--api", "responses", "--no-stream", "--rate", "8", "--requests", "8", "--output-tokens",
+                   "16", "--progress", "off", "--reports-dir", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    phase = json.loads((only_run_dir(tmp_path) / "summary.json").read_text())["phases"][0]
+    assert phase["requests"]["ok"] == 8 and phase["tokens"]["output"] == 8 * 16 and phase["tokens"]["mismatched"] == 0
+    assert phase["latency_ms"]["ttft"]["p99"] is None and phase["latency_ms"]["e2e"]["p99"] > 0
+    assert phase["throughput"]["output_tokens_per_s"] > 0 and not phase["warnings"]
+    assert "(answers unstreamed)" in done.stdout
+    refused = harness("run", "--api", "completions", "--no-stream", "--rate", "1", "--requests", "1")
+    assert refused.returncode == 2 and "endpoint.stream: false: the completions API is read streamed only" \
+        in refused.stderr

@@ -15,7 +15,7 @@ from harness.client.belongs import wrong_api
 from harness.client.dialects import DIALECTS, dialect, responses
 from harness.client.dialects import messages as anthropic
 from harness.client.sse import SSEDecoder
-from harness.client.typed_events import EventReader
+from harness.client.typed_events import EventReader, WholeReader
 from harness.client.urls import join_base_and_path, split_request_url
 from harness.config.workload import Workload
 from harness.errors import BadChunk, ScenarioError
@@ -163,3 +163,12 @@ def test_every_dialect_is_reached_by_its_request_url_and_named_when_unknown() ->
         assert join_base_and_path("http://h:8000", f"/v1/{spoken.path}") == ("http://h:8000/v1", spoken.name)
     with pytest.raises(ScenarioError, match=r"endpoint\.api: 'rerank' is not an API the harness speaks \(chat, "):
         dialect("rerank")
+
+
+def test_an_answer_asked_for_whole_drops_the_stream_and_its_options() -> None:
+    for api in ("chat", "responses", "messages"):
+        body = request_body(SPEC, "m", api, stream=False)
+        assert body["stream"] is False and "stream_options" not in body
+    assert request_body(SPEC, "m", "embeddings", stream=False) == request_body(SPEC, "m", "embeddings")
+    assert isinstance(Endpoint("http://h/v1", "m", "chat", stream=False).reader(False), WholeReader)
+    assert not isinstance(Endpoint("http://h/v1", "m", "completions", stream=False).reader(False), WholeReader)

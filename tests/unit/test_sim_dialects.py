@@ -4,6 +4,7 @@ tokens, the thinking before the answer, the usage and how it ended — however t
 from __future__ import annotations
 
 import itertools
+import json
 
 import pytest
 from hypothesis import given, settings
@@ -87,3 +88,15 @@ def test_a_cap_of_zero_is_refused_naming_the_apis_own_field() -> None:
     spoken = SPOKEN["responses"]
     with pytest.raises(BadRequest, match="max_output_tokens must be at least 1"):
         parse_body({"model": "m", "input": "a", "max_output_tokens": 0}, spoken.prompt, spoken.max_fields)
+
+
+@pytest.mark.parametrize("api", ["chat", "responses", "messages"])
+def test_a_whole_answer_the_simulator_writes_reads_back(api: str) -> None:
+    render = SPOKEN[api].render
+    whole = DIALECTS[api].whole
+    assert render is not None and whole is not None
+    written = render("x-0123456789abcdef", "m", 0, 0, 11).whole(" a b c", "length", 11, 3, None)
+    chunk = whole(json.dumps(written).encode())
+    assert (chunk.whole, chunk.has_content, chunk.prompt_tokens, chunk.completion_tokens) == (True, True, 11, 3)
+    assert chunk.finish_reason == "length" and chunk.error is None
+    assert whole(b'{"error": {"message": "busy", "type": "overloaded_error"}}').error == "busy"

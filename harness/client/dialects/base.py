@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from harness.client.chunk import Chunk
+from harness.client.chunk import Chunk, usage_count
 from harness.client.sse import ChunkReader
 from harness.workload.requests import RequestSpec
 
@@ -53,6 +53,15 @@ class Dialect:
     packs_batches: bool = False  # a quick run's `--batch B` is one request of B texts (embeddings), not B requests
     generates: bool = True  # its answers are generated tokens (False: embeddings; `harness predict` models only these)
     takes_images: bool = False  # images go with a prompt (workload.images)
+    whole: Callable[[bytes], Chunk] | None = None  # its answer asked for unstreamed (`endpoint.stream: false`)
+
+
+def usage_of(chunk: Chunk, usage: object, payload: bytes, prompt: str, completion: str, where: str) -> Chunk:
+    """`chunk` with the prompt and completion counts of a `usage` object under the API's names."""
+    if isinstance(usage, dict):
+        chunk.prompt_tokens = usage_count(usage, prompt, payload, where)
+        chunk.completion_tokens = usage_count(usage, completion, payload, where)
+    return chunk
 
 
 def chat_reader(keep_text: bool) -> StreamReader:

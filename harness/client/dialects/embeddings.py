@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from harness.client.chunk import Chunk, usage_count
 from harness.client.dialects.base import Body, Dialect, StreamReader
-from harness.client.typed_events import WholeReader, json_object, section
+from harness.client.typed_events import WholeReader, error_chunk, json_object, section
 from harness.errors import BadChunk
 from harness.workload.requests import RequestSpec
 
@@ -21,8 +21,7 @@ def body(spec: RequestSpec, model: str, continuous_usage: bool) -> Body:
 def answer(whole: bytes) -> Chunk:
     obj = json_object(whole, "embeddings answer")
     if "error" in obj:
-        error = obj["error"]
-        return Chunk(error=str(error.get("message", error)) if isinstance(error, dict) else str(error))
+        return error_chunk(obj["error"])
     data = obj.get("data")
     if not isinstance(data, list) or not all(isinstance(d, dict) and isinstance(d.get("embedding"), list | str)
                                              for d in data):

@@ -9,8 +9,8 @@ failure mid-stream. The key goes in `x-api-key`, with the `anthropic-version` he
 from __future__ import annotations
 
 from harness.client.chunk import Chunk, usage_count
-from harness.client.dialects.base import Body, Dialect, Part, StreamReader, exact_length, one_turn
-from harness.client.typed_events import EventReader, event_object, section, text
+from harness.client.dialects.base import Body, Dialect, Part, StreamReader, exact_length, one_turn, usage_of
+from harness.client.typed_events import EventReader, error_chunk, event_object, items, json_object, section, text
 from harness.workload.requests import RequestSpec
 
 STOP = "message_stop"
@@ -66,9 +66,22 @@ def interpret(name: bytes, payload: bytes) -> Chunk:
     return Chunk()  # ping, content_block_start, content_block_stop: no token
 
 
+def whole(answer: bytes) -> Chunk:
+    """A message asked for unstreamed: its content blocks (thinking apart), usage and stop reason."""
+    obj = json_object(answer, "Messages API answer")
+    if obj.get("type") == "error" or "error" in obj:
+        return error_chunk(obj.get("error"))
+    blocks = items(obj, "content")
+    stop = obj.get("stop_reason")
+    chunk = Chunk(whole=True, has_content=any(b.get("type") in ("text", "tool_use") for b in blocks),
+                  has_reasoning=any(b.get("type") == "thinking" for b in blocks),
+                  finish_reason=FINISH.get(stop, stop) if isinstance(stop, str) else None)
+    return usage_of(chunk, obj.get("usage"), answer, "input_tokens", "output_tokens", "usage")
+
+
 def reader(keep_text: bool) -> StreamReader:
     return EventReader(interpret, STOP)
 
 
 DIALECT = Dialect("messages", "messages", (), body, reader, key_header="x-api-key",
-                  headers={"anthropic-version": VERSION}, end=STOP, takes_images=True)
+                  headers={"anthropic-version": VERSION}, end=STOP, takes_images=True, whole=whole)

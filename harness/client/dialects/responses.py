@@ -10,7 +10,15 @@ from __future__ import annotations
 
 from harness.client.chunk import Chunk, usage_count
 from harness.client.dialects.base import Body, Dialect, Part, StreamReader, exact_length, one_turn
-from harness.client.typed_events import EventReader, event_object, section, text
+from harness.client.typed_events import (
+    EventReader,
+    error_chunk,
+    event_object,
+    items,
+    json_object,
+    section,
+    text,
+)
 from harness.workload.requests import RequestSpec
 
 COMPLETED = "response.completed"
@@ -63,8 +71,24 @@ def _ended(obj: dict[str, object], payload: bytes, reason: str) -> Chunk:
     return chunk
 
 
+def whole(answer: bytes) -> Chunk:
+    """A response asked for unstreamed: its output items (a message's text, reasoning), usage and status."""
+    obj = json_object(answer, "Responses API answer")
+    if obj.get("error"):
+        return error_chunk(obj["error"])
+    output = items(obj, "output")
+    said = any(text(part.get("text")) for item in output if item.get("type") == "message"
+               for part in items(item, "content"))
+    chunk = _ended({"response": obj}, answer, "length" if obj.get("status") == "incomplete" else "stop")
+    chunk.done, chunk.whole = False, True
+    chunk.has_content = said or any(item.get("type") == "function_call" for item in output)
+    chunk.has_reasoning = any(item.get("type") == "reasoning" for item in output)
+    return chunk
+
+
 def reader(keep_text: bool) -> StreamReader:
     return EventReader(interpret, COMPLETED)
 
 
-DIALECT = Dialect("responses", "responses", (b"response",), body, reader, end=COMPLETED, takes_images=True)
+DIALECT = Dialect("responses", "responses", (b"response",), body, reader, end=COMPLETED, takes_images=True,
+                  whole=whole)
