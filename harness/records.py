@@ -80,7 +80,8 @@ class RequestRecord:
     session: str | None = None  # multi-turn sessions: the conversation and the turn (0 first)
     turn: int | None = None
     inputs: int = 1  # texts the request carried (an embeddings batch packed into one request)
-    images: int = 0  # images sent with its prompt (workload.images)
+    images: int = 0  # images sent with its prompt (workload.images) …
+    image_bytes: int = 0  # … and their encoded size (PNG or JPEG, before base64)
 
     @property
     def output_tokens(self) -> int:

@@ -10,9 +10,11 @@ from urllib.parse import urlsplit, urlunsplit
 
 from harness.client.dialects import DIALECTS
 
-# The paths a pasted request URL ends in, and the API each one is: the longest first (`…/chat/completions` also
-# ends in `/completions`).
-_REQUEST_PATHS = {f"/{d.path}": d.name for d in sorted(DIALECTS.values(), key=lambda d: -len(d.path))}
+
+def _request_paths() -> dict[str, str]:
+    """The paths a pasted request URL ends in, and the API each one is: the longest first (`…/chat/completions`
+    also ends in `/completions`)."""
+    return {f"/{d.path}": d.name for d in sorted(DIALECTS.values(), key=lambda d: -len(d.path))}
 
 
 def under(base_url: str, path: str) -> str:
@@ -31,7 +33,7 @@ def split_request_url(url: str) -> tuple[str, str] | None:
     """A pasted request URL (`…/v1/chat/completions`, `…/v1/responses`, …) as (base URL, api); None for a base."""
     parts = urlsplit(url)
     path = parts.path.rstrip("/")
-    for tail, api in _REQUEST_PATHS.items():
+    for tail, api in _request_paths().items():
         if path.endswith(tail):
             return urlunsplit(parts._replace(path=path.removesuffix(tail))), api
     return None
@@ -44,5 +46,5 @@ def join_base_and_path(base_url: str, path: str) -> tuple[str, str]:
     full = urlunsplit(joined._replace(path=joined.path.rstrip("/") + "/" + path.lstrip("/")))
     split = split_request_url(full)
     if split is None:
-        raise ValueError(f"{path!r} is not a path the harness sends requests to ({', '.join(_REQUEST_PATHS)})")
+        raise ValueError(f"{path!r} is not a path the harness sends requests to ({', '.join(_request_paths())})")
     return split

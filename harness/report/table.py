@@ -198,17 +198,19 @@ def _server_cell(fmt: Callable[[ServerPhase], str]) -> Cell:
 
 # Shown only when some phase has something to say: prompts counted other than asked, a prompt cache hit.
 def _images(p: PhaseSummary) -> str:
-    """Images a request and what each cost in the server's prompt count (its count beyond the text asked)."""
+    """Images a request, their mean size, and what each cost in the server's prompt count (its count beyond the
+    text asked)."""
     t = p.tokens
     each = "-" if t.image_tokens is None else f"{t.image_tokens:,.0f}"
-    return f"{t.images / max(p.requests.ok, 1):.1f} / {each}" if t.images else "-"
+    size = f" ({t.image_bytes / t.images / 1024:,.0f} KB)" if t.images else ""
+    return f"{t.images / max(p.requests.ok, 1):.1f}{size} / {each}" if t.images else "-"
 
 
 PROMPT_ROWS: list[tuple[TableRow, Callable[[PhaseSummary], bool]]] = [
     (("prompt tokens off by, mean (n)", _prompt_off), lambda p: bool(p.tokens.prompt_mismatched)),
     (("prompt tokens cached", _cached), lambda p: bool(p.tokens.cached_reported)),
     (("thinking / answer tokens, mean", _thinking), thought),
-    (("images a request, prompt tokens each", _images), lambda p: bool(p.tokens.images)),
+    (("images a request (size), prompt tokens each", _images), lambda p: bool(p.tokens.images)),
     (("TTFT p50 ms by turn", _by_turn), lambda p: p.sessions is not None),
 ]
 

@@ -160,7 +160,7 @@ async def run_request(backend: Backend, clock: Clock, spec: RequestSpec, intende
     `wrote`, called as its bytes are handed to the connection."""
     rec = RequestRecord(spec.request_id, spec.phase, spec.index, spec.prompt_tokens, spec.max_tokens, intended_ns,
                         batch=spec.batch, session=spec.session, turn=spec.turn, held_ns=held_ns, inputs=spec.inputs,
-                        images=len(spec.images))
+                        images=len(spec.images), image_bytes=spec.image_bytes)
     events = RecordStamper(rec, clock, answer, wrote)
     try:
         await backend.execute(spec, events)

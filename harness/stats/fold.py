@@ -155,6 +155,7 @@ class Prompts:
     reasoning: int = 0
     reasoning_output: int = 0
     images: int = 0
+    image_bytes: int = 0
     images_counted: int = 0  # of them, on requests whose prompt the server counted …
     image_tokens: int = 0  # … and its count beyond the text asked, over those
 
@@ -164,6 +165,7 @@ class Prompts:
         self.estimated += r.tokens_estimated
         self.mismatched += r.token_mismatch
         self.images += r.images
+        self.image_bytes += r.image_bytes
         if r.prompt_tokens is not None and r.images:  # the text's tokens and the images': what the images cost
             self.images_counted += r.images
             self.image_tokens += r.prompt_tokens - r.prompt_tokens_requested
@@ -190,6 +192,7 @@ class Prompts:
                       else None, cached_reported=self.cached_reported, prompt_cached=self.cached_hit,
                       cached_share=self.cached_hit / self.cached_prompt if self.cached_prompt else None,
                       reasoning_reported=self.reasoning_reported, reasoning=self.reasoning, images=self.images,
+                      image_bytes=self.image_bytes,
                       image_tokens=self.image_tokens / self.images_counted if self.images_counted else None,
                       reasoning_output=self.reasoning_output)
 

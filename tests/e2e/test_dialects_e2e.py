@@ -84,7 +84,9 @@ def test_an_images_run_reconciles_the_servers_prompt_count_with_the_images_sent(
     tokens = json.loads((only_run_dir(tmp_path / "r") / "summary.json").read_text())["phases"][0]["tokens"]
     # 280 × 140 at 28 pixels a token: 10 × 5 = 50 tokens an image, as the simulator counts them.
     assert (tokens["images"], tokens["image_tokens"], tokens["prompt_mismatched"]) == (16, 50, 0)
-    assert "images a request, prompt tokens each" in done.stdout and "2.0 / 50" in done.stdout
+    kb = tokens["image_bytes"] / tokens["images"] / 1024
+    assert 1 < kb < 280 * 140 * 3 / 1024  # a JPEG: smaller than its pixels
+    assert "images a request (size), prompt tokens each" in done.stdout and f"2.0 ({kb:,.0f} KB) / 50" in done.stdout
 
 
 def test_an_api_that_takes_no_images_is_refused_before_any_load(tmp_path: Path) -> None:

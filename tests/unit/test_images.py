@@ -85,3 +85,7 @@ def test_the_servers_count_beyond_the_text_is_what_each_image_cost_not_a_mismatc
     tokens = prompts.tokens()
     assert tokens.images == 4 and tokens.image_tokens == 362
     assert tokens.prompt_reported == 1 and tokens.prompt_mismatched == 1  # only the text-only request's off-by-one
+
+
+def test_a_requests_image_bytes_are_the_encoded_images_not_their_base64() -> None:
+    assert SPEC.image_bytes == sum(len(base64.b64decode(url.partition(",")[2])) for url in SPEC.images)

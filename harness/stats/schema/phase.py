@@ -130,6 +130,7 @@ class Tokens(Section):
                            "count, else its reasoning-only chunks); the rest of theirs is the answer")
     reasoning_output: int = Field(0, description="output tokens of those requests, thinking and answer")
     images: int = Field(0, description="images sent with the ok requests' prompts (workload.images)")
+    image_bytes: int = Field(0, description="their encoded size, in all (PNG or JPEG bytes, before base64)")
     image_tokens: float | None = Field(None, description="the server's prompt count beyond the text asked, per "
                                        "image, over the requests with images it counted: what an image costs in "
                                        "prompt tokens (not counted in prompt_mismatched)")
