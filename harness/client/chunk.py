@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import orjson
+
 from harness.errors import BadChunk
 
 COUNT_LIMIT = 100_000_000  # tokens in a usage count: 100x the longest context served today
@@ -46,3 +48,14 @@ def usage_count(usage: dict[str, object], name: str, payload: bytes, where: str 
     if value > COUNT_LIMIT:  # past any context: a count nothing real sends, and one the statistics must not size by
         raise BadChunk(f"{where}.{name} is not a count: {value:.3g} is past {COUNT_LIMIT:,}")
     return value
+
+
+def json_object(body: bytes, what: str) -> dict[str, object]:
+    """A whole answer's JSON object; BadChunk naming `what` when it is not one."""
+    try:
+        obj = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise BadChunk(f"invalid JSON in {what}: {body[:80]!r}") from exc
+    if not isinstance(obj, dict):
+        raise BadChunk(f"{what} is not an object: {body[:80]!r}")
+    return obj

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 
 import orjson
 
-from harness.client.chunk import Chunk, usage_count
+from harness.client.chunk import Chunk, json_object, usage_count
 from harness.errors import BadChunk
 
 DONE = b"[DONE]"
@@ -176,12 +176,7 @@ def _content(choice: dict[str, object]) -> str:
 
 
 def _parse(payload: bytes) -> Chunk:
-    try:
-        obj = orjson.loads(payload)
-    except orjson.JSONDecodeError as exc:
-        raise BadChunk(f"invalid JSON in stream chunk: {payload[:80]!r}") from exc
-    if not isinstance(obj, dict):
-        raise BadChunk(f"stream chunk is not an object: {payload[:80]!r}")
+    obj = json_object(payload, "stream chunk")
     chunk = Chunk()
     if "error" in obj:
         err = obj["error"]

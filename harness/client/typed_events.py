@@ -6,24 +6,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-import orjson
-
-from harness.client.chunk import Chunk
+from harness.client.chunk import Chunk, json_object
 from harness.client.sse import SSEDecoder
 from harness.errors import BadChunk
 
 Interpret = Callable[[bytes, bytes], Chunk]  # (event name, payload) -> what it tells
 
 
-class EventReader:
-    """Body bytes in, the chunks they complete out; what follows the stream's end or an error is not read."""
+class _EveryByteParsed:
+    """A reader with none of chat's shortcuts: every read goes through `read`."""
 
-    __slots__ = ("_decoder", "_interpret", "end", "first")
-    streams = True
+    __slots__ = ("end", "first")
 
-    def __init__(self, interpret: Interpret, end: str) -> None:
-        self._decoder = SSEDecoder(named=True)
-        self._interpret = interpret
+    def __init__(self, end: str) -> None:
         self.end = end
         self.first: bytes | None = None
 
@@ -32,6 +27,18 @@ class EventReader:
 
     def framed(self, data: bytes) -> bool:
         return False
+
+
+class EventReader(_EveryByteParsed):
+    """Body bytes in, the chunks they complete out; what follows the stream's end or an error is not read."""
+
+    __slots__ = ("_decoder", "_interpret")
+    streams = True
+
+    def __init__(self, interpret: Interpret, end: str) -> None:
+        super().__init__(end)
+        self._decoder = SSEDecoder(named=True)
+        self._interpret = interpret
 
     def read(self, data: bytes) -> Sequence[Chunk]:
         events = self._decoder.events(data)
@@ -49,24 +56,17 @@ class EventReader:
         return ()
 
 
-class WholeReader:
+class WholeReader(_EveryByteParsed):
     """An answer that comes whole (`stream: false`, embeddings): its bytes kept to `WHOLE_LIMIT`, read at its end."""
 
-    __slots__ = ("_answer", "_parts", "_size", "end", "first")
+    __slots__ = ("_answer", "_parts", "_size")
     streams = False
 
-    def __init__(self, answer: Callable[[bytes], Chunk], end: str = "the end of the answer") -> None:
+    def __init__(self, answer: Callable[[bytes], Chunk], end: str = "an answer") -> None:
+        super().__init__(end)
         self._answer = answer
         self._parts: list[bytes] = []
         self._size = 0
-        self.end = end
-        self.first: bytes | None = None
-
-    def plain(self, data: bytes) -> bool:
-        return False
-
-    def framed(self, data: bytes) -> bool:
-        return False
 
     def read(self, data: bytes) -> Sequence[Chunk]:
         self._size += len(data)
@@ -89,17 +89,6 @@ WHOLE_LIMIT = 64 << 20  # 64 texts' embeddings of 4,096 floats are ~6 MiB of JSO
 def error_chunk(error: object) -> Chunk:
     """An answer's `error` (an object with a message, or the message) as the chunk the worker fails it with."""
     return Chunk(error=str(error.get("message", error)) if isinstance(error, dict) else str(error))
-
-
-def json_object(body: bytes, what: str) -> dict[str, object]:
-    """A whole answer's JSON object; BadChunk naming `what` when it is not one."""
-    try:
-        obj = orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
-        raise BadChunk(f"invalid JSON in {what}: {body[:80]!r}") from exc
-    if not isinstance(obj, dict):
-        raise BadChunk(f"{what} is not an object: {body[:80]!r}")
-    return obj
 
 
 def event_object(name: bytes, payload: bytes) -> tuple[str, dict[str, object]]:

@@ -26,7 +26,7 @@ from harness.sim.gate import Gate
 from harness.sim.inspection import Inspection
 from harness.sim.lateness import LateSteps
 from harness.sim.metrics import SimMetrics
-from harness.sim.openai_shapes import answer_text, error_response
+from harness.sim.openai_shapes import Json, answer_text, error_response
 from harness.sim.realtime import Driver, FixedTimingDriver, StepDriver
 from harness.sim.requests import (
     BadRequest,
@@ -128,19 +128,29 @@ class SimServer:
             return SimRequest(rid, len(words), out, arrival)
         return make_request(rid, words, out, arrival)
 
-    async def _embed(self, request: web.Request) -> web.Response:
-        """Each text a prefill-only request (one step: its prompt), the answer whole when all are through."""
+    async def _intake(self, request: web.Request) -> tuple[int, Json] | web.Response:
+        """A request's arrival (stamped as its bytes came in) and its JSON body; or why it is turned away."""
         arrival = getattr(request.protocol, "received_ns", 0) or self.clock.now_ns()
         if (away := self._turned_away(request)) is not None:
             return away
         try:
             body = await request.json()
-            self._gate.note(body)
+        except ValueError:
+            return error_response(400, "request body is not valid JSON", "invalid_request_error")
+        if not isinstance(body, dict):
+            return error_response(400, "request body must be a JSON object", "invalid_request_error")
+        self._gate.note(body)
+        return arrival, body
+
+    async def _embed(self, request: web.Request) -> web.Response:
+        """Each text a prefill-only request (one step: its prompt), the answer whole when all are through."""
+        if isinstance(taken := await self._intake(request), web.Response):
+            return taken
+        arrival, body = taken
+        try:
             inputs, size = embeddings.texts(body), embeddings.dimensions(body)
         except BadRequest as exc:
             return error_response(400, str(exc), "invalid_request_error", exc.param)
-        except ValueError:
-            return error_response(400, "request body is not valid JSON", "invalid_request_error")
         if (unknown := self._unknown_model(body.get("model"))) is not None:
             return unknown
         if (longest := max(len(words) for words in inputs)) > self.max_model_len:
@@ -199,18 +209,14 @@ class SimServer:
         return None
 
     async def _complete(self, request: web.Request, spoken: Spoken, render: MakeRenderer) -> web.StreamResponse:
-        arrival = getattr(request.protocol, "received_ns", 0) or self.clock.now_ns()
-        if (away := self._turned_away(request)) is not None:
-            return away
+        if isinstance(taken := await self._intake(request), web.Response):
+            return taken
+        arrival, body = taken
         try:
-            body = await request.json()
-            self._gate.note(body)
             parsed = parse_body(body, spoken.prompt, spoken.max_fields, spoken.whole_context)
             sizes = image_sizes(body)
         except BadRequest as exc:
             return error_response(400, str(exc), "invalid_request_error", exc.param)
-        except ValueError:
-            return error_response(400, "request body is not valid JSON", "invalid_request_error")
         if sizes:  # each image's tokens join the prompt; its encoder runs before the prefill
             seed = (request.headers.get("X-Request-Id") or str(parsed.prompt_crc)).encode()
             parsed = replace(parsed, prompt_words=parsed.prompt_words + image_words(sizes, self.cfg.image_patch_px,

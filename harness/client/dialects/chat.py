@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from harness.client.chunk import Chunk
+from harness.client.chunk import Chunk, json_object
 from harness.client.dialects.base import Body, Dialect, Part, chat_reader, exact_length, one_turn, usage_of
-from harness.client.typed_events import error_chunk, items, json_object, section, text
+from harness.client.typed_events import error_chunk, items, section, text
 from harness.workload.requests import RequestSpec
 
 

@@ -7,9 +7,9 @@ training-style side of an embeddings comparison); its answer must hold one embed
 
 from __future__ import annotations
 
-from harness.client.chunk import Chunk, usage_count
+from harness.client.chunk import Chunk, json_object, usage_count
 from harness.client.dialects.base import Body, Dialect, StreamReader
-from harness.client.typed_events import WholeReader, error_chunk, json_object, section
+from harness.client.typed_events import WholeReader, error_chunk, section
 from harness.errors import BadChunk
 from harness.workload.requests import RequestSpec
 

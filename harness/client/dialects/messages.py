@@ -8,9 +8,9 @@ failure mid-stream. The key goes in `x-api-key`, with the `anthropic-version` he
 
 from __future__ import annotations
 
-from harness.client.chunk import Chunk, usage_count
+from harness.client.chunk import Chunk, json_object, usage_count
 from harness.client.dialects.base import Body, Dialect, Part, StreamReader, exact_length, one_turn, usage_of
-from harness.client.typed_events import EventReader, error_chunk, event_object, items, json_object, section, text
+from harness.client.typed_events import EventReader, error_chunk, event_object, items, section, text
 from harness.workload.requests import RequestSpec
 
 STOP = "message_stop"

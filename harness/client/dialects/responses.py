@@ -8,14 +8,13 @@ and one last event: `response.completed` (with the usage), `response.incomplete`
 
 from __future__ import annotations
 
-from harness.client.chunk import Chunk, usage_count
+from harness.client.chunk import Chunk, json_object, usage_count
 from harness.client.dialects.base import Body, Dialect, Part, StreamReader, exact_length, one_turn
 from harness.client.typed_events import (
     EventReader,
     error_chunk,
     event_object,
     items,
-    json_object,
     section,
     text,
 )
