@@ -61,12 +61,17 @@ def _cell(value: float | None) -> str:
     return "" if value is None else f"{value:.6g}"
 
 
+# vLLM's bench backends for the APIs it drives too.
+VLLM_BACKENDS = {"chat": "openai-chat", "completions": "openai", "embeddings": "openai-embeddings"}
+
+
 def vllm_result(summary: Summary, phase: PhaseSummary, records: Sequence[RequestRecord]) -> dict[str, object]:
     """One phase as `vllm bench serve --save-result` writes a run (`records`: the phase's, for its per-request
     `latencies` and `queue_times`); the run's labels and metadata as top-level keys, as vLLM's --metadata."""
     run, load = summary.run, phase.config["load"]
     started = dt.datetime.fromisoformat(run.started_at) if run.started_at else dt.datetime.now(dt.UTC)
-    backend = "openai-chat" if run.endpoint is None or run.endpoint.api == "chat" else "openai"
+    api = run.endpoint.api if run.endpoint is not None else "chat"
+    backend = VLLM_BACKENDS.get(api, f"harness-{api}")  # an API vLLM's bench has no backend for says whose it is
     model = run.model
     measured = [r for r in records if phase.window.start_ns <= r.intended_ns <= phase.window.end_ns]
     out: dict[str, object] = {

@@ -160,6 +160,9 @@ async def predict_runs(scenario: Scenario) -> tuple[Summary, list[PhaseRun]]:
     if not dialect(scenario.endpoint.api).generates:  # the virtual backend streams generated tokens
         raise UsageError(f"endpoint.api {scenario.endpoint.api}: predict models APIs that generate tokens; run this "
                          "one against the bundled simulator (harness run) instead")
+    if scenario.workload.images is not None:  # its backend prices prompts as text
+        raise UsageError("workload.images: predict does not price images yet; run against the bundled simulator "
+                         "(harness run), which does")
     check_fits(scenario.simulator)
     clock = FakeClock()
     task = asyncio.ensure_future(_phases(scenario, clock))

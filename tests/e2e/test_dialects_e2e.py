@@ -71,6 +71,10 @@ def test_an_embeddings_run_compares_a_batch_in_one_request_with_single_texts(tmp
                         "phases: [{name: p, load: {type: constant, rate: 1, requests: 1}}]\n")
     refused = harness("predict", str(scenario))
     assert refused.returncode == 2 and "predict models APIs that generate tokens" in refused.stderr
+    exported = harness("export", str(only_run_dir(tmp_path)), "--format", "vllm", "--output", str(tmp_path / "v"))
+    assert exported.returncode == 0, exported.stderr
+    kinds = {json.loads(f.read_text())["endpoint_type"] for f in (tmp_path / "v").glob("*.json")}
+    assert kinds == {"openai-embeddings"}
 
 
 @pytest.mark.parametrize("api", ["chat", "responses", "messages"])
@@ -96,6 +100,8 @@ def test_an_api_that_takes_no_images_is_refused_before_any_load(tmp_path: Path) 
     refused = harness("run", str(scenario), "--api", "completions", "--reports-dir", str(tmp_path / "r"))
     assert refused.returncode == 2
     assert "workload.images: the completions API takes no images (chat, responses, messages do)" in refused.stderr
+    unpriced = harness("predict", str(scenario))
+    assert unpriced.returncode == 2 and "workload.images: predict does not price images yet" in unpriced.stderr
 
 
 def test_answers_asked_for_whole_are_timed_end_to_end_with_their_tokens(tmp_path: Path) -> None:
