@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from harness.config.load import BatchLoad, ConcurrencyLoad, Phase, RampLoad, TraceLoad
+from harness.config.metric_registry import LATENCIES, SLO_LATENCIES
 from harness.config.scenario import Scenario
 from harness.records import RequestRecord
 from harness.stats.conclusion import compare
@@ -81,7 +82,7 @@ def phase_summary(scenario: Scenario, run: PhaseRun, rows: Sequence[Row] = (),
                         sessions=fold.turns.stats(),
                         warnings=phase_warnings(scenario, stats.tokens) + connect_warnings(stats.connections)
                         + media_warnings(fold.media, fold.whole_n) + folded_warnings(fold, scenario)
-                        + usage_warnings(fold) + unsaid,
+                        + usage_warnings(fold) + unjudged_warnings(scenario, stats) + unsaid,
                         thresholds=evaluate(scenario.thresholds, phase.thresholds, stats),
                         bottleneck=pace)
 
@@ -171,6 +172,17 @@ def phase_warnings(scenario: Scenario, tokens: Tokens) -> list[str]:
                    f"the server (mean {tokens.prompt_diff_mean:+.1f} tokens): give workload.tokenizer (a local "
                    "tokenizer.json, or 'server')")
     return out
+
+
+def unjudged_warnings(scenario: Scenario, stats: PhaseStats) -> list[str]:
+    """An SLO on a latency no ok answer of the phase had (answers that came whole have no first token): it judged
+    nothing, and its ✓ would say otherwise."""
+    if not stats.requests.ok:
+        return []
+    return [f"the SLO on {LATENCIES[latency].label} judged no request: no ok answer of this phase had one (answers "
+            "that come whole — embeddings, --no-stream — have no first token); judge them with --slo e2e=…"
+            for key, latency in SLO_LATENCIES
+            if getattr(scenario.slo, key) is not None and getattr(stats.latency_ms, latency).count == 0]
 
 
 def media_warnings(kinds: Counter[str], answers: int) -> list[str]:

@@ -54,13 +54,15 @@ def test_an_api_the_harness_does_not_speak_is_refused_before_any_load(tmp_path: 
 
 def test_an_embeddings_run_compares_a_batch_in_one_request_with_single_texts(tmp_path: Path) -> None:
     done = harness("run", "--api", "embeddings", "--rate", "16", "--requests", "24", "--batch", "32",
-                   "--prompt-tokens", "64", "--slo", "e2e=2s", "--progress", "off", "--reports-dir", str(tmp_path))
+                   "--prompt-tokens", "64", "--slo", "e2e=2s,ttft=1s", "--progress", "off",
+                   "--reports-dir", str(tmp_path))
     assert done.returncode == 0, done.stderr
     summary = json.loads((only_run_dir(tmp_path) / "summary.json").read_text())
     interactive, batch = summary["phases"]
     assert interactive["requests"]["ok"] == 24 and batch["requests"]["ok"] == 2  # two batches, one request each
     assert batch["tokens"]["input"] == 2 * 32 * 64 and batch["tokens"]["output"] == 0
     assert interactive["latency_ms"]["ttft"]["p99"] is None and interactive["latency_ms"]["e2e"]["p99"] > 0
+    assert any(w.startswith("the SLO on TTFT judged no request") for w in interactive["warnings"])
     ratio = batch["throughput"]["inputs_per_s"] / interactive["throughput"]["inputs_per_s"]
     assert ratio > 1.5  # one request of 32 texts embeds faster than 16 single texts a second arrive
     (sentence,) = summary["comparison"]["conclusion"]
