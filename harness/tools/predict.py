@@ -17,7 +17,7 @@ from harness.client.chunk import Chunk
 from harness.client.dialects import dialect
 from harness.clock import NS_PER_S, FakeClock, cancel_quietly
 from harness.config.fitted import FittedAccelerator
-from harness.config.presets import ACCELERATORS
+from harness.config.presets import ACCELERATORS, Accelerator
 from harness.config.scenario import Scenario
 from harness.errors import UsageError
 from harness.records import RequestRecord
@@ -29,6 +29,7 @@ from harness.sim.build import build_engine, context_problem, model_context
 from harness.sim.engine import SimRequest, StepAccount
 from harness.sim.realtime import StepDriver
 from harness.sim.requests import completion_prompt, finish_reason, make_request, output_length, parse_body
+from harness.sim.vision import encoder_seconds, image_sizes, image_words
 from harness.stats.schema import Stress, Summary
 from harness.stats.stress import account
 from harness.stats.summary import PhaseRun, build_summary
@@ -57,6 +58,8 @@ class EngineBackend:
         self.overhead_ns = int(device.request_ms * 1e6) if isinstance(device, FittedAccelerator) else 0
         # A reasoning model's first tokens are thinking, as the bundled server streams them (not on completions).
         self.reasoning = scenario.simulator.reasoning_tokens if scenario.endpoint.api != "completions" else 0
+        self.vision = scenario.simulator  # images priced as the bundled server prices them (harness.sim.vision)
+        self.flops = device.flops(False) if isinstance(device, Accelerator) else None
 
     def prepare(self, spec: RequestSpec) -> None:
         pass
@@ -65,6 +68,15 @@ class EngineBackend:
         # The request body the client would send, parsed the way the server parses it.
         body = {"model": "", "prompt": spec.prompt, "max_tokens": spec.max_tokens, "ignore_eos": spec.ignore_eos}
         parsed = parse_body(body, completion_prompt, whole_context=False)
+        encode_ns = 0
+        if spec.images:  # their tokens join the prompt; the encoder runs before the prefill
+            sizes = image_sizes({"messages": [{"content": [{"type": "input_image", "image_url": url}
+                                                           for url in spec.images]}]})
+            words = image_words(sizes, self.vision.image_patch_px, spec.request_id.encode())
+            parsed = replace(parsed, prompt_words=parsed.prompt_words + words)
+            if self.flops is not None:
+                encode_ns = int(encoder_seconds(sizes, self.vision.image_patch_px, self.vision.vision_encoder_b,
+                                                self.flops) * NS_PER_S)
         sent_ns = self.clock.now_ns()
         events.sent()
         if (too_long := context_problem(self.context, parsed)) is not None:
@@ -74,8 +86,8 @@ class EngineBackend:
         events.status(200)
         context_left = self.context - parsed.prompt_tokens  # the server shortens max_tokens to it
         answer = output_length(parsed, context_left, self.seed, spec.max_tokens)
-        req = make_request(spec.request_id, parsed.prompt_words, answer, sent_ns + self.overhead_ns)
-        if self.overhead_ns:  # the request's way into the engine (a fitted endpoint's HTTP and parsing)
+        req = make_request(spec.request_id, parsed.prompt_words, answer, sent_ns + self.overhead_ns + encode_ns)
+        if self.overhead_ns or encode_ns:  # its way into the engine (a fitted endpoint's HTTP; an image encoder)
             await self.clock.sleep_until(req.arrival_ns)
         loop = asyncio.get_running_loop()
         first, finished = loop.create_future(), loop.create_future()
@@ -160,9 +172,6 @@ async def predict_runs(scenario: Scenario) -> tuple[Summary, list[PhaseRun]]:
     if not dialect(scenario.endpoint.api).generates:  # the virtual backend streams generated tokens
         raise UsageError(f"endpoint.api {scenario.endpoint.api}: predict models APIs that generate tokens; run this "
                          "one against the bundled simulator (harness run) instead")
-    if scenario.workload.images is not None:  # its backend prices prompts as text
-        raise UsageError("workload.images: predict does not price images yet; run against the bundled simulator "
-                         "(harness run), which does")
     check_fits(scenario.simulator)
     clock = FakeClock()
     task = asyncio.ensure_future(_phases(scenario, clock))

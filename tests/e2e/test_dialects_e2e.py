@@ -102,8 +102,16 @@ def test_an_api_that_takes_no_images_is_refused_before_any_load(tmp_path: Path) 
     refused = harness("run", str(scenario), "--api", "completions", "--reports-dir", str(tmp_path / "r"))
     assert refused.returncode == 2
     assert "workload.images: the completions API takes no images (chat, responses, messages do)" in refused.stderr
-    unpriced = harness("predict", str(scenario))
-    assert unpriced.returncode == 2 and "workload.images: predict does not price images yet" in unpriced.stderr
+
+def test_predict_prices_images_as_the_simulator_does(tmp_path: Path) -> None:
+    scenario = tmp_path / "v.yaml"
+    scenario.write_text("name: v\nworkload: {prompt_tokens: 64, output_tokens: 8, images: {count: 2, width: 280, "
+                        "height: 140}}\nphases: [{name: p, load: {type: poisson, rate: 8, requests: 8}}]\n")
+    predicted = harness("predict", str(scenario), "--json")
+    assert predicted.returncode == 0, predicted.stderr
+    tokens = json.loads(predicted.stdout)["phases"][0]["tokens"]
+    assert (tokens["images"], tokens["image_tokens"]) == (16, 50)
+    assert tokens["input"] == 8 * (64 + 2 * 50)
 
 
 def test_answers_asked_for_whole_are_timed_end_to_end_with_their_tokens(tmp_path: Path) -> None:
