@@ -21,11 +21,13 @@ from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
+import orjson
 
-from harness.client.backend import Endpoint
-from harness.errors import EndpointError
+from harness.client.backend import Endpoint, request_body
+from harness.errors import BadChunk, EndpointError
 from harness.stats.schema import ServerTokenizer
 from harness.tokens import VOCAB, make_text, words_text
+from harness.workload.requests import RequestSpec
 
 Chosen = Literal["flag", "default"]  # asked for with --tokenizer server, or taken because no tokenizer was given
 WANTED = 256  # one-token words enough for varied prompts; discovery stops here
@@ -106,20 +108,21 @@ def _token_count(data: Any, url: str) -> int:
 
 
 async def _prompt_tokens(session: aiohttp.ClientSession, endpoint: Endpoint, text: str) -> int:
-    """The server's `usage.prompt_tokens` for a one-turn request of `text` (one token generated)."""
-    body: dict[str, Any] = {**endpoint.extra_body, "model": endpoint.model, "max_tokens": 1, "stream": False}
-    if endpoint.api == "chat":
-        body["messages"] = [{"role": "user", "content": text}]
-    else:
-        body["prompt"] = text
-    headers = endpoint.request_headers
+    """The server's prompt count (its API's usage) for a one-turn request of `text`, one token generated, asked
+    for whole in the endpoint's API."""
+    spoken = endpoint.dialect
+    body = request_body(RequestSpec("probe", "probe", 0, text, 0, 1, False), endpoint.model, endpoint.api,
+                        extra=endpoint.extra_body, stream=False)
     why = "cannot measure the prompt template for --tokenizer server"
-    status, data = await post_json(session, endpoint.url, body, headers, why)
+    status, data = await post_json(session, endpoint.url, body, endpoint.request_headers, why)
     try:
-        return int(data["usage"]["prompt_tokens"])
-    except (KeyError, TypeError, ValueError):
-        raise EndpointError(f"POST {endpoint.url} answered HTTP {status} without usage.prompt_tokens: {why}",
-                            hint="the endpoint must report usage on a non-streamed request") from None
+        counted = spoken.whole(orjson.dumps(data)).prompt_tokens if spoken.whole is not None else None
+    except BadChunk:
+        counted = None
+    if status != 200 or counted is None:
+        raise EndpointError(f"POST {endpoint.url} answered HTTP {status} without the prompt's token count: {why}",
+                            hint="the endpoint must report usage on a non-streamed request")
+    return counted
 
 
 async def post_json(session: aiohttp.ClientSession, url: str, body: dict[str, object], headers: dict[str, str],

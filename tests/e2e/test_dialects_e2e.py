@@ -123,6 +123,8 @@ def test_answers_asked_for_whole_are_timed_end_to_end_with_their_tokens(tmp_path
     assert phase["latency_ms"]["ttft"]["p99"] is None and phase["latency_ms"]["e2e"]["p99"] > 0
     assert phase["throughput"]["output_tokens_per_s"] > 0 and not phase["warnings"]
     assert "(answers unstreamed)" in done.stdout
-    refused = harness("run", "--api", "completions", "--no-stream", "--rate", "1", "--requests", "1")
-    assert refused.returncode == 2 and "endpoint.stream: false: the completions API is read streamed only" \
-        in refused.stderr
+    completions = harness("run", "--api", "completions", "--no-stream", "--rate", "8", "--requests", "2",
+                          "--output-tokens", "8", "--progress", "off", "--reports-dir", str(tmp_path / "c"))
+    assert completions.returncode == 0, completions.stderr
+    whole = json.loads((only_run_dir(tmp_path / "c") / "summary.json").read_text())["phases"][0]
+    assert whole["requests"]["ok"] == 2 and whole["tokens"]["output"] == 16

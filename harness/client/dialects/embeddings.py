@@ -36,4 +36,4 @@ def reader(keep_text: bool) -> StreamReader:
 
 
 DIALECT = Dialect("embeddings", "embeddings", (b"list",), body, reader, end="an answer", packs_batches=True,
-                    generates=False)
+                    generates=False, whole=answer)

@@ -48,7 +48,7 @@ def interpret(name: bytes, payload: bytes) -> Chunk:
             return Chunk(has_reasoning=True)
         return Chunk(has_content=True, text=delta)  # output_text, function_call_arguments, refusal
     if kind in (COMPLETED, "response.incomplete"):
-        return _ended(obj, payload, "stop" if kind == COMPLETED else "length")
+        return _ended(obj, payload)
     if kind == "response.failed":
         error = section(section(obj, "response"), "error")
         return Chunk(error=str(error.get("message") or error.get("code") or "response.failed"))
@@ -57,10 +57,13 @@ def interpret(name: bytes, payload: bytes) -> Chunk:
     return Chunk()  # created, in_progress, output_item.added, content_part.done, …: no token
 
 
-def _ended(obj: dict[str, object], payload: bytes, reason: str) -> Chunk:
+def _ended(obj: dict[str, object], payload: bytes) -> Chunk:
+    """The last event: the response's usage, and `length` where it stopped at `max_output_tokens` — OpenAI says so
+    with a `response.incomplete` event, vLLM with `response.completed` whose status is `incomplete`."""
     response = section(obj, "response")
     usage = section(response, "usage")
-    chunk = Chunk(done=True, finish_reason=reason)
+    cut = obj.get("type") == "response.incomplete" or response.get("status") == "incomplete"
+    chunk = Chunk(done=True, finish_reason="length" if cut else "stop")
     chunk.prompt_tokens = usage_count(usage, "input_tokens", payload, "response.usage")
     chunk.completion_tokens = usage_count(usage, "output_tokens", payload, "response.usage")
     chunk.reasoning_tokens = usage_count(section(usage, "output_tokens_details"), "reasoning_tokens", payload,
@@ -78,7 +81,7 @@ def whole(answer: bytes) -> Chunk:
     output = items(obj, "output")
     said = any(text(part.get("text")) for item in output if item.get("type") == "message"
                for part in items(item, "content"))
-    chunk = _ended({"response": obj}, answer, "length" if obj.get("status") == "incomplete" else "stop")
+    chunk = _ended({"response": obj}, answer)
     chunk.done, chunk.whole = False, True
     chunk.has_content = said or any(item.get("type") == "function_call" for item in output)
     chunk.has_reasoning = any(item.get("type") == "reasoning" for item in output)
