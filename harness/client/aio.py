@@ -99,7 +99,7 @@ class OpenAIBackend:
                  continuous_usage: bool = False) -> None:
         self.endpoint = endpoint
         self.session = session
-        self.first_token_timeout_s = first_token_timeout_s
+        self.first_token_timeout_s = first_token_timeout_s if endpoint.streams else None
         self.continuous_usage = continuous_usage
         self._headers = {"Content-Type": "application/json", **endpoint.request_headers}
         self._prepared: dict[str, tuple[bytes, dict[str, str]]] = {}

@@ -96,6 +96,13 @@ class Endpoint:
     def dialect(self) -> Dialect:
         return dialect(self.api)
 
+    @property
+    def streams(self) -> bool:
+        """Its answers stream, a first token before the end (not embeddings, nor `stream: false`): the first-token
+        timeout applies only then — a whole answer has the request timeout alone."""
+        spoken = self.dialect
+        return spoken.generates and (self.stream or spoken.whole is None)
+
     def reader(self, keep_text: bool) -> StreamReader:
         """A reader for one answer: the dialect's stream reader, or a whole answer's where it was asked for so."""
         spoken = self.dialect

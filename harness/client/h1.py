@@ -51,7 +51,7 @@ class H1Backend:
         self.path = path_and_query(endpoint.url)
         self.connect_timeout_s = connect_timeout_s
         self.request_timeout_s = request_timeout_s
-        self.first_token_timeout_s = first_token_timeout_s
+        self.first_token_timeout_s = first_token_timeout_s if endpoint.streams else None
         self.continuous_usage = continuous_usage
         self._slots = asyncio.Semaphore(max_connections)
         self._idle: collections.deque[H1Connection] = collections.deque()

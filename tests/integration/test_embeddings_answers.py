@@ -73,3 +73,15 @@ def test_the_openai_sdk_reads_the_simulators_embeddings(sim_url: str) -> None:
     again = client.embeddings.create(model="llama-3.1-8b", input="one two three", dimensions=32)
     assert again.data[0].embedding == made.data[0].embedding  # the same text embeds the same
     assert abs(sum(x * x for x in made.data[1].embedding) - 1) < 1e-3
+
+
+async def test_a_whole_answer_has_the_request_timeout_alone_not_the_first_token_ones(server, kind: str) -> None:
+    async def slow(request: web.Request) -> web.StreamResponse:
+        await asyncio.sleep(0.5)  # past the first-token timeout below, well within the request's
+        return web.Response(body=_answer(1), content_type="application/json")
+
+    url = await server(slow)
+    rec = await execute(url, api="embeddings", kind=kind, first_token_timeout_s=0.2, timeout_s=10)
+    assert rec.status == "ok", rec.reason
+    streamed = await execute(url, api="chat", kind=kind, first_token_timeout_s=0.2, timeout_s=10)
+    assert (streamed.status, streamed.reason) == ("timeout", "first token timeout")
