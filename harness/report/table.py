@@ -25,6 +25,7 @@ from harness.config.metric_registry import (
     having,
     of,
 )
+from harness.report.token_cells import cached, images_cell, prompt_off, thinking
 from harness.stats.conclusion import decided_by, phase_sentence, pooled, thought
 from harness.stats.schema import PhaseSummary, ServerPhase, Stress, Summary, ThresholdResult
 from harness.stats.sweeps import KNEE_GOODPUT, SweepResult
@@ -81,27 +82,6 @@ def _batch_time(phase: PhaseSummary) -> str:
 def _goodput(phase: PhaseSummary) -> str:
     g = phase.goodput
     return _mark(phase, GOODPUT[0], f"{g.requests_per_s:.2f} ({g.fraction:.0%})")
-
-
-def _prompt_off(phase: PhaseSummary) -> str:
-    t = phase.tokens
-    if not t.prompt_mismatched:
-        return "0"
-    return f"{t.prompt_diff_mean or 0:+.1f} ({t.prompt_mismatched}/{t.prompt_reported})"
-
-
-def _cached(phase: PhaseSummary) -> str:
-    share = phase.tokens.cached_share
-    return "-" if share is None else f"{share:.0%}"
-
-
-def _thinking(phase: PhaseSummary) -> str:
-    """Mean thinking / answer tokens of the requests that streamed thinking (a reasoning model)."""
-    tokens = phase.tokens
-    n = tokens.reasoning_reported
-    if not n:
-        return "-"
-    return f"{tokens.reasoning / n:,.0f} / {(tokens.reasoning_output - tokens.reasoning) / n:,.0f}"
 
 
 TURNS_SHOWN = 5
@@ -197,20 +177,11 @@ def _server_cell(fmt: Callable[[ServerPhase], str]) -> Cell:
 
 
 # Shown only when some phase has something to say: prompts counted other than asked, a prompt cache hit.
-def _images(p: PhaseSummary) -> str:
-    """Images a request, their mean size, and what each cost in the server's prompt count (its count beyond the
-    text asked)."""
-    t = p.tokens
-    each = "-" if t.image_tokens is None else f"{t.image_tokens:,.0f}"
-    size = f" ({t.image_bytes / t.images / 1024:,.0f} KB)" if t.images else ""
-    return f"{t.images / max(p.requests.ok, 1):.1f}{size} / {each}" if t.images else "-"
-
-
 PROMPT_ROWS: list[tuple[TableRow, Callable[[PhaseSummary], bool]]] = [
-    (("prompt tokens off by, mean (n)", _prompt_off), lambda p: bool(p.tokens.prompt_mismatched)),
-    (("prompt tokens cached", _cached), lambda p: bool(p.tokens.cached_reported)),
-    (("thinking / answer tokens, mean", _thinking), thought),
-    (("images a request (size), prompt tokens each", _images), lambda p: bool(p.tokens.images)),
+    (("prompt tokens off by, mean (n)", prompt_off), lambda p: bool(p.tokens.prompt_mismatched)),
+    (("prompt tokens cached", cached), lambda p: bool(p.tokens.cached_reported)),
+    (("thinking / answer tokens, mean", thinking), thought),
+    (("images a request (size), prompt tokens each", images_cell), lambda p: bool(p.tokens.images)),
     (("TTFT p50 ms by turn", _by_turn), lambda p: p.sessions is not None),
 ]
 

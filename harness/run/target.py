@@ -52,12 +52,7 @@ async def target(scenario: Scenario, *, url: str | None, model: str | None, api:
     gives the rest of every request's shape (key header, sampling and extra body, TLS).
     `log` takes what the bundled simulator says on its stderr (a live display prints it above itself)."""
     cfg = scenario.endpoint
-    spoken = dialect(api or cfg.api, "--api" if api else "endpoint.api")  # one it speaks, before anything starts
-    if scenario.workload.images is not None and not spoken.takes_images:
-        takers = ", ".join(d.name for d in DIALECTS.values() if d.takes_images)
-        raise ScenarioError(f"workload.images: the {spoken.name} API takes no images ({takers} do)")
-    if not cfg.stream and spoken.whole is None and spoken.generates:
-        raise ScenarioError(f"endpoint.stream: false: the {spoken.name} API is read streamed only")
+    spoken_for(scenario, api)
     api = api or cfg.api
     url = url or cfg.url
     model = model or cfg.model
@@ -91,6 +86,17 @@ async def target(scenario: Scenario, *, url: str | None, model: str | None, api:
     if model in contexts:
         fits(scenario.workload, model, contexts[model], log)
     yield endpoint(url, model, api_key), False
+
+
+def spoken_for(scenario: Scenario, api: str | None) -> None:
+    """Refuse, before anything starts, an API the harness does not speak (`api`: the flag's, else the scenario's),
+    images to an API that takes none, and a whole answer from one read streamed only."""
+    spoken = dialect(api or scenario.endpoint.api, "--api" if api else "endpoint.api")
+    if scenario.workload.images is not None and not spoken.takes_images:
+        takers = ", ".join(d.name for d in DIALECTS.values() if d.takes_images)
+        raise ScenarioError(f"workload.images: the {spoken.name} API takes no images ({takers} do)")
+    if not scenario.endpoint.stream and spoken.whole is None and spoken.generates:
+        raise ScenarioError(f"endpoint.stream: false: the {spoken.name} API is read streamed only")
 
 
 def fits(workload: Workload, model: str, context: int, log: Log | None) -> None:

@@ -112,11 +112,8 @@ class RequestSource:
             prompt_tokens = len(prompt.split())
         else:
             prompt = self.text(max(prompt_tokens - self.overhead, 1), prompt_seed)
-        texts: tuple[str, ...] = ()
-        if self.inputs > 1:
-            texts = (prompt, *(self.text(max(prompt_tokens - self.overhead, 1), prompt_seed_of(prompt_seed, j))
-                               for j in range(1, self.inputs)))
-            prompt_tokens *= self.inputs
+        texts = self._more_texts(prompt, prompt_tokens, prompt_seed)
+        prompt_tokens *= len(texts) or 1
         return RequestSpec(
             request_id=f"{self.run_id}-{self.phase_index}-{i}",
             phase=self.phase,
@@ -130,6 +127,14 @@ class RequestSource:
             texts=texts,
             images=data_urls(w.images, prompt_seed) if w.images is not None else (),
         )
+
+    def _more_texts(self, first: str, tokens: int, seed: int) -> tuple[str, ...]:
+        """A request's texts where it carries `inputs` of them (an embeddings batch): `first`, then each its own
+        seed, of the same length; none where it carries one."""
+        if self.inputs == 1:
+            return ()
+        more = (self.text(max(tokens - self.overhead, 1), prompt_seed_of(seed, j)) for j in range(1, self.inputs))
+        return (first, *more)
 
     def take(self, count: int) -> list[RequestSpec]:
         return [self.spec(i) for i in range(count)]
