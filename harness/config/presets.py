@@ -26,8 +26,13 @@ class Accelerator:
     link_gbps: float = 300.0  # tensor-parallel interconnect, GB/s per direction
     link: str = "nvlink"  # its kind: nvlink, xgmi (both fully connected within a node), pcie, none
     reported_gib: float | None = None  # memory the driver reports, as vLLM's log shows it; None: memory_gb
-    # share of the memory's peak MoE expert reads reach: fitted on A100, H100 (docs/simulator.md), assumed elsewhere
-    expert_eta_mem: float = 0.90
+    # Share of the memory's peak today's vLLM decode reads reach, fitted per device on vLLM's own latency benchmark
+    # (docs/simulator.md, "Published points"); None: an unfitted device, DEFAULT_ETA_MEM.
+    eta_mem: float | None = None
+    # Boost clock: the per-layer and all-reduce kernel latencies, fitted on Hopper, scale with it.
+    clock_mhz: float = 1980.0
+    # Share of the memory's peak MoE expert reads reach; None: the era's ratio to eta_mem (docs/simulator.md).
+    expert_eta_mem: float | None = None
 
     @property
     def reported_bytes(self) -> float:
@@ -127,11 +132,17 @@ ACCELERATORS: dict[str, Device] = {
         # H100 SXM and H200: NVLink 4, 900 GB/s; B200: NVLink 5, 1.8 TB/s); AMD's MI300X datasheet, 7 Infinity
         # Fabric links of 64 GB/s each way to the other GPUs of a node (448 GB/s, the peak of a one-shot
         # all-reduce reading every peer at once).
-        Accelerator("a100-80g", 312, 2.039, 80, reported_gib=79.15, link_gbps=300, link="nvlink"),
-        Accelerator("h100-sxm", 989, 3.35, 80, fp8_tflops=1979, reported_gib=79.19, link_gbps=450, link="nvlink"),
-        Accelerator("h200", 989, 4.8, 141, fp8_tflops=1979, reported_gib=139.8, link_gbps=450, link="nvlink"),
+        # clock_mhz: boost clocks from the datasheets (A100 1,410, H100 SXM and H200 1,980, MI300X 2,100); B200's
+        # is not published: Hopper's assumed.
+        Accelerator("a100-80g", 312, 2.039, 80, reported_gib=79.15, link_gbps=300, link="nvlink", clock_mhz=1410,
+                    eta_mem=0.696),
+        Accelerator("h100-sxm", 989, 3.35, 80, fp8_tflops=1979, reported_gib=79.19, link_gbps=450, link="nvlink",
+                    eta_mem=0.692),
+        Accelerator("h200", 989, 4.8, 141, fp8_tflops=1979, reported_gib=139.8, link_gbps=450, link="nvlink",
+                    eta_mem=0.601),
         Accelerator("b200", 2250, 8.0, 180, fp8_tflops=4500, reported_gib=178.4, link_gbps=900, link="nvlink"),
-        Accelerator("mi300x", 1307, 5.3, 192, fp8_tflops=2615, reported_gib=191.98, link_gbps=448, link="xgmi"),
+        Accelerator("mi300x", 1307, 5.3, 192, fp8_tflops=2615, reported_gib=191.98, link_gbps=448, link="xgmi",
+                    clock_mhz=2100),
         # Cerebras CS-3: one WSE-3 wafer with 44 GB of SRAM (Cerebras' WSE-3 specifications, March 2024);
         # per-stream decode fitted to the speeds Cerebras Inference reported at launch (2024-08-27): 1,800
         # tokens/s for Llama-3.1-8B and 450 for Llama-3.1-70B, which it served on four CS-3 systems (as the

@@ -123,10 +123,18 @@ class PerformanceModel(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class RooflineParams:
-    eta_mem: float = 0.75
+    """The terms of today's vLLM (≥ 0.6), fitted on its own latency benchmark (docs/simulator.md, "Published
+    points"); `VLLM_0_4` below holds the terms of the era before."""
+
+    # The share of the memory's peak the dense layers' reads reach: None, each device's own (`eta_mem` of a
+    # preset, fitted per device); a number: every device the same, as the design brief's 0.75.
+    eta_mem: float | None = None
     eta_compute: float = 0.62  # bf16; 0.50 for fp8
     eta_attn: float = 0.5
-    c0_s: float = 25e-6  # per-layer kernel-launch overhead
+    c0_s: float = 25e-6  # per-layer kernel-launch overhead, at the reference clock
+    # Kernel latencies (c0, the all-reduce's α) were measured on Hopper; a device of a slower clock pays them in
+    # proportion (A100 1,410 MHz against 1,980). None: no scaling, as the era before was fitted.
+    clock_ref_mhz: float | None = 1980.0
     # Tensor-parallel all-reduce: the faster of vLLM's custom kernel — ~8 µs of latency, ~18% of the link's peak
     # as effective bandwidth: on H100 it measured 8.7 µs at 32 KB and 26.6 µs at 1 MB (tp 2), 9.2 / 40.2 µs
     # (tp 4), 11.8 / 45.0 µs (tp 8) in sglang PR #2904 — and NCCL's ring for large (prefill) messages, 25 µs
@@ -136,26 +144,35 @@ class RooflineParams:
     # 4 figure, 450 GB/s, the same 54 GB/s: the measured kernel times above stay where they were.
     eta_link: float = 0.12
     alpha_ring_s: float = 25e-6
-    # CPU time per step, 1.5 ms + 10 µs a sequence (design brief §5). Async scheduling hides the host's share
-    # (scheduling and preparing the next step's inputs, per sequence mostly) under the device time; the rest
-    # (sampling, copying the sampled tokens back, launch gaps) stays. The split is fitted so vLLM CI's batch-8
-    # latencies, measured before async scheduling was the default, stay within ±5% with it on.
-    t0_s: float = 1.25e-3  # per step, not hidden
+    # CPU time per step. Async scheduling hides the host's share (scheduling and preparing the next step's inputs,
+    # per sequence mostly) under the device time; the rest (sampling, copying the sampled tokens back, launch
+    # gaps) stays: 0.45 ms a step in today's vLLM (fitted with the devices' eta_mem; the design brief's 1.25 ms
+    # is the era before).
+    t0_s: float = 0.45e-3  # per step, not hidden
     t_host_s: float = 0.25e-3  # per step, hidden by async scheduling
     t_seq_s: float = 10e-6  # per running sequence, hidden by async scheduling
-    # Fitted with the two MoE terms below to 21 published vLLM latencies of 70B-class dense and MoE models at tp 2,
-    # 4 and 8 (docs/simulator.md, "Published points"; a weight-streaming efficiency falling with tp went to zero
-    # in the same fit): every all-reduce is a barrier where each rank waits for the slowest (kernel and clock
-    # skew), a wait growing with log2 of the ranks.
-    barrier_s: float = 9e-6
+    # Every all-reduce a barrier where each rank waits for the slowest, growing with log2 of the ranks: 9 µs in
+    # vLLM ≤ 0.4 (fitted on its tp 2–8 points); today's points fit it at zero.
+    barrier_s: float = 0.0
     # The host's hand-over of each step's inputs to the ranks, per doubling of them: vLLM ≤ 0.4 broadcast them
-    # with torch.distributed (0.9 ms, fitted with that era's points); newer vLLM uses shared memory, and async
-    # scheduling hides host work, so none is kept here.
+    # with torch.distributed (0.9 ms); newer vLLM uses shared memory, and async scheduling hides host work.
     t_rank_s: float = 0.0
     # Experts' matmuls run at this share of eta_compute (fused-MoE kernels: few tokens per expert at a decode,
-    # a grouped GEMM at a prefill — fitted as above).
+    # a grouped GEMM at a prefill — fitted on vLLM ≤ 0.4's MoE points, kept).
     moe_compute: float = 0.74
+    # Experts' weights stream at this multiple of eta_mem (long contiguous reads of whole experts): 0.90 of the
+    # peak against 0.75 in the era it was fitted in, kept as the ratio.
+    expert_read: float = 1.2
     runtime_bytes: float = 1.0 * 2**30  # CUDA context, NCCL, cuBLAS workspaces, CUDA graph pools, per device
+
+
+# vLLM 0.2–0.4 (and the design brief's worked check): every device at 0.75 of its memory's peak, 1.25 ms of host
+# time a step, Python's per-sequence sampling and input preparation (67 µs a sequence) and each step's inputs
+# broadcast to the ranks with torch.distributed (0.9 ms per doubling), a barrier at every all-reduce.
+VLLM_0_4 = RooflineParams(eta_mem=0.75, clock_ref_mhz=None, t0_s=1.25e-3, t_seq_s=67e-6, barrier_s=9e-6,
+                          t_rank_s=0.9e-3)
+# An unfitted device's eta_mem: the mean of the fitted ones (A100, H100, H200).
+DEFAULT_ETA_MEM = 0.66
 
 
 FP8_PARAMS = RooflineParams(eta_compute=0.50)
@@ -186,6 +203,13 @@ class RooflineModel:
         return self.model.kv_bytes_per_token(kv_bytes(self.kv_cache_dtype))
 
     @property
+    def eta_mem(self) -> float:
+        """The share of the memory's peak the dense layers' reads reach: the era's, or the device's own."""
+        if self.params.eta_mem is not None:
+            return self.params.eta_mem
+        return self.accelerator.eta_mem if self.accelerator.eta_mem is not None else DEFAULT_ETA_MEM
+
+    @property
     def peaks(self) -> tuple[float, float]:
         a = self.accelerator
         return a.bandwidth * self.tp, a.flops(self.dtype == "fp8") * self.tp
@@ -195,7 +219,10 @@ class RooflineModel:
 
     def step_cost(self, load: StepLoad) -> StepCost:
         m, a, p, tp = self.model, self.accelerator, self.params, self.tp
-        bw = a.bandwidth * p.eta_mem
+        eta = self.eta_mem
+        bw = a.bandwidth * eta
+        slower = p.clock_ref_mhz / a.clock_mhz if p.clock_ref_mhz else 1.0
+        expert_eta = a.expert_eta_mem if a.expert_eta_mem is not None else min(1.0, eta * p.expert_read)
         flops = a.flops(self.dtype == "fp8")
         # A decode-only step runs as its CUDA graph: padded tokens read experts and do the linear layers' maths
         tokens = graph_size(load.tokens, self.graph_max) if load.tokens == load.decodes else load.tokens
@@ -204,9 +231,9 @@ class RooflineModel:
         lin_flops = 2 * m.active_params * tokens
         expert_flops = 2 * m.top_k * m.expert_params * tokens
         t_mem = ((weight_bytes - expert_bytes) / tp / bw
-                 + self._rank_expert_bytes(expert_bytes, tokens) / (a.bandwidth * a.expert_eta_mem))
+                 + self._rank_expert_bytes(expert_bytes, tokens) / (a.bandwidth * expert_eta))
         t_flops = (lin_flops - expert_flops + expert_flops / p.moe_compute) / tp / (flops * p.eta_compute)
-        t_lin = m.layers * p.c0_s + math.hypot(t_mem, t_flops)
+        t_lin = m.layers * p.c0_s * slower + math.hypot(t_mem, t_flops)
         kv_read = self.kv_bytes_per_token * (load.decode_context + load.prefill_cached)
         att_flops = 4 * m.layers * m.q_heads * m.head_dim * (load.decode_context + load.prefill_attn)
         eta_attn = p.eta_attn * (FP8_KV_ATTN if self.kv_cache_dtype == "fp8" else 1.0)
@@ -215,7 +242,7 @@ class RooflineModel:
         if tp > 1:
             moved = 2 * (tp - 1) / tp * load.tokens * m.hidden * 2 / (a.link_gbps * 1e9)
             ring = p.alpha_ring_s + moved
-            t_comm = 2 * m.layers * (min(p.alpha_s + moved / p.eta_link, ring) if custom_allreduce(a.link, tp)
+            t_comm = 2 * m.layers * (min(p.alpha_s * slower + moved / p.eta_link, ring) if custom_allreduce(a.link, tp)
                                      else ring)
             t_comm += 2 * m.layers * p.barrier_s * math.log2(tp)
         device = t_lin + max(t_kv, t_att) + t_comm + p.t0_s
