@@ -26,12 +26,12 @@ from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
-from harness.config.fitted import FittedAccelerator
-from harness.config.presets import load_presets
 from harness.config.scenario import parse_scenario
+from harness.devices.catalogue import build_model, load_presets
+from harness.devices.fitted import FittedAccelerator, FittedModel
+from harness.devices.step import StepLoad
 from harness.run.display import Display
 from harness.run.target import target
-from harness.sim.perfmodel import FittedModel, StepLoad, build_model
 from harness.tools.twin_make import Measured, engine_info, judge, make_run, measure
 
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]

@@ -11,6 +11,17 @@ import pytest
 from tests import machine
 
 
+@pytest.fixture(autouse=True)
+def _catalogue_kept() -> Iterator[None]:
+    """A test that loads presets or adds a device does it to the catalogue it then uses; the next test starts from
+    the one before."""
+    from harness.devices.catalogue import catalogue, use
+
+    before = catalogue()
+    yield
+    use(before)
+
+
 @pytest.fixture(scope="session")
 def sim_url() -> Iterator[str]:
     """A bundled simulator in its own process on a free loopback port (H100, Llama-3.1-8B)."""

@@ -10,8 +10,11 @@ PER_KTOKEN_MS = 2 * 7.5047e9 * 1000 / (400e12 * 0.62) * 1e3  # 60.5
 def prompt_alone_ms(tokens: int) -> float:
     """The hidden device's step processing one prompt of `tokens` tokens and nothing else: its roofline, as the
     simulator serving it prices it (a hand formula would repeat the model)."""
-    from harness.config.presets import MODELS, Accelerator
-    from harness.sim.perfmodel import RooflineModel, StepLoad
+    from harness.devices.catalogue import catalogue
+    from harness.devices.gpu import Accelerator
+    from harness.devices.roofline import RooflineModel
+    from harness.devices.step import StepLoad
 
-    device = RooflineModel(Accelerator("hidden-gpu", tflops=400, hbm_tbps=3.2, memory_gb=24), MODELS["llama-3.1-8b"])
+    device = RooflineModel(Accelerator("hidden-gpu", tflops=400, hbm_tbps=3.2, memory_gb=24),
+                           catalogue().models["llama-3.1-8b"])
     return device.step_cost(StepLoad(tokens=tokens, seqs=1, decodes=0, prefill_attn=tokens * tokens / 2)).seconds * 1e3

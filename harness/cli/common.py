@@ -9,9 +9,9 @@ from pathlib import Path
 
 import click
 
-from harness.config.presets import load_presets
 from harness.config.scenario import Scenario, load_scenario
 from harness.config.units import duration_seconds
+from harness.devices.catalogue import load_presets
 from harness.errors import PresetError, UsageError
 
 REPO_SCENARIOS = Path(__file__).resolve().parent.parent.parent / "scenarios"

@@ -17,13 +17,13 @@ from harness.cli.common import Duration
 from harness.config.base import web_url
 from harness.config.labels import check_labels, check_metadata, parse_label
 from harness.config.scenario import Pushgateway, Scenario
-from harness.config.yamlfile import read_yaml
 from harness.errors import UsageError
 from harness.redact import redactor
 from harness.report.exports import write_vllm
 from harness.report.pushgateway import push_summary
 from harness.run.exporter import LiveMetrics
 from harness.run.result import RunResult
+from harness.yamlfile import read_yaml
 
 F = TypeVar("F", bound=Callable[..., Any])
 

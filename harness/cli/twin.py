@@ -10,7 +10,7 @@ import click
 
 from harness.cli.errors import guarded
 from harness.cli.grouped import examples
-from harness.config.fitted import FittedAccelerator
+from harness.devices.fitted import FittedAccelerator
 from harness.tools.twin import fit_runs, known_model, load_twin
 from harness.tools.twin_validate import ValidationRow, fit_warnings, outside_fitted, validate_run
 

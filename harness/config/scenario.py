@@ -10,18 +10,27 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import Field, SerializationInfo, ValidationError, field_serializer, field_validator, model_validator
+from pydantic import (
+    AliasChoices,
+    Field,
+    SerializationInfo,
+    ValidationError,
+    field_serializer,
+    field_validator,
+    model_validator,
+)
 
 from harness.config.base import PositiveMillis, PositiveSeconds, Seconds, Strict, WebUrl, first_error
 from harness.config.labels import Scalar, check_labels, check_metadata
 from harness.config.load import LOAD_TAGS, Phase
-from harness.config.presets import load_beside, resolve_accelerator, resolve_model
 from harness.config.request_shape import Body, Sampling, body_fields, check_body, check_header, saved
 from harness.config.simulator import SimulatorConfig
 from harness.config.thresholds import Thresholds
 from harness.config.workload import Workload
-from harness.config.yamlfile import read_yaml
+from harness.devices.catalogue import catalogue, resolve_accelerator, resolve_model, use
+from harness.devices.formats import Weights
 from harness.errors import ScenarioError
+from harness.yamlfile import read_yaml
 
 SAVING = "saving"  # serialisation context: the dump is written to disk
 
@@ -56,7 +65,9 @@ class Hardware(Strict):
                                                "hidden, q_heads, kv_heads, head_dim, params_b, vocab, …); "
                                                "default: the endpoint's model, when it is a preset")
     tp: Annotated[int, Field(ge=1, le=64)] = Field(1, description="tensor parallelism: devices per replica")
-    dtype: Literal["bf16", "fp8"] = "bf16"
+    weights: Weights = Field("auto", validation_alias=AliasChoices("weights", "dtype"),
+                             description="the weights' number format (bf16, fp8, int8, int4, fp4); auto: the "
+                                         "model's checkpoint's")
 
     @model_validator(mode="after")
     def _known(self) -> Hardware:
@@ -67,14 +78,14 @@ class Hardware(Strict):
 
 
 def parse_hardware(text: str) -> Hardware:
-    """`h100-sxm` or `h100-sxm,model=llama-3.1-8b,tp=2,dtype=fp8` (the `--hardware` flag); ValueError naming
-    what is wrong."""
+    """`h100-sxm` or `h100-sxm,model=llama-3.1-8b,tp=2,weights=fp8` (the `--hardware` flag; `dtype=` its earlier
+    name); ValueError naming what is wrong."""
     accelerator, *items = [part.strip() for part in text.split(",")]
     fields: dict[str, Any] = {"accelerator": accelerator}
     for item in items:
         key, sep, value = item.partition("=")
-        if not sep or key not in ("model", "tp", "dtype"):
-            raise ValueError(f"{item!r}: expected model=…, tp=… or dtype=…")
+        if not sep or key not in ("model", "tp", "weights", "dtype"):
+            raise ValueError(f"{item!r}: expected model=…, tp=… or weights=…")
         fields[key] = value
     try:
         return Hardware.model_validate(fields)
@@ -328,7 +339,7 @@ def _resolve_trace_files(data: Any, base: Path) -> None:
 
 
 def load_scenario(path: Path) -> Scenario:
-    load_beside(path)  # a run's folder: the presets its run used
+    use(catalogue().beside(path))  # a run's folder: the presets its run used, for this process from now on
     try:
         data = read_yaml(path)
     except ValueError as exc:

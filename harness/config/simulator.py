@@ -1,17 +1,18 @@
 """The one description of the bundled simulator: the scenario's `simulator:` section, the options of
 `harness sim serve`, the bundled process and `harness predict` all take this model.
 
-Shared by both sides: the simulator imports it, and it imports nothing but the presets.
+Shared by both sides: the simulator imports it, and it imports nothing but the device catalogue.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import AliasChoices, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from harness.config.base import Changeable
-from harness.config.presets import ACCELERATORS, MODELS, batch_defaults
+from harness.devices.catalogue import catalogue
+from harness.devices.formats import Weights
 
 Rate = Annotated[float, Field(ge=0, le=1)]
 NonNegative = Annotated[float, Field(ge=0)]
@@ -54,7 +55,10 @@ class SimulatorConfig(_Strict):
     accelerator: str = Field("h100-sxm", description="see `harness sim presets`")
     model: str = Field("llama-3.1-8b", description="see `harness sim presets`")
     served_model_name: str | None = Field(None, description="model name clients must send (default: model)")
-    dtype: Literal["bf16", "fp8"] = Field("bf16", description="weight type (the KV cache: kv_cache_dtype)")
+    weights: Weights = Field("auto", validation_alias=AliasChoices("weights", "dtype"),
+                             description="the weights' number format: bf16, fp8 (W8A8), int8 (W8A8), int4 (W4A16: "
+                                         "AWQ, GPTQ), fp4 (MXFP4/NVFP4); auto: the model's checkpoint's "
+                                         "(docs/simulator.md, 'Number formats'; `dtype` its earlier name)")
     kv_cache_dtype: Literal["auto", "fp8"] = Field(
         "auto", description="vLLM's --kv-cache-dtype: auto keeps the KV cache in bf16; fp8 halves its bytes (twice "
                             "the tokens in the same memory, half the bytes a decode reads)")
@@ -113,16 +117,16 @@ class SimulatorConfig(_Strict):
         if not isinstance(data, dict):
             return data
         accelerator = data.get("accelerator", cls.model_fields["accelerator"].default)
-        if accelerator not in ACCELERATORS:
+        if accelerator not in catalogue().devices:
             return data  # the field's own check names it
-        seqs, tokens = batch_defaults(accelerator)
+        seqs, tokens = catalogue().devices[accelerator].batch_defaults()
         older = {"async_scheduling": False} if data.get("scheduler_compat") == "0.11" else {}
         return {"max_num_seqs": seqs, "max_num_batched_tokens": tokens, **older, **data}
 
     @field_validator("accelerator", "model")
     @classmethod
     def _known_preset(cls, v: str, info: ValidationInfo) -> str:
-        presets = ACCELERATORS if info.field_name == "accelerator" else MODELS
+        presets = catalogue().devices if info.field_name == "accelerator" else catalogue().models
         if v not in presets:
             raise ValueError(f"unknown {info.field_name} {v!r}; known: {', '.join(sorted(presets))}")
         return v

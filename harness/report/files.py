@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness.config.presets import save_loaded
+from harness.devices.catalogue import save_used
 from harness.errors import HarnessError, ScenarioError
 from harness.records import RequestRecord, read_records
 from harness.report.html import render_html
@@ -70,7 +70,7 @@ def write_index(run_dir: Path, run: RunHeader) -> None:
 def write_run(result: RunResult) -> None:
     """A finished run's reports beside its records (and the presets it used, for a merged run)."""
     write_reports(result.summary, result.run_dir, result.records, result.server_rows, result.every)
-    save_loaded(result.run_dir)
+    save_used(result.run_dir)
 
 
 def write_somewhere(result: RunResult, warn: Callable[[str], None]) -> RunResult:

@@ -21,8 +21,8 @@ from pathlib import Path
 from harness.client.backend import Endpoint, PooledBackend
 from harness.client.backends import make_backend
 from harness.clock import NS_PER_S, Clock, MonotonicClock
-from harness.config.presets import save_loaded
 from harness.config.scenario import ClientConfig, Scenario
+from harness.devices.catalogue import save_used
 from harness.gctune import yield_cpu
 from harness.records import RecordWriter, RequestRecord
 from harness.redact import redactor
@@ -318,7 +318,7 @@ async def run_scenario(
     plans = [shard_plan(plan, shard) for plan in whole]
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "scenario.yaml").write_text(rerunnable(scenario, endpoint, bundled).to_yaml(), encoding="utf-8")
-    save_loaded(run_dir)  # every command reads the run back with the presets it used
+    save_used(run_dir)  # every command reads the run back with the presets it used
     header = run_header(scenario, run_id, clock=clock, endpoint=endpoint, bundled=bundled,
                         tokenizer=said, shard=sharding.info() if sharding else None)
     cfg = scenario.client

@@ -18,8 +18,8 @@ from collections.abc import AsyncIterator, Callable
 
 import click
 
-from harness.config.presets import loaded_files
 from harness.config.simulator import SimulatorConfig
+from harness.devices.catalogue import catalogue
 from harness.errors import ScenarioError, SimulatorError
 
 _START_TIMEOUT_S = 30.0
@@ -45,7 +45,7 @@ def check_fits(cfg: SimulatorConfig) -> None:
 
 def simulator_command(cfg: SimulatorConfig, host: str = "127.0.0.1", port: int = 0) -> list[str]:
     # A fitted twin, custom devices: the files this process loaded (that are still there to load).
-    presets = [arg for path in loaded_files() for arg in ("--presets", str(path))]
+    presets = [arg for path in catalogue().files_here() for arg in ("--presets", str(path))]
     return [sys.executable, "-m", "harness", "sim", "serve", "--host", host, "--port", str(port), *presets,
             "--config-json", cfg.model_dump_json()]
 

@@ -5,11 +5,11 @@ Shared by the server and `harness predict`, so the two refuse and shorten the sa
 
 from __future__ import annotations
 
-from harness.config.fitted import FittedAccelerator
-from harness.config.presets import ACCELERATORS, MODELS, AsicAccelerator
 from harness.config.simulator import SimulatorConfig
+from harness.devices.catalogue import catalogue
+from harness.devices.device import Device
+from harness.devices.step import Budget, PerformanceModel, Serving
 from harness.sim.engine import Engine, EngineConfig
-from harness.sim.perfmodel import Budget, PerformanceModel, build_model, graph_largest
 from harness.sim.requests import ParsedRequest
 
 
@@ -17,9 +17,9 @@ def model_context(cfg: SimulatorConfig) -> int:
     """The longest context the server accepts: `max_model_len`, or the model's (`fit_problem` has refused a
     configuration whose KV cache could not hold it, as vLLM refuses to start). A fitted twin's endpoint did start,
     with a context it did not say: no more than the KV cache it was measured to have."""
-    context = cfg.max_model_len or MODELS[cfg.model].max_model_len
-    device = ACCELERATORS[cfg.accelerator]
-    return min(context, device.kv_tokens) if isinstance(device, FittedAccelerator) else context
+    context = cfg.max_model_len or catalogue().models[cfg.model].max_model_len
+    limit = catalogue().devices[cfg.accelerator].kv_limit
+    return min(context, limit) if limit is not None else context
 
 
 def context_problem(max_model_len: int, parsed: ParsedRequest) -> str | None:
@@ -50,15 +50,15 @@ def fit_problem(cfg: SimulatorConfig) -> str | None:
     problem = start_problem(cfg)
     if problem is None:
         return None
-    device = ACCELERATORS[cfg.accelerator]
-    gpu = not isinstance(device, AsicAccelerator)
+    device = catalogue().devices[cfg.accelerator]
     # vLLM splits the attention heads between the GPUs: a tp that does not divide them does not start
-    heads = MODELS[cfg.model].q_heads
+    heads = catalogue().models[cfg.model].q_heads
     fewest = next((n for n in range(cfg.tp + 1, TP_LIMIT + 1)
-                   if (not gpu or heads % n == 0) and start_problem(cfg.changed(tp=n)) is None), None)
-    unit = "GPU" if gpu else device.device  # type: ignore[union-attr]
+                   if (not device.splits_heads or heads % n == 0) and start_problem(cfg.changed(tp=n)) is None), None)
+    unit = device.unit
     return problem + (f"; the fewest that start it: tp {fewest} ({fewest} × {unit})" if fewest is not None else
-                      f"; no tp up to {TP_LIMIT} starts it (a smaller model, fp8, or a larger accelerator)")
+                      f"; no tp up to {TP_LIMIT} starts it (a smaller model, fewer bits a weight, or a larger "
+                      "accelerator)")
 
 
 def start_problem(cfg: SimulatorConfig) -> str | None:
@@ -68,9 +68,9 @@ def start_problem(cfg: SimulatorConfig) -> str | None:
     if kv < 16:  # one KV block
         weights, room = perf.memory(cfg.gpu_memory_utilization, Budget(cfg.max_num_batched_tokens, cfg.max_num_seqs))
         if weights >= room:
-            return (f"{cfg.model}'s weights ({weights / 1e9:,.0f} GB in {cfg.dtype}) do not fit {where}: "
+            return (f"{cfg.model}'s weights ({weights / 1e9:,.0f} GB in {weights_name(cfg)}) do not fit {where}: "
                     f"{room / 1e9:,.0f} GB for them and the KV cache")
-        return f"{cfg.model} in {cfg.dtype} leaves no memory for a KV cache on {where}"
+        return f"{cfg.model} in {weights_name(cfg)} leaves no memory for a KV cache on {where}"
     context = model_context(cfg)
     if kv < context:  # (never for a fitted twin: its context is its KV's at most)
         return (f"the model's max seq len ({context:,}) is larger than the maximum number of tokens that can be stored "
@@ -82,26 +82,32 @@ def start_problem(cfg: SimulatorConfig) -> str | None:
 
 def perf_model(cfg: SimulatorConfig) -> tuple[PerformanceModel, int]:
     """The step-time model of the configured device, and the tokens of KV cache it leaves."""
-    graphs = 0 if cfg.enforce_eager else graph_largest(cfg.max_num_seqs, cfg.accelerator)
-    perf = build_model(cfg.accelerator, cfg.model, cfg.dtype, cfg.tp, cfg.async_scheduling, cfg.kv_cache_dtype, graphs,
-                       cfg.enable_expert_parallel)
+    device = catalogue().devices[cfg.accelerator]
+    graphs = 0 if cfg.enforce_eager else device.graph_largest(cfg.max_num_seqs)
+    perf = device.law(catalogue().models[cfg.model], Serving(cfg.weights, cfg.tp, cfg.async_scheduling,
+                                                             cfg.kv_cache_dtype, graphs, cfg.enable_expert_parallel))
     budget = Budget(cfg.max_num_batched_tokens, cfg.max_num_seqs)
     return perf, perf.kv_capacity_tokens(cfg.gpu_memory_utilization, budget)
 
 
-def lookahead(cfg: SimulatorConfig, device: object) -> bool:
+def weights_name(cfg: SimulatorConfig) -> str:
+    """The weights' format the configuration runs: `auto` as the model's checkpoint's."""
+    return catalogue().models[cfg.model].format(cfg.weights).name
+
+
+def lookahead(cfg: SimulatorConfig, device: Device) -> bool:
     """Whether an arrival during a busy step waits a step more: a fitted twin's own finding where it has one."""
-    said = device.async_scheduling if isinstance(device, FittedAccelerator) else None
+    said = device.twin.async_scheduling if device.twin is not None else None
     return cfg.async_scheduling if said is None else said
 
 
 def build_engine(cfg: SimulatorConfig) -> Engine:
     perf, kv_tokens = perf_model(cfg)
-    device = ACCELERATORS[cfg.accelerator]
+    device = catalogue().devices[cfg.accelerator]
     return Engine(perf, EngineConfig(max_num_seqs=cfg.max_num_seqs, max_num_batched_tokens=cfg.max_num_batched_tokens,
                                      kv_blocks=kv_tokens // 16, prefix_caching=cfg.prefix_caching,
                                      noise_sigma=cfg.noise_sigma, slowdown=cfg.slowdown, seed=cfg.seed,
                                      compat=cfg.scheduler_compat,
                                      async_scheduling=lookahead(cfg, device),
-                                     first_token_delay=isinstance(device, FittedAccelerator)
-                                     and device.first_token_step > 0))
+                                     first_token_delay=device.twin is not None
+                                     and device.twin.first_token_step > 0))

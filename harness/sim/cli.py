@@ -16,15 +16,15 @@ import click
 from pydantic import BaseModel, ValidationError
 
 from harness import loop as event_loop
-from harness.config.presets import ACCELERATORS, MODELS, Accelerator, device_counts, load_presets
 from harness.config.request_shape import parse_header
 from harness.config.simulator import SimulatorConfig
+from harness.devices.catalogue import catalogue, load_presets
+from harness.devices.step import PerformanceModel, StepLoad
 from harness.errors import PresetError
 from harness.gctune import tune_for_timing
 from harness.sim.build import fit_problem, perf_model
 from harness.sim.gate import Gate
 from harness.sim.listen import serve
-from harness.sim.perfmodel import PerformanceModel, StepLoad, custom_allreduce
 
 
 def _load_presets(paths: tuple[Path, ...]) -> None:
@@ -44,7 +44,7 @@ _presets_option = click.option("--presets", type=click.Path(path_type=Path, dir_
                                multiple=True, help="YAML file of extra accelerators and models (repeatable).")
 
 
-_ALIASES = {"noise_sigma": ("--noise",)}  # the flag's earlier, shorter name
+_ALIASES = {"noise_sigma": ("--noise",), "weights": ("--dtype",)}  # the flags' earlier names
 
 
 def _flag(name: str) -> str:
@@ -191,7 +191,7 @@ async def _serve_forever(cfg: SimulatorConfig, host: str, port: int, api_key: st
 def _fitting(accelerator: str, model: str) -> tuple[int, PerformanceModel, int] | None:
     """The smallest TP (number of devices) vLLM would start the model on with its defaults: the weights, and a
     KV cache for one request of the model's max_model_len, at the device's batch defaults."""
-    for tp in device_counts(accelerator):
+    for tp in catalogue().devices[accelerator].device_counts():
         cfg = SimulatorConfig(accelerator=accelerator, model=model, tp=tp)
         if fit_problem(cfg) is None:
             perf, kv_tokens = perf_model(cfg)
@@ -203,9 +203,9 @@ def preset_rows() -> list[tuple[str, ...]]:
     """Per accelerator and model: the smallest TP that fits, the link and the all-reduce at that TP, ITL at
     batch 1 and 64 (1k context), KV tokens."""
     rows: list[tuple[str, ...]] = []
-    for acc in ACCELERATORS:
-        link = _link(acc)
-        for model in MODELS:
+    for acc in catalogue().devices:
+        link = catalogue().devices[acc].link_text(1)
+        for model in catalogue().models:
             fitting = _fitting(acc, model)
             if fitting is None:
                 rows.append((acc, model, "-", link, "", "does not fit", "", ""))
@@ -213,21 +213,11 @@ def preset_rows() -> list[tuple[str, ...]]:
             tp, perf, kv_tokens = fitting
             itl = [perf.step_seconds(StepLoad(tokens=b, seqs=b, decodes=b, decode_context=b * 1024)) * 1e3
                    for b in (1, 64)]
-            rows.append((acc, model, str(tp), link, _allreduce(acc, tp), f"{itl[0]:.1f}", f"{itl[1]:.1f}",
-                         f"{kv_tokens:,}"))
+            rows.append((acc, model, str(tp), link, catalogue().devices[acc].allreduce(tp), f"{itl[0]:.1f}",
+                         f"{itl[1]:.1f}", f"{kv_tokens:,}"))
     return rows
 
 
-def _link(accelerator: str) -> str:
-    device = ACCELERATORS[accelerator]
-    return f"{device.link} {device.link_gbps:g} GB/s" if isinstance(device, Accelerator) else "-"
-
-
-def _allreduce(accelerator: str, tp: int) -> str:
-    device = ACCELERATORS[accelerator]
-    if not isinstance(device, Accelerator) or tp == 1:
-        return "-"
-    return "custom" if custom_allreduce(device.link, tp) else "NCCL"
 
 
 @sim.command("presets")
@@ -252,11 +242,11 @@ def presets_cmd(presets: tuple[Path, ...], name: str | None) -> None:
 def preset_figures(name: str) -> list[str]:
     """A preset's own figures, a line each, as `--presets` files spell them; a BadParameter naming the known
     names when it is none."""
-    preset: Any = ACCELERATORS.get(name) or MODELS.get(name)
+    preset: Any = catalogue().devices.get(name) or catalogue().models.get(name)
     if preset is None:
-        known = ", ".join(sorted([*ACCELERATORS, *MODELS]))
+        known = ", ".join(sorted([*catalogue().devices, *catalogue().models]))
         raise click.BadParameter(f"{name!r} is no accelerator or model; known: {known}", param_hint="--show")
-    kind = "model" if name in MODELS else f"accelerator ({type(preset).__name__})"
+    kind = "model" if name in catalogue().models else f"accelerator ({type(preset).__name__})"
     lines = [f"{name}: {kind}"]
     lines += [f"  {f.name}: {getattr(preset, f.name)}" for f in dataclasses.fields(preset) if f.name != "name"]
     if kind != "model":

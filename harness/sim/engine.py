@@ -18,8 +18,8 @@ from typing import Literal
 
 import numpy as np
 
+from harness.devices.step import PerformanceModel, StepCost, StepLoad
 from harness.sim.kvcache import BlockPool, BlockTable, blocks_for
-from harness.sim.perfmodel import PerformanceModel, StepCost, StepLoad
 
 # Which vLLM scheduler to follow: 0.33 (the default), or 0.11's older rules for comparing with deployments
 # still on it (docs/vllm.md lists what differs).

@@ -15,8 +15,11 @@ import math
 import sys
 from dataclasses import dataclass
 
-from harness.config.presets import ACCELERATORS, MODELS, Accelerator, ModelSpec
-from harness.sim.perfmodel import VLLM_0_4, RooflineModel, RooflineParams, StepLoad
+from harness.devices.catalogue import BUILTIN, gpu
+from harness.devices.gpu import Accelerator
+from harness.devices.models import ModelSpec
+from harness.devices.roofline import VLLM_0_4, RooflineModel, RooflineParams
+from harness.devices.step import StepLoad
 
 FITTED = RooflineParams()
 # Models the points used that the presets do not list (their Hugging Face config.json).
@@ -25,7 +28,8 @@ MIXTRAL_8X22B = ModelSpec("mixtral-8x22b", 56, 6144, 48, 8, 128, 140.6, 32768, a
                           top_k=2, intermediate=16384, max_model_len=65536)
 DBRX = ModelSpec("dbrx", 40, 6144, 48, 8, 128, 131.6, 100352, active_params_b=36.0, experts=16, top_k=4,
                  intermediate=10752, max_model_len=32768)
-LLAMA_3_70B = dataclasses.replace(MODELS["llama-3.1-70b"], name="llama-3-70b", max_model_len=8192)
+LLAMA_3_70B = dataclasses.replace(BUILTIN.models["llama-3.1-70b"], name="llama-3-70b", max_model_len=8192)
+MIXTRAL_8X7B = BUILTIN.models["mixtral-8x7b"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,8 +53,7 @@ class Point:
         return self.vllm.startswith(("0.2", "0.3", "0.4"))
 
     def model_seconds(self, params: RooflineParams | None = None, device: Accelerator | None = None) -> float:
-        acc = device or ACCELERATORS[self.accelerator]
-        assert isinstance(acc, Accelerator)
+        acc = device or gpu(self.accelerator, BUILTIN)
         era = params or (VLLM_0_4 if self.early else FITTED)
         m = RooflineModel(acc, self.model, tp=self.tp, params=era, async_scheduling=self.async_scheduling)
         per_step = max(1, self.token_budget // self.prompt)
@@ -74,7 +77,7 @@ class Point:
 # its H200 and A100 Llama-3.1-8B rows.
 _PERF = "vLLM perf benchmark"
 _BUILDS = {"h200": "#9515", "a100-80g": "#9523", "h100-sxm": "(H100 page)"}
-_TODAY = ((MODELS["llama-3.1-8b"], 1), (LLAMA_3_70B, 4), (MODELS["mixtral-8x7b"], 2))
+_TODAY = ((BUILTIN.models["llama-3.1-8b"], 1), (LLAMA_3_70B, 4), (MIXTRAL_8X7B, 2))
 
 
 def _held(acc: str, model: ModelSpec, tp: int) -> bool:
@@ -100,7 +103,7 @@ def _moe(source: str, acc: str, model: ModelSpec, rows: tuple[tuple[int, int, fl
 
 def _mixtral_a100(rows: tuple[tuple[int, float, float], ...]) -> list[Point]:
     """PR #3240's tuned rows: 1,000 in / 50 out; the token budget then was the model's 32k context."""
-    return [Point("vLLM PR #3240", "0.3.3", "a100-80g", MODELS["mixtral-8x7b"], 2, batch, 1000, 50, s, bound,
+    return [Point("vLLM PR #3240", "0.3.3", "a100-80g", MIXTRAL_8X7B, 2, batch, 1000, 50, s, bound,
                   token_budget=32768) for batch, s, bound in rows]
 
 
@@ -127,8 +130,7 @@ def fit_eta_mem(accelerator: str, points: tuple[Point, ...] = TODAY) -> float:
     """The device's eta_mem that makes its single-GPU dense point exact, by bisection (the step time falls as the
     share rises)."""
     (point,) = [p for p in points if p.accelerator == accelerator and p.tp == 1 and p.model.experts == 1]
-    device = ACCELERATORS[accelerator]
-    assert isinstance(device, Accelerator)
+    device = gpu(accelerator, BUILTIN)
     low, high = 0.2, 1.0
     for _ in range(40):
         mid = (low + high) / 2

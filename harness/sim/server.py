@@ -14,9 +14,8 @@ from typing import cast
 from aiohttp import web
 
 from harness.clock import NS_PER_MS, NS_PER_S, MonotonicClock, cancel_quietly
-from harness.config.fitted import FittedAccelerator
-from harness.config.presets import ACCELERATORS, MODELS, Accelerator
 from harness.config.simulator import ERROR_TYPES, SimulatorConfig
+from harness.devices.catalogue import catalogue
 from harness.sim import embeddings
 from harness.sim.build import build_engine, context_problem, model_context
 from harness.sim.dialects import SPOKEN, MakeRenderer, Renderer, Spoken
@@ -55,7 +54,7 @@ class SimServer:
         self.clock = MonotonicClock()
         self.metrics = SimMetrics(cfg.name)
         self.driver: Driver
-        self.max_model_len = cfg.max_model_len or MODELS[cfg.model].max_model_len
+        self.max_model_len = cfg.max_model_len or catalogue().models[cfg.model].max_model_len
         if cfg.timing == "fixed":
             self.driver = FixedTimingDriver(int(cfg.fixed_ttft_ms * cfg.slowdown * NS_PER_MS),
                                             int(cfg.fixed_itl_ms * cfg.slowdown * NS_PER_MS),
@@ -65,10 +64,10 @@ class SimServer:
             self.max_model_len = model_context(cfg)
             self.driver = StepDriver(engine, self.clock, self._observe_lateness)
         self.faults = FaultInjector(cfg.faults)
-        device = ACCELERATORS.get(cfg.accelerator)
+        device = catalogue().devices.get(cfg.accelerator)
         # A fitted twin's time outside its steps, as predict adds it: what the fitted endpoint spent on each
         # request before its engine saw it (its own HTTP and parsing, beyond this server's).
-        self._overhead_s = device.request_ms / 1e3 if isinstance(device, FittedAccelerator) else 0.0
+        self._overhead_s = device.request_s if device is not None else 0.0
         self.ground_truth = GroundTruth()
         self._ids = itertools.count()
         self._ready_ns = self.clock.now_ns() + int(cfg.startup_delay_s * NS_PER_S)
@@ -234,9 +233,10 @@ class SimServer:
         self.ground_truth.arrived(req)
         renderer = render(f"{spoken.id_prefix}-{rid}", self.cfg.name, int(time.time()),
                                  self.cfg.reasoning_tokens if spoken.reasoning else 0, req.prompt_tokens)
-        if sizes and isinstance(device := ACCELERATORS.get(self.cfg.accelerator), Accelerator):
+        device = catalogue().devices.get(self.cfg.accelerator)
+        if sizes and device is not None and device.bf16_flops is not None:
             await asyncio.sleep(encoder_seconds(sizes, self.cfg.image_patch_px, self.cfg.vision_encoder_b,
-                                                device.flops(False)) * self.cfg.slowdown)
+                                                device.bf16_flops) * self.cfg.slowdown)
         if parsed.stream:
             return await self._stream(request, req, parsed, renderer, plan)
         return await self._unary(req, parsed, renderer)

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from harness.config.presets import Accelerator, resolve_accelerator, resolve_model
 from harness.config.scenario import Hardware
+from harness.devices.catalogue import resolve_accelerator, resolve_model
+from harness.devices.step import Serving, StepLoad
 from harness.stats.schema import PhaseStats, Stress
 from harness.stats.server import Row, counter_rate, gauge
 
@@ -49,7 +50,7 @@ def from_simulator(rows: Sequence[Row], start_ns: int, end_ns: int) -> Stress | 
 def unestimated(hardware: Hardware, model_name: str | None, stats: PhaseStats) -> str | None:
     """Why `estimate` can say nothing of a phase on the declared accelerator (None: it can), in words."""
     declared = f"--hardware {hardware.accelerator}"
-    if not isinstance(resolve_accelerator(hardware.accelerator), Accelerator):
+    if resolve_accelerator(hardware.accelerator).bf16_flops is None:
         return f"{declared}: no stress estimate: that preset has no roofline (an SRAM system or a fitted twin)"
     if not stats.requests.ok or not stats.latency_ms.itl.p50:
         return f"{declared}: no stress estimate: no request of the phase streamed two tokens to time a step by"
@@ -74,19 +75,21 @@ def estimate(hardware: Hardware, model_name: str | None, stats: PhaseStats, runn
         return None
     accelerator = resolve_accelerator(hardware.accelerator)
     model = resolve_model(hardware.model if hardware.model is not None else str(model_name))  # checked above
-    assert isinstance(accelerator, Accelerator)
     itl_ms, ok = float(stats.latency_ms.itl.p50 or 0.0), stats.requests.ok
     source = "scraped"
     if running is None:
         running, source = stats.throughput.requests_per_s * (stats.latency_ms.e2e.mean or 0.0) / 1e3, "Little's law"
     batch = max(running, 1.0)
     context = (stats.tokens.input + stats.tokens.output / 2) / ok
-    fp8 = hardware.dtype == "fp8"
-    read = model.weight_params_read(round(batch)) * (1 if fp8 else 2) + model.kv_bytes_per_token(2) * batch * context
-    flops = (2 * model.active_params + 4 * model.layers * model.q_heads * model.head_dim * context) * batch
-    peak_bytes, peak_flops = accelerator.bandwidth * hardware.tp, accelerator.flops(fp8) * hardware.tp
+    # What the device's own law says a decode step of this batch reads and computes, timed by the measured ITL
+    law = accelerator.law(model, Serving(hardware.weights, hardware.tp))
+    n = round(batch)
+    cost = law.step_cost(StepLoad(tokens=n, seqs=n, decodes=n, decode_context=round(n * context)))
+    scale = batch / n  # the law steps whole sequences; the mean batch need not be one
+    read, flops = cost.hbm_bytes * scale, cost.flops * scale
+    peak_bytes, peak_flops = law.peaks or (1.0, 1.0)  # unestimated() has refused a device without a roofline
     step_s = itl_ms / 1e3
     basis = (f"ITL p50 {itl_ms:.1f} ms, {running:.1f} requests running ({source}), {context:,.0f}-token mean "
-             f"context, {model.name} {hardware.dtype} on {hardware.tp} × {accelerator.name}")
+             f"context, {model.name} {model.format(hardware.weights).name} on {hardware.tp} × {accelerator.name}")
     return Stress(source="estimate", basis=basis, memory_bound_share=float(read / peak_bytes >= flops / peak_flops),
                   mbu=read / (step_s * peak_bytes), mfu=flops / (step_s * peak_flops))

@@ -15,9 +15,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Literal
 
 from harness.config.load import BatchLoad
-from harness.config.presets import ACCELERATORS, AsicAccelerator, batch_defaults, device_counts
 from harness.config.scenario import SLO, Scenario
 from harness.config.simulator import SimulatorConfig
+from harness.devices.catalogue import catalogue
 from harness.errors import ScenarioError
 from harness.run.simulator import check_fits
 from harness.stats.schema import PhaseSummary
@@ -34,9 +34,9 @@ def on_accelerator(scenario: Scenario, accelerator: str, slo: SLO) -> Scenario |
     model as vLLM would start it: its weights, and a KV cache that holds one request of its max_model_len."""
     sim = scenario.simulator
     data = sim.model_dump(mode="json")
-    if (sim.max_num_seqs, sim.max_num_batched_tokens) == batch_defaults(sim.accelerator):
+    if (sim.max_num_seqs, sim.max_num_batched_tokens) == catalogue().devices[sim.accelerator].batch_defaults():
         del data["max_num_seqs"], data["max_num_batched_tokens"]  # the device's defaults follow the device
-    for tp in device_counts(accelerator):
+    for tp in catalogue().devices[accelerator].device_counts():
         cfg = SimulatorConfig.model_validate({**data, "accelerator": accelerator, "tp": tp})
         try:
             check_fits(cfg)
@@ -62,8 +62,7 @@ def needs(cfg: SimulatorConfig) -> str | None:
 
 def device_label(accelerator: str) -> str:
     """What one device of `accelerator` is: a GPU, or a system of chips (an SRAM preset)."""
-    acc = ACCELERATORS[accelerator]
-    return acc.device if isinstance(acc, AsicAccelerator) else "GPU"
+    return catalogue().devices[accelerator].unit
 
 
 def _phase_row(phase: PhaseSummary, kind: str, price: float | None, tp: int) -> MatrixRow:
@@ -100,10 +99,10 @@ async def accelerator_matrix(scenario: Scenario, accelerators: Sequence[str], pr
                              said: Callable[[str], None] | None = None) -> Matrix:
     """Per accelerator: the TP it needs and each phase's figures; then the best choice per phase. `said` hears
     which accelerator is being predicted (a capacity search on each takes a while)."""
-    unknown = [a for a in [*accelerators, *prices] if a not in ACCELERATORS]
+    unknown = [a for a in [*accelerators, *prices] if a not in catalogue().devices]
     if unknown:
         raise ScenarioError(f"--accelerators: unknown accelerator {unknown[0]!r}; known: "
-                            f"{', '.join(sorted(ACCELERATORS))}")
+                            f"{', '.join(sorted(catalogue().devices))}")
     kinds: dict[str, Literal["batch", "interactive"]] = {
         p.name: "batch" if isinstance(p.load, BatchLoad) else "interactive" for p in scenario.phases}
     columns: list[MatrixColumn] = []

@@ -16,9 +16,8 @@ from harness.client.backend import RequestEvents
 from harness.client.chunk import Chunk
 from harness.client.dialects import dialect
 from harness.clock import NS_PER_S, FakeClock, cancel_quietly
-from harness.config.fitted import FittedAccelerator
-from harness.config.presets import ACCELERATORS, Accelerator
 from harness.config.scenario import Scenario
+from harness.devices.catalogue import catalogue
 from harness.errors import UsageError
 from harness.records import RequestRecord
 from harness.run.dispatch import Dispatcher
@@ -54,12 +53,12 @@ class EngineBackend:
         c = scenario.client
         self.first_token_ns = None if c.first_token_timeout_s is None else int(c.first_token_timeout_s * NS_PER_S)
         self.request_ns = int(c.request_timeout_s * NS_PER_S)
-        device = ACCELERATORS[scenario.simulator.accelerator]
-        self.overhead_ns = int(device.request_ms * 1e6) if isinstance(device, FittedAccelerator) else 0
+        device = catalogue().devices[scenario.simulator.accelerator]
+        self.overhead_ns = int(device.request_s * 1e9)
         # A reasoning model's first tokens are thinking, as the bundled server streams them (not on completions).
         self.reasoning = scenario.simulator.reasoning_tokens if scenario.endpoint.api != "completions" else 0
         self.vision = scenario.simulator  # images priced as the bundled server prices them (harness.sim.vision)
-        self.flops = device.flops(False) if isinstance(device, Accelerator) else None
+        self.flops = device.bf16_flops
 
     def prepare(self, spec: RequestSpec) -> None:
         pass

@@ -10,9 +10,9 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from harness.config.fitted import FittedAccelerator
-from harness.config.presets import ACCELERATORS
 from harness.config.scenario import Scenario
+from harness.devices.catalogue import catalogue
+from harness.devices.fitted import FittedAccelerator
 from harness.stats.capacity import Capacity
 from harness.tools.predict import predict_async
 from harness.tools.search import Trial
@@ -40,7 +40,7 @@ def simulated(scenario: Scenario, bundled: bool) -> str | None:
     simulator, or a twin fitted to the endpoint (the scenario's simulator is a fitted device); else None."""
     if bundled:
         return "the bundled simulator"
-    if isinstance(ACCELERATORS.get(scenario.simulator.accelerator), FittedAccelerator):
+    if isinstance(catalogue().devices.get(scenario.simulator.accelerator), FittedAccelerator):
         return f"the twin {scenario.simulator.accelerator}"
     return None
 

@@ -24,9 +24,9 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from harness.config.fitted import FittedAccelerator
-from harness.config.presets import ACCELERATORS, MODELS, load_presets
 from harness.config.scenario import Scenario, load_scenario
+from harness.devices.catalogue import catalogue, use
+from harness.devices.fitted import FittedAccelerator
 from harness.errors import ScenarioError
 from harness.records import RequestRecord, read_records
 from harness.stats.schema import read_summary
@@ -244,7 +244,7 @@ def request_overhead_ms(steps_only: FittedAccelerator, run_dirs: Sequence[Path],
     lies between the client's send and the engine's admission, and between the first token's step and the
     client's read. Only requests that had the engine to themselves count where there are enough of them: under a
     queue the replay's own errors land in the difference (llama-server: +64 ms from loaded runs, ~0 alone)."""
-    ACCELERATORS[steps_only.name] = steps_only
+    use(catalogue().with_devices(steps_only))
     short = [gap for d in run_dirs for gap in _ttft_shortfall_ms(d, steps_only.name, model)]
     alone = [t for t, lone in short if lone]
     chosen = alone if len(alone) >= MIN_ALONE_REQUESTS else [t for t, _ in short]
@@ -279,7 +279,7 @@ def _records(run_dir: Path) -> list[RequestRecord]:
 
 def on_twin(scenario: Scenario, accelerator: str, model: str | None) -> Scenario:
     data = scenario.simulator.model_dump(mode="json")
-    for key in ("max_num_seqs", "max_num_batched_tokens", "tp", "dtype"):
+    for key in ("max_num_seqs", "max_num_batched_tokens", "tp", "weights"):
         data.pop(key)  # the twin's own; its step times hold the endpoint's parallelism and weight type
     sim = scenario.simulator.model_validate({**data, "accelerator": accelerator,
                                              "model": model or scenario.simulator.model})
@@ -288,7 +288,7 @@ def on_twin(scenario: Scenario, accelerator: str, model: str | None) -> Scenario
 
 def load_twin(preset: Path, accelerator: str | None) -> str:
     """Load a fitted preset file; the accelerator to use (the file's only fitted one when not named)."""
-    load_presets(preset)
+    use(catalogue().refreshed(preset))
     data = yaml.safe_load(preset.read_text(encoding="utf-8")) or {}
     entries = (data.get("accelerators") or {}).items()
     fitted = [n for n, e in entries if isinstance(e, dict) and e.get("kind") == "fitted"]
@@ -300,6 +300,6 @@ def load_twin(preset: Path, accelerator: str | None) -> str:
 
 
 def known_model(model: str | None) -> str | None:
-    if model is not None and model not in MODELS:
-        raise ScenarioError(f"--model: unknown model {model!r}; known: {', '.join(sorted(MODELS))}")
+    if model is not None and model not in catalogue().models:
+        raise ScenarioError(f"--model: unknown model {model!r}; known: {', '.join(sorted(catalogue().models))}")
     return model

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.config.fitted import FittedAccelerator
-from harness.config.fitted_step import table_ms
+from harness.devices.fitted import FittedAccelerator
+from harness.devices.fitted_step import table_ms
 from harness.tools.twin_curve import MIN_STEPS, decoding
 
 SUPERLINEAR = 1.15

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from harness.config.fitted_step import PromptPrice, table_ms, within_prompts
+from harness.devices.fitted_step import PromptPrice, table_ms, within_prompts
 
 MIN_STEPS = 10  # decode-only steps at a sequence count for its median to enter the table
 ONE_SIZE = 1.5  # prompt steps whose token counts all lie within this ratio: one size, no per-step cost told apart

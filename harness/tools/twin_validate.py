@@ -8,12 +8,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TypedDict
 
-from harness.config.fitted import FittedAccelerator
 from harness.config.load import BatchLoad, ConcurrencyLoad
 from harness.config.metric_registry import Latency, Metric, having, of
-from harness.config.presets import ACCELERATORS
 from harness.config.scenario import Scenario, load_scenario
 from harness.config.workload import Length
+from harness.devices.catalogue import catalogue
+from harness.devices.fitted import FittedAccelerator
 from harness.run.target import high, low
 from harness.stats.schema import read_summary
 from harness.stats.thresholds import observed
@@ -106,8 +106,8 @@ def outside_fitted(run_dir: Path, accelerator: str) -> list[str]:
     inside where the fit timed decode steps from one sequence up); a closed loop or fixed batch of more requests
     than the fit timed decode steps of (any, when it saw only open-loop rates); prompts longer or shorter than the
     fitted ones by over 10%."""
-    device = ACCELERATORS[accelerator]
-    if not isinstance(device, FittedAccelerator):
+    device = catalogue().devices[accelerator].twin
+    if device is None:
         return []
     scenario = load_scenario(run_dir / "scenario.yaml")
     loads = {p.name: p.load for p in scenario.phases}
@@ -121,8 +121,9 @@ def outside_fitted(run_dir: Path, accelerator: str) -> list[str]:
 def outside_envelope(scenario: Scenario) -> list[str]:
     """What `predict` says before predicting on a fitted twin: each phase whose load, and the prompts, lie outside
     what the twin was fitted on (the same rules as `outside_fitted`, on the scenario's own rates)."""
-    device = ACCELERATORS.get(scenario.simulator.accelerator)
-    if not isinstance(device, FittedAccelerator):
+    known = catalogue().devices.get(scenario.simulator.accelerator)
+    device = known.twin if known is not None else None
+    if device is None:
         return []
     out = [f"{phase.name}: {beyond}" for phase in scenario.phases
            if (beyond := _outside_load(device, getattr(phase.load, "rate", None), phase.load)) is not None]

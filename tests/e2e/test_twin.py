@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.config.fitted import FittedAccelerator
+from harness.devices.fitted import FittedAccelerator
 from harness.tools.twin_checks import decode_ms
 from tests.helpers import harness
 from tests.hidden_gpu import DECODE_FIXED_MS, HIDDEN

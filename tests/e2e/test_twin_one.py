@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.config.fitted import FittedAccelerator
-from harness.sim.perfmodel import FittedModel, StepLoad
+from harness.devices.fitted import FittedAccelerator, FittedModel
+from harness.devices.step import StepLoad
 from harness.tools.twin_checks import decode_ms
 from harness.tools.twin_make import FATAL
 from tests.helpers import harness

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.config.presets import ACCELERATORS, batch_defaults
 from harness.config.simulator import SimulatorConfig
+from harness.devices.catalogue import catalogue
 from harness.sim.build import build_engine
 from harness.sim.engine import SimRequest
 from harness.sim.virtual import VirtualRun
@@ -18,7 +18,8 @@ from harness.sim.virtual import VirtualRun
 ])
 def test_each_device_gets_vllms_defaults_unless_given(accelerator: str, seqs: int, tokens: int) -> None:
     cfg = SimulatorConfig(accelerator=accelerator)
-    assert (cfg.max_num_seqs, cfg.max_num_batched_tokens) == (seqs, tokens) == batch_defaults(accelerator)
+    defaults = catalogue().devices[accelerator].batch_defaults()
+    assert (cfg.max_num_seqs, cfg.max_num_batched_tokens) == (seqs, tokens) == defaults
     given = SimulatorConfig(accelerator=accelerator, max_num_seqs=64, max_num_batched_tokens=4096)
     assert (given.max_num_seqs, given.max_num_batched_tokens) == (64, 4096)
     # What the bundled simulator is handed (its config as JSON) keeps the values, defaults or not.
@@ -31,20 +32,17 @@ def test_each_device_gets_vllms_defaults_unless_given(accelerator: str, seqs: in
 ])
 def test_a_custom_gpu_gets_the_defaults_vllm_gives_its_memory(tmp_path, memory_gb: int, seqs: int,
                                                               tokens: int) -> None:
-    from harness.config.presets import load_presets
+    from harness.devices.catalogue import load_presets
 
     path = tmp_path / "gpu.yaml"
     path.write_text(f"accelerators:\n  my-gpu-{memory_gb}: {{tflops: 300, hbm_tbps: 1.0, memory_gb: {memory_gb}}}\n")
     load_presets(path)
-    try:
-        cfg = SimulatorConfig(accelerator=f"my-gpu-{memory_gb}")
-        assert (cfg.max_num_seqs, cfg.max_num_batched_tokens) == (seqs, tokens)
-    finally:
-        ACCELERATORS.pop(f"my-gpu-{memory_gb}")
+    cfg = SimulatorConfig(accelerator=f"my-gpu-{memory_gb}")
+    assert (cfg.max_num_seqs, cfg.max_num_batched_tokens) == (seqs, tokens)
 
 
 def test_every_preset_has_defaults() -> None:
-    assert all(min(batch_defaults(a)) > 0 for a in ACCELERATORS)
+    assert all(min(catalogue().devices[a].batch_defaults()) > 0 for a in catalogue().devices)
 
 
 def _burst(cfg: SimulatorConfig, users: int, prompt: int, out: int) -> tuple[float, float]:

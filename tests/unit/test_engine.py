@@ -5,14 +5,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.config.presets import ACCELERATORS, MODELS
+from harness.devices.catalogue import catalogue
+from harness.devices.roofline import RooflineModel
+from harness.devices.step import StepCost, StepLoad
 from harness.sim.engine import Engine, EngineConfig, SimRequest
 from harness.sim.kvcache import block_hashes, blocks_for
-from harness.sim.perfmodel import RooflineModel, StepCost, StepLoad
 from harness.sim.virtual import run_virtual
 from harness.tokens import make_text
 
-PERF = RooflineModel(ACCELERATORS["h100-sxm"], MODELS["llama-3.1-8b"])  # type: ignore[arg-type]
+PERF = RooflineModel(catalogue().devices["h100-sxm"], catalogue().models["llama-3.1-8b"])  # type: ignore[arg-type]
 
 
 def engine(**kw: int | float) -> Engine:

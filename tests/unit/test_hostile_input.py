@@ -11,8 +11,8 @@ import pytest
 
 from harness.cli.common import api_key
 from harness.config.base import web_url
-from harness.config.presets import load_presets
 from harness.config.scenario import load_scenario, parse_scenario
+from harness.devices.catalogue import load_presets
 from harness.errors import PresetError, ScenarioError
 from harness.redact import printable
 from harness.run.rescue import private_dir, rescue_dirs

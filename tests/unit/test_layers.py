@@ -2,7 +2,8 @@
 
 Layers, lowest first; a module may import its own layer and those below it, never one above:
 
-    core       errors, clock, tokens, records, gctune, redact, loop (the shared bottom)
+    core       errors, clock, tokens, records, gctune, redact, loop, yamlfile (the shared bottom)
+    devices    devices and models as values, their laws, the catalogue
     config     scenario, simulator config, presets (validated input)
     workload   arrivals, lengths, traces, datasets, tokenizers, requests, plans
     client     backend protocol, SSE, the HTTP clients, the fake
@@ -25,8 +26,8 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "harness"
-LAYERS = ["core", "config", "workload", "client", "stats", "run", "report", "tools", "cli"]
-SIM_MAY_IMPORT = {"core", "config"}
+LAYERS = ["core", "devices", "config", "workload", "client", "stats", "run", "report", "tools", "cli"]
+SIM_MAY_IMPORT = {"core", "devices", "config"}
 SIM_IMPORTERS = {"harness.tools.predict", "harness.run.simulator"}  # predict; the bundled simulator's entry
 MAX_FUNCTION_LINES = 50
 MAX_MODULE_LINES = 400
@@ -37,9 +38,12 @@ def _module(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+CORE = {"errors", "clock", "tokens", "records", "gctune", "redact", "loop", "yamlfile", "__main__"}
+
+
 def _layer(module: str) -> str:
     parts = module.split(".")
-    if len(parts) < 2 or parts[1] in {"errors", "clock", "tokens", "records", "gctune", "redact", "loop", "__main__"}:
+    if len(parts) < 2 or parts[1] in CORE:
         return "core"
     return parts[1]
 

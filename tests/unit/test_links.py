@@ -6,9 +6,11 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from harness.config.presets import ACCELERATORS, MODELS, Accelerator
+from harness.devices.catalogue import catalogue
+from harness.devices.gpu import Accelerator
+from harness.devices.roofline import RooflineModel, custom_allreduce
+from harness.devices.step import StepLoad
 from harness.sim.cli import sim
-from harness.sim.perfmodel import RooflineModel, StepLoad, custom_allreduce
 
 
 @pytest.mark.parametrize(("link", "tp", "custom"), [
@@ -20,7 +22,7 @@ def test_the_custom_all_reduce_serves_where_vllm_enables_it(link: str, tp: int, 
 
 
 def test_presets_carry_their_own_link() -> None:
-    links = {name: (a.link, a.link_gbps) for name, a in ACCELERATORS.items() if isinstance(a, Accelerator)}
+    links = {name: (a.link, a.link_gbps) for name, a in catalogue().devices.items() if isinstance(a, Accelerator)}
     assert links == {"a100-80g": ("nvlink", 300), "h100-sxm": ("nvlink", 450), "h200": ("nvlink", 450),
                      "b200": ("nvlink", 900), "mi300x": ("xgmi", 448)}
 
@@ -30,7 +32,8 @@ def test_a_pcie_card_at_tp_4_pays_nccls_ring_on_every_decode_step() -> None:
     card = Accelerator("l40s-like", tflops=362, hbm_tbps=0.864, memory_gb=48, link_gbps=32, link="pcie")
     nvlinked = Accelerator("l40s-nvlinked", tflops=362, hbm_tbps=0.864, memory_gb=48, link_gbps=32)
     decode = StepLoad(tokens=1, seqs=1, decodes=1, decode_context=1024)
-    pcie, nvl = (RooflineModel(a, MODELS["llama-3.1-8b"], tp=4).step_seconds(decode) for a in (card, nvlinked))
+    llama = catalogue().models["llama-3.1-8b"]
+    pcie, nvl = (RooflineModel(a, llama, tp=4).step_seconds(decode) for a in (card, nvlinked))
     # 2 all-reduces a layer, 32 layers: the ring's 25 µs and the full link against the kernel's 8 µs and 12% of it
     moved = 2 * 3 / 4 * 4096 * 2 / 32e9
     assert pcie - nvl == pytest.approx(2 * 32 * ((25e-6 + moved) - (8e-6 + moved / 0.12)), rel=0.01)

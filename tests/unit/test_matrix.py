@@ -12,8 +12,9 @@ import pytest
 from click.testing import CliRunner
 
 from harness.cli import main
-from harness.config.presets import MODELS, ModelSpec
 from harness.config.scenario import SLO, Scenario, parse_scenario
+from harness.devices.catalogue import catalogue, use
+from harness.devices.models import ModelSpec
 from harness.report.matrix import matrix_html, render_matrix
 from harness.tools.matrix import accelerator_matrix, best_choices, on_accelerator
 
@@ -63,8 +64,8 @@ def test_each_accelerator_gets_its_own_batch_defaults_and_the_smallest_tp_that_h
     assert moved is not None and moved.simulator.max_num_seqs == 48
 
 
-def test_a_model_no_tp_up_to_8_holds_is_said_not_to_fit(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(MODELS, "huge", ModelSpec("huge", 120, 16384, 128, 8, 128, 900.0, 128256))
+def test_a_model_no_tp_up_to_8_holds_is_said_not_to_fit() -> None:
+    use(catalogue().with_models(ModelSpec("huge", 120, 16384, 128, 8, 128, 900.0, 128256)))
     assert on_accelerator(scenario(simulator={"model": "huge"}), "a100-80g", SLO()) is None
 
 

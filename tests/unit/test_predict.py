@@ -11,8 +11,9 @@ from click.testing import CliRunner
 
 from harness.cli import main
 from harness.config.scenario import load_scenario, parse_scenario
+from harness.devices.catalogue import build_model
+from harness.devices.step import StepLoad
 from harness.sim.engine import Engine, EngineConfig, SimRequest
-from harness.sim.perfmodel import StepLoad, build_model
 from harness.sim.virtual import run_virtual
 from harness.tools.predict import predict
 from harness.workload.arrivals import poisson_offsets

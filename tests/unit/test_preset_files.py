@@ -8,19 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from harness.config import presets
-from harness.config.presets import AsicAccelerator, load_presets
+from harness.devices.catalogue import BUILTIN, catalogue, load_presets, use
+from harness.devices.wafer import AsicAccelerator
 from harness.errors import PresetError
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "simulator.md"
-
-
-@pytest.fixture(autouse=True)
-def own_presets(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Loaded presets go into this test's own tables, not the process's."""
-    monkeypatch.setattr(presets, "ACCELERATORS", dict(presets.ACCELERATORS))
-    monkeypatch.setattr(presets, "MODELS", dict(presets.MODELS))
-    monkeypatch.setattr(presets, "_LOADED", [])
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -32,15 +24,16 @@ def write(tmp_path: Path, text: str) -> Path:
 @pytest.mark.parametrize("block", re.findall(r"```yaml\n(.*?)```", DOCS.read_text(encoding="utf-8"), re.S))
 def test_every_yaml_example_in_the_simulator_docs_loads(block: str, tmp_path: Path) -> None:
     names = load_presets(write(tmp_path, block))
-    assert names and all(name in presets.ACCELERATORS for name in names)
+    assert names and all(name in catalogue().devices for name in names)
 
 
 def test_a_text_field_is_a_text_and_a_number_field_a_number(tmp_path: Path) -> None:
     load_presets(write(tmp_path, "accelerators:\n  node: {kind: asic, decode_ms_per_b_params: 0.03, growth_per_seq: "
                                  "0.001, prefill_tokens_per_s_8b: 30000, memory_gb: 40, chips: 4, "
                                  "device: '4-chip node'}\n"))
-    node = presets.ACCELERATORS["node"]
+    node = catalogue().devices["node"]
     assert isinstance(node, AsicAccelerator) and node.device == "4-chip node" and node.chips == 4
+    use(BUILTIN)  # the entry redefined below is refused by its own field, not as a second definition
     with pytest.raises(PresetError, match=r"presets\.yaml: node\.device: '4' is not a text$"):
         load_presets(write(tmp_path, "accelerators:\n  node: {kind: asic, decode_ms_per_b_params: 0.03, "
                                      "growth_per_seq: 0.001, prefill_tokens_per_s_8b: 30000, memory_gb: 40, "

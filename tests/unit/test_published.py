@@ -6,8 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.config.presets import ACCELERATORS, MODELS, Accelerator
-from harness.sim.perfmodel import VLLM_0_4, RooflineModel, RooflineParams, StepLoad
+from harness.devices.catalogue import catalogue
+from harness.devices.gpu import Accelerator
+from harness.devices.roofline import VLLM_0_4, RooflineModel, RooflineParams
+from harness.devices.step import StepLoad
 from harness.sim.published import EARLY, POINTS, TODAY, fit_eta_mem, ratio_table, ratios, table
 
 DOC = Path(__file__).parents[2] / "docs" / "simulator.md"
@@ -66,7 +68,7 @@ def test_a_device_and_a_model_are_held_out_and_each_device_s_share_is_its_own_fi
     assert all(p.held_out for p in TODAY if p.model.experts > 1)  # no MoE row of today fitted
     assert all(p.held_out for p in TODAY if p.accelerator == "h100-sxm" and p.tp > 1)
     for name in ("a100-80g", "h100-sxm", "h200"):
-        device = ACCELERATORS[name]
+        device = catalogue().devices[name]
         assert isinstance(device, Accelerator) and device.eta_mem is not None
         assert fit_eta_mem(name) == pytest.approx(device.eta_mem, abs=0.002), name
     # One share for every device (the brief's 0.75) cannot hold both Hopper devices' single-GPU rows.
@@ -75,23 +77,23 @@ def test_a_device_and_a_model_are_held_out_and_each_device_s_share_is_its_own_fi
 
 
 def test_experts_stream_at_their_own_efficiency_and_dense_models_do_not_care() -> None:
-    h100 = ACCELERATORS["h100-sxm"]
+    h100 = catalogue().devices["h100-sxm"]
     assert isinstance(h100, Accelerator)
     slow = dataclasses.replace(h100, expert_eta_mem=0.75)
     load = StepLoad(tokens=8, seqs=8, decodes=8, decode_context=8 * 1024)
     for name, changes in (("mixtral-8x7b", True), ("llama-3.1-8b", False)):
-        fast_s = RooflineModel(h100, MODELS[name]).step_seconds(load)
-        slow_s = RooflineModel(slow, MODELS[name]).step_seconds(load)
+        fast_s = RooflineModel(h100, catalogue().models[name]).step_seconds(load)
+        slow_s = RooflineModel(slow, catalogue().models[name]).step_seconds(load)
         assert (slow_s > fast_s * 1.05) is changes, name
 
 
 def test_async_scheduling_hides_a_per_step_hand_over_to_the_ranks() -> None:
-    h100 = ACCELERATORS["h100-sxm"]
+    h100 = catalogue().devices["h100-sxm"]
     assert isinstance(h100, Accelerator)
     load = StepLoad(tokens=1, seqs=1, decodes=1, decode_context=1024)
     early = RooflineParams(t_rank_s=VLLM_0_4.t_rank_s)
     for async_on, hidden in ((True, True), (False, False)):
-        m = RooflineModel(h100, MODELS["llama-3.1-70b"], tp=8, async_scheduling=async_on)
+        m = RooflineModel(h100, catalogue().models["llama-3.1-70b"], tp=8, async_scheduling=async_on)
         handed = dataclasses.replace(m, params=early)
         assert (handed.step_seconds(load) == pytest.approx(m.step_seconds(load))) is hidden
         if not hidden:  # 0.9 ms for each doubling of the ranks: three at tp 8

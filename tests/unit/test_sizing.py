@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from harness.config import presets
-from harness.config.presets import AsicAccelerator
 from harness.config.simulator import SimulatorConfig
+from harness.devices.catalogue import catalogue, use
+from harness.devices.wafer import AsicAccelerator
 from harness.sim.build import fit_problem
 
 
@@ -25,8 +25,9 @@ def problem(**fields: object) -> str | None:
     # Four 44 GB systems hold the weights but no KV cache for a 128k request: five start it
     ({"accelerator": "cerebras-cs3", "model": "llama-3.1-70b"}, "llama-3.1-70b's weights (141 GB in bf16) do not "
      "fit 1 × cerebras-cs3", 5),
+    # fp8 weights (the embedding and LM head bf16 as shipped) on one A100: 6,751 tokens of KV, no 128k request
     ({"accelerator": "a100-80g", "model": "llama-3.1-70b", "dtype": "fp8"}, "estimated maximum model length is "
-     "13,164", 2),
+     "6,751", 2),
 ])
 def test_the_fewest_devices_named_are_the_fewest_that_start(fields: dict[str, object], why: str, fewest: int) -> None:
     said = problem(**fields)
@@ -40,20 +41,20 @@ def test_the_fewest_devices_named_are_the_fewest_that_start(fields: dict[str, ob
                if fields["accelerator"] == "cerebras-cs3" or 64 % n == 0)
 
 
-def test_a_device_no_count_within_the_limit_can_hold_is_told_so(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(presets.ACCELERATORS, "sizing-chip", AsicAccelerator(
+def test_a_device_no_count_within_the_limit_can_hold_is_told_so() -> None:
+    use(catalogue().with_devices(AsicAccelerator(
         "sizing-chip", decode_ms_per_b_params=0.03, growth_per_seq=0.001, prefill_tokens_per_s_8b=30000,
-        memory_gb=0.2, device="chip"))
+        memory_gb=0.2, device="chip")))
     said = problem(accelerator="sizing-chip", model="llama-3.1-70b")
-    assert said is not None and said.endswith("no tp up to 64 starts it (a smaller model, fp8, or a larger "
-                                              "accelerator)")
+    assert said is not None and said.endswith("no tp up to 64 starts it (a smaller model, fewer bits a "
+                                              "weight, or a larger accelerator)")
     assert "llama-3.1-70b's weights (141 GB in bf16) do not fit 1 × sizing-chip" in said
 
 
 def test_an_fp8_kv_cache_holds_twice_the_tokens_and_reads_half_the_bytes_a_decode_step() -> None:
     """vLLM's --kv-cache-dtype fp8: one byte a value where bf16 takes two."""
+    from harness.devices.step import StepLoad
     from harness.sim.build import perf_model
-    from harness.sim.perfmodel import StepLoad
 
     auto = SimulatorConfig.model_validate({"accelerator": "h100-sxm", "model": "llama-3.1-70b", "tp": 4})
     fp8 = auto.model_copy(update={"kv_cache_dtype": "fp8"})
@@ -64,17 +65,18 @@ def test_an_fp8_kv_cache_holds_twice_the_tokens_and_reads_half_the_bytes_a_decod
     kv_read = [p.step_cost(long).hbm_bytes - p.step_cost(bare).hbm_bytes for p in (perf, perf8)]
     assert kv_read[1] == pytest.approx(kv_read[0] / 2)
     assert perf8.step_seconds(long) < perf.step_seconds(long)
-    # 70B in fp8 on one A100: 13,164 tokens of bf16 KV, no 128k request; an fp8 cache holds twice as many
+    # 70B in fp8 on one A100: 6,751 tokens of bf16 KV, no 128k request; an fp8 cache holds twice as many
     said = problem(accelerator="a100-80g", model="llama-3.1-70b", dtype="fp8", kv_cache_dtype="fp8")
-    assert said is not None and "estimated maximum model length is 26,3" in said
+    assert said is not None and "estimated maximum model length is 13,50" in said
 
 
 def test_a_decode_step_runs_as_the_cuda_graph_that_holds_it_unless_eager() -> None:
     """vLLM captures CUDA graphs of 1, 2, 4, 8, 16, 24, … sequences (up to twice max_num_seqs, 512 at most): a
     decode step of 9 runs as 16, its linear layers' maths for 16 tokens; --enforce-eager pads nothing, and a step
     with a prompt in it is never padded."""
+    from harness.devices.roofline import captured_sizes, graph_size
+    from harness.devices.step import StepLoad
     from harness.sim.build import perf_model
-    from harness.sim.perfmodel import StepLoad, captured_sizes, graph_size
 
     assert captured_sizes(512)[:6] == (1, 2, 4, 8, 16, 24) and captured_sizes(512)[-2:] == (496, 512)
     assert [graph_size(n, 512) for n in (3, 9, 248, 249, 257, 600)] == [4, 16, 248, 256, 272, 600]
@@ -95,7 +97,7 @@ def test_the_busiest_ranks_experts_match_a_simulated_routing() -> None:
     expected maximum, checked against routing drawn at random (and exact where it is plain)."""
     import numpy as np
 
-    from harness.sim.perfmodel import slowest_rank_experts
+    from harness.devices.roofline import slowest_rank_experts
 
     assert slowest_rank_experts(8, 1, 0.25) == pytest.approx(2.0)  # one rank: every touched expert
     assert slowest_rank_experts(8, 2, 1.0) == pytest.approx(4.0)  # all touched: a rank's whole share
@@ -108,8 +110,8 @@ def test_the_busiest_ranks_experts_match_a_simulated_routing() -> None:
 
 
 def test_expert_parallelism_costs_a_small_batch_its_imbalance_and_leaves_dense_models_alone() -> None:
+    from harness.devices.step import StepLoad
     from harness.sim.build import perf_model
-    from harness.sim.perfmodel import StepLoad
 
     def step_ms(model: str, ep: bool, batch: int) -> float:
         cfg = SimulatorConfig.model_validate({"accelerator": "h100-sxm", "model": model, "tp": 4,

@@ -8,10 +8,10 @@ from typing import cast
 
 import pytest
 
-from harness.config.presets import ACCELERATORS, MODELS
 from harness.config.scenario import Hardware, parse_hardware
+from harness.devices.catalogue import build_model, catalogue
+from harness.devices.roofline import RooflineModel
 from harness.sim.engine import Engine, EngineConfig, SimRequest
-from harness.sim.perfmodel import RooflineModel, build_model
 from harness.stats.schema import PhaseStats
 from harness.stats.server import Row
 from harness.stats.stress import estimate, from_simulator, unestimated
@@ -67,7 +67,7 @@ def test_a_prefill_step_is_compute_bound_and_a_decode_step_memory_bound(preset: 
 
 
 def test_tensor_parallel_peaks_are_the_ranks_together_and_an_asic_has_none() -> None:
-    tp2 = RooflineModel(ACCELERATORS["h100-sxm"], MODELS["llama-3.1-70b"], tp=2)  # type: ignore[arg-type]
+    tp2 = RooflineModel(catalogue().devices["h100-sxm"], catalogue().models["llama-3.1-70b"], tp=2)  # type: ignore[arg-type]
     assert tp2.peaks == (2 * 3.35e12, 2 * 989e12)
     fp8 = build_model("h100-sxm", "llama-3.1-8b", "fp8")
     assert fp8.peaks == (3.35e12, 1979e12)
@@ -116,10 +116,11 @@ def test_an_estimate_for_a_declared_accelerator_by_hand() -> None:
     # Not scraped: Little's law from the client's records (5 req/s × 2 s in flight = 10).
     assert "10.0 requests running (Little's law)" in estimate(Hardware(accelerator="h100-sxm"), "llama-3.1-8b",
                                                               stats, None).basis  # type: ignore[union-attr]
-    # Two H100s in fp8: twice the peaks, half the weight bytes, fp8's FLOP/s.
+    # Two H100s in fp8: twice the peaks, half the weight bytes but the LM head's (bf16 in every checkpoint).
     fp8 = estimate(Hardware(accelerator="h100-sxm", tp=2, dtype="fp8"), "llama-3.1-8b", stats, 16.0)
+    head = 128256 * 4096 * 2
     assert fp8 is not None and fp8.mbu == pytest.approx(
-        (WEIGHT_BYTES / 2 + KV_PER_TOKEN * 16 * 1100) / (0.010 * 2 * 3.35e12), rel=1e-9)
+        ((WEIGHT_BYTES - head) / 2 + head + KV_PER_TOKEN * 16 * 1100) / (0.010 * 2 * 3.35e12), rel=1e-9)
     # A custom model spec stands in for a preset; a model that is neither gives no estimate.
     custom = {"layers": 32, "hidden": 4096, "q_heads": 32, "kv_heads": 8, "head_dim": 128, "params_b": 8.03,
               "vocab": 128256}

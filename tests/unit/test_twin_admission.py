@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.config.fitted import FittedAccelerator
-from harness.config.presets import load_presets
 from harness.config.scenario import Scenario, parse_scenario
+from harness.devices.catalogue import load_presets
+from harness.devices.fitted import FittedAccelerator
 from harness.stats.thresholds import observed
 from harness.tools.predict import predict, predict_runs
 from harness.tools.twin import Fit

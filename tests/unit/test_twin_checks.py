@@ -7,7 +7,7 @@ import re
 
 import numpy as np
 
-from harness.config.fitted import FittedAccelerator
+from harness.devices.fitted import FittedAccelerator
 from harness.tools.twin_checks import confirmed, decode_findings, prompt_findings, prompt_ratio
 
 ISSUE_44 = [15.5, 34.6, 58.3, 73.0, 74.9, 116.0]  # the fit on Poisson 0.2 and 0.5 req/s that missed by +134%

@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.config.fitted import FittedAccelerator
-from harness.config.presets import ACCELERATORS, load_presets
+from harness.devices.catalogue import catalogue, load_presets
+from harness.devices.fitted import FittedAccelerator, FittedModel
+from harness.devices.step import StepLoad
 from harness.errors import PresetError
 from harness.records import RequestRecord
-from harness.sim.perfmodel import FittedModel, StepLoad
 from harness.tools.twin_curve import fit_curve
 from harness.tools.twin_samples import Streams, server_batches
 
@@ -109,14 +109,10 @@ def test_a_preset_names_a_decode_table_that_is_not_one(tmp_path: Path) -> None:
     # An ASIC's decode_ms stays one number (its own field of the same name).
     (tmp_path / "asic.yaml").write_text("accelerators:\n  a: {kind: asic, decode_ms: 0.3, decode_ms_per_b_params: "
                                         "0.03, growth_per_seq: 0.001, prefill_tokens_per_s_8b: 40000, memory_gb: 44}\n")
-    try:
-        load_presets(path)
-        assert ACCELERATORS["t"].decode_ms == [24, 31.5]  # type: ignore[union-attr]
-        load_presets(tmp_path / "asic.yaml")
-        assert ACCELERATORS["a"].decode_ms == 0.3  # type: ignore[union-attr]
-    finally:
-        ACCELERATORS.pop("t", None)
-        ACCELERATORS.pop("a", None)
+    load_presets(path)
+    assert catalogue().devices["t"].decode_ms == [24, 31.5]  # type: ignore[attr-defined]
+    load_presets(tmp_path / "asic.yaml")
+    assert catalogue().devices["a"].decode_ms == 0.3  # type: ignore[attr-defined]
 
 
 def test_the_table_departs_from_a_line_only_where_the_engine_does() -> None:

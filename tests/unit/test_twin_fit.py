@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.config.fitted import FittedAccelerator
-from harness.config.presets import ACCELERATORS
 from harness.config.scenario import parse_scenario
+from harness.devices.catalogue import catalogue, use
+from harness.devices.fitted import FittedAccelerator
 from harness.records import RequestRecord
 from harness.stats.server import Row
 from harness.tools.predict import predict
@@ -73,15 +73,12 @@ def test_a_fitted_request_time_delays_every_first_token_by_itself_in_virtual_tim
              "per_context_ktoken_ms": 0.0, "kv_tokens": 100_000}
     latency = {}
     for request_ms in (0.0, 7.0):
-        ACCELERATORS["twin-test"] = FittedAccelerator("twin-test", **steps, request_ms=request_ms)
-        try:
-            scenario = parse_scenario({
-                "name": "spaced", "workload": {"prompt_tokens": 200, "output_tokens": 8},
-                "simulator": {"accelerator": "twin-test", "noise_sigma": 0},
-                "phases": [{"name": "p", "load": {"type": "constant", "rate": 2, "requests": 6}}]}, "test")
-            latency[request_ms] = predict(scenario).to_json()["phases"][0]["latency_ms"]
-        finally:
-            del ACCELERATORS["twin-test"]
+        use(catalogue().with_devices(FittedAccelerator("twin-test", **steps, request_ms=request_ms)))
+        scenario = parse_scenario({
+            "name": "spaced", "workload": {"prompt_tokens": 200, "output_tokens": 8},
+            "simulator": {"accelerator": "twin-test", "noise_sigma": 0},
+            "phases": [{"name": "p", "load": {"type": "constant", "rate": 2, "requests": 6}}]}, "test")
+        latency[request_ms] = predict(scenario).to_json()["phases"][0]["latency_ms"]
     for stat in ("p50", "max"):
         assert latency[7.0]["ttft"][stat] - latency[0.0]["ttft"][stat] == pytest.approx(7.0, abs=1e-6)
     assert latency[7.0]["itl"]["p50"] == pytest.approx(latency[0.0]["itl"]["p50"], abs=1e-9)

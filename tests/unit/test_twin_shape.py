@@ -7,11 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.config.fitted import FittedAccelerator
-from harness.config.presets import ACCELERATORS, batch_defaults
+from harness.devices.catalogue import catalogue, use
+from harness.devices.fitted import FittedAccelerator, FittedModel
 from harness.records import RequestRecord
 from harness.sim.engine import Engine, EngineConfig, SimRequest
-from harness.sim.perfmodel import FittedModel
 from harness.sim.virtual import run_virtual
 from harness.tools.twin import fit_steps
 from harness.tools.twin_samples import lone_prompts, step_samples
@@ -71,13 +70,10 @@ def test_requests_beyond_the_slots_wait_for_one() -> None:
 
 
 def test_a_fitted_preset_carries_its_slots_and_batch_into_the_engine() -> None:
-    ACCELERATORS["shape-twin-8"] = FittedAccelerator("shape-twin-8", 10.0, 0.0, 10.0, 2.0, 0.0, 1_000_000, slots=8,
-                                                     batch_tokens=2048, first_token_step=1)
-    try:
-        assert batch_defaults("shape-twin-8") == (8, 2048)
-        assert batch_defaults("h100-sxm") == (1024, 8192)  # vLLM's own, unchanged
-    finally:
-        del ACCELERATORS["shape-twin-8"]
+    use(catalogue().with_devices(FittedAccelerator("shape-twin-8", 10.0, 0.0, 10.0, 2.0, 0.0, 1_000_000, slots=8,
+                                                   batch_tokens=2048, first_token_step=1)))
+    assert catalogue().devices["shape-twin-8"].batch_defaults() == (8, 2048)
+    assert catalogue().devices["h100-sxm"].batch_defaults() == (1024, 8192)  # vLLM's own, unchanged
 
 
 def _records(first_token_delay: bool) -> list[RequestRecord]:

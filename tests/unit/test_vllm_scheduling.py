@@ -5,14 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.config.presets import ACCELERATORS, MODELS
+from harness.devices.catalogue import catalogue
+from harness.devices.roofline import RooflineModel
 from harness.sim.engine import Engine, EngineConfig, SimRequest
 from harness.sim.kvcache import BlockPool, BlockTable, block_hashes
-from harness.sim.perfmodel import RooflineModel
 from harness.sim.virtual import run_virtual
 from harness.tokens import make_text
 
-PERF = RooflineModel(ACCELERATORS["h100-sxm"], MODELS["llama-3.1-8b"])  # type: ignore[arg-type]
+PERF = RooflineModel(catalogue().devices["h100-sxm"], catalogue().models["llama-3.1-8b"])  # type: ignore[arg-type]
 
 
 def engine(**kw: int | float | bool | str) -> Engine:

@@ -34,8 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.client.backend import Endpoint
-from harness.config.presets import loaded_files
 from harness.config.scenario import Scenario
+from harness.devices.catalogue import catalogue
 from harness.errors import UsageError
 from harness.run.distributed.workers import (
     LINE_LIMIT,
@@ -290,7 +290,7 @@ async def start_ray_workers(scenario: Scenario, endpoint: Endpoint, work: Path, 
     # Every actor on this host: the lines stay on loopback; otherwise on the address Ray knows this node by.
     here = all(host == socket.gethostname() for host, _, _ in placed)
     await board.open("127.0.0.1" if here else ray.util.get_node_ip_address())
-    presets = [path.read_text(encoding="utf-8") for path in loaded_files()]
+    presets = [path.read_text(encoding="utf-8") for path in catalogue().files_here()]
     text, start_at = worker_scenario(scenario).to_yaml(), common_start(n)  # every actor is up: start together
     started = [_get(actor.start.remote(text, worker_args(endpoint, Shard(i, n), start_at), key_env(endpoint),
                                        presets, board.driver(i))) for i, actor in enumerate(actors)]

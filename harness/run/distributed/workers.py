@@ -25,8 +25,8 @@ from typing import Protocol
 
 from harness.client.backend import Endpoint
 from harness.clock import MonotonicClock
-from harness.config.presets import loaded_files
 from harness.config.scenario import Scenario
+from harness.devices.catalogue import catalogue
 from harness.errors import EXIT_HANGUP, EXIT_NOTHING_OK, EXIT_REGRESSION, EXIT_STOPPED
 from harness.records import RecordWriter, RequestRecord
 from harness.run.display import Display
@@ -174,7 +174,7 @@ async def start_workers(scenario: Scenario, endpoint: Endpoint, work: Path, n: i
             proc = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "harness", "run", str(scenario_file),
                 *worker_args(endpoint, Shard(i, n), start_at), "--reports-dir", str(work / str(i)),
-                *(arg for path in loaded_files() for arg in ("--presets", str(path))),
+                *(arg for path in catalogue().files_here() for arg in ("--presets", str(path))),
                 env={**os.environ, **key_env(endpoint)}, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
                 stderr=log, preexec_fn=child_setup(core), limit=LINE_LIMIT)
         workers.append(LocalWorker(i, work / str(i), proc))

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 from pydantic import Field, ValidationError
 
 from harness.config.base import first_error
-from harness.config.presets import load_beside
 from harness.errors import ScenarioError
 
 if TYPE_CHECKING:
@@ -91,7 +90,6 @@ class Summary(Section):
 def read_summary(path: Path) -> Summary:
     """A saved summary.json as types, or a one-line error naming the file: unreadable, not JSON, another
     schema version, or fields this version does not know."""
-    load_beside(path)  # the presets its run used: its header names their accelerators and models
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:

@@ -10,7 +10,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from harness.config.fitted_step import PromptPrice
+from harness.devices.fitted_step import PromptPrice, table_ms
+from harness.devices.models import ModelSpec
+from harness.devices.step import FULL, Budget, PerformanceModel, Serving, StepCost, StepLoad
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +44,7 @@ class FittedAccelerator:
     # the two rules differ by a step's time in every TTFT. None: the simulator's own setting.
     async_scheduling: bool | None = None
     prompt_step_ms: float = 0.0  # a step that processes prompt tokens costs this much more (its own setup)
-    # Decode tables only (config/fitted_step.py): a prompt beside decoding streams costs this fraction more for each
+    # Decode tables only (devices/fitted_step.py): a prompt beside decoding streams costs this fraction more for each
     # (llama-server on a CPU: 2.2 s per 1k alone, ~3.5 beside six streams), this more for each other prompt in the
     # step, and this much per (1,000 tokens)² of attention within prompts (Σ q·(p + q/2) over their chunks)
     prompt_beside: float = 0.0
@@ -78,3 +80,69 @@ class FittedAccelerator:
         the measured steps to decide whether a table is needed)."""
         return (self.step_ms + self.per_seq_ms * seqs + self.per_context_ktoken_ms * context_tokens / 1e3
                 + math.hypot(self.weights_ms, self.per_ktoken_ms * seqs / 1e3))
+
+    # What every device answers (devices/device.py)
+    unit = "endpoint"
+    splits_heads = False
+    bf16_flops = None  # fitted to times, not to a device's limits
+
+    @property
+    def request_s(self) -> float:
+        return self.request_ms / 1e3
+
+    @property
+    def kv_limit(self) -> int:
+        return self.kv_tokens  # its endpoint started with no more context than this
+
+    @property
+    def twin(self) -> FittedAccelerator:
+        return self
+
+    def device_counts(self) -> tuple[int, ...]:
+        return (1, 2, 4, 8)
+
+    def batch_defaults(self) -> tuple[int, int]:
+        return self.slots or 1024, self.batch_tokens or 8192
+
+    def graph_largest(self, max_num_seqs: int) -> int:
+        return 0  # measured as it ran: no padding to model
+
+    def link_text(self, tp: int) -> str:
+        return "-"
+
+    def allreduce(self, tp: int) -> str:
+        return "-"
+
+    def law(self, model: ModelSpec, serving: Serving) -> PerformanceModel:
+        return FittedModel(self)  # its KV capacity measured, whatever the cache's type
+
+
+@dataclass(frozen=True, slots=True)
+class FittedModel:
+    """A step-time model fitted to a measured endpoint (`harness sim fit`): linear in what a step does."""
+
+    accelerator: FittedAccelerator
+    peaks = None  # fitted to times, not to a device's limits
+
+    def step_cost(self, load: StepLoad) -> StepCost:
+        return StepCost(self.step_seconds(load))
+
+    def step_seconds(self, load: StepLoad) -> float:
+        a = self.accelerator
+        if a.decode_ms:
+            prompts = load.tokens - load.decodes
+            # A first token held for this step leaves with the others' tokens at no cost of its own:
+            # llama-server alone sends it ~7 ms after its prompt's step, with others one step later.
+            prompt = (a.prompt_price.ms(prompts / 1e3, load.seqs - load.decodes, load.decodes,
+                                        load.prefill_attn / 1e6) if prompts > 0 else 0.0)
+            return (table_ms(a.decode_ms, a.per_seq_ms, load.decodes) + prompt
+                    + a.per_context_ktoken_ms * load.decode_context / 1e3) / 1e3
+        return (a.step_ms + a.per_seq_ms * load.seqs + a.per_context_ktoken_ms * load.decode_context / 1e3
+                + (a.prompt_step_ms if load.prefill_attn > 0 else 0.0)
+                + math.hypot(a.weights_ms, a.per_ktoken_ms * load.tokens / 1e3)) / 1e3
+
+    def kv_capacity_tokens(self, gpu_memory_utilization: float = 0.9, budget: Budget = FULL) -> int:
+        return self.accelerator.kv_tokens  # as measured, at the utilisation the endpoint ran with
+
+    def memory(self, gpu_memory_utilization: float = 0.9, budget: Budget = FULL) -> tuple[float, float]:
+        return 0.0, math.inf  # a measured endpoint: it started, its weights fitted
