@@ -12,6 +12,7 @@ from harness.cli.common import on_presets, presets_option, scenario_argument, sc
 from harness.cli.errors import guarded
 from harness.cli.grouped import examples
 from harness.config.scenario import SLO
+from harness.devices.formats import WEIGHTS
 from harness.report.matrix import matrix_html, render_matrix
 from harness.report.table import print_table
 from harness.tools.matrix import accelerator_matrix
@@ -48,6 +49,7 @@ _EXAMPLES1 = examples(
     'harness predict scenarios/quickstart.yaml',
     'harness predict scenarios/choose-accelerator.yaml --accelerators h100-sxm,h200 --price h100-sxm=2.5,h200=3.6 '
     '--capacity',
+    'harness predict scenarios/quickstart.yaml --accelerators h100-sxm,h100-sxm:fp8,h200:int4 --weights bf16',
 )
 
 
@@ -67,11 +69,16 @@ _EXAMPLES1 = examples(
                    "within the SLOs (harness search, in virtual time).")
 @click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path),
               help="With --accelerators: write the matrix and its bar charts as one HTML page.")
+@click.option("--weights", type=click.Choice(["auto", *WEIGHTS]), default=None,
+              help="The weights' number format (default: the scenario's simulator.weights; auto: the model's "
+                   "checkpoint's); with --accelerators, one column may name its own: h100-sxm:fp8,h100-sxm:int4.")
 @guarded
 def predict(scenario_path: Path | None, as_json: bool, accelerators: list[str] | None, prices: dict[str, float],
-            slo: SLO | None, capacity: bool, html_path: Path | None) -> None:
+            slo: SLO | None, capacity: bool, html_path: Path | None, weights: str | None) -> None:
     """Predict SCENARIO on its simulated accelerator in virtual time: no network, no waiting."""
     scenario = scenario_or_default(scenario_path)
+    if weights is not None:
+        scenario = scenario.changed(simulator=scenario.simulator.changed(weights=weights))
     if accelerators is None:
         scenario = on_presets(scenario, lambda line: click.echo(line, err=True))
         if prices or slo or capacity or html_path:

@@ -57,10 +57,11 @@ MODELS = (
     ModelSpec("deepseek-v3", 61, 7168, 128, 128, 128, 671.0, 129280, active_params_b=37.0, experts=256, top_k=8,
               intermediate=2048, max_model_len=163840, weights="fp8", kv_latent=576, latent_rank=512, qk_rope=64),
     # gpt-oss: experts in MXFP4 (attention, router, embedding and head bf16, as shipped), 64 query heads of 64
-    # over 8 kv heads; every other layer attends a 128-token window, modelled here as full attention (its KV at
-    # long context overstated up to 2×).
-    ModelSpec("gpt-oss-20b", 24, 2880, 64, 8, 64, 20.9, 201088, active_params_b=3.6, experts=32, top_k=4,
-              intermediate=2880, weights="fp4", quantised="experts"),
-    ModelSpec("gpt-oss-120b", 36, 2880, 64, 8, 64, 116.8, 201088, active_params_b=5.1, experts=128, top_k=4,
-              intermediate=2880, weights="fp4", quantised="experts"),
+    # over 8 kv heads; every other layer attends a 128-token window (its KV a window's a request, left out of the
+    # per-token KV and reads). OpenAI's model card counts 20.91B / 116.83B in all and 3.61B / 5.13B
+    # active without the embedding table (0.58B); here active includes it, as for every other model.
+    ModelSpec("gpt-oss-20b", 24, 2880, 64, 8, 64, 20.91, 201088, active_params_b=3.61 + 0.58, experts=32, top_k=4,
+              intermediate=2880, weights="fp4", quantised="experts", sliding_layers=12),
+    ModelSpec("gpt-oss-120b", 36, 2880, 64, 8, 64, 116.83, 201088, active_params_b=5.13 + 0.58, experts=128,
+              top_k=4, intermediate=2880, weights="fp4", quantised="experts", sliding_layers=18),
 )

@@ -8,7 +8,9 @@ load winning.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -84,11 +86,23 @@ def _joined(known: Mapping[str, T], new: Mapping[str, T], path: Path) -> Mapping
 BUILTIN = Catalogue(MappingProxyType({d.name: d for d in builtin.DEVICES}),
                     MappingProxyType({m.name: m for m in builtin.MODELS}))
 _in_use = [BUILTIN]
+_scoped: ContextVar[Catalogue | None] = ContextVar("catalogue", default=None)
 
 
 def catalogue() -> Catalogue:
-    """The catalogue this process uses."""
-    return _in_use[-1]
+    """The catalogue in scope (`within`), else the one this process uses."""
+    return _scoped.get() or _in_use[-1]
+
+
+@contextmanager
+def within(scoped: Catalogue) -> Iterator[Catalogue]:
+    """`scoped` as the catalogue for the code inside, the process's left as it is (a run's summary read with the
+    presets it was made with)."""
+    token = _scoped.set(scoped)
+    try:
+        yield scoped
+    finally:
+        _scoped.reset(token)
 
 
 def use(chosen: Catalogue) -> Catalogue:

@@ -35,6 +35,14 @@ class ModelSpec:
     kv_latent: int = 0
     latent_rank: int = 0
     qk_rope: int = 0
+    # Layers that attend only a sliding window of the last tokens (gpt-oss: every other, 128 tokens): their KV is
+    # a window's a request whatever its length, left out of the per-token KV and its reads (vLLM's hybrid cache).
+    sliding_layers: int = 0
+
+    @property
+    def full_layers(self) -> int:
+        """Layers whose KV grows with the context."""
+        return self.layers - self.sliding_layers
 
     @property
     def mlp_width(self) -> int:
@@ -95,8 +103,8 @@ class ModelSpec:
 
     def kv_bytes_per_token(self, dtype_bytes: float) -> float:
         if self.kv_latent:
-            return self.layers * self.kv_latent * dtype_bytes
-        return 2 * self.layers * self.kv_heads * self.head_dim * dtype_bytes
+            return self.full_layers * self.kv_latent * dtype_bytes
+        return 2 * self.full_layers * self.kv_heads * self.head_dim * dtype_bytes
 
     def kv_split(self, tp: int) -> int:
         """Over how many of `tp` ranks a token's KV cache is divided: a kv head each at most (vLLM replicates
@@ -112,4 +120,4 @@ class ModelSpec:
             prefill = 2 * self.q_heads * (2 * self.head_dim + self.qk_rope)
         else:
             decode = prefill = 4 * self.q_heads * self.head_dim
-        return self.layers * (decode * decode_context + prefill * prefill_attn)
+        return self.full_layers * (decode * decode_context + prefill * prefill_attn)

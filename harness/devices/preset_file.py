@@ -86,7 +86,7 @@ def _text_problem(name: str, value: object) -> str | None:
 # Fields that may be zero (no growth, no time outside the steps); every other number must be above it.
 _MAY_BE_ZERO = {"growth_per_seq", "request_ms", "per_seq_ms", "per_context_ktoken_ms", "weights_ms", "step_ms",
                 "per_ktoken_ms", "first_token_step", "prompt_step_ms", "prompt_beside",
-                "prompt_together", "prompt_attn_ms", "kv_latent", "latent_rank", "qk_rope"}
+                "prompt_together", "prompt_attn_ms", "kv_latent", "latent_rank", "qk_rope", "sliding_layers"}
 _ABSURD = 1e15  # past any device or model: a typo, or a unit mistaken
 _SPANS = {"fitted_rps": "requests/s", "fitted_batch": "sequences", "fitted_prompt_tokens": "prompt tokens"}
 

@@ -144,7 +144,7 @@ class RooflineModel:
         where the device has them, else dequantised to bf16 inside the matmul."""
         fmt, a = self.format, self.accelerator
         native = a.peak(fmt.cores)
-        return (native, fmt.compute) if native else (a.tflops * 1e12, min(fmt.compute, DEQUANTISED))
+        return (native, fmt.compute) if native else (a.tflops * 1e12, DEQUANTISED)
 
     @property
     def kv_bytes_per_token(self) -> float:
@@ -195,7 +195,8 @@ class RooflineModel:
         device = t_lin + max(t_kv, t_att) + t_comm + p.t0_s
         host = p.t_host_s + p.t_seq_s * load.seqs + p.t_rank_s * math.log2(tp)
         seconds = max(device, host) if self.async_scheduling else device + host
-        return StepCost(seconds, weight_bytes + kv_read, lin_flops + att_flops, t_mem + t_kv >= t_flops + t_att)
+        return StepCost(seconds, weight_bytes + kv_read, lin_flops + att_flops, t_mem + t_kv >= t_flops + t_att,
+                        t_mem + t_kv, t_flops + t_att, t_comm)
 
     def _rank_expert_bytes(self, expert_bytes: float, tokens: int) -> float:
         """The expert weights the slowest rank reads: a tp-th of every touched expert, or with expert parallelism

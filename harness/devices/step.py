@@ -35,6 +35,11 @@ class StepCost:
     hbm_bytes: float = 0.0
     flops: float = 0.0
     memory_bound: bool | None = None  # None: no roofline to say
+    # The roofline's parts of the step: reading weights and KV, the matmuls' and attention's arithmetic, the
+    # tensor-parallel all-reduces (which of them binds a device, beside its KV capacity)
+    memory_s: float = 0.0
+    compute_s: float = 0.0
+    link_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

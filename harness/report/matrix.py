@@ -86,7 +86,8 @@ def sentences(result: Matrix) -> list[str]:
         if choice.get("unpriced"):
             after += f" (unpriced, so not ranked by cost: {', '.join(choice.get('unpriced', []))})"
         stress = "" if row["memory_bound_share"] is None else (
-            f" Its steps there are {row['memory_bound_share']:.0%} memory-bound (MBU {_num(row['mbu'], '.0%')}).")
+            f" Its steps there are {row['memory_bound_share']:.0%} memory-bound (MBU {_num(row['mbu'], '.0%')})"
+            + (f"; {row['binding']} binds it." if row.get("binding") else "."))
         lines.append(f"For {phase} ({result['phase_kinds'][phase]}), choose {choice['accelerator']} "
                      f"({_devices(column)}): {_BY[choice['by'] or 'TTFT p99']}, {figure}{after}.{stress}")
     unfit = [c["accelerator"] for c in result["columns"] if not c["fits"]]

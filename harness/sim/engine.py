@@ -100,6 +100,10 @@ class StepAccount:
     flops: float = 0.0
     last_mbu: float = 0.0
     last_mfu: float = 0.0
+    # the roofline's parts summed (StepCost): which binds, beside the KV capacity (preemptions)
+    memory_s: float = 0.0
+    compute_s: float = 0.0
+    link_s: float = 0.0
 
     def add(self, cost: StepCost, seconds: float, peaks: tuple[float, float] | None) -> None:
         if cost.memory_bound is None:
@@ -110,6 +114,9 @@ class StepAccount:
             self.compute_bound_s += seconds
         self.hbm_bytes += cost.hbm_bytes
         self.flops += cost.flops
+        self.memory_s += cost.memory_s
+        self.compute_s += cost.compute_s
+        self.link_s += cost.link_s
         if peaks is not None:
             self.last_mbu = cost.hbm_bytes / (seconds * peaks[0])
             self.last_mfu = cost.flops / (seconds * peaks[1])

@@ -18,6 +18,7 @@ from harness.config.load import BatchLoad
 from harness.config.scenario import SLO, Scenario
 from harness.config.simulator import SimulatorConfig
 from harness.devices.catalogue import catalogue
+from harness.devices.formats import WEIGHTS
 from harness.errors import ScenarioError
 from harness.run.simulator import check_fits
 from harness.stats.schema import PhaseSummary
@@ -29,13 +30,23 @@ from harness.tools.search import search
 CAPACITY = {"goodput": 0.95, "low": 0.5, "high": 64.0, "duration_s": 20.0, "steps": 6, "repeats": 2}
 
 
+def split_column(name: str) -> tuple[str, str | None]:
+    """A column's device and weights' format: `h100-sxm:fp8` (None: the scenario's format)."""
+    device, _, weights = name.partition(":")
+    return device, weights or None
+
+
 def on_accelerator(scenario: Scenario, accelerator: str, slo: SLO) -> Scenario | None:
-    """The scenario on `accelerator`, or None when no tensor parallelism (number of devices) up to 8 holds its
-    model as vLLM would start it: its weights, and a KV cache that holds one request of its max_model_len."""
+    """The scenario on `accelerator` (`device` or `device:format`), or None when no tensor parallelism (number of
+    devices) up to 8 holds its model as vLLM would start it: its weights, and a KV cache that holds one request of
+    its max_model_len."""
     sim = scenario.simulator
     data = sim.model_dump(mode="json")
     if (sim.max_num_seqs, sim.max_num_batched_tokens) == catalogue().devices[sim.accelerator].batch_defaults():
         del data["max_num_seqs"], data["max_num_batched_tokens"]  # the device's defaults follow the device
+    accelerator, weights = split_column(accelerator)
+    if weights is not None:
+        data["weights"] = weights
     for tp in catalogue().devices[accelerator].device_counts():
         cfg = SimulatorConfig.model_validate({**data, "accelerator": accelerator, "tp": tp})
         try:
@@ -78,6 +89,7 @@ def _phase_row(phase: PhaseSummary, kind: str, price: float | None, tp: int) -> 
         else price * tp / 3600 / good_tokens_per_s * 1e6,
         "memory_bound_share": None if stress is None else stress.memory_bound_share,
         "mbu": None if stress is None else stress.mbu, "mfu": None if stress is None else stress.mfu,
+        "binding": None if stress is None else stress.binding,
     }
 
 
@@ -99,10 +111,14 @@ async def accelerator_matrix(scenario: Scenario, accelerators: Sequence[str], pr
                              said: Callable[[str], None] | None = None) -> Matrix:
     """Per accelerator: the TP it needs and each phase's figures; then the best choice per phase. `said` hears
     which accelerator is being predicted (a capacity search on each takes a while)."""
-    unknown = [a for a in [*accelerators, *prices] if a not in catalogue().devices]
+    unknown = [a for a in [*(split_column(c)[0] for c in accelerators), *prices] if a not in catalogue().devices]
     if unknown:
         raise ScenarioError(f"--accelerators: unknown accelerator {unknown[0]!r}; known: "
                             f"{', '.join(sorted(catalogue().devices))}")
+    formats = [(c, w) for c in accelerators if (w := split_column(c)[1]) is not None and w not in WEIGHTS]
+    if formats:
+        raise ScenarioError(f"--accelerators: {formats[0][0]!r}: unknown weight format {formats[0][1]!r}; known: "
+                            f"{', '.join(WEIGHTS)}")
     kinds: dict[str, Literal["batch", "interactive"]] = {
         p.name: "batch" if isinstance(p.load, BatchLoad) else "interactive" for p in scenario.phases}
     columns: list[MatrixColumn] = []
@@ -114,10 +130,11 @@ async def accelerator_matrix(scenario: Scenario, accelerators: Sequence[str], pr
             columns.append({"accelerator": name, "fits": False})
             continue
         summary = await predict_async(moved)
-        tp, price = moved.simulator.tp, prices.get(name)
+        tp, price = moved.simulator.tp, prices.get(split_column(name)[0])
         phases = {p.name: _phase_row(p, kinds[p.name], price, tp) for p in summary.phases}
         column: MatrixColumn = {"accelerator": name, "fits": True, "tp": tp, "price_per_hour": price,
-                                  "device": device_label(name), "needs": needs(moved.simulator), "phases": phases}
+                                "device": device_label(split_column(name)[0]), "needs": needs(moved.simulator),
+                                "phases": phases}
         if capacity:
             column["capacity"] = await _capacity(moved, slo)
         columns.append(column)

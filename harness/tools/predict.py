@@ -144,9 +144,10 @@ async def _phases(scenario: Scenario, clock: FakeClock) -> list[PhaseRun]:
     try:
         for i, phase in enumerate(scenario.phases):
             plan = plan_phase(scenario, i, "predict", text)
-            before, start_ns = replace(engine.stress), clock.now_ns()
+            before, start_ns, preempted = replace(engine.stress), clock.now_ns(), engine.num_preemptions
             records = await run_plan(dispatcher, plan, 0.0)
-            stress = _phase_stress(before, engine.stress, (clock.now_ns() - start_ns) / NS_PER_S, engine.peaks)
+            stress = _phase_stress(before, engine.stress, (clock.now_ns() - start_ns) / NS_PER_S, engine.peaks,
+                                   engine.num_preemptions > preempted)
             done.append(PhaseRun(phase, records, trace=plan_trace(plan), stress=stress))
     finally:
         await cancel_quietly(driving)
@@ -154,12 +155,16 @@ async def _phases(scenario: Scenario, clock: FakeClock) -> list[PhaseRun]:
 
 
 def _phase_stress(before: StepAccount, after: StepAccount, seconds: float,
-                  peaks: tuple[float, float] | None) -> Stress | None:
+                  peaks: tuple[float, float] | None, preempted: bool) -> Stress | None:
     if peaks is None:
         return None
-    return account(after.memory_bound_s - before.memory_bound_s, after.compute_bound_s - before.compute_bound_s,
-                   after.hbm_bytes - before.hbm_bytes, after.flops - before.flops, seconds, peaks,
-                   "the engine's roofline account of every step, in virtual time")
+    stress = account(after.memory_bound_s - before.memory_bound_s, after.compute_bound_s - before.compute_bound_s,
+                     after.hbm_bytes - before.hbm_bytes, after.flops - before.flops, seconds, peaks,
+                     "the engine's roofline account of every step, in virtual time")
+    parts = {"memory bandwidth": after.memory_s - before.memory_s, "compute": after.compute_s - before.compute_s,
+             "link": after.link_s - before.link_s}
+    binding = "KV capacity" if preempted else max(parts, key=lambda part: parts[part])
+    return None if stress is None else stress.changed(binding=binding)
 
 
 def _discard(_: RequestRecord) -> None:

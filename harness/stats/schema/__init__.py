@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 from pydantic import Field, ValidationError
 
 from harness.config.base import first_error
-from harness.errors import ScenarioError
+from harness.devices.catalogue import catalogue, within
+from harness.errors import PresetError, ScenarioError
 
 if TYPE_CHECKING:
     from harness.stats.sweeps import SweepResult
@@ -98,6 +99,9 @@ def read_summary(path: Path) -> Summary:
     if schema != SUMMARY_SCHEMA:
         raise ScenarioError(f"{path}: schema {schema!r}; this harness reads {SUMMARY_SCHEMA!r}")
     try:
-        return Summary.from_json(data)
+        with within(catalogue().beside(path)):  # the presets its run used name its devices; ours stay as they are
+            return Summary.from_json(data)
     except ValidationError as exc:
         raise ScenarioError(f"{path}: {first_error(exc)}") from None
+    except PresetError as exc:
+        raise ScenarioError(f"{path}: {exc}") from None

@@ -64,3 +64,6 @@ class Stress(Section):
     busy_share: float | None = Field(None, description="share of the phase's wall time the engine was stepping")
     mbu: float | None = Field(None, description="bytes read from device memory / (step time × peak bandwidth)")
     mfu: float | None = Field(None, description="FLOPs done / (step time × peak FLOP/s of the weight type)")
+    binding: Literal["memory bandwidth", "compute", "link", "KV capacity"] | None = Field(
+        None, description="what bound the device (predictions): KV capacity when the engine had to preempt, else "
+                          "the largest of its steps' memory, arithmetic and all-reduce time")

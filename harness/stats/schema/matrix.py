@@ -21,6 +21,7 @@ class MatrixRow(TypedDict):
     memory_bound_share: float | None
     mbu: float | None
     mfu: float | None
+    binding: str | None  # memory bandwidth, compute, link or KV capacity (Stress.binding)
 
 
 class FoundCapacity(TypedDict):
