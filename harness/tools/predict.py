@@ -161,10 +161,16 @@ def _phase_stress(before: StepAccount, after: StepAccount, seconds: float,
     stress = account(after.memory_bound_s - before.memory_bound_s, after.compute_bound_s - before.compute_bound_s,
                      after.hbm_bytes - before.hbm_bytes, after.flops - before.flops, seconds, peaks,
                      "the engine's roofline account of every step, in virtual time")
-    parts = {"memory bandwidth": after.memory_s - before.memory_s, "compute": after.compute_s - before.compute_s,
-             "link": after.link_s - before.link_s}
-    binding = "KV capacity" if preempted else max(parts, key=lambda part: parts[part])
-    return None if stress is None else stress.changed(binding=binding)
+    if stress is None:
+        return None
+    # KV capacity when the engine had to preempt; the all-reduces when they took longer than the reads and the
+    # arithmetic; else whichever bound most of the step time
+    link = after.link_s - before.link_s
+    bigger = max(after.memory_s - before.memory_s, after.compute_s - before.compute_s)
+    shared = stress.memory_bound_share or 0.0
+    binding = ("KV capacity" if preempted else "link" if link > bigger
+               else "memory bandwidth" if shared >= 0.5 else "compute")
+    return stress.changed(binding=binding)
 
 
 def _discard(_: RequestRecord) -> None:

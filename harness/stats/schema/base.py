@@ -65,5 +65,6 @@ class Stress(Section):
     mbu: float | None = Field(None, description="bytes read from device memory / (step time × peak bandwidth)")
     mfu: float | None = Field(None, description="FLOPs done / (step time × peak FLOP/s of the weight type)")
     binding: Literal["memory bandwidth", "compute", "link", "KV capacity"] | None = Field(
-        None, description="what bound the device (predictions): KV capacity when the engine had to preempt, else "
-                          "the largest of its steps' memory, arithmetic and all-reduce time")
+        None, description="what bound the device (predictions): KV capacity when the engine had to preempt, the "
+                          "link when its all-reduces took longer than its reads and arithmetic, else memory "
+                          "bandwidth or compute, whichever bound most of the step time")
