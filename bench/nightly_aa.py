@@ -29,6 +29,8 @@ from pathlib import Path
 
 import yaml
 
+DEFAULT = "h100-sxm"  # the bundled simulator's own accelerator: served without presets
+
 ROOT = Path(__file__).resolve().parents[1]
 H100 = {"tflops": 989.0, "hbm_tbps": 3.35, "memory_gb": 80.0}
 # Roofline terms slower by k: a decode step at this load (t_m ≈ 6.0 ms of 8.35) then takes ~10% / ~20% longer.
@@ -46,7 +48,7 @@ def _presets(folder: Path) -> Path:
 def _serve(accelerator: str, presets: Path, seed: int) -> tuple[subprocess.Popen[str], str]:
     last = str(sorted(os.sched_getaffinity(0))[-1])
     args = [sys.executable, "-m", "harness", "sim", "serve", "--port", "0", "--seed", str(seed)]
-    if accelerator != "h100-sxm":
+    if accelerator != DEFAULT:
         args += ["--presets", str(presets), "--accelerator", accelerator]
     proc = subprocess.Popen(["taskset", "-c", last, *args], stdout=subprocess.PIPE, stdin=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, text=True)
@@ -96,7 +98,7 @@ def main() -> None:
         work = Path(tmp)
         presets, db = _presets(work), work / "history.sqlite"
         for k in range(args.aa):
-            results["aa"].append(night(work, db, "h100-sxm", presets, args.repeat, 100 + k))
+            results["aa"].append(night(work, db, DEFAULT, presets, args.repeat, 100 + k))
             print(f"A/A night {k + 1}: {results['aa'][-1]}", flush=True)
         for name, count in (("slower10", args.slow), ("slower20", args.slower)):
             for k in range(count):

@@ -80,20 +80,16 @@ _BUILDS = {"h200": "#9515", "a100-80g": "#9523", "h100-sxm": "(H100 page)"}
 _TODAY = ((BUILTIN.models["llama-3.1-8b"], 1), (LLAMA_3_70B, 4), (MIXTRAL_8X7B, 2))
 
 
-def _held(acc: str, model: ModelSpec, tp: int) -> bool:
-    """Never fitted: every Mixtral row, and H100's multi-GPU rows (its eta_mem comes from its 8B row alone, as a
-    new device's would)."""
-    return model.experts > 1 or (acc == "h100-sxm" and tp > 1)
-
-
-def _today(acc: str, ms: tuple[float, float, float]) -> list[Point]:
+def _today(acc: str, ms: tuple[float, float, float], held_device: bool = False) -> list[Point]:
+    """A device's three rows. Never fitted: every Mixtral row (the held-out model), and a held-out device's
+    multi-GPU rows (its eta_mem comes from its 8B row alone, as a new device's would)."""
     return [Point(f"{_PERF} {_BUILDS[acc]}", "0.6", acc, model, tp, 8, 32, 128, s / 1e3, 0.06,
-                  async_scheduling=True, held_out=_held(acc, model, tp))
+                  async_scheduling=True, held_out=model.experts > 1 or (held_device and tp > 1))
             for (model, tp), s in zip(_TODAY, ms, strict=True)]
 
 
 TODAY: tuple[Point, ...] = (*_today("h200", (833.421, 2077.53, 1917.44)),
-                            *_today("h100-sxm", (997.542, 2444.47, 2326.97)),
+                            *_today("h100-sxm", (997.542, 2444.47, 2326.97), held_device=True),
                             *_today("a100-80g", (1579.27, 3990.59, 3643.84)))
 
 
@@ -124,6 +120,29 @@ EARLY: tuple[Point, ...] = (
 
 
 POINTS: tuple[Point, ...] = TODAY + EARLY
+
+
+@dataclass(frozen=True, slots=True)
+class ServingPoint:
+    """A serving test at a low rate (ShareGPT prompts, Poisson 1 request/s): one request or two running at a time,
+    so its median ITL is a decode step of one sequence. Never fitted on: a check of today's terms."""
+
+    source: str
+    accelerator: str
+    model: ModelSpec
+    tp: int
+    itl_median_ms: float
+    context: int = 400  # a ShareGPT conversation's prompt and half its answer, roughly
+
+    def model_ms(self) -> float:
+        law = RooflineModel(gpu(self.accelerator, BUILTIN), self.model, tp=self.tp)
+        return law.step_seconds(StepLoad(tokens=1, seqs=1, decodes=1, decode_context=self.context)) * 1e3
+
+
+# The same pipeline's serving tests, where the page's excerpt gives them: serving_llama70B_tp4_sharegpt_qps_1.
+SERVING: tuple[ServingPoint, ...] = (
+    ServingPoint(f"{_PERF} #9513", "h200", LLAMA_3_70B, 4, 15.9126),
+)
 
 
 def fit_eta_mem(accelerator: str, points: tuple[Point, ...] = TODAY) -> float:
@@ -169,6 +188,16 @@ def table(points: tuple[Point, ...] = POINTS) -> str:
     return "\n".join(lines)
 
 
+def serving_table() -> str:
+    lines = ["| source | device | model | tp | published ITL p50 ms | model ms (one sequence) | error |",
+             "|---|---|---|---|---|---|---|"]
+    for p in SERVING:
+        got = p.model_ms()
+        lines.append(f"| {p.source} | {p.accelerator} | {p.model.name} | {p.tp} | {p.itl_median_ms:.2f} | {got:.2f} "
+                     f"| {100 * (got / p.itl_median_ms - 1):+.1f}% |")
+    return "\n".join(lines)
+
+
 def ratio_table() -> str:
     lines = ["| model | slower / faster | published | model | error |", "|---|---|---|---|---|"]
     for name, slow, fast, pub, got in ratios():
@@ -181,4 +210,5 @@ if __name__ == "__main__":
         for name in ("a100-80g", "h100-sxm", "h200"):
             print(f"{name}: eta_mem {fit_eta_mem(name):.3f}")
     else:
-        print("Today's vLLM:\n\n" + table(TODAY) + "\n\n" + ratio_table() + "\n\nvLLM 0.2–0.4:\n\n" + table(EARLY))
+        print("Today's vLLM:\n\n" + table(TODAY) + "\n\n" + ratio_table() + "\n\nServing at 1 request/s (held out):\n\n"
+              + serving_table() + "\n\nvLLM 0.2–0.4:\n\n" + table(EARLY))

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 
 from harness.config.scenario import Scenario
 from harness.devices.catalogue import catalogue
-from harness.devices.fitted import FittedAccelerator
 from harness.stats.capacity import Capacity
 from harness.tools.predict import predict_async
 from harness.tools.search import Trial
@@ -40,7 +39,8 @@ def simulated(scenario: Scenario, bundled: bool) -> str | None:
     simulator, or a twin fitted to the endpoint (the scenario's simulator is a fitted device); else None."""
     if bundled:
         return "the bundled simulator"
-    if isinstance(catalogue().devices.get(scenario.simulator.accelerator), FittedAccelerator):
+    device = catalogue().devices.get(scenario.simulator.accelerator)
+    if device is not None and device.twin is not None:
         return f"the twin {scenario.simulator.accelerator}"
     return None
 

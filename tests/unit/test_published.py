@@ -10,7 +10,7 @@ from harness.devices.catalogue import catalogue
 from harness.devices.gpu import Accelerator
 from harness.devices.roofline import VLLM_0_4, RooflineModel, RooflineParams
 from harness.devices.step import StepLoad
-from harness.sim.published import EARLY, POINTS, TODAY, fit_eta_mem, ratio_table, ratios, table
+from harness.sim.published import EARLY, POINTS, SERVING, TODAY, fit_eta_mem, ratio_table, ratios, serving_table, table
 
 DOC = Path(__file__).parents[2] / "docs" / "simulator.md"
 
@@ -55,6 +55,10 @@ def test_the_one_compromise_both_eras_paid_drifts_on_today_s_vllm_as_issue_63_me
         assert 1.17 <= published <= 1.22 and 1.22 <= ratio <= 1.34, name
     # Today's terms: every point within ±6%, held out or not.
     assert _worst(None, lambda p: not p.early) <= 0.06
+
+
+def test_a_low_rate_serving_test_s_itl_is_one_sequence_s_decode_step_within_6_percent() -> None:
+    assert SERVING and all(abs(p.model_ms() / p.itl_median_ms - 1) <= 0.06 for p in SERVING)
 
 
 def test_the_device_ratios_hold_within_4_percent() -> None:
@@ -102,5 +106,5 @@ def test_async_scheduling_hides_a_per_step_hand_over_to_the_ranks() -> None:
 
 def test_the_docs_show_the_tables_the_code_gives() -> None:
     doc = DOC.read_text()
-    for shown in (table(TODAY), ratio_table(), table(EARLY)):
+    for shown in (table(TODAY), ratio_table(), serving_table(), table(EARLY)):
         assert shown in doc, "regenerate with: python -m harness.sim.published"
