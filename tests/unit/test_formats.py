@@ -74,3 +74,20 @@ def test_auto_is_the_checkpoint_s_format_and_a_format_unknown_is_refused_naming_
     with pytest.raises(ValidationError, match="weights"):
         SimulatorConfig.model_validate({"weights": "int3"})
     assert set(WEIGHTS) == {"bf16", "fp8", "int8", "int4", "fp4"}
+
+
+@pytest.mark.parametrize(("model", "tp"), [("llama-3.1-8b", 1), ("llama-3.1-70b", 4)])
+def test_fp8_s_throughput_gain_on_h100_lies_within_vllm_s_published_up_to_1_6x(model: str, tp: int) -> None:
+    """vLLM's FP8 W8A8 page (docs.vllm.ai, quantization/fp8, since 0.5.4): 'up to a 1.6x improvement in
+    throughput'. A batch of 256 requests, 256 tokens in and out: fp8 gains, but no more than that."""
+    from harness.config.scenario import parse_scenario
+    from harness.tools.predict import predict
+
+    tokens = {}
+    for weights in ("bf16", "fp8"):
+        scenario = parse_scenario({
+            "name": "fp8", "seed": 1, "workload": {"prompt_tokens": 256, "output_tokens": 256},
+            "simulator": {"accelerator": "h100-sxm", "model": model, "tp": tp, "weights": weights, "noise_sigma": 0},
+            "phases": [{"name": "p", "load": {"type": "batch", "size": 256, "batches": 1}}]}, "test")
+        tokens[weights] = predict(scenario).phases[0].throughput.output_tokens_per_s
+    assert 1.2 < tokens["fp8"] / tokens["bf16"] <= 1.6
