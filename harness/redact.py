@@ -27,6 +27,16 @@ def redactor(*secrets: str | None) -> Callable[[str], str]:
     return redact
 
 
+_VARIABLE = re.compile(r"[A-Z_][A-Z0-9_]{0,63}")
+
+
+def variable_shown(name: str) -> str:
+    """An environment variable's name as a message may print it: a conventional name (OPENAI_API_KEY) as it is;
+    anything else may be a token pasted where the name belongs (hf_…, ghp_…, sk-…), so only its first three
+    characters: `hf_…[hidden]`. The one helper every flag that names a variable goes through."""
+    return name if _VARIABLE.fullmatch(name) else f"{name[:3]}…[hidden]"
+
+
 def without_userinfo(url: str) -> str:
     """`url` without the `user:password@` of its authority: credentials there are never sent (the key goes as a
     bearer token), printed or saved."""

@@ -13,6 +13,7 @@ from harness.config.scenario import Scenario, load_scenario
 from harness.config.units import duration_seconds
 from harness.devices.catalogue import load_presets
 from harness.errors import PresetError, UsageError
+from harness.redact import variable_shown
 
 REPO_SCENARIOS = Path(__file__).resolve().parent.parent.parent / "scenarios"
 
@@ -71,8 +72,7 @@ def api_key(flag_env: str | None, scenario_env: str | None) -> str | None:
                                  "OPENAI_API_KEY); what was given is not a variable name and is not shown",
                                  param_hint="--api-key-env" if flag_env else "endpoint.api_key_env")
     hint = "--api-key-env" if flag_env else "endpoint.api_key_env"
-    # A token can pass for a variable's name (hf_…, ghp_…): only a conventional name is ever echoed.
-    shown = name if re.fullmatch(r"[A-Z_][A-Z0-9_]{0,63}", name) else "(its name is not shown: it looks like a key)"
+    shown = variable_shown(name)  # a token can pass for a variable's name (hf_…, ghp_…): never echoed whole
     value = os.environ.get(name)
     if not value:
         raise click.BadParameter(f"environment variable {shown} is not set", param_hint=hint)

@@ -4,7 +4,6 @@ endpoint section, so a saved run says what it sent (header values excepted)."""
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -16,6 +15,7 @@ import click
 from harness.client.urls import join_base_and_path, split_request_url
 from harness.config.request_shape import Body, check_body, merged, parse_header, resolve
 from harness.config.scenario import Scenario
+from harness.doors import json_value
 from harness.redact import without_userinfo
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -80,9 +80,9 @@ def with_request_flags(scenario: Scenario, flags: Mapping[str, Any], say: Callab
 
 def _json_object(text: str) -> Body:
     try:
-        value = json.loads(text)
+        value = json_value(text)
     except ValueError as exc:
-        raise click.BadParameter(f"not JSON: {exc}", param_hint="--extra-body") from None
+        raise click.BadParameter(str(exc), param_hint="--extra-body") from None
     if not isinstance(value, dict):
         raise click.BadParameter("must be a JSON object, e.g. '{\"temperature\": 0}'", param_hint="--extra-body")
     try:

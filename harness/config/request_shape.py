@@ -14,7 +14,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from harness.config.base import Strict
-from harness.redact import MARK
+from harness.redact import MARK, variable_shown
 
 # RFC 9110 token characters: a name outside them is not a header any server reads.
 _NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
@@ -22,7 +22,11 @@ _ENV = "env:"
 # Set by the harness from the workload or needed to measure: a body field may not replace them.
 RESERVED_BODY = {"model": "the endpoint's model (--model)", "stream": "always true: the harness measures streams",
                  "messages": "the workload's prompts", "prompt": "the workload's prompts",
-                 "max_tokens": "the workload's output tokens (--output-tokens)", "n": "one answer per request"}
+                 "max_tokens": "the workload's output tokens (--output-tokens)", "n": "one answer per request",
+                 "max_completion_tokens": "the workload's output tokens (--output-tokens): it would win over the "
+                                          "max_tokens the harness sends and change every answer's length",
+                 "stream_options": "the harness asks every stream for its usage (include_usage), which it counts "
+                                   "tokens by"}
 # A JSON object a user gives for request bodies, passed through as given (its fields are the engine's business).
 Body = dict[str, object]
 # Headers the HTTP framing owns.
@@ -72,7 +76,7 @@ def resolve(headers: Mapping[str, str], environ: Mapping[str, str], where: str) 
         if value.startswith(_ENV):
             variable = value[len(_ENV):]
             if not environ.get(variable):
-                raise ValueError(f"{where} {name}: environment variable {variable} is not set")
+                raise ValueError(f"{where} {name}: environment variable {variable_shown(variable)} is not set")
             value = environ[variable]
         elif value == MARK:
             raise ValueError(f"{where} {name}: its value was not saved with the run (literal header values never "

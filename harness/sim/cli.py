@@ -22,6 +22,7 @@ from harness.devices.catalogue import catalogue, load_presets
 from harness.devices.step import PerformanceModel, StepLoad
 from harness.errors import PresetError
 from harness.gctune import tune_for_timing
+from harness.redact import variable_shown
 from harness.sim.build import fit_problem, perf_model
 from harness.sim.gate import Gate
 from harness.sim.listen import serve
@@ -148,7 +149,8 @@ def serve_cmd(host: str, port: int, presets: tuple[Path, ...], config_json: str 
     if api_key_env:
         api_key = os.environ.get(api_key_env)
         if not api_key:
-            raise click.BadParameter(f"environment variable {api_key_env} is not set", param_hint="--api-key-env")
+            raise click.BadParameter(f"environment variable {variable_shown(api_key_env)} is not set",
+                                     param_hint="--api-key-env")
     if config_json is not None:
         try:
             cfg = SimulatorConfig.model_validate_json(config_json)

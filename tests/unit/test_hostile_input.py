@@ -35,12 +35,33 @@ def test_host_port_means_http_and_credentials_are_dropped() -> None:
         parse_scenario({**data, "pushgateway": "55289"}, "s.yaml")
 
 
+def test_every_flag_that_names_a_variable_hides_a_token_pasted_in_its_place(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 64: `--header 'X-Key: env:hf_…'` printed the token back; each door now prints `hf_…[hidden]`."""
+    from click.testing import CliRunner
+
+    from harness.config.request_shape import resolve
+    from harness.sim.cli import sim
+
+    token = "hf_AbCdEfGhIjKlMnOpQrStUv"
+    monkeypatch.delenv(token, raising=False)
+    with pytest.raises(ValueError) as header:
+        resolve({"X-Key": f"env:{token}"}, {}, "--header")
+    said = [str(header.value)]
+    served = CliRunner().invoke(sim, ["serve", "--port", "0", "--api-key-env", token])
+    said.append(served.output)
+    assert served.exit_code == 2
+    for message in said:
+        assert token not in message and "hf_…[hidden]" in message, message
+    with pytest.raises(ValueError, match="AZURE_KEY is not set"):  # a conventional name is said as it is
+        resolve({"api-key": "env:AZURE_KEY"}, {}, "--header")
+
+
 def test_a_token_given_as_a_variable_name_is_never_echoed(monkeypatch: pytest.MonkeyPatch) -> None:
     token = "hf_AbCdEfGhIjKlMnOpQrStUv"
     monkeypatch.delenv(token, raising=False)
     with pytest.raises(click.BadParameter) as caught:
         api_key(token, None)
-    assert token not in str(caught.value) and "not shown" in str(caught.value)
+    assert token not in str(caught.value) and "hf_…[hidden]" in str(caught.value)
     with pytest.raises(click.BadParameter, match="MY_KEY is not set"):
         api_key("MY_KEY", None)
     monkeypatch.setenv("MY_KEY", "sk-1\r\n")

@@ -38,7 +38,7 @@ def _module(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-CORE = {"errors", "clock", "tokens", "records", "gctune", "redact", "loop", "yamlfile", "__main__"}
+CORE = {"errors", "clock", "tokens", "records", "gctune", "redact", "loop", "yamlfile", "doors", "__main__"}
 
 
 def _layer(module: str) -> str:

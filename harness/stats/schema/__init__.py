@@ -7,7 +7,6 @@ read back only through `read_summary` (the schema version checked); docs/summary
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -16,6 +15,7 @@ from pydantic import Field, ValidationError
 
 from harness.config.base import first_error
 from harness.devices.catalogue import catalogue, within
+from harness.doors import json_value
 from harness.errors import PresetError, ScenarioError
 
 if TYPE_CHECKING:
@@ -92,11 +92,11 @@ def read_summary(path: Path) -> Summary:
     """A saved summary.json as types, or a one-line error naming the file: unreadable, not JSON, another
     schema version, or fields this version does not know."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json_value(path.read_bytes())
     except (OSError, ValueError) as exc:
         raise ScenarioError(f"{path}: cannot read a summary ({exc})") from None
     schema = data.get("schema") if isinstance(data, dict) else None
-    if schema != SUMMARY_SCHEMA:
+    if schema != SUMMARY_SCHEMA or not isinstance(data, dict):
         raise ScenarioError(f"{path}: schema {schema!r}; this harness reads {SUMMARY_SCHEMA!r}")
     try:
         with within(catalogue().beside(path)):  # the presets its run used name its devices; ours stay as they are

@@ -1,0 +1,66 @@
+"""The doors outside input comes through, each with its limits named once (docs/failures.md, "Limits"): a value
+or a one-line ValueError naming what was wrong, never a traceback, a non-finite number or an unbounded allocation.
+
+JSON text (a flag's JSON, summary.json, a twin file's cells): at most MAX_JSON_BYTES, nested at most
+MAX_JSON_DEPTH deep (json's parser recurses: deeper input raised RecursionError), and no NaN, Infinity or number
+too large for a float (JSON has none; Python's parser accepts them and would send them on as null).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+MAX_JSON_BYTES = 64 << 20  # a summary of many phases is a few MB; a flag's JSON, bytes
+MAX_JSON_DEPTH = 200  # request bodies and summaries nest a dozen deep
+
+
+def _no_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a JSON number (write a finite number)")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text[:20]} is too large for a number (its float is not finite)")
+    return value
+
+
+def _depth(text: str) -> int:
+    """How deep `text`'s brackets nest, counted outside strings (without parsing, so without recursing)."""
+    depth = deepest = 0
+    quoted = escaped = False
+    for char in text:
+        if quoted:
+            escaped, quoted = (False, True) if escaped else (char == "\\", char != '"')
+        elif char == '"':
+            quoted = True
+        elif char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
+
+
+def json_value(text: str | bytes) -> object:
+    """`text` parsed as JSON within the door's limits; ValueError in one line otherwise."""
+    if len(text) > MAX_JSON_BYTES:
+        raise ValueError(f"{len(text):,} bytes of JSON: more than the {MAX_JSON_BYTES >> 20} MiB read")
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"not UTF-8 at byte {exc.start}") from None
+    if (deep := _depth(text)) > MAX_JSON_DEPTH:
+        raise ValueError(f"JSON nested {deep:,} deep: more than the {MAX_JSON_DEPTH} read")
+    try:
+        return json.loads(text, parse_constant=_no_constant, parse_float=_finite, parse_int=_int)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not JSON: {exc}") from None
+
+
+def _int(text: str) -> int:
+    if len(text) > 40:  # past any count, id or size a harness file holds; int() of 10^6 digits takes seconds
+        raise ValueError(f"{text[:20]}… ({len(text)} digits) is too large a number")
+    return int(text)

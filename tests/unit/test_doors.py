@@ -1,0 +1,78 @@
+"""The JSON door (issue 64): outside JSON — `--extra-body`, summary.json — ends in a value or one line naming what
+was wrong, never a traceback (60,000 brackets deep raised RecursionError) and never a non-finite number sent on as
+null (`{"temperature": NaN}` went out as `null`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from harness.cli.request_flags import _json_object
+from harness.doors import MAX_JSON_DEPTH, json_value
+from harness.errors import ScenarioError
+from harness.stats.schema import read_summary
+
+
+@pytest.mark.parametrize(("text", "says"), [
+    ('{"temperature": NaN}', "NaN is not a JSON number"),
+    ('{"temperature": Infinity}', "Infinity is not a JSON number"),
+    ('{"temperature": -Infinity}', "-Infinity is not a JSON number"),
+    ('{"temperature": 1e999}', "1e999 is too large"),
+    ('{"seed": ' + "9" * 5000 + "}", "digits) is too large"),
+    ("[" * 60_000 + "]" * 60_000, "nested 60,000 deep"),
+    ('{"a": "[[[[[[[[[["}', None),  # brackets inside a string are text, not depth
+])
+def test_each_kind_of_hostile_json_is_one_line(text: str, says: str | None) -> None:
+    if says is None:
+        assert json_value(text) == {"a": "[[[[[[[[[["}
+        return
+    with pytest.raises(ValueError, match=says.replace("(", r"\(").replace(")", r"\)")) as caught:
+        json_value(text)
+    assert "\n" not in str(caught.value)
+
+
+def test_extra_body_refuses_non_finite_numbers_and_what_the_harness_measures_by() -> None:
+    for text, says in (('{"temperature": NaN}', "NaN"), ('{"max_completion_tokens": 5}', "win over the max_tokens"),
+                       ('{"stream_options": {"include_usage": false}}', "counts tokens by")):
+        with pytest.raises(click.BadParameter, match=says):
+            _json_object(text)
+    assert _json_object('{"temperature": 0.5, "chat_template_kwargs": {"enable_thinking": false}}')["temperature"] == 0.5
+
+
+def test_a_summary_nested_too_deep_is_named_not_a_traceback(tmp_path: Path) -> None:
+    path = tmp_path / "summary.json"
+    path.write_text('{"schema": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    with pytest.raises(ScenarioError, match=r"summary\.json: cannot read a summary \(JSON nested 100,001 deep"):
+        read_summary(path)
+
+
+json_values = st.recursive(st.none() | st.booleans() | st.integers(-10**12, 10**12) | st.text(max_size=8)
+                           | st.floats(allow_nan=False, allow_infinity=False),
+                           lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=4), inner,
+                                                                                         max_size=4), max_leaves=20)
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(json_values)
+def test_any_finite_json_reads_back_as_itself(value: object) -> None:
+    assert json_value(json.dumps(value)) == value
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(st.text(max_size=64) | st.binary(max_size=64).map(lambda b: b.decode("latin-1")))
+def test_any_text_is_a_value_or_one_line(text: str) -> None:
+    try:
+        json_value(text)
+    except ValueError as exc:
+        assert "\n" not in str(exc)
+
+
+def test_the_depth_limit_is_where_the_docs_say() -> None:
+    json_value("[" * MAX_JSON_DEPTH + "]" * MAX_JSON_DEPTH)
+    with pytest.raises(ValueError, match="nested"):
+        json_value("[" * (MAX_JSON_DEPTH + 1) + "]" * (MAX_JSON_DEPTH + 1))
