@@ -41,7 +41,8 @@ def test_extra_body_refuses_non_finite_numbers_and_what_the_harness_measures_by(
                        ('{"stream_options": {"include_usage": false}}', "counts tokens by")):
         with pytest.raises(click.BadParameter, match=says):
             _json_object(text)
-    assert _json_object('{"temperature": 0.5, "chat_template_kwargs": {"enable_thinking": false}}')["temperature"] == 0.5
+    body = _json_object('{"temperature": 0.5, "chat_template_kwargs": {"enable_thinking": false}}')
+    assert body["temperature"] == 0.5
 
 
 def test_a_summary_nested_too_deep_is_named_not_a_traceback(tmp_path: Path) -> None:
