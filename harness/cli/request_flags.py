@@ -11,8 +11,10 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import click
+from pydantic import ValidationError
 
 from harness.client.urls import join_base_and_path, split_request_url
+from harness.config.base import first_error
 from harness.config.request_shape import Body, check_body, merged, parse_header, resolve
 from harness.config.scenario import Scenario
 from harness.doors import json_value
@@ -67,7 +69,10 @@ def with_request_flags(scenario: Scenario, flags: Mapping[str, Any], say: Callab
         update["insecure"] = True
     if flags.get("no_stream"):
         update["stream"] = False
-    cfg = cfg.model_validate({**cfg.model_dump(), **update})
+    try:
+        cfg = cfg.model_validate({**cfg.model_dump(), **update})
+    except ValidationError as exc:  # a header name the HTTP framing owns, one given twice: one line, exit 2
+        raise click.UsageError(first_error(exc)) from None
     try:
         headers = resolve(cfg.headers, os.environ, "--header" if given else "endpoint.headers")
     except ValueError as exc:

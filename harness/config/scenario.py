@@ -146,6 +146,14 @@ class EndpointConfig(Strict):
         check_body(extra)
         return extra
 
+    @model_validator(mode="after")
+    def _key_header_not_a_header(self) -> EndpointConfig:
+        named = self.api_key_header.lower()
+        if named != "authorization" and named in {h.lower() for h in self.headers}:
+            raise ValueError(f"api_key_header {self.api_key_header}: a header of that name is given too (--header): "
+                             "one of them would be dropped from every request; give the key or the header, not both")
+        return self
+
     @field_serializer("headers")
     def _saved_headers(self, headers: dict[str, str], info: SerializationInfo) -> dict[str, str]:
         # A scenario is saved with every run (`to_yaml`): header values never are.

@@ -77,3 +77,24 @@ def test_the_depth_limit_is_where_the_docs_say() -> None:
     json_value("[" * MAX_JSON_DEPTH + "]" * MAX_JSON_DEPTH)
     with pytest.raises(ValueError, match="nested"):
         json_value("[" * (MAX_JSON_DEPTH + 1) + "]" * (MAX_JSON_DEPTH + 1))
+
+
+@pytest.mark.parametrize(("flags", "says"), [
+    ({"api_key_header": "Host"}, "Host: set by the HTTP client"),
+    ({"api_key_header": "content-length"}, "content-length: set by the HTTP client"),
+    ({"api_key_header": "X-Key\r\nX-Evil: 1"}, "is not a header name"),
+    ({"api_key_header": "api-key", "headers": ("api-key: literal",)}, "a header of that name is given too"),
+])
+def test_a_key_header_the_framing_owns_or_given_twice_is_one_line_exit_2(flags: dict[str, object], says: str) -> None:
+    """Issue 64: these were pydantic ValidationError tracebacks, and a key header equal to a --header name sent the
+    header and dropped the key from every request without a word."""
+    from harness.cli.request_flags import with_request_flags
+    from harness.config.scenario import parse_scenario
+
+    scenario = parse_scenario({"name": "k", "phases": [{"name": "p", "load": {"type": "poisson", "rate": 1,
+                                                                            "requests": 1}}]}, "test")
+    given = {"headers": (), "extra_body": None, "api_key_header": None, "ca_bundle": None, "insecure": False,
+             **flags}
+    with pytest.raises(click.UsageError, match=says) as caught:
+        with_request_flags(scenario, given, lambda _: None)
+    assert caught.value.exit_code == 2 and "\n" not in caught.value.format_message()

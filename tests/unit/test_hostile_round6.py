@@ -1,0 +1,47 @@
+"""Round six's hostile cases (issue 64) that ended in wrong figures with exit 0, each now one line before any load:
+a trace row at 1e308 s overflowed the intended send times (TTFT p99 of 9e15 ms, exit 0), `rate: 1e-300` ran
+for 15 s and took 854 MB."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.config.scenario import parse_scenario
+from harness.errors import ScenarioError, TraceError
+from harness.workload.traces import read_trace
+
+
+def scenario(load: dict[str, object]) -> None:
+    parse_scenario({"name": "h", "phases": [{"name": "p", "load": load}]}, "test")
+
+
+@pytest.mark.parametrize("stamp", ["1e308", "-1e308", "9e9"])
+def test_a_trace_row_far_in_time_is_refused_naming_the_file(tmp_path: Path, stamp: str) -> None:
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"timestamp": 0, "input_length": 10, "output_length": 5}\n'
+                    f'{{"timestamp": {stamp}, "input_length": 10, "output_length": 5}}\n')
+    with pytest.raises(TraceError, match=r"t\.jsonl: its timestamps span .* over the 30 days"):
+        read_trace(path, "mooncake")
+
+
+def test_a_trace_within_a_month_reads() -> None:
+    path = Path(__file__).parents[2] / "scenarios" / "traces"
+    some = sorted(path.glob("*.jsonl.gz"))
+    assert some and read_trace(some[0]).rows  # the shipped traces span hours
+
+
+@pytest.mark.parametrize(("load", "says"), [
+    ({"type": "poisson", "rate": 1e-300, "requests": 2}, "requests / rate is 2e\\+300 s"),
+    ({"type": "constant", "rate": 1e-6, "requests": 10}, "over the 30 days"),
+    ({"type": "trace", "timestamps": [0, 1e308]}, "timestamps span 1e\\+308 s"),
+])
+def test_a_phase_that_would_span_past_a_month_is_one_line(load: dict[str, object], says: str) -> None:
+    with pytest.raises(ScenarioError, match=says):
+        scenario(load)
+
+
+def test_a_slow_rate_with_a_duration_to_end_it_is_fine() -> None:
+    scenario({"type": "poisson", "rate": 1e-6, "requests": 10, "duration_s": 60})
+    scenario({"type": "poisson", "rate": 0.01, "requests": 100})  # 10,000 s: under a month
