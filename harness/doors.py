@@ -10,9 +10,18 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 MAX_JSON_BYTES = 64 << 20  # a summary of many phases is a few MB; a flag's JSON, bytes
 MAX_JSON_DEPTH = 200  # request bodies and summaries nest a dozen deep
+MAX_DATASET_BYTES = 4 << 30  # ShareGPT's own file is 0.7 GB
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def valid_text(text: str) -> str:
+    """`text` as UTF-8 can carry it: a lone surrogate (JSON's `\\ud800` parses to one) becomes U+FFFD here, at
+    the door, rather than failing every request that sends it (the encoder threw; no record was taken)."""
+    return _SURROGATE.sub("\ufffd", text) if _SURROGATE.search(text) else text
 
 
 def _no_constant(name: str) -> float:
@@ -43,10 +52,10 @@ def _depth(text: str) -> int:
     return deepest
 
 
-def json_value(text: str | bytes) -> object:
+def json_value(text: str | bytes, max_bytes: int = MAX_JSON_BYTES) -> object:
     """`text` parsed as JSON within the door's limits; ValueError in one line otherwise."""
-    if len(text) > MAX_JSON_BYTES:
-        raise ValueError(f"{len(text):,} bytes of JSON: more than the {MAX_JSON_BYTES >> 20} MiB read")
+    if len(text) > max_bytes:
+        raise ValueError(f"{len(text):,} bytes of JSON: more than the {max_bytes >> 20:,} MiB read")
     if isinstance(text, bytes):
         try:
             text = text.decode("utf-8")

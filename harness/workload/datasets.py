@@ -7,10 +7,10 @@ of the answer. Token counts use the shared tokenizer (one token per word).
 from __future__ import annotations
 
 import functools
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.doors import MAX_DATASET_BYTES, json_value, valid_text
 from harness.errors import TraceError
 
 Message = tuple[str, str]  # (role, content)
@@ -39,7 +39,7 @@ def sharegpt_turns(path: str, max_turns: int | None = None) -> tuple[Turn, ...]:
     caching sees multi-turn reuse. Conversations that do not start with a human turn are skipped.
     """
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = json_value(Path(path).read_bytes(), MAX_DATASET_BYTES)
     except (OSError, ValueError) as exc:
         raise TraceError(f"{path}: not a ShareGPT JSON file ({exc})") from None
     if not isinstance(data, list):
@@ -56,6 +56,7 @@ def sharegpt_turns(path: str, max_turns: int | None = None) -> tuple[Turn, ...]:
             text = msg.get("value") if isinstance(msg, dict) else None
             if role is None or not isinstance(text, str):
                 raise TraceError(f"{path}: conversation {n}, message {k}: needs 'from' and 'value'")
+            text = valid_text(text)
             if role == "user" and text.split():
                 reply = messages[k + 1].get("value") if k + 1 < len(messages) else None
                 reply_tokens = len(reply.split()) if isinstance(reply, str) and reply.split() else None

@@ -4,6 +4,7 @@ for 15 s and took 854 MB."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -45,3 +46,26 @@ def test_a_phase_that_would_span_past_a_month_is_one_line(load: dict[str, object
 def test_a_slow_rate_with_a_duration_to_end_it_is_fine() -> None:
     scenario({"type": "poisson", "rate": 1e-6, "requests": 10, "duration_s": 60})
     scenario({"type": "poisson", "rate": 0.01, "requests": 100})  # 10,000 s: under a month
+
+
+def test_a_lone_surrogate_in_a_dataset_prompt_is_replaced_at_the_door_and_every_request_is_taken(
+        tmp_path: Path) -> None:
+    """`\\ud800` in a ShareGPT prompt made the request encoder throw: an 88-line traceback, exit 1, no record."""
+    import orjson
+
+    from harness.tools.predict import predict_runs
+    from harness.workload.datasets import sharegpt_turns
+
+    data = tmp_path / "s.json"
+    data.write_text('[{"conversations": [{"from": "human", "value": "hello \\ud800 world"}, '
+                    '{"from": "gpt", "value": "hi there"}]}]')
+    (turn,) = sharegpt_turns(str(data))
+    assert turn.prompt == "hello \ufffd world"
+    orjson.dumps(turn.prompt)  # what the request encoder does: no longer throws
+    scenario = parse_scenario({"name": "s", "workload": {"dataset": {"type": "sharegpt", "file": str(data),
+                                                                      "output_tokens": "reply"}},
+                               "phases": [{"name": "p", "load": {"type": "poisson", "rate": 2, "requests": 3}}]},
+                              "test")
+    _, runs = asyncio.run(predict_runs(scenario))
+    assert len(runs[0].records) == 3
+    assert all(r.status == "ok" for r in runs[0].records)
