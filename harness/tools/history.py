@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from harness.config.metric_registry import COMPARED, FOLLOWED, Latency, metric
+from harness.doors import json_value
 from harness.errors import ScenarioError
 from harness.report.files import run_dirs
 from harness.stats.compare import BLOCK_LATENCIES, ONLY_WHEN_MEASURED, Block, value
@@ -61,10 +62,24 @@ _BLOB_COLUMNS = ", ".join(BLOCK_LATENCIES)  # a block's latencies, a column each
 NOISE_RUNS = 10  # the last good runs of a scenario whose spread is its noise
 
 
+# A block's latencies, inflated: a cell past this is refused, not inflated (a zlib bomb in one cell drove
+# `compare --baseline-from-history` to 5.3 GB)
+MAX_CELL_BYTES = 64 << 20
+
+
+class _BadCell(ValueError):
+    """A history cell that is not what the harness wrote: not zlib, past MAX_CELL_BYTES, not JSON."""
+
+
 @contextlib.contextmanager
 def connect(path: Path) -> Iterator[sqlite3.Connection]:
+    """The history database at `path`, made if absent; a file that is not one (or a cell the harness did not write)
+    is a one-line ScenarioError naming it, wherever in the `with` block it is met."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    db = sqlite3.connect(path, timeout=60, isolation_level=None)
+    try:
+        db = sqlite3.connect(path, timeout=60, isolation_level=None)
+    except sqlite3.Error as exc:
+        raise ScenarioError(f"{path}: cannot open a history database ({exc})") from None
     try:
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA foreign_keys=ON")
@@ -76,6 +91,10 @@ def connect(path: Path) -> Iterator[sqlite3.Connection]:
                     with contextlib.suppress(sqlite3.OperationalError):  # another process added it just now
                         db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
         yield db
+    except sqlite3.DatabaseError as exc:
+        raise ScenarioError(f"{path}: not a history database the harness wrote ({exc})") from None
+    except _BadCell as exc:
+        raise ScenarioError(f"{path}: {exc}") from None
     finally:
         db.close()
 
@@ -87,7 +106,22 @@ def _pack(values: np.ndarray) -> bytes:
 def _unpack(blob: bytes | None) -> np.ndarray:
     if blob is None:
         return np.zeros(0)
-    return np.frombuffer(zlib.decompress(blob), dtype="<f8").astype(np.float64)
+    inflate = zlib.decompressobj()
+    try:
+        raw = inflate.decompress(blob, MAX_CELL_BYTES)
+    except (zlib.error, TypeError) as exc:
+        raise _BadCell(f"a block's latencies are not zlib data ({exc})") from None
+    if inflate.unconsumed_tail or len(raw) % 8:
+        raise _BadCell(f"a block's latencies inflate past {MAX_CELL_BYTES >> 20} MiB or are not float64s")
+    return np.frombuffer(raw, dtype="<f8").astype(np.float64)
+
+
+def _cell(text: str | None, what: str) -> object:
+    """A JSON cell of the database, through the JSON door."""
+    try:
+        return json_value(text or "null")
+    except ValueError as exc:
+        raise _BadCell(f"a run's {what} is not JSON ({exc})") from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,7 +241,8 @@ def entries(db_path: Path, scenario: str | None = None) -> list[Entry]:
                 f"SELECT f.run_id, phase, metric, value FROM figures f JOIN runs USING (run_id) {where}", args):
             figures.setdefault(run_id, {})[(phase, metric)] = value
     return [Entry(r[0], r[1], r[2], r[3], bool(r[4]), bool(r[5]), r[6], bool(r[7]), r[8], bool(r[9]), bool(r[10]),
-                  figures.get(r[0], {}), json.loads(r[11]) if r[11] else {}) for r in runs]
+                  figures.get(r[0], {}), _cell(r[11], "labels") if r[11] else {})  # type: ignore[arg-type]
+            for r in runs]
 
 
 def _ids(db: sqlite3.Connection, run: str) -> list[str]:
@@ -247,9 +282,10 @@ def _run_from_db(db: sqlite3.Connection, entry: Entry, where: str) -> Run:
                for seconds, tokens, total, failed, *blobs in db.execute(
                    f"SELECT seconds, tokens, total, failed, {_BLOB_COLUMNS} FROM blocks "
                    "WHERE run_id = ? AND phase = ? ORDER BY idx", (entry.run_id, name))]
-        phases[name] = PhaseBlocks(cut, limited, [ThresholdResult.model_validate(t) for t in json.loads(thresholds)],
-                                   tuple(json.loads(moved)) if moved else ())
-    return Run(entry.run_id, where, json.loads(shape), phases)
+        phases[name] = PhaseBlocks(cut, limited, [ThresholdResult.model_validate(t)
+                                                  for t in _cell(thresholds, "thresholds")],  # type: ignore[attr-defined]
+                                   tuple(_cell(moved, "limited metrics")) if moved else ())  # type: ignore[arg-type]
+    return Run(entry.run_id, where, _cell(shape, "shape"), phases)  # type: ignore[arg-type]
 
 
 def baseline(db_path: Path, scenario: str, n: int, exclude: Sequence[str] = ()) -> list[Run]:

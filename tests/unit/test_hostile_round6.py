@@ -69,3 +69,29 @@ def test_a_lone_surrogate_in_a_dataset_prompt_is_replaced_at_the_door_and_every_
     _, runs = asyncio.run(predict_runs(scenario))
     assert len(runs[0].records) == 3
     assert all(r.status == "ok" for r in runs[0].records)
+
+
+def test_a_history_database_that_is_not_one_or_a_cell_the_harness_did_not_write_is_one_line(tmp_path: Path) -> None:
+    """`--db` at a file that is not SQLite was a sqlite3.DatabaseError traceback; a `blocks` cell that is not zlib,
+    or a zlib bomb (5.3 GB in `compare --baseline-from-history`), or a `shape` that is not JSON, were tracebacks."""
+    import zlib
+
+    from click.testing import CliRunner
+
+    from harness.cli import main
+    from harness.tools import history
+
+    fake = tmp_path / "notes.txt"
+    fake.write_text("these are my notes, not a database\n" * 100)
+    with pytest.raises(ScenarioError, match=r"notes\.txt: not a history database"):
+        history.entries(fake)
+    shown = CliRunner().invoke(main, ["history", "show", "--db", str(fake)])
+    assert shown.exit_code == 2 and "not a history database" in shown.output and "Traceback" not in shown.output
+    for blob, says in ((b"not zlib at all", "not zlib data"),
+                       (zlib.compress(b"\0" * (history.MAX_CELL_BYTES + 8)), "inflate past 64 MiB")):
+        with pytest.raises(ScenarioError, match=says), history.connect(tmp_path / "h.sqlite"):
+            history._unpack(blob)
+    with pytest.raises(ScenarioError, match="shape is not JSON"), history.connect(tmp_path / "h.sqlite"):
+        history._cell("{not json", "shape")
+    values = history._unpack(history._pack(__import__("numpy").array([1.5, 2.5])))
+    assert list(values) == [1.5, 2.5]
