@@ -95,3 +95,19 @@ def test_a_history_database_that_is_not_one_or_a_cell_the_harness_did_not_write_
         history._cell("{not json", "shape")
     values = history._unpack(history._pack(__import__("numpy").array([1.5, 2.5])))
     assert list(values) == [1.5, 2.5]
+
+
+def test_a_worker_that_floods_its_output_is_kept_to_a_cap_and_the_cut_said(tmp_path: Path) -> None:
+    """A `--workers` worker flooding its stdout was copied whole into workers/N.out: 213 MB each, no note."""
+    from harness.run.distributed.workers import CappedLog
+
+    path = tmp_path / "0.out"
+    with CappedLog(path, cap=1000) as out:
+        for _ in range(50):
+            out.write(b"x" * 99 + b"\n")
+    text = path.read_bytes()
+    assert text.startswith(b"x" * 99 + b"\n") and len(text) < 1100
+    assert text.rstrip().endswith(b"[harness: output cut at 1,000 bytes; 4,000 more not kept]")
+    with CappedLog(tmp_path / "1.out", cap=1000) as quiet:
+        quiet.write(b"one line\n")
+    assert (tmp_path / "1.out").read_bytes() == b"one line\n"  # under the cap: as written, no note

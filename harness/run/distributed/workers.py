@@ -182,11 +182,40 @@ async def start_workers(scenario: Scenario, endpoint: Endpoint, work: Path, n: i
     return list(workers)
 
 
+MAX_WORKER_OUT = 16 << 20  # a worker's stray output kept in workers/N.out (one that flooded wrote 213 MB each)
+
+
+class CappedLog:
+    """A worker's stray output, kept up to MAX_WORKER_OUT bytes; what is cut is counted and said at its end."""
+
+    def __init__(self, path: Path, cap: int = MAX_WORKER_OUT) -> None:
+        self.path, self.cap, self.kept, self.cut = path, cap, 0, 0
+        self._file = path.open("ab")
+
+    def __enter__(self) -> CappedLog:
+        return self
+
+    def write(self, line: bytes) -> None:
+        room = self.cap - self.kept
+        if room <= 0:
+            self.cut += len(line)
+            return
+        self._file.write(line[:room])
+        self.kept += min(len(line), room)
+        self.cut += max(0, len(line) - room)
+
+    def __exit__(self, *_: object) -> None:
+        if self.cut:
+            self._file.write(f"\n[harness: output cut at {self.cap:,} bytes; {self.cut:,} more not kept]\n"
+                             .encode())
+        self._file.close()
+
+
 async def follow(links: Sequence[Link], hub: Hub, display: Display, logs: Path) -> None:
     """Until every worker has ended: its relay lines to the hub, any other output to its log, and every few
     seconds a line of how many records each has sent back."""
     async def pump(link: Link) -> None:
-        with (logs / f"{link.index}.out").open("ab") as out:
+        with CappedLog(logs / f"{link.index}.out") as out:
             async for line in link.lines():
                 if not hub.feed(link.index, line):
                     out.write(line)
