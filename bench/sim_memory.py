@@ -76,6 +76,7 @@ def report(samples: list[tuple[float, float]], seconds: float) -> None:
     print(f"simulator RSS MiB: first {rss[0]:.1f}, at 60 s {rss[t >= 60][0] if (t >= 60).any() else rss[-1]:.1f}, "
           f"last {rss[-1]:.1f}, max {rss.max():.1f}")
     print(f"  slope after the first minute: {slope(t >= 60)}")
+    print(f"  slope after minute 10:        {slope(t >= 600)}")
     print(f"  slope over the last half:     {slope(t >= seconds / 2)}")
 
 
