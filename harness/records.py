@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import json
+import os
 from array import array
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, fields
@@ -150,6 +151,20 @@ def _csv_row(rec: RequestRecord) -> list[object]:
     return [*values, len(rec.chunk_ns), rec.output_tokens, rec.tokens_estimated]
 
 
+def cut_torn_line(path: Path, reach: int = 1 << 20) -> None:
+    """`path` truncated after its last newline, where a write failed part-way through a line (a full disk, a
+    file-size limit: requests.jsonl ended in a torn line at exactly 262,144 bytes); nothing if it cannot be."""
+    with contextlib.suppress(OSError), path.open("rb+") as fh:
+        end = fh.seek(0, os.SEEK_END)
+        start = max(0, end - reach)
+        fh.seek(start)
+        tail = fh.read()
+        if tail.endswith(b"\n") or not tail:
+            return
+        cut = tail.rfind(b"\n")
+        fh.truncate(start + cut + 1 if cut >= 0 else start)
+
+
 class RecordWriter:
     """Appends finished records to `requests.jsonl` and `requests.csv`; `flush` hands them to the OS.
 
@@ -246,6 +261,9 @@ class RecordWriter:
         for f in (self._jsonl, self._csv_file):
             with contextlib.suppress(OSError, ValueError):
                 f.close()
+        if self.failure is not None:  # a write the disk or a file-size limit cut mid-line: back to the last whole
+            for path in (self.jsonl_path, self.csv_path):
+                cut_torn_line(path)
 
     def __enter__(self) -> RecordWriter:
         return self

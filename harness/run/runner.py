@@ -171,8 +171,8 @@ class _Run:
         dispatcher: Dispatcher | None = None  # made once the records have somewhere to go
 
         def cannot_write(failure: str) -> None:
-            self.display.warn(f"{failure}: stopping the run; every record is kept in memory and written elsewhere "
-                              "at its end")
+            self.display.warn(f"{failure}: stopping the run; the records are kept and, at its end, written to a "
+                              "fallback folder if one takes them (said then, and in summary.json's rescued_to)")
             if dispatcher is not None:
                 dispatcher.stop()
 

@@ -111,3 +111,34 @@ def test_a_worker_that_floods_its_output_is_kept_to_a_cap_and_the_cut_said(tmp_p
     with CappedLog(tmp_path / "1.out", cap=1000) as quiet:
         quiet.write(b"one line\n")
     assert (tmp_path / "1.out").read_bytes() == b"one line\n"  # under the cap: as written, no note
+
+
+def test_under_a_file_size_limit_the_records_file_ends_in_a_whole_line(tmp_path: Path) -> None:
+    """`ulimit -f 256`, 600 requests: requests.jsonl ended in a torn line at exactly 262,144 bytes. Now every line
+    kept is whole (the rest is the writer's `unwritten`, for the rescue), in a child process with the limit set."""
+    import subprocess
+    import sys
+
+    script = f"""
+import resource
+from pathlib import Path
+from harness.records import RecordWriter, RequestRecord
+resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 1024, resource.RLIM_INFINITY))
+writer = RecordWriter(Path({str(tmp_path / "run")!r}))
+for i in range(600):
+    writer.write(RequestRecord(request_id=f"r{{i:04d}}-" + "x" * 200, phase="p", index=i,
+                               prompt_tokens_requested=8, max_tokens=8, intended_ns=i, sent_ns=i,
+                               chunk_ns=[i + 1, i + 2]))
+    writer.flush()
+writer.close()
+print(writer.failure is not None, len(writer.unwritten))
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    failed, unwritten = done.stdout.split()
+    assert failed == "True" and int(unwritten) > 0
+    data = (tmp_path / "run" / "requests.jsonl").read_bytes()
+    assert data.endswith(b"\n") and len(data) <= 64 * 1024
+    lines = data.splitlines()
+    assert lines and all(__import__("orjson").loads(line)["status"] == "ok" for line in lines)
+    assert len(lines) + int(unwritten) >= 600 - 1  # kept whole, or kept for the rescue
