@@ -31,6 +31,7 @@ from harness.client.backend import (
 )
 from harness.client.belongs import Answered, Provenance
 from harness.client.dialects.base import StreamReader
+from harness.client.h1_connection import INFLATED_LIMIT
 from harness.client.tls import tls_hint
 from harness.client.urls import under
 from harness.errors import BadChunk, EndpointError
@@ -164,6 +165,8 @@ class OpenAIBackend:
             events.failed("transport_error", type(exc).__name__)
         except BadChunk as exc:
             events.failed("bad_stream", str(exc))
+        except Inflated as exc:
+            events.failed("transport_error", str(exc))
 
     async def _read_own(self, request_id: str, resp: aiohttp.ClientResponse, events: RequestEvents,
                         first_token_deadline: asyncio.Timeout) -> None:
@@ -180,7 +183,7 @@ class OpenAIBackend:
                 raise BadChunk(why)
             await _read_stream(resp, reader, events, first_token_deadline, lambda first: self._provenance.foreign(
                 request_id, last, first, echoed))
-        except BadChunk:
+        except (BadChunk, Inflated):
             if carrier is not None:
                 carrier.close()  # never reused: what else it carries is not any request's
             raise
@@ -192,10 +195,16 @@ class _NeverAnswered(Exception):
     """The connection died before a byte of answer: the server cannot have taken the request."""
 
 
+class Inflated(Exception):
+    """A compressed answer that inflates past INFLATED_LIMIT: a bomb, not a stream of tokens (aiohttp inflated a
+    0.5 MiB one for 31 s until the first-token timeout, the bomb not named)."""
+
+
 async def _read_stream(resp: aiohttp.ClientResponse, reader: StreamReader, events: RequestEvents,
                        first_token_deadline: asyncio.Timeout, foreign: Callable[[bytes], str | None]) -> None:
     """`foreign`: why an answer whose first payload is this is not the request's (raised), or None."""
     checked = False
+    inflated, limit = 0, INFLATED_LIMIT if resp.headers.get("Content-Encoding") else None
 
     def whose(bad: BadChunk | None = None) -> None:
         """Once the first payload is in, raise if it is not this request's answer: another API's that failed to
@@ -209,6 +218,10 @@ async def _read_stream(resp: aiohttp.ClientResponse, reader: StreamReader, event
             raise bad
 
     async for piece in resp.content.iter_any():
+        inflated += len(piece)
+        if limit is not None and inflated > limit:
+            raise Inflated(f"the {resp.headers['Content-Encoding']} answer inflates past {limit >> 20} MiB: not a "
+                           "stream of tokens")
         try:
             over = take(reader, events, piece)
         except BadChunk as bad:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
+import time
 import zlib
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -387,3 +388,36 @@ async def test_a_gzip_bomb_is_read_a_step_at_a_time_and_capped(monkeypatch: pyte
     (rec,) = result.records
     assert rec.status == "transport_error" and "inflates past 8 MiB" in rec.reason, rec.reason
     assert sizes and max(sizes) <= h1.INFLATE_STEP
+
+
+async def test_a_gzip_bomb_through_aiohttp_is_capped_and_named(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Issue 64: through aiohttp the bomb took 31 s and ended as 'first token timeout', the bomb not named."""
+    import harness.client.aio as aio
+
+    monkeypatch.setattr(aio, "INFLATED_LIMIT", 8 << 20)
+    packer = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    blank = b"".join([packer.compress(b"\n" * (1 << 20)) for _ in range(10)] + [packer.flush()])
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        if head.startswith(b"POST"):
+            length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+            await reader.readexactly(length)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Encoding: gzip\r\n"
+                     b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(blank), blank))
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1"
+    scenario = parse_scenario({"name": "bomb", "workload": WORDS, "endpoint": {"scrape_interval_s": 0},
+                               "client": {"http": "aiohttp", "request_timeout_s": 30, "first_token_timeout_s": 20},
+                               "phases": [{"name": "p", "load": {"type": "batch", "size": 1}}]}, "test")
+    started = time.monotonic()
+    try:
+        result = await run_scenario(scenario, Endpoint(url, "m"), tmp_path / "run")
+    finally:
+        server.close()
+    (rec,) = result.records
+    assert rec.status == "transport_error" and "gzip answer inflates past 8 MiB" in rec.reason, rec.reason
+    assert time.monotonic() - started < 15  # not held to the first-token timeout
