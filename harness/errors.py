@@ -3,6 +3,7 @@
     HarnessError                  exit 3   the run cannot go on
     ├── EndpointError             exit 3   the endpoint is unreachable or answers nonsense at start
     ├── SimulatorError            exit 3   the bundled simulator did not start
+    ├── FigureError               exit 4   a figure of the summary is not finite: it is not written
     └── UsageError                exit 2   bad input, named by file, field or flag
         ├── ScenarioError                  a scenario file or one of its fields
         ├── TraceError                     a trace file and the line that cannot be read
@@ -52,6 +53,13 @@ class EndpointError(HarnessError):
 
 class SimulatorError(HarnessError):
     hint = "see the simulator's error output above"
+
+
+class FigureError(HarnessError):
+    """A summary figure that is NaN or infinite: exit 0 never comes with a figure that is not a number."""
+
+    exit_code = EXIT_NOTHING_OK
+    hint = "the records are in requests.jsonl; the row named is where the figure came from"
 
 
 class ScenarioError(UsageError):

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness.devices.catalogue import save_used
-from harness.errors import HarnessError, ScenarioError
+from harness.errors import FigureError, HarnessError, ScenarioError
 from harness.records import RequestRecord, read_records
 from harness.report.html import render_html
 from harness.report.notes import notes
@@ -47,9 +48,23 @@ INDEX = {
 }
 
 
+def non_finite(value: object, where: str = "") -> str | None:
+    """The dotted path of the first figure in `value` that is NaN or infinite, with it, or None."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{where or 'the summary'} is {value}"
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, inner in items:
+        if (found := non_finite(inner, f"{where}.{key}" if where else str(key))) is not None:
+            return found
+    return None
+
+
 def write_reports(summary: Summary, run_dir: Path, records: Sequence[RequestRecord],
                   rows: Sequence[Row], every: int = 1) -> None:
-    (run_dir / "summary.json").write_text(json.dumps(summary.to_json(), indent=2) + "\n", encoding="utf-8")
+    data = summary.to_json()
+    if (bad := non_finite(data)) is not None:  # never written, never exit 0: a figure that is not a number
+        raise FigureError(f"summary.json not written: {bad}")
+    (run_dir / "summary.json").write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     said = notes(summary)
     lines = [render_table(summary), *(["", *said] if said else [])]
     (run_dir / "table.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")

@@ -25,7 +25,8 @@ def _command(exc: BaseException) -> click.Command:
 @pytest.mark.parametrize("cls", ERROR_CLASSES, ids=lambda c: c.__name__)
 def test_each_error_class_exits_with_its_code_and_one_line(cls: type[errors.HarnessError]) -> None:
     result = CliRunner().invoke(_command(cls("scenarios/x.yaml: phases[0].load.rate: must be > 0")))
-    expected = errors.EXIT_USAGE if issubclass(cls, errors.UsageError) else errors.EXIT_HARNESS
+    expected = (errors.EXIT_USAGE if issubclass(cls, errors.UsageError)
+                else errors.EXIT_NOTHING_OK if cls is errors.FigureError else errors.EXIT_HARNESS)
     assert result.exit_code == cls.exit_code == expected
     assert result.output == f"error: scenarios/x.yaml: phases[0].load.rate: must be > 0 ({cls.hint})\n"
     assert cls.hint and "\n" not in cls.hint

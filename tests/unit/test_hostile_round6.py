@@ -142,3 +142,21 @@ print(writer.failure is not None, len(writer.unwritten))
     lines = data.splitlines()
     assert lines and all(__import__("orjson").loads(line)["status"] == "ok" for line in lines)
     assert len(lines) + int(unwritten) >= 600 - 1  # kept whole, or kept for the rescue
+
+
+def test_a_summary_with_a_figure_that_is_not_a_number_is_not_written_and_exits_4(tmp_path: Path) -> None:
+    """Exit 0 came with `TTFT from intended p99 9,038,904,596,120 ms`: a figure that is not finite now stops the
+    summary (exit 4, the figure named) instead of being written."""
+    from types import SimpleNamespace
+
+    from harness.errors import EXIT_NOTHING_OK, FigureError
+    from harness.report.files import non_finite, write_reports
+
+    assert non_finite({"phases": [{"latency_ms": {"ttft": {"p99": 12.5}}}]}) is None
+    assert non_finite({"phases": [{"latency_ms": {"ttft": {"p99": float("inf")}}}]}) == \
+        "phases.0.latency_ms.ttft.p99 is inf"
+    fake = SimpleNamespace(to_json=lambda: {"phases": [{"throughput": {"tokens_per_s": float("nan")}}]})
+    with pytest.raises(FigureError, match=r"summary\.json not written: phases\.0\.throughput\.tokens_per_s is nan") \
+            as caught:
+        write_reports(fake, tmp_path, [], [])  # type: ignore[arg-type]
+    assert caught.value.exit_code == EXIT_NOTHING_OK and not (tmp_path / "summary.json").exists()
