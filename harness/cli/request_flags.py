@@ -80,6 +80,10 @@ def with_request_flags(scenario: Scenario, flags: Mapping[str, Any], say: Callab
     if cfg.insecure:
         say("TLS certificates are not checked (--insecure / endpoint.insecure): use it only against a server you "
             "trust")
+    replaced = sorted({"ignore_eos", "min_tokens"} & set(cfg.extra_body)) if scenario.workload.ignore_eos else []
+    if replaced:
+        say(f"the extra body's {' and '.join(replaced)} replace the harness's own, which ask for exactly the "
+            "workload's output tokens: answers may end sooner, and the run measures them as they come")
     return scenario.changed(endpoint=cfg), headers
 
 

@@ -24,9 +24,7 @@ RESERVED_BODY = {"model": "the endpoint's model (--model)", "stream": "always tr
                  "messages": "the workload's prompts", "prompt": "the workload's prompts",
                  "max_tokens": "the workload's output tokens (--output-tokens)", "n": "one answer per request",
                  "max_completion_tokens": "the workload's output tokens (--output-tokens): it would win over the "
-                                          "max_tokens the harness sends and change every answer's length",
-                 "stream_options": "the harness asks every stream for its usage (include_usage), which it counts "
-                                   "tokens by"}
+                                          "max_tokens the harness sends and change every answer's length"}
 # A JSON object a user gives for request bodies, passed through as given (its fields are the engine's business).
 Body = dict[str, object]
 # Headers the HTTP framing owns.
@@ -103,6 +101,11 @@ def check_body(extra: Mapping[str, Any]) -> None:
     for key in extra:
         if key in RESERVED_BODY:
             raise ValueError(f"{key}: set by the harness ({RESERVED_BODY[key]})")
+    options = extra.get("stream_options")
+    if options is not None and (not isinstance(options, dict) or options.get("include_usage", True) is not True):
+        raise ValueError("stream_options: merged with the harness's own, which asks every stream for its usage "
+                         "(include_usage: true, the usage it counts tokens by); give other options, not that one "
+                         "off")
 
 
 def body_fields(sampling: Sampling | None, extra: Mapping[str, Any]) -> Body:

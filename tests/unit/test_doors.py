@@ -38,9 +38,11 @@ def test_each_kind_of_hostile_json_is_one_line(text: str, says: str | None) -> N
 
 def test_extra_body_refuses_non_finite_numbers_and_what_the_harness_measures_by() -> None:
     for text, says in (('{"temperature": NaN}', "NaN"), ('{"max_completion_tokens": 5}', "win over the max_tokens"),
-                       ('{"stream_options": {"include_usage": false}}', "counts tokens by")):
+                       ('{"stream_options": {"include_usage": false}}', "counts tokens by"),
+                       ('{"stream_options": "yes"}', "counts tokens by")):
         with pytest.raises(click.BadParameter, match=says):
             _json_object(text)
+    assert _json_object('{"stream_options": {"continuous_usage_stats": true}}')  # other options: merged
     body = _json_object('{"temperature": 0.5, "chat_template_kwargs": {"enable_thinking": false}}')
     assert body["temperature"] == 0.5
 
@@ -98,3 +100,19 @@ def test_a_key_header_the_framing_owns_or_given_twice_is_one_line_exit_2(flags: 
     with pytest.raises(click.UsageError, match=says) as caught:
         with_request_flags(scenario, given, lambda _: None)
     assert caught.value.exit_code == 2 and "\n" not in caught.value.format_message()
+
+
+def test_an_extra_body_replacing_the_exact_length_fields_is_said_with_its_consequence() -> None:
+    """Issue 64: `min_tokens` or `ignore_eos` in the extra body replace the harness's own silently."""
+    from harness.cli.request_flags import with_request_flags
+    from harness.config.scenario import parse_scenario
+
+    said: list[str] = []
+    for workload, expect in (({}, True), ({"ignore_eos": False}, False)):
+        said.clear()
+        scenario = parse_scenario({"name": "k", "workload": workload, "endpoint": {"extra_body": {"min_tokens": 4}},
+                                   "phases": [{"name": "p", "load": {"type": "poisson", "rate": 1,
+                                                                     "requests": 1}}]}, "test")
+        with_request_flags(scenario, {"headers": (), "extra_body": None, "api_key_header": None, "ca_bundle": None,
+                                      "insecure": False}, said.append)
+        assert any("min_tokens replace the harness's own" in line for line in said) is expect
