@@ -22,7 +22,8 @@ def header_facts(summary: Summary) -> list[tuple[str, str]]:
     simulated = (endpoint and endpoint.bundled_simulator) or run.mode == "predict"
     target = (f"simulated {sim and sim.accelerator} running {sim and sim.model} (bundled{sim and sim.slowed})"
               if simulated
-              else (endpoint.base_url if endpoint else "") + declared)
+              else (endpoint.base_url if endpoint else "") + declared
+              + (" · TLS not checked (--insecure)" if endpoint and endpoint.insecure else ""))
     phases = summary.phases
     limits = ", ".join(f"{k.removesuffix('_ms')} ≤ {v:g} ms" for k, v in _slo(summary).items()) or "none"
     span = sum(p.whole_run.window.duration_s for p in phases)

@@ -90,6 +90,8 @@ def _scrape_notes(scraped: ScrapeInfo | None) -> list[str]:
 def _run_notes(run: RunHeader) -> list[str]:
     """How the run ended and whether its records all reached their file."""
     out = []
+    if run.endpoint is not None and run.endpoint.insecure:
+        out.append("TLS certificates were not checked (--insecure): the endpoint's identity is not proven")
     if run.read_window_us:
         out.append(f"client.read_window_us {run.read_window_us:g}: the client slept {run.read_window_us:g} µs after "
                    "each pass of reads, so each token's stamp (TTFT, ITL, end) may be up to that (plus a pass) late")

@@ -25,7 +25,8 @@ def run_header(scenario: Scenario, run_id: str, *, mode: Literal["run", "predict
     anchor = None if clock is None else Anchor(monotonic_ns=clock.now_ns(), wall_ns=time.time_ns())
     info = None if endpoint is None else EndpointInfo(base_url=endpoint.base_url, model=endpoint.model,
                                                       api=endpoint.api, bundled_simulator=bundled,
-                                                      accelerator=scenario.endpoint.accelerator)
+                                                      accelerator=scenario.endpoint.accelerator,
+                                                      insecure=scenario.endpoint.insecure)
     simulated = bundled or mode == "predict"
     return RunHeader(run_id=run_id, scenario=scenario.name, harness_version=__version__, seed=scenario.seed,
                      mode=mode, started_at=None if clock is None else dt.datetime.now(dt.UTC).isoformat(),

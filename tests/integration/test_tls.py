@@ -4,6 +4,7 @@ is named as TLS, not left as a bare disconnect. The simulator behind TLS on loop
 
 from __future__ import annotations
 
+import json
 import shutil
 import ssl
 import subprocess
@@ -60,6 +61,15 @@ def test_insecure_skips_the_check_and_says_so(tls_sim: tuple[str, Path], tmp_pat
     done = _run(tls_sim[0], tmp_path, "--insecure")
     assert done.returncode == 0, done.stderr
     assert "TLS certificates are not checked" in done.stderr and " 4 / 0 / 0" in done.stdout
+    # Issue 64: and the run keeps it — summary.json, the table's notes, the report's header
+    (run,) = [p for p in tmp_path.iterdir() if (p / "summary.json").is_file()]
+    assert json.loads((run / "summary.json").read_text())["run"]["endpoint"]["insecure"] is True
+    assert "TLS certificates were not checked (--insecure)" in (run / "table.txt").read_text()
+    assert "TLS not checked (--insecure)" in (run / "report.html").read_text()
+    checked = _run(tls_sim[0], tmp_path / "checked", "--ca-bundle", str(tls_sim[1]))
+    (kept,) = [p for p in (tmp_path / "checked").iterdir() if (p / "summary.json").is_file()]
+    assert checked.returncode == 0 and json.loads((kept / "summary.json").read_text())["run"]["endpoint"][
+        "insecure"] is False
 
 
 def test_plain_http_to_a_tls_server_is_named_as_tls(tls_sim: tuple[str, Path], tmp_path: Path) -> None:

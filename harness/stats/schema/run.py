@@ -27,6 +27,7 @@ class EndpointInfo(Section):
     api: str
     bundled_simulator: bool
     accelerator: str | None = Field(None, description="what the endpoint runs on, as the scenario declared it")
+    insecure: bool = Field(False, description="https certificates were not checked (--insecure)")
 
 
 class ServerTokenizer(Section):
