@@ -27,6 +27,12 @@ def tls_hint(url: str, error: str) -> str:
     """A clause naming TLS when a connection error looks like one ('' when it does not)."""
     https = url.startswith("https://")
     if "CERTIFICATE_VERIFY_FAILED" in error or "certificate verify failed" in error:
+        if "has expired" in error or "not yet valid" in error:
+            return ("; TLS: the server's certificate has expired, or is not valid yet (renew it, or check this "
+                    "machine's clock; --insecure skips the check)")
+        if "mismatch" in error:  # OpenSSL: "Hostname mismatch" / "IP address mismatch"
+            return ("; TLS: the server's certificate is not for the host in the URL (use the name it was issued to; "
+                    "--insecure skips the check)")
         return ("; TLS: the server's certificate is not trusted (--ca-bundle FILE with its CA, or --insecure to "
                 "skip the check)")
     if any(sign in error for sign in _MISMATCH) or (https and "SSL" in error):

@@ -76,3 +76,10 @@ def test_plain_http_to_a_tls_server_is_named_as_tls(tls_sim: tuple[str, Path], t
     done = _run(tls_sim[0].replace("https://", "http://"), tmp_path)
     assert done.returncode == 3, done.stderr
     assert "TLS" in done.stderr and "try https://" in done.stderr
+
+
+def test_https_to_a_plain_server_is_named_as_tls(sim_url: str, tmp_path: Path) -> None:
+    """Round four's partial case: `https://` to a server that speaks plain HTTP says so, exit 3."""
+    done = _run(sim_url.replace("http://", "https://"), tmp_path)
+    assert done.returncode == 3, done.stderr
+    assert "TLS" in done.stderr and "try http://" in done.stderr and "Traceback" not in done.stderr

@@ -116,3 +116,23 @@ def test_an_extra_body_replacing_the_exact_length_fields_is_said_with_its_conseq
         with_request_flags(scenario, {"headers": (), "extra_body": None, "api_key_header": None, "ca_bundle": None,
                                       "insecure": False}, said.append)
         assert any("min_tokens replace the harness's own" in line for line in said) is expect
+
+
+@pytest.mark.parametrize(("error", "says"), [
+    ("[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed: certificate has expired (_ssl.c:1006)",
+     "has expired"),
+    ("[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed: Hostname mismatch, certificate is not valid for "
+     "'staging'. (_ssl.c:1006)", "not for the host in the URL"),
+    ("[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed: IP address mismatch, certificate is not valid for "
+     "'10.0.0.1'. (_ssl.c:1006)", "not for the host in the URL"),
+    ("[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed: unable to get local issuer certificate "
+     "(_ssl.c:1006)", "not trusted (--ca-bundle"),
+    ("[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed: self-signed certificate (_ssl.c:1006)",
+     "not trusted (--ca-bundle"),
+    ("[SSL: WRONG_VERSION_NUMBER] wrong version number (_ssl.c:1006)", "may not speak TLS here (try http://)"),
+])
+def test_each_tls_failure_gets_its_own_hint(error: str, says: str) -> None:
+    """Issue 64: the expired, hostname and unknown-CA failures each their own hint (OpenSSL's own words)."""
+    from harness.client.tls import tls_hint
+
+    assert says in tls_hint("https://staging:8443/v1", error)
