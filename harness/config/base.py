@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from typing import Annotated, Any, Self
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
@@ -42,7 +42,14 @@ def web_url(url: str) -> str:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError("not an http(s) URL with a host (e.g. http://host:9091)")
-    return without_userinfo(url)
+    try:
+        port = parts.port
+    except ValueError:  # past 65535, or not a number
+        port = 0
+    if port == 0:
+        raise ValueError("its port is not a number from 1 to 65535")
+    # `HTTPS://` is https (urlsplit lowers the scheme it reports, not the text every later check reads)
+    return without_userinfo(urlunsplit(parts._replace(scheme=parts.scheme)))
 
 
 WebUrl = Annotated[str, AfterValidator(web_url)]

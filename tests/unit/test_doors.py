@@ -136,3 +136,25 @@ def test_each_tls_failure_gets_its_own_hint(error: str, says: str) -> None:
     from harness.client.tls import tls_hint
 
     assert says in tls_hint("https://staging:8443/v1", error)
+
+
+@pytest.mark.parametrize(("url", "kept"), [
+    ("HTTP://127.0.0.1:8000/v1", "http://127.0.0.1:8000/v1"),  # a scheme in capitals is the same scheme
+    ("Https://gw.example/v1", "https://gw.example/v1"),
+    ("http://user:secret@127.0.0.1:8000/v1", "http://127.0.0.1:8000/v1"),  # userinfo dropped
+    ("127.0.0.1:9091", "http://127.0.0.1:9091"),
+])
+def test_the_url_door_keeps_a_url_in_one_form(url: str, kept: str) -> None:
+    from harness.config.base import web_url
+
+    assert web_url(url) == kept
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:99999/v1", "http://127.0.0.1:0/v1", "http://h:port/v1",
+                                 "ftp://h/v1", "55289"])
+def test_the_url_door_refuses_a_port_out_of_range_or_another_scheme_in_one_line(url: str) -> None:
+    from harness.config.base import web_url
+
+    with pytest.raises(ValueError) as caught:
+        web_url(url)
+    assert "\n" not in str(caught.value)
