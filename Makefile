@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-fast check install install-test browser prometheus faketime clean
+.PHONY: demo test test-fast check fuzz install install-test browser prometheus faketime clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +44,10 @@ test: install-test browser prometheus faketime check
 test-fast: install-test
 	$(BIN)/ruff check harness tests bench
 	$(BIN)/pytest -q tests/unit
+
+# The doors' property tests long and unseeded (`make test` runs them short and seeded), with how many inputs each took.
+fuzz: install-test
+	HARNESS_FUZZ_EXAMPLES=20000 $(BIN)/pytest -q --hypothesis-show-statistics tests/unit/test_doors.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

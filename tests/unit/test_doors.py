@@ -5,6 +5,7 @@ null (`{"temperature": NaN}` went out as `null`)."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import click
@@ -16,6 +17,9 @@ from harness.cli.request_flags import _json_object
 from harness.doors import MAX_JSON_DEPTH, json_value
 from harness.errors import ScenarioError
 from harness.stats.schema import read_summary
+
+# `make fuzz` runs the door's property tests long (and says how many inputs each took); `make test` short, seeded
+EXAMPLES = int(os.environ.get("HARNESS_FUZZ_EXAMPLES", "200"))
 
 
 @pytest.mark.parametrize(("text", "says"), [
@@ -60,13 +64,13 @@ json_values = st.recursive(st.none() | st.booleans() | st.integers(-10**12, 10**
                                                                                          max_size=4), max_leaves=20)
 
 
-@settings(max_examples=200, deadline=None, derandomize=True)
+@settings(max_examples=EXAMPLES, deadline=None, derandomize=EXAMPLES <= 1000)
 @given(json_values)
 def test_any_finite_json_reads_back_as_itself(value: object) -> None:
     assert json_value(json.dumps(value)) == value
 
 
-@settings(max_examples=300, deadline=None, derandomize=True)
+@settings(max_examples=EXAMPLES, deadline=None, derandomize=EXAMPLES <= 1000)
 @given(st.text(max_size=64) | st.binary(max_size=64).map(lambda b: b.decode("latin-1")))
 def test_any_text_is_a_value_or_one_line(text: str) -> None:
     try:
