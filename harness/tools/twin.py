@@ -25,7 +25,7 @@ import numpy as np
 import yaml
 
 from harness.config.scenario import Scenario, load_scenario
-from harness.devices.catalogue import catalogue, use
+from harness.devices.catalogue import catalogue, use, within
 from harness.devices.fitted import FittedAccelerator
 from harness.errors import ScenarioError
 from harness.records import RequestRecord, read_records
@@ -244,8 +244,8 @@ def request_overhead_ms(steps_only: FittedAccelerator, run_dirs: Sequence[Path],
     lies between the client's send and the engine's admission, and between the first token's step and the
     client's read. Only requests that had the engine to themselves count where there are enough of them: under a
     queue the replay's own errors land in the difference (llama-server: +64 ms from loaded runs, ~0 alone)."""
-    use(catalogue().with_devices(steps_only))
-    short = [gap for d in run_dirs for gap in _ttft_shortfall_ms(d, steps_only.name, model)]
+    with within(catalogue().with_devices(steps_only)):  # the fit's own device, for these replays only
+        short = [gap for d in run_dirs for gap in _ttft_shortfall_ms(d, steps_only.name, model)]
     alone = [t for t, lone in short if lone]
     chosen = alone if len(alone) >= MIN_ALONE_REQUESTS else [t for t, _ in short]
     return max(0.0, float(np.median(chosen))) if chosen else 0.0
