@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import resource
 import stat
 import tempfile
 from collections.abc import Iterable, Sequence
@@ -33,23 +34,55 @@ def private_dir(path: Path) -> None:
             os.chmod(folder, 0o700)  # ours, but open to others (an older harness made it so): closed now
 
 
+def file_size_limit() -> int | None:
+    """The most bytes a file of this process may hold (`ulimit -f`), or None when there is no limit."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
+    return None if soft == resource.RLIM_INFINITY else soft
+
+
 def rescue(records: Iterable[RequestRecord], run_dir: Path, scenario_yaml: str) -> Path | None:
     """Every record (and the scenario) written to the first fallback folder that takes them all; None if none
-    did (the records then exist only in this process's memory, and the caller says so)."""
+    did (the records then exist only in this process's memory, and the caller says so). Under a file-size limit
+    (the very cause, often) the records go in parts that each stay under it: the folder's own requests.jsonl, then
+    part-2/requests.jsonl, part-3/…"""
+    kept = iter(records)  # read once: past records_in_memory they come back from the records file
     for folder in rescue_dirs(run_dir):
         try:
             folder.parent.parent.mkdir(parents=True, exist_ok=True)
             private_dir(folder)
             (folder / "scenario.yaml").write_text(scenario_yaml, encoding="utf-8")
-            writer = RecordWriter(folder)
         except OSError:
             continue
-        for rec in records:
-            writer.write(rec)
-        writer.close()
-        if writer.failure is None:
+        if _write_parts(kept, folder, file_size_limit()):
             return folder
     return None
+
+
+def _write_parts(records: Iterable[RequestRecord], folder: Path, limit: int | None) -> bool:
+    """`records` into `folder`, in parts under `limit` bytes a file when there is one; whether all were taken."""
+    part, writer = 1, None
+    try:
+        for rec in records:
+            if writer is None:
+                writer = RecordWriter(folder if part == 1 else folder / f"part-{part}")
+            writer.write(rec)
+            if writer.failure is not None:
+                return False
+            if limit is not None:
+                writer.flush()
+                if _largest(writer) > limit * 0.75:  # the next record must still fit under the limit
+                    writer.close()
+                    writer, part = None, part + 1
+    except OSError:
+        return False
+    if writer is not None:
+        writer.close()
+        return writer.failure is None
+    return True
+
+
+def _largest(writer: RecordWriter) -> int:
+    return max(path.stat().st_size for path in (writer.jsonl_path, writer.csv_path))
 
 
 def save_parquet(path: Path, records: Sequence[RequestRecord]) -> None:

@@ -160,3 +160,31 @@ def test_a_summary_with_a_figure_that_is_not_a_number_is_not_written_and_exits_4
             as caught:
         write_reports(fake, tmp_path, [], [])  # type: ignore[arg-type]
     assert caught.value.exit_code == EXIT_NOTHING_OK and not (tmp_path / "summary.json").exists()
+
+
+def test_under_a_file_size_limit_the_rescue_writes_in_parts_that_each_fit(tmp_path: Path) -> None:
+    """`ulimit -f 256`: the rescue folder is under the same limit, so `rescued_to` was None; now the records go in
+    parts (requests.jsonl, part-2/, part-3/…) each under the limit, and every record is in one of them."""
+    import subprocess
+    import sys
+
+    script = f"""
+import os, resource, tempfile
+from pathlib import Path
+os.environ["TMPDIR"] = {str(tmp_path)!r}
+tempfile.tempdir = None
+from harness.records import RequestRecord
+from harness.run.rescue import rescue
+resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 1024, resource.RLIM_INFINITY))
+records = [RequestRecord(request_id=f"r{{i:04d}}-" + "x" * 200, phase="p", index=i, prompt_tokens_requested=8,
+                         max_tokens=8, intended_ns=i, sent_ns=i, chunk_ns=[i + 1, i + 2]) for i in range(600)]
+print(rescue(records, Path({str(tmp_path / "run-x")!r}), "name: x"))
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    folder = Path(done.stdout.strip())
+    assert folder.is_dir(), done.stdout
+    files = sorted(folder.rglob("requests.jsonl"))
+    assert len(files) > 1 and all(f.stat().st_size <= 64 * 1024 for f in files)
+    ids = [__import__("orjson").loads(line)["request_id"] for f in files for line in f.read_bytes().splitlines()]
+    assert len(ids) == len(set(ids)) == 600
