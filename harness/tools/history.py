@@ -67,6 +67,9 @@ NOISE_RUNS = 10  # the last good runs of a scenario whose spread is its noise
 MAX_CELL_BYTES = 64 << 20
 
 
+_DB_HINT = "--db names the history file `harness history add` keeps (default reports/history.sqlite)"
+
+
 class _BadCell(ValueError):
     """A history cell that is not what the harness wrote: not zlib, past MAX_CELL_BYTES, not JSON."""
 
@@ -79,7 +82,7 @@ def connect(path: Path) -> Iterator[sqlite3.Connection]:
     try:
         db = sqlite3.connect(path, timeout=60, isolation_level=None)
     except sqlite3.Error as exc:
-        raise ScenarioError(f"{path}: cannot open a history database ({exc})") from None
+        raise ScenarioError(f"{path}: cannot open a history database ({exc})", hint=_DB_HINT) from None
     try:
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA foreign_keys=ON")
@@ -92,9 +95,9 @@ def connect(path: Path) -> Iterator[sqlite3.Connection]:
                         db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
         yield db
     except sqlite3.DatabaseError as exc:
-        raise ScenarioError(f"{path}: not a history database the harness wrote ({exc})") from None
+        raise ScenarioError(f"{path}: not a history database the harness wrote ({exc})", hint=_DB_HINT) from None
     except _BadCell as exc:
-        raise ScenarioError(f"{path}: {exc}") from None
+        raise ScenarioError(f"{path}: {exc}", hint=_DB_HINT) from None
     finally:
         db.close()
 

@@ -88,13 +88,16 @@ class Summary(Section):
         return find_sweeps(self.phases)
 
 
+_SUMMARY_HINT = "give a run's folder or its summary.json, as a run of this harness wrote it"
+
+
 def read_summary(path: Path) -> Summary:
     """A saved summary.json as types, or a one-line error naming the file: unreadable, not JSON, another
     schema version, or fields this version does not know."""
     try:
         data = json_value(path.read_bytes())
     except (OSError, ValueError) as exc:
-        raise ScenarioError(f"{path}: cannot read a summary ({exc})") from None
+        raise ScenarioError(f"{path}: cannot read a summary ({exc})", hint=_SUMMARY_HINT) from None
     schema = data.get("schema") if isinstance(data, dict) else None
     if schema != SUMMARY_SCHEMA or not isinstance(data, dict):
         raise ScenarioError(f"{path}: schema {schema!r}; this harness reads {SUMMARY_SCHEMA!r}")
