@@ -61,7 +61,8 @@ def json_value(text: str | bytes, max_bytes: int = MAX_JSON_BYTES) -> object:
             text = text.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise ValueError(f"not UTF-8 at byte {exc.start}") from None
-    if (deep := _depth(text)) > MAX_JSON_DEPTH:
+    # Fewer brackets than the limit cannot nest past it (str.count is C; the scan is Python, for the rare rest)
+    if text.count("[") + text.count("{") > MAX_JSON_DEPTH and (deep := _depth(text)) > MAX_JSON_DEPTH:
         raise ValueError(f"JSON nested {deep:,} deep: more than the {MAX_JSON_DEPTH} read")
     try:
         return json.loads(text, parse_constant=_no_constant, parse_float=_finite, parse_int=_int)

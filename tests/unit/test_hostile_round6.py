@@ -188,3 +188,12 @@ print(rescue(records, Path({str(tmp_path / "run-x")!r}), "name: x"))
     assert len(files) > 1 and all(f.stat().st_size <= 64 * 1024 for f in files)
     ids = [__import__("orjson").loads(line)["request_id"] for f in files for line in f.read_bytes().splitlines()]
     assert len(ids) == len(set(ids)) == 600
+
+
+def test_a_trace_line_nested_too_deep_is_a_bad_row_not_a_traceback(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"timestamp": 0, "input_length": 10, "output_length": 5}\n' + "[" * 100_000 + "]" * 100_000
+                    + "\n")
+    with pytest.raises(TraceError, match=r"t\.jsonl:2: invalid JSON \(JSON nested 100,000 deep"):
+        read_trace(path, "mooncake")
+    assert len(read_trace(path, "mooncake", skip_bad=True).rows) == 1  # skipped and counted with --skip-bad-rows
