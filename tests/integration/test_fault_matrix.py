@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from harness.client.backend import Endpoint
 from harness.config.scenario import Scenario, parse_scenario
-from harness.records import STATUSES, read_records
+from harness.records import STATUSES, RequestRecord, read_records
 from harness.report.files import write_run
 from harness.run.runner import run_scenario
 from harness.stats.metrics import cause
@@ -348,53 +348,8 @@ async def test_any_mix_of_faults_keeps_every_request_sent_and_every_line_whole(
     assert phase.requests.total == len(plan) * 2 == sum(phase.requests.by_status.values())
 
 
-async def test_a_gzip_bomb_is_read_a_step_at_a_time_and_capped(monkeypatch: pytest.MonkeyPatch,
-                                                               tmp_path: Path) -> None:
-    """The lean client inflated a 0.5 MiB bomb to 510 MB in one piece: now no piece it reads is over a step, and
-    past the cap (blank lines, which no line limit stops) the answer is refused."""
-    import harness.client.h1_connection as h1
-
-    sizes: list[int] = []
-    real_take = h1.take
-
-    def measured(reader: object, events: object, body: bytes) -> bool:
-        sizes.append(len(body))
-        return real_take(reader, events, body)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(h1, "take", measured)
-    monkeypatch.setattr(h1, "INFLATED_LIMIT", 8 << 20)  # the cap made small, so the test is quick
-    packer = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
-    blank = b"".join([packer.compress(b"\n" * (1 << 20)) for _ in range(10)] + [packer.flush()])
-
-    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        head = await reader.readuntil(b"\r\n\r\n")
-        if head.startswith(b"POST"):
-            length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
-            await reader.readexactly(length)
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Encoding: gzip\r\n"
-                     b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(blank), blank))
-        await writer.drain()
-        writer.close()
-
-    server = await asyncio.start_server(answer, "127.0.0.1", 0)
-    url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1"
-    scenario = parse_scenario({"name": "bomb", "workload": WORDS,
-                               "endpoint": {"scrape_interval_s": 0}, "client": {"request_timeout_s": 30},
-                               "phases": [{"name": "p", "load": {"type": "batch", "size": 1}}]}, "test")
-    try:
-        result = await run_scenario(scenario, Endpoint(url, "m"), tmp_path / "run")
-    finally:
-        server.close()
-    (rec,) = result.records
-    assert rec.status == "transport_error" and "inflates past 8 MiB" in rec.reason, rec.reason
-    assert sizes and max(sizes) <= h1.INFLATE_STEP
-
-
-async def test_a_gzip_bomb_through_aiohttp_is_capped_and_named(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """Issue 64: through aiohttp the bomb took 31 s and ended as 'first token timeout', the bomb not named."""
-    import harness.client.aio as aio
-
-    monkeypatch.setattr(aio, "INFLATED_LIMIT", 8 << 20)
+async def _bombed(client: dict[str, object], tmp_path: Path) -> RequestRecord:
+    """One request to a server that answers with 10 MiB of blank lines gzipped to a few kB: the record."""
     packer = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
     blank = b"".join([packer.compress(b"\n" * (1 << 20)) for _ in range(10)] + [packer.flush()])
 
@@ -411,13 +366,42 @@ async def test_a_gzip_bomb_through_aiohttp_is_capped_and_named(monkeypatch: pyte
     server = await asyncio.start_server(answer, "127.0.0.1", 0)
     url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1"
     scenario = parse_scenario({"name": "bomb", "workload": WORDS, "endpoint": {"scrape_interval_s": 0},
-                               "client": {"http": "aiohttp", "request_timeout_s": 30, "first_token_timeout_s": 20},
+                               "client": {"request_timeout_s": 30, **client},
                                "phases": [{"name": "p", "load": {"type": "batch", "size": 1}}]}, "test")
-    started = time.monotonic()
     try:
         result = await run_scenario(scenario, Endpoint(url, "m"), tmp_path / "run")
     finally:
         server.close()
     (rec,) = result.records
+    return rec
+
+
+async def test_a_gzip_bomb_is_read_a_step_at_a_time_and_capped(monkeypatch: pytest.MonkeyPatch,
+                                                               tmp_path: Path) -> None:
+    """The lean client inflated a 0.5 MiB bomb to 510 MB in one piece: now no piece it reads is over a step, and
+    past the cap (blank lines, which no line limit stops) the answer is refused."""
+    import harness.client.h1_connection as h1
+
+    sizes: list[int] = []
+    real_take = h1.take
+
+    def measured(reader: object, events: object, body: bytes) -> bool:
+        sizes.append(len(body))
+        return real_take(reader, events, body)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(h1, "take", measured)
+    monkeypatch.setattr(h1, "INFLATED_LIMIT", 8 << 20)  # the cap made small, so the test is quick
+    rec = await _bombed({}, tmp_path)
+    assert rec.status == "transport_error" and "inflates past 8 MiB" in rec.reason, rec.reason
+    assert sizes and max(sizes) <= h1.INFLATE_STEP
+
+
+async def test_a_gzip_bomb_through_aiohttp_is_capped_and_named(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Issue 64: through aiohttp the bomb took 31 s and ended as 'first token timeout', the bomb not named."""
+    import harness.client.aio as aio
+
+    monkeypatch.setattr(aio, "INFLATED_LIMIT", 8 << 20)
+    started = time.monotonic()
+    rec = await _bombed({"http": "aiohttp", "first_token_timeout_s": 20}, tmp_path)
     assert rec.status == "transport_error" and "gzip answer inflates past 8 MiB" in rec.reason, rec.reason
     assert time.monotonic() - started < 15  # not held to the first-token timeout
