@@ -40,7 +40,9 @@ class Catalogue:
         """This catalogue and a presets file's entries; PresetError for a bad file or a name it redefines."""
         if path.resolve() in self.files:
             return self
-        devices, models = read_presets(path)
+        return self._joined(path, *read_presets(path))
+
+    def _joined(self, path: Path, devices: Mapping[str, Device], models: Mapping[str, ModelSpec]) -> Catalogue:
         return Catalogue(_joined(self.devices, devices, path), _joined(self.models, models, path),
                          (*self.files, path.resolve()))
 
@@ -113,8 +115,10 @@ def use(chosen: Catalogue) -> Catalogue:
 
 def load_presets(path: Path) -> list[str]:
     """The process's catalogue and a presets file; returns the file's accelerators' names."""
-    use(catalogue().with_file(path))
-    devices, _ = read_presets(path)
+    devices, models = read_presets(path)
+    known = catalogue()
+    if path.resolve() not in known.files:
+        use(known._joined(path, devices, models))
     return list(devices)
 
 
