@@ -67,11 +67,6 @@ class Catalogue:
         """This catalogue with `models` in it, a same-named one replaced."""
         return Catalogue(self.devices, MappingProxyType({**self.models, **{m.name: m for m in models}}), self.files)
 
-    @property
-    def names(self) -> list[str]:
-        """The devices' names, as they were listed."""
-        return list(self.devices)
-
     def files_here(self) -> list[Path]:
         """Its preset files that are still there: a simulator or worker the process starts reads them too."""
         return [path for path in self.files if path.is_file()]
@@ -122,21 +117,21 @@ def load_presets(path: Path) -> list[str]:
     return list(devices)
 
 
-def resolve_accelerator(value: str | dict[str, Any], within: Catalogue | None = None) -> Device:
+def resolve_accelerator(value: str | dict[str, Any]) -> Device:
     """A device's name in the catalogue, or a custom one's fields (`kind: asic` for an SRAM chip); ValueError if
     neither."""
     if isinstance(value, str):
-        return _named((within or catalogue()).devices, value, "accelerator")
+        return _named(catalogue().devices, value, "accelerator")
     kind = value.get("kind", "gpu")
     if kind not in KINDS:
         raise ValueError(f"kind: {kind!r} is not one of {', '.join(KINDS)}")
     return cast(Device, _custom(KINDS[kind], {k: v for k, v in value.items() if k != "kind"}))
 
 
-def resolve_model(value: str | dict[str, Any], within: Catalogue | None = None) -> ModelSpec:
+def resolve_model(value: str | dict[str, Any]) -> ModelSpec:
     """A model's name in the catalogue, or a custom model's fields; ValueError if neither."""
     if isinstance(value, str):
-        return _named((within or catalogue()).models, value, "model")
+        return _named(catalogue().models, value, "model")
     return _custom(ModelSpec, value)
 
 
