@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.records import read_records
+from harness.records_read import read_records
 from harness.stats.schema import read_summary
 from harness.tools.calibrate import Truth, ground_truth
 

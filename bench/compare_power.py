@@ -28,7 +28,7 @@ from harness.client.backend import Endpoint
 from harness.config.metric_registry import DEFAULT_TOLERANCES
 from harness.config.scenario import parse_scenario
 from harness.devices.catalogue import gpu
-from harness.records import read_records
+from harness.records_read import read_records
 from harness.run.runner import run_scenario
 from harness.stats.compare import Block, blocks, bootstrap
 

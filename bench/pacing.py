@@ -41,7 +41,7 @@ from harness.client.backend import Endpoint
 from harness.config.scenario import parse_scenario
 from harness.config.simulator import SimulatorConfig
 from harness.gctune import tune_for_timing
-from harness.records import read_records
+from harness.records_read import read_records
 from harness.run.exporter import LiveMetrics
 from harness.run.runner import run_scenario
 from harness.run.simulator import bundled_simulator

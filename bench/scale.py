@@ -31,7 +31,7 @@ from typing import Any
 
 import yaml
 
-from harness.records import read_records
+from harness.records_read import read_records
 from harness.tools.calibrate import errors, ground_truth
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -29,7 +29,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-from harness.records import read_records  # noqa: E402
+from harness.records_read import read_records  # noqa: E402
 
 sys.path.insert(0, str(REPO / "bench"))
 from server_counters import counters  # noqa: E402

@@ -1,8 +1,8 @@
-"""The doors outside input comes through, each with its limits named once (docs/failures.md, "Limits"): a value
+"""The doors outside input comes through, their limits named once in harness/limits.py: a value
 or a one-line ValueError naming what was wrong, never a traceback, a non-finite number or an unbounded allocation.
 
-JSON text (a flag's JSON, summary.json, a twin file's cells): at most MAX_JSON_BYTES, nested at most
-MAX_JSON_DEPTH deep (json's parser recurses: deeper input raised RecursionError), and no NaN, Infinity or number
+JSON text (a flag's JSON, summary.json, a twin file's cells): at most JSON_BYTES, nested at most
+JSON_DEPTH deep (json's parser recurses: deeper input raised RecursionError), and no NaN, Infinity or number
 too large for a float (JSON has none; Python's parser accepts them and would send them on as null).
 """
 
@@ -12,9 +12,8 @@ import json
 import math
 import re
 
-MAX_JSON_BYTES = 64 << 20  # a summary of many phases is a few MB; a flag's JSON, bytes
-MAX_JSON_DEPTH = 200  # request bodies and summaries nest a dozen deep
-MAX_DATASET_BYTES = 4 << 30  # ShareGPT's own file is 0.7 GB
+from harness.limits import JSON_BYTES, JSON_DEPTH, JSON_INT_DIGITS
+
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -52,7 +51,7 @@ def _depth(text: str) -> int:
     return deepest
 
 
-def json_value(text: str | bytes, max_bytes: int = MAX_JSON_BYTES) -> object:
+def json_value(text: str | bytes, max_bytes: int = JSON_BYTES) -> object:
     """`text` parsed as JSON within the door's limits; ValueError in one line otherwise."""
     if len(text) > max_bytes:
         raise ValueError(f"{len(text):,} bytes of JSON: more than the {max_bytes >> 20:,} MiB read")
@@ -62,8 +61,8 @@ def json_value(text: str | bytes, max_bytes: int = MAX_JSON_BYTES) -> object:
         except UnicodeDecodeError as exc:
             raise ValueError(f"not UTF-8 at byte {exc.start}") from None
     # Fewer brackets than the limit cannot nest past it (str.count is C; the scan is Python, for the rare rest)
-    if text.count("[") + text.count("{") > MAX_JSON_DEPTH and (deep := _depth(text)) > MAX_JSON_DEPTH:
-        raise ValueError(f"JSON nested {deep:,} deep: more than the {MAX_JSON_DEPTH} read")
+    if text.count("[") + text.count("{") > JSON_DEPTH and (deep := _depth(text)) > JSON_DEPTH:
+        raise ValueError(f"JSON nested {deep:,} deep: more than the {JSON_DEPTH} read")
     try:
         return json.loads(text, parse_constant=_no_constant, parse_float=_finite, parse_int=_int)
     except json.JSONDecodeError as exc:
@@ -71,6 +70,6 @@ def json_value(text: str | bytes, max_bytes: int = MAX_JSON_BYTES) -> object:
 
 
 def _int(text: str) -> int:
-    if len(text) > 40:  # past any count, id or size a harness file holds; int() of 10^6 digits takes seconds
+    if len(text) > JSON_INT_DIGITS:
         raise ValueError(f"{text[:20]}… ({len(text)} digits) is too large a number")
     return int(text)

@@ -9,16 +9,15 @@ from __future__ import annotations
 import contextlib
 import csv
 import json
+import math
 import os
 from array import array
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import IO, Literal, cast
 
 import orjson
-
-from harness.errors import UsageError
 
 Status = Literal["ok", "truncated", "overrun", "http_error", "timeout", "transport_error", "bad_stream", "cancelled"]
 STATUSES: tuple[Status, ...] = (
@@ -127,6 +126,49 @@ class RequestRecord:
 _FIELDS = [f.name for f in fields(RequestRecord)]
 _SCALAR_COLUMNS = [name for name in _FIELDS if name not in ("chunk_ns", "chunk_tokens")]
 CSV_COLUMNS = [*_SCALAR_COLUMNS, "num_chunks", "output_tokens", "tokens_estimated"]
+
+
+_KINDS: dict[str, tuple[tuple[type, ...], str]] = {
+    "str": ((str,), "text"), "int": ((int,), "an integer"), "float": ((int, float), "a number"),
+    "None": ((type(None),), "null"), "Status": ((str,), "a status"), "list[int]": ((list,), "a list of integers"),
+    "Stamps": ((list,), "a list of integers")}
+_PARTS = {f.name: str(f.type).split(" | ") for f in fields(RequestRecord)}
+_SPEC = {name: tuple(kind for part in parts for kind in _KINDS[part][0]) for name, parts in _PARTS.items()}
+_SAID = {name: " or ".join(dict.fromkeys(_KINDS[part][1] for part in parts)) for name, parts in _PARTS.items()}
+_REQUIRED = {f.name for f in fields(RequestRecord) if f.default is MISSING and f.default_factory is MISSING}
+_INT64 = 1 << 63
+
+
+def record_from(data: object) -> RequestRecord:
+    """A record from one line's JSON, its fields checked as the statistics will use them: ValueError naming the
+    field otherwise (a text where a time goes raised TypeError deep in the statistics; a 1e29 time overflowed)."""
+    if not isinstance(data, dict):
+        raise ValueError(f"a {type(data).__name__}, not an object")
+    if missing := _REQUIRED - data.keys():
+        raise ValueError(f"no {sorted(missing)[0]}")
+    for name, value in data.items():
+        kinds = _SPEC.get(name)
+        if kinds is None:
+            raise ValueError(f"unknown field {repr(name)[:40]}")
+        if not isinstance(value, kinds) or isinstance(value, bool) or not _fits(value):
+            raise ValueError(f"{name}: {repr(value)[:40]} is not {_SAID[name]}"
+                             f"{' in range' if isinstance(value, kinds) and not isinstance(value, bool) else ''}")
+        if name == "status" and value not in STATUSES:
+            raise ValueError(f"status: {repr(value)[:40]} is not one of {', '.join(STATUSES)}")
+    return RequestRecord(**data)
+
+
+def _fits(value: object) -> bool:
+    if isinstance(value, int):
+        return -_INT64 <= value < _INT64
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, list):
+        try:  # array's C loop does the check at a tenth of a Python one's cost
+            array("q", value)
+        except (TypeError, OverflowError):
+            return False
+    return True
 
 
 def record_fields(rec: RequestRecord) -> dict[str, object]:
@@ -251,8 +293,8 @@ class RecordWriter:
                 return
         with fh:
             for line in fh:
-                with contextlib.suppress(orjson.JSONDecodeError, TypeError):
-                    rec = RequestRecord(**orjson.loads(line))
+                with contextlib.suppress(orjson.JSONDecodeError, ValueError):
+                    rec = record_from(orjson.loads(line))
                     if rec.request_id not in pending:
                         yield rec
 
@@ -279,44 +321,6 @@ def writable(rec: RequestRecord) -> RequestRecord:
         if isinstance(value, str):
             setattr(rec, name, value.encode("utf-8", "replace").decode("utf-8"))
     return rec
-
-
-def read_records(path: Path, warn: Callable[[str], None] | None = None) -> Iterator[RequestRecord]:
-    """Records back from a `requests.jsonl`, for offline reports and tests.
-
-    A torn last line (the process was killed mid-write) is skipped, with a warning; a bad line anywhere
-    else means the file is not a records file.
-    """
-    bad: tuple[int, str, bool] | None = None  # a line that was not a record: number, why, newline-ended
-    with path.open(encoding="utf-8", errors="replace") as fh:  # line by line: a long run's file may not fit
-        for n, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            if bad is not None:
-                break
-            try:
-                yield RequestRecord(**orjson.loads(line))
-            except (orjson.JSONDecodeError, TypeError) as exc:
-                bad = (n, str(exc), line.endswith("\n"))
-    if bad is None:
-        return
-    # Torn: the last line, cut before its newline (every record is written whole, newline included); any other
-    # line that is not a record means the file is not a records file.
-    n, why, whole = bad
-    if whole or n != _last_line(path):
-        raise UsageError(f"{path}:{n}: not a request record ({why})") from None
-    if warn is not None:
-        warn(f"{path}:{n}: skipped a torn last line (the run was killed while writing it)")
-
-
-def _last_line(path: Path) -> int:
-    """The number of the file's last line that holds anything."""
-    last = 0
-    with path.open(encoding="utf-8", errors="replace") as fh:
-        for n, line in enumerate(fh, 1):
-            if line.strip():
-                last = n
-    return last
 
 
 def write_parquet(path: Path, records: Iterable[RequestRecord]) -> None:

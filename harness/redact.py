@@ -6,9 +6,9 @@ import re
 from collections.abc import Callable
 from urllib.parse import urlsplit, urlunsplit
 
+from harness.limits import REASON_CHARS
+
 MARK = "[REDACTED]"
-_REASON_LIMIT = 200  # a record's reason is a short cause, not a server's whole error page
-MESSAGE_LIMIT = 500  # the server's own error sentence, kept per record: enough to read, not a whole page
 
 
 def redactor(*secrets: str | None) -> Callable[[str], str]:
@@ -62,7 +62,7 @@ def _same(text: str) -> str:
     return text
 
 
-def short_reason(text: str, redact: Callable[[str], str], limit: int = _REASON_LIMIT) -> str:
+def short_reason(text: str, redact: Callable[[str], str], limit: int = REASON_CHARS) -> str:
     """Redact first, then shorten: cutting first could leave half a key behind."""
     text = redact(text)
     return text if len(text) <= limit else text[:limit - 1] + "…"

@@ -7,14 +7,14 @@ from pathlib import Path
 
 import yaml
 
-MAX_BYTES = 16 << 20  # a scenario or presets file is kilobytes; a trace goes in its own file
+from harness.limits import SCENARIO_BYTES
 
 
 def read_yaml(path: Path) -> object:
     """The file's YAML; ValueError with one line saying what is wrong (where, when the parser knows)."""
     try:
-        if path.stat().st_size > MAX_BYTES:
-            raise ValueError(f"over {MAX_BYTES >> 20} MiB: not a scenario or presets file")
+        if path.stat().st_size > SCENARIO_BYTES:
+            raise ValueError(f"over {SCENARIO_BYTES >> 20} MiB: not a scenario or presets file")
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ValueError(f"cannot read it: {exc.strerror}") from None

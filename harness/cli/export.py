@@ -10,7 +10,7 @@ import click
 
 from harness.cli.errors import guarded
 from harness.cli.grouped import examples
-from harness.records import read_records
+from harness.records_read import read_run_records
 from harness.report.exports import csv_text, write_vllm
 from harness.report.files import run_dirs
 from harness.stats.schema import read_summary
@@ -42,6 +42,6 @@ def export(runs: tuple[Path, ...], fmt: Literal["csv", "vllm"], output: Path | N
             click.echo(f"written: {output}", err=True)
         return
     for run in folders:
-        records = list(read_records(run / "requests.jsonl")) if (run / "requests.jsonl").is_file() else []
+        records = list(read_run_records(run))
         for path in write_vllm(read_summary(run / "summary.json"), records, output or run):
             click.echo(f"written: {path}", err=True)

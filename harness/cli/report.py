@@ -36,7 +36,8 @@ def report(run_dir: Path, write: bool | None) -> None:
     for line in notes(summary):  # what a reader must know beside the table, as the run said it (STOPPED…)
         warn(line)
     if write if write is not None else not (run_dir / "summary.json").exists():
-        write_reports(summary, run_dir, rebuilt.records, rebuilt.rows, rebuilt.every)
+        for line in write_reports(summary, run_dir, rebuilt.records, rebuilt.rows, rebuilt.every):
+            warn(line)
         click.echo(f"\nwritten: {run_dir / 'summary.json'}, {run_dir / 'report.html'}")
     elif write is None and not (run_dir / "report.html").exists() and rebuilt.records:
         # The page alone was missing (deleted, or a run that died writing it): drawn from the run's own summary.

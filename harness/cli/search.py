@@ -215,7 +215,7 @@ def _on_endpoint(endpoint: Endpoint, bundled: bool, folder: Path) -> Trial:
             display = LineDisplay(sys.stderr)
             display.say(f"  trial {started}: {s.phases[0].name} req/s …")
             result = await run_scenario(s, endpoint, run_dir, bundled=bundled, display=display)
-        write_run(result)
+        write_run(result, display.warn)
         return result.summary
 
     return trial

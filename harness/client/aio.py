@@ -31,14 +31,13 @@ from harness.client.backend import (
 )
 from harness.client.belongs import Answered, Provenance
 from harness.client.dialects.base import StreamReader
-from harness.client.h1_connection import INFLATED_LIMIT
 from harness.client.tls import tls_hint
 from harness.client.urls import under
 from harness.errors import BadChunk, EndpointError
+from harness.limits import INFLATED_BYTES, MODELS_BODY_BYTES
 from harness.redact import redactor
 from harness.workload.requests import RequestSpec
 
-MODELS_LIMIT = 8 << 20  # as /metrics: a model list is kilobytes
 _READ_BUFFER = 1 << 20  # large enough that a burst of chunks is one read, not many
 
 
@@ -196,7 +195,7 @@ class _NeverAnswered(Exception):
 
 
 class Inflated(Exception):
-    """A compressed answer that inflates past INFLATED_LIMIT: a bomb, not a stream of tokens (aiohttp inflated a
+    """A compressed answer that inflates past INFLATED_BYTES: a bomb, not a stream of tokens (aiohttp inflated a
     0.5 MiB one for 31 s until the first-token timeout, the bomb not named)."""
 
 
@@ -204,7 +203,7 @@ async def _read_stream(resp: aiohttp.ClientResponse, reader: StreamReader, event
                        first_token_deadline: asyncio.Timeout, foreign: Callable[[bytes], str | None]) -> None:
     """`foreign`: why an answer whose first payload is this is not the request's (raised), or None."""
     checked = False
-    inflated, limit = 0, INFLATED_LIMIT if resp.headers.get("Content-Encoding") else None
+    inflated, limit = 0, INFLATED_BYTES if resp.headers.get("Content-Encoding") else None
 
     def whose(bad: BadChunk | None = None) -> None:
         """Once the first payload is in, raise if it is not this request's answer: another API's that failed to
@@ -303,12 +302,12 @@ def _context(card: object) -> int | None:
 
 
 async def _capped(resp: aiohttp.ClientResponse, url: str) -> bytes:
-    """The body, up to `MODELS_LIMIT`: a 200 MB model list was read whole (732 MB of memory)."""
+    """The body, up to `MODELS_BODY_BYTES`: a 200 MB model list was read whole (732 MB of memory)."""
     raw = bytearray()
-    while len(raw) <= MODELS_LIMIT and (piece := await resp.content.read(MODELS_LIMIT + 1 - len(raw))):
+    while len(raw) <= MODELS_BODY_BYTES and (piece := await resp.content.read(MODELS_BODY_BYTES + 1 - len(raw))):
         raw += piece
-    if len(raw) > MODELS_LIMIT:
-        raise EndpointError(f"GET {url} answered over {MODELS_LIMIT >> 20} MiB: not a model list")
+    if len(raw) > MODELS_BODY_BYTES:
+        raise EndpointError(f"GET {url} answered over {MODELS_BODY_BYTES >> 20} MiB: not a model list")
     return bytes(raw)
 
 

@@ -9,8 +9,7 @@ from dataclasses import dataclass
 import orjson
 
 from harness.errors import BadChunk
-
-COUNT_LIMIT = 100_000_000  # tokens in a usage count: 100x the longest context served today
+from harness.limits import USAGE_TOKENS
 
 
 @dataclass(slots=True)
@@ -45,8 +44,8 @@ def usage_count(usage: dict[str, object], name: str, payload: bytes, where: str 
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise BadChunk(f"{where}.{name} is not a count: {str(value)[:40]}")
-    if value > COUNT_LIMIT:  # past any context: a count nothing real sends, and one the statistics must not size by
-        raise BadChunk(f"{where}.{name} is not a count: {value:.3g} is past {COUNT_LIMIT:,}")
+    if value > USAGE_TOKENS:  # past any context: a count nothing real sends, and one the statistics must not size by
+        raise BadChunk(f"{where}.{name} is not a count: {value:.3g} is past {USAGE_TOKENS:,}")
     return value
 
 

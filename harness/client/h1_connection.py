@@ -17,10 +17,8 @@ from harness.client.belongs import Answered, Provenance
 from harness.client.dialects.base import StreamReader
 from harness.client.read_window import ReadWindow
 from harness.errors import BadChunk
+from harness.limits import ERROR_BODY_BYTES, INFLATED_BYTES, RESPONSE_HEADER_BYTES
 
-_ERROR_BODY_LIMIT = 8192
-HEADER_LIMIT = 64 << 10  # a real server's response headers are well under a kilobyte
-INFLATED_LIMIT = 64 << 20  # a compressed answer inflates to no more (a stream of 100k tokens is ~20 MiB) …
 INFLATE_STEP = 1 << 20  # … a step at a time
 _SERIALS = itertools.count()  # names each connection for `Provenance`
 
@@ -108,8 +106,8 @@ class H1Connection(asyncio.Protocol):
             self._whole = ex
         if ex is not None and not ex.status:  # still in the headers, which might never end
             ex.head_bytes += len(data)
-            if ex.head_bytes > HEADER_LIMIT:
-                self._fail(ResponseTooLarge(f"response headers over {HEADER_LIMIT >> 10} KiB"))
+            if ex.head_bytes > RESPONSE_HEADER_BYTES:
+                self._fail(ResponseTooLarge(f"response headers over {RESPONSE_HEADER_BYTES >> 10} KiB"))
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
@@ -178,7 +176,7 @@ class H1Connection(asyncio.Protocol):
         if ex.inflate is not None:
             self._inflated(ex, body)
         elif ex.status != 200:
-            if len(ex.body) < _ERROR_BODY_LIMIT:
+            if len(ex.body) < ERROR_BODY_BYTES:
                 ex.body += body
         elif not ex.events.done:
             try:
@@ -224,9 +222,9 @@ class H1Connection(asyncio.Protocol):
             while body and not ex.done.done() and self.exchange is ex:
                 piece = inflate.decompress(body, INFLATE_STEP)
                 ex.inflated += len(piece)
-                if ex.inflated > INFLATED_LIMIT:
+                if ex.inflated > INFLATED_BYTES:
                     return self._fail(ResponseTooLarge(f"the {ex.encoding.decode()} body inflates past "
-                                                       f"{INFLATED_LIMIT >> 20} MiB: not a stream of tokens"))
+                                                       f"{INFLATED_BYTES >> 20} MiB: not a stream of tokens"))
                 self.on_body(piece)
                 body = inflate.unconsumed_tail
         except zlib.error as exc:

@@ -16,19 +16,19 @@ import orjson
 
 from harness.client.chunk import Chunk, json_object, usage_count
 from harness.errors import BadChunk
+from harness.limits import SSE_LINE_BYTES
 
 DONE = b"[DONE]"
 
 
 BOM = b"\xef\xbb\xbf"
-LINE_LIMIT = 8 << 20  # an SSE line longer than this is not a stream chunk: the stream is bad, not our memory
 
 
 class SSEDecoder:
     """Incremental decoder: bytes in (split anywhere), complete event data payloads out.
 
     An unfinished line is kept as its pieces and joined once, when its end comes, so a long line costs
-    what it weighs, not its square; past `LINE_LIMIT` it is refused.
+    what it weighs, not its square; past `SSE_LINE_BYTES` it is refused.
     """
 
     __slots__ = ("_data", "_event", "_fresh", "_named", "_names", "_pending", "_pending_len")
@@ -70,8 +70,8 @@ class SSEDecoder:
         if b"\n" not in piece:
             self._pending.append(piece)
             self._pending_len += len(piece)
-            if self._pending_len > LINE_LIMIT:
-                raise BadChunk(f"stream line longer than {LINE_LIMIT >> 20} MiB")
+            if self._pending_len > SSE_LINE_BYTES:
+                raise BadChunk(f"stream line longer than {SSE_LINE_BYTES >> 20} MiB")
             return []
         if self._pending:
             piece = b"".join((*self._pending, piece))

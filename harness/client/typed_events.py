@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from harness.client.chunk import Chunk, json_object
 from harness.client.sse import SSEDecoder
 from harness.errors import BadChunk
+from harness.limits import WHOLE_ANSWER_BYTES
 
 Interpret = Callable[[bytes, bytes], Chunk]  # (event name, payload) -> what it tells
 
@@ -57,7 +58,8 @@ class EventReader(_EveryByteParsed):
 
 
 class WholeReader(_EveryByteParsed):
-    """An answer that comes whole (`stream: false`, embeddings): its bytes kept to `WHOLE_LIMIT`, read at its end."""
+    """An answer that comes whole (`stream: false`, embeddings): its bytes kept to `WHOLE_ANSWER_BYTES`, read at
+    its end."""
 
     __slots__ = ("_answer", "_parts", "_size")
     streams = False
@@ -70,8 +72,8 @@ class WholeReader(_EveryByteParsed):
 
     def read(self, data: bytes) -> Sequence[Chunk]:
         self._size += len(data)
-        if self._size > WHOLE_LIMIT:
-            raise BadChunk(f"answer longer than {WHOLE_LIMIT >> 20} MiB")
+        if self._size > WHOLE_ANSWER_BYTES:
+            raise BadChunk(f"answer longer than {WHOLE_ANSWER_BYTES >> 20} MiB")
         self._parts.append(data)
         return ()
 
@@ -83,7 +85,6 @@ class WholeReader(_EveryByteParsed):
         return (self._answer(whole),)
 
 
-WHOLE_LIMIT = 64 << 20  # 64 texts' embeddings of 4,096 floats are ~6 MiB of JSON
 
 
 def error_chunk(error: object) -> Chunk:

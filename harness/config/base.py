@@ -8,21 +8,16 @@ from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
-from harness.config.units import as_millis, as_seconds
+from harness.config.units import as_millis, as_seconds, number_text, unit_of
+from harness.limits import PLANNED_REQUESTS, RATE, TOKENS
 from harness.redact import without_userinfo
 
 PositiveFloat = Annotated[float, Field(gt=0)]
 PositiveInt = Annotated[int, Field(gt=0)]
-# Ceilings on what a scenario may ask for, checked as it is read (one line, exit 2) rather than met as a
-# 745 GiB allocation: a phase plans its arrivals up front, and no context is longer than 10M tokens.
-MAX_PLANNED = 10_000_000
-MAX_TOKENS = 10_000_000
-# No phase plans an arrival further out than this: a rate of 1e-300 or a trace row at 1e308 s overflowed the
-# intended send times (exit 0, TTFT p99 of 9e15 ms) where it should be one line.
-MAX_SPAN_S = 30 * 86_400
-Requests = Annotated[int, Field(gt=0, le=MAX_PLANNED)]
-TokenCount = Annotated[int, Field(gt=0, le=MAX_TOKENS)]
-Rate = Annotated[float, Field(gt=0, le=1_000_000)]
+# Ceilings on what a scenario may ask for (harness/limits.py), checked as it is read: one line, exit 2
+Requests = Annotated[int, Field(gt=0, le=PLANNED_REQUESTS)]
+TokenCount = Annotated[int, Field(gt=0, le=TOKENS)]
+Rate = Annotated[float, Field(gt=0, le=RATE)]
 # Durations: a number in the field's unit, or a text with its own (`30s`, `5m`, `500ms`).
 Seconds = Annotated[float, BeforeValidator(as_seconds), Field(ge=0)]
 PositiveSeconds = Annotated[float, BeforeValidator(as_seconds), Field(gt=0)]
@@ -66,11 +61,33 @@ class Changeable(BaseModel):
 
 
 class Strict(Changeable):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # NaN and infinity are no setting (YAML's `.nan`, `--rate inf`): refused as not finite, not as "over 1000000"
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 def first_error(exc: ValidationError) -> str:
     """A validation error in one line: where (the dotted field path) and what, pydantic's prefix taken off."""
     err = exc.errors()[0]
     where = ".".join(str(part) for part in err["loc"])
-    return f"{where + ': ' if where else ''}{str(err['msg']).removeprefix('Value error, ')}"
+    return f"{where + ': ' if where else ''}{error_text(err)}"
+
+
+_BOUNDS = {"greater_than": ("more than", "gt"), "greater_than_equal": ("at least", "ge"),
+           "less_than": ("less than", "lt"), "less_than_equal": ("at most", "le")}
+
+
+def error_text(err: Any) -> str:
+    """What one of pydantic's errors says, in the harness's words: a number out of range given in the field's
+    unit with the bound it passed ("-3 req/s: must be more than 0 req/s"), never "Input should be …"."""
+    kind = err["type"]
+    if kind == "extra_forbidden":
+        return "unknown field"
+    # the field's own name: the last key that is not pydantic's name for a union member (`constrained-int`, `Dist`)
+    unit = unit_of(next((part for part in reversed(err["loc"]) if isinstance(part, str) and "-" not in part
+                         and not part[:1].isupper()), ""))
+    if kind == "finite_number":
+        return f"{err['input']} is not a finite number{f' (of {unit})' if unit else ''}"
+    if kind in _BOUNDS and isinstance(err["input"], int | float):
+        words, key = _BOUNDS[kind]
+        return f"{number_text(err['input'], unit)}: must be {words} {number_text(err['ctx'][key], unit)}"
+    return str(err["msg"]).removeprefix("Value error, ")

@@ -9,10 +9,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-MAX_LABELS = 16
-MAX_LABEL_VALUE = 64
-MAX_METADATA = 32
-MAX_METADATA_VALUE = 256
+from harness.limits import LABEL_VALUE_CHARS, LABELS, METADATA, METADATA_VALUE_CHARS
+
 _KEY = re.compile(r"[a-z_][a-z0-9_]{0,31}")
 # The exporter's and the Pushgateway's own label names: a run label of the same name would clash with them.
 RESERVED = frozenset({"scenario", "phase", "shard", "status", "reason", "quantile", "le", "job", "instance",
@@ -41,23 +39,23 @@ def parse_label(text: str) -> tuple[str, str]:
 
 def check_labels(labels: Mapping[str, str]) -> dict[str, str]:
     """The labels, or a ValueError naming the first one that is not fit to be everywhere a label goes."""
-    if len(labels) > MAX_LABELS:
-        raise ValueError(f"{len(labels)} labels: at most {MAX_LABELS}")
+    if len(labels) > LABELS:
+        raise ValueError(f"{len(labels)} labels: at most {LABELS}")
     for key, value in labels.items():
         if not _KEY.fullmatch(key):
             raise ValueError(f"label {key!r}: a name of lower-case letters, digits and _ (at most 32), as "
                              "Prometheus takes it")
         if key in RESERVED:
             raise ValueError(f"label {key!r}: the harness's metrics use that name already")
-        _check_value(f"label {key}", value, MAX_LABEL_VALUE)
+        _check_value(f"label {key}", value, LABEL_VALUE_CHARS)
     return dict(labels)
 
 
 def check_metadata(data: Mapping[str, Any]) -> dict[str, Scalar]:
     """A flat mapping of scalars, or a ValueError naming the first entry that is too big, nested or
     secret-looking."""
-    if len(data) > MAX_METADATA:
-        raise ValueError(f"{len(data)} metadata entries: at most {MAX_METADATA}")
+    if len(data) > METADATA:
+        raise ValueError(f"{len(data)} metadata entries: at most {METADATA}")
     out: dict[str, Scalar] = {}
     for key, value in data.items():
         if not isinstance(key, str) or not 0 < len(key) <= 64 or not key.isprintable():
@@ -65,7 +63,7 @@ def check_metadata(data: Mapping[str, Any]) -> dict[str, Scalar]:
         if value is not None and not isinstance(value, str | int | float | bool):
             raise ValueError(f"metadata {key!r}: a string, number, true/false or null (not a list or a mapping)")
         if isinstance(value, str):
-            _check_value(f"metadata {key}", value, MAX_METADATA_VALUE)
+            _check_value(f"metadata {key}", value, METADATA_VALUE_CHARS)
         out[key] = value
     return out
 

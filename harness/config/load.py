@@ -6,28 +6,19 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from harness.config.base import (
-    MAX_PLANNED,
-    MAX_SPAN_S,
-    PositiveFloat,
-    PositiveInt,
-    PositiveSeconds,
-    Rate,
-    Requests,
-    Seconds,
-    Strict,
-)
+from harness.config.base import PositiveFloat, PositiveInt, PositiveSeconds, Rate, Requests, Seconds, Strict
 from harness.config.thresholds import Thresholds
+from harness.limits import PLANNED_REQUESTS, SPAN_S
 
 
 def _plannable(rate: float, duration_s: float | None, requests: int | None) -> None:
     """A phase bounded by its duration alone plans rate × duration arrivals: under the ceiling too; one bounded
     by its requests alone spans requests / rate seconds: under the longest span a phase may plan."""
-    if requests is None and duration_s is not None and rate * duration_s > MAX_PLANNED:
-        raise ValueError(f"rate × duration_s is {rate * duration_s:.3g} arrivals, over the {MAX_PLANNED:,} a phase "
-                         "may plan: split it into phases")
-    if duration_s is None and requests is not None and requests / rate > MAX_SPAN_S:
-        raise ValueError(f"requests / rate is {requests / rate:.3g} s of arrivals, over the {MAX_SPAN_S // 86_400} "
+    if requests is None and duration_s is not None and rate * duration_s > PLANNED_REQUESTS:
+        raise ValueError(f"rate × duration_s is {rate * duration_s:.3g} arrivals, over the {PLANNED_REQUESTS:,} a "
+                         "phase may plan: split it into phases")
+    if duration_s is None and requests is not None and requests / rate > SPAN_S:
+        raise ValueError(f"requests / rate is {requests / rate:.3g} s of arrivals, over the {SPAN_S // 86_400} "
                          "days a phase may span: a higher rate, or duration_s to end it")
 
 
@@ -108,9 +99,9 @@ class TraceLoad(Strict):
     def _one_source(self) -> TraceLoad:
         if (self.timestamps is None) == (self.file is None):
             raise ValueError("give exactly one of 'file' and 'timestamps'")
-        if self.timestamps is not None and max(self.timestamps) - min(self.timestamps) > MAX_SPAN_S:
+        if self.timestamps is not None and max(self.timestamps) - min(self.timestamps) > SPAN_S:
             raise ValueError(f"timestamps span {max(self.timestamps) - min(self.timestamps):.3g} s, over the "
-                             f"{MAX_SPAN_S // 86_400} days a phase may span")
+                             f"{SPAN_S // 86_400} days a phase may span")
         if self.target_rate is not None and self.time_scale != 1.0:
             raise ValueError("give 'time_scale' or 'target_rate', not both: target_rate sets the speed itself")
         return self
@@ -128,9 +119,9 @@ class BatchLoad(Strict):
 
     @model_validator(mode="after")
     def _plan_fits(self) -> BatchLoad:
-        if self.size * self.batches > MAX_PLANNED:
-            raise ValueError(f"size × batches is {self.size * self.batches:,}, over the {MAX_PLANNED:,} requests a "
-                             "phase may plan")
+        if self.size * self.batches > PLANNED_REQUESTS:
+            raise ValueError(f"size × batches is {self.size * self.batches:,}, over the {PLANNED_REQUESTS:,} "
+                             "requests a phase may plan")
         return self
 
 

@@ -20,7 +20,7 @@ from pydantic import (
     model_validator,
 )
 
-from harness.config.base import PositiveMillis, PositiveSeconds, Seconds, Strict, WebUrl, first_error
+from harness.config.base import PositiveMillis, PositiveSeconds, Seconds, Strict, WebUrl, error_text, first_error
 from harness.config.labels import Scalar, check_labels, check_metadata
 from harness.config.load import LOAD_TAGS, Phase
 from harness.config.request_shape import Body, Sampling, body_fields, check_body, check_header, saved
@@ -319,14 +319,12 @@ def _problems(exc: ValidationError, source: str) -> str:
         root = next((loc[:i] for i, part in enumerate(loc) if _union_member(part)), loc)
         if root not in best or _rank(err) < _rank(best[root]):
             best[root] = err
-    lines = [f"{source}: {_field_path(e['loc'])}: {_message(e)}" for e in sorted(best.values(), key=_rank)]
+    lines = [f"{source}: {_field_path(e['loc'])}: {error_text(e)}" for e in sorted(best.values(), key=_rank)]
     if len(lines) > _MAX_PROBLEMS:
         lines = [*lines[:_MAX_PROBLEMS], f"{source}: … and {len(lines) - _MAX_PROBLEMS} more problems"]
     return "\n".join(lines)
 
 
-def _message(err: Any) -> str:
-    return "unknown field" if err["type"] == "extra_forbidden" else str(err["msg"]).removeprefix("Value error, ")
 
 
 def _resolve_trace_files(data: Any, base: Path) -> None:

@@ -44,3 +44,20 @@ def as_fraction(text: str) -> float:
     if not 0 <= value <= 10:
         raise ValueError(f"{text!r}: a tolerance between 0% and 1000%")
     return value
+
+
+# A field's unit from its name, for messages: the suffix says it for durations and sizes; a few loads by name
+_UNIT_SUFFIXES = (("_ms", "ms"), ("_us", "µs"), ("_s", "s"), ("_bytes", "bytes"), ("tokens", "tokens"), ("_mib", "MiB"))
+_UNIT_NAMES = {"rate": "req/s", "requests": "requests", "concurrency": "requests at once", "size": "requests",
+               "batches": "batches", "max_in_flight": "requests at once"}
+
+
+def unit_of(field: str) -> str:
+    """The unit of a scenario field or flag named `field`, or "" (a share, a count of nothing in particular)."""
+    return _UNIT_NAMES.get(field) or next((unit for end, unit in _UNIT_SUFFIXES if field.endswith(end)), "")
+
+
+def number_text(value: float, unit: str = "") -> str:
+    """`value` as a message shows it: 1,000,000 for a whole number, 0.25 or 1e-300 otherwise, with its unit."""
+    shown = f"{value:,}" if isinstance(value, int) or (abs(value) < 1e15 and value == int(value)) else f"{value:g}"
+    return f"{shown.removesuffix('.0')} {unit}".rstrip()

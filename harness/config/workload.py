@@ -6,7 +6,8 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from harness.config.base import MAX_TOKENS, PositiveInt, PositiveSeconds, Seconds, Strict, TokenCount
+from harness.config.base import PositiveInt, PositiveSeconds, Seconds, Strict, TokenCount
+from harness.limits import IMAGE_BYTES, TOKENS
 
 
 class LengthDist(Strict):
@@ -14,9 +15,9 @@ class LengthDist(Strict):
 
     dist: Literal["fixed", "uniform", "normal", "lognormal", "empirical"]
     value: TokenCount | None = Field(None, description="fixed")
-    mean: Annotated[float, Field(gt=0, le=MAX_TOKENS)] | None = Field(None, description="normal")
+    mean: Annotated[float, Field(gt=0, le=TOKENS)] | None = Field(None, description="normal")
     std: Annotated[float, Field(ge=0)] | None = Field(None, description="normal")
-    median: Annotated[float, Field(gt=0, le=MAX_TOKENS)] | None = Field(None, description="lognormal: exp(mu)")
+    median: Annotated[float, Field(gt=0, le=TOKENS)] | None = Field(None, description="lognormal: exp(mu)")
     sigma: Annotated[float, Field(ge=0)] | None = Field(None, description="lognormal: std of the log")
     file: str | None = Field(None, description="empirical: a trace file, relative to the scenario file")
     column: Literal["input", "output"] = Field("input", description="empirical: which lengths to sample")
@@ -91,7 +92,6 @@ class Sessions(Strict):
     max_turns: PositiveInt = Field(64, le=1000, description="cap on any conversation's turns")
 
 
-IMAGE_BYTES_LIMIT = 48 << 20  # raw pixels a request's images may hold: 4 images of 2,048 × 2,048 RGB
 
 
 class Images(Strict):
@@ -104,9 +104,9 @@ class Images(Strict):
 
     @model_validator(mode="after")
     def _bounded(self) -> Images:
-        if (raw := self.count * self.width * self.height * 3) > IMAGE_BYTES_LIMIT:
+        if (raw := self.count * self.width * self.height * 3) > IMAGE_BYTES:
             raise ValueError(f"count × width × height × 3 is {raw / 2**20:.0f} MiB of pixels a request, over "
-                             f"{IMAGE_BYTES_LIMIT >> 20}: fewer or smaller images")
+                             f"{IMAGE_BYTES >> 20}: fewer or smaller images")
         return self
 
 

@@ -3,6 +3,7 @@ written from a finished summary."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -12,7 +13,8 @@ from typing import TYPE_CHECKING
 
 from harness.devices.catalogue import save_used
 from harness.errors import FigureError, HarnessError, ScenarioError
-from harness.records import RequestRecord, read_records
+from harness.records import RequestRecord
+from harness.records_read import read_records, record_files
 from harness.report.html import render_html
 from harness.report.notes import notes
 from harness.report.table import render_table
@@ -60,7 +62,9 @@ def non_finite(value: object, where: str = "") -> str | None:
 
 
 def write_reports(summary: Summary, run_dir: Path, records: Sequence[RequestRecord],
-                  rows: Sequence[Row], every: int = 1) -> None:
+                  rows: Sequence[Row], every: int = 1) -> list[str]:
+    """summary.json, table.txt, report.html and README.txt; what was not written, said (the page alone may be
+    left out: past a file-size limit it was a torn page and a traceback, while the figures fit)."""
     data = summary.to_json()
     if (bad := non_finite(data)) is not None:  # never written, never exit 0: a figure that is not a number
         raise FigureError(f"summary.json not written: {bad}")
@@ -68,23 +72,41 @@ def write_reports(summary: Summary, run_dir: Path, records: Sequence[RequestReco
     said = notes(summary)
     lines = [render_table(summary), *(["", *said] if said else [])]
     (run_dir / "table.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    if records:
-        (run_dir / "report.html").write_text(render_html(summary, records, rows, every), encoding="utf-8")
+    missed = []
+    if records and (why := write_whole(run_dir / "report.html", render_html(summary, records, rows, every))):
+        missed.append(f"report.html not written ({why}): summary.json and table.txt hold the figures; "
+                      f"`harness report {run_dir}` draws the page where it fits")
     write_index(run_dir, summary.run)
+    return missed
+
+
+def write_whole(path: Path, text: str) -> str | None:
+    """`text` in `path` whole, or no file at all; why not (a file-size limit, a full disk), or None."""
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            path.unlink(missing_ok=True)
+        return exc.strerror or str(exc)
+    return None
 
 
 def write_index(run_dir: Path, run: RunHeader) -> None:
     """README.txt: the files this run directory holds, one line each."""
-    present = [name for name in INDEX if (run_dir / name).exists() or name == "README.txt"]
-    width = max(len(name) for name in present)
+    said = {name: INDEX[name] for name in INDEX if (run_dir / name).exists() or name == "README.txt"}
+    if parts := record_files(run_dir)[1:]:  # a rescue under a file-size limit wrote the records in parts
+        said[f"{parts[0].parent.name}/ … {parts[-1].parent.name}/"] = \
+            "the rest of the records, in order, each part under the file-size limit (`harness report` reads all)"
+    width = max(len(name) for name in said)
     head = f"harness run {run.run_id} of scenario {run.scenario}\n\n"
-    body = "".join(f"{name:<{width}}  {INDEX[name]}\n" for name in present)
+    body = "".join(f"{name:<{width}}  {what}\n" for name, what in said.items())
     (run_dir / "README.txt").write_text(head + body, encoding="utf-8")
 
 
-def write_run(result: RunResult) -> None:
+def write_run(result: RunResult, warn: Callable[[str], None]) -> None:
     """A finished run's reports beside its records (and the presets it used, for a merged run)."""
-    write_reports(result.summary, result.run_dir, result.records, result.server_rows, result.every)
+    for line in write_reports(result.summary, result.run_dir, result.records, result.server_rows, result.every):
+        warn(line)
     save_used(result.run_dir)
 
 
@@ -92,7 +114,7 @@ def write_somewhere(result: RunResult, warn: Callable[[str], None]) -> RunResult
     """The run's reports in its folder or, when that fails (the disk filled or the folder vanished after the last
     record), with every record in a rescue folder, named; a HarnessError when no folder took them."""
     try:
-        write_run(result)
+        write_run(result, warn)
         return result
     except OSError as exc:
         reason = exc.strerror or str(exc)
@@ -106,5 +128,9 @@ def write_somewhere(result: RunResult, warn: Callable[[str], None]) -> RunResult
     if rescued is None:
         raise HarnessError(f"the run's reports could not be written anywhere ({reason})")
     result = dataclasses.replace(result, run_dir=rescued)
-    write_run(result)
+    try:
+        write_run(result, warn)
+    except OSError as exc:  # the records are there; the figures did not fit beside them either
+        raise HarnessError(f"the run's records are in {rescued}, its reports could not be written there either "
+                           f"({exc.strerror or exc}): `harness report {rescued} --write` where they fit") from None
     return result

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from harness.config.scenario import Scenario, load_scenario
 from harness.errors import ScenarioError
-from harness.records import RequestRecord, read_records
+from harness.records import RequestRecord
+from harness.records_read import read_run_records
 from harness.run.header import unknown_header
 from harness.stats.keep import PhaseKeep, RunSample, next_phase
 from harness.stats.schema import Summary, read_summary
@@ -39,7 +40,7 @@ def rebuild(run_dir: Path, warn: Callable[[str], None] | None = None) -> Rebuilt
     scenario = load_scenario(run_dir / "scenario.yaml")
     saved = read_summary(run_dir / "summary.json") if (run_dir / "summary.json").is_file() else None
     saved_phases = {p.name: p for p in saved.phases} if saved else {}
-    kept = _keep(scenario, read_records(records_path, warn))
+    kept = _keep(scenario, read_run_records(run_dir, warn))
     cfg = scenario.client
     phases = []
     ceiling = None

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from harness.records import RecordWriter, RequestRecord, write_parquet
+from harness.records_read import part_dir
 
 
 def rescue_dirs(run_dir: Path) -> list[Path]:
@@ -64,7 +65,7 @@ def _write_parts(records: Iterable[RequestRecord], folder: Path, limit: int | No
     try:
         for rec in records:
             if writer is None:
-                writer = RecordWriter(folder if part == 1 else folder / f"part-{part}")
+                writer = RecordWriter(part_dir(folder, part))
             writer.write(rec)
             if writer.failure is not None:
                 return False
@@ -88,5 +89,7 @@ def _largest(writer: RecordWriter) -> int:
 def save_parquet(path: Path, records: Sequence[RequestRecord]) -> None:
     """The Parquet copy of the records, where the disk takes it: it is a convenience beside requests.jsonl."""
     if records:
-        with contextlib.suppress(OSError):
+        try:
             write_parquet(path, records)
+        except OSError:  # a part-written table is not a table (a file-size limit cut it at 64 KiB): none at all
+            path.unlink(missing_ok=True)

@@ -19,10 +19,9 @@ from typing import IO, Any
 import aiohttp
 
 from harness.clock import NS_PER_S, Clock, cancel_quietly
+from harness.limits import METRICS_BODY_BYTES
 from harness.stats.schema import ScrapeInfo
 from harness.stats.server import COLUMNS, FILENAME, KNOWN, Row, parse_exposition
-
-METRICS_BODY_LIMIT = 8 << 20  # an engine's exposition is kilobytes; vLLM's with many LoRAs, a few hundred
 
 
 class ServerScraper:
@@ -80,7 +79,7 @@ class ServerScraper:
     async def _scrape(self, session: aiohttp.ClientSession) -> None:
         try:
             async with session.get(self.url, headers=self._headers) as resp:
-                raw = await _read_capped(resp, METRICS_BODY_LIMIT)
+                raw = await _read_capped(resp, METRICS_BODY_BYTES)
                 t_ns = self.clock.now_ns()
                 status = resp.status
         except (aiohttp.ClientError, TimeoutError) as exc:
@@ -89,7 +88,7 @@ class ServerScraper:
         first = not self.rows and not self.failures
         if raw is None:
             # Parsing it would stall the load's event loop for as long as it is big: not ours to read.
-            self._fail(f"/metrics over {METRICS_BODY_LIMIT >> 20} MiB", give_up=True)
+            self._fail(f"/metrics over {METRICS_BODY_BYTES >> 20} MiB", give_up=True)
             return
         body = raw.decode("utf-8", errors="replace")
         if status != 200:

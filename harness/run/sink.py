@@ -15,8 +15,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from harness.config.scenario import SLO
+from harness.limits import SERVER_MESSAGE_CHARS
 from harness.records import RecordWriter, RequestRecord
-from harness.redact import MESSAGE_LIMIT, short_reason
+from harness.redact import short_reason
 from harness.run.observe import FanOut, PhaseStart, RecordObserver
 from harness.stats.keep import PhaseKeep, RunSample, next_phase
 
@@ -37,7 +38,7 @@ class Redaction:
         if rec.reason:
             rec.reason = short_reason(rec.reason, self.redact)
         if rec.message:
-            rec.message = short_reason(rec.message, self.redact, MESSAGE_LIMIT)
+            rec.message = short_reason(rec.message, self.redact, SERVER_MESSAGE_CHARS)
 
     def flush(self) -> None:
         pass

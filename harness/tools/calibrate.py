@@ -23,7 +23,8 @@ from harness.client.backend import Endpoint
 from harness.config.scenario import Scenario, parse_scenario
 from harness.config.simulator import SimulatorConfig
 from harness.gctune import tune_for_timing
-from harness.records import RequestRecord, read_records
+from harness.records import RequestRecord
+from harness.records_read import read_records
 from harness.run.runner import run_scenario
 from harness.run.simulator import bundled_simulator
 from harness.stats.metrics import tpot_ns, ttft_ns

@@ -20,7 +20,8 @@ import yaml
 from harness.config.metric_registry import COMPARED, DEFAULT_TOLERANCES
 from harness.config.metric_registry import metric as entry
 from harness.errors import ScenarioError
-from harness.records import RequestRecord, read_records
+from harness.records import RequestRecord
+from harness.records_read import read_run_records
 from harness.report.files import run_dirs
 from harness.stats.compare import (
     JUDGED,
@@ -73,7 +74,7 @@ def _load_run(path: Path) -> Run:
     except (OSError, ValueError) as exc:
         raise ScenarioError(f"{path}: not a run directory ({exc})") from None
     by_phase: dict[str, list[RequestRecord]] = {}
-    for rec in read_records(path / "requests.jsonl"):
+    for rec in read_run_records(path):
         by_phase.setdefault(rec.phase, []).append(rec)
     phases = {p.name: PhaseBlocks(blocks(by_phase.get(p.name, []), p.window.start_ns, p.window.end_ns),
                                   (p.client_limited_reason or "late") if p.client_limited else None, p.thresholds,

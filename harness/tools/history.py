@@ -26,6 +26,7 @@ import numpy as np
 from harness.config.metric_registry import COMPARED, FOLLOWED, Latency, metric
 from harness.doors import json_value
 from harness.errors import ScenarioError
+from harness.limits import HISTORY_CELL_BYTES
 from harness.report.files import run_dirs
 from harness.stats.compare import BLOCK_LATENCIES, ONLY_WHEN_MEASURED, Block, value
 from harness.stats.noise import MIN_RUNS, RunSpread, spread
@@ -64,14 +65,13 @@ NOISE_RUNS = 10  # the last good runs of a scenario whose spread is its noise
 
 # A block's latencies, inflated: a cell past this is refused, not inflated (a zlib bomb in one cell drove
 # `compare --baseline-from-history` to 5.3 GB)
-MAX_CELL_BYTES = 64 << 20
 
 
 _DB_HINT = "--db names the history file `harness history add` keeps (default reports/history.sqlite)"
 
 
 class _BadCell(ValueError):
-    """A history cell that is not what the harness wrote: not zlib, past MAX_CELL_BYTES, not JSON."""
+    """A history cell that is not what the harness wrote: not zlib, past HISTORY_CELL_BYTES, not JSON."""
 
 
 @contextlib.contextmanager
@@ -111,11 +111,11 @@ def _unpack(blob: bytes | None) -> np.ndarray:
         return np.zeros(0)
     inflate = zlib.decompressobj()
     try:
-        raw = inflate.decompress(blob, MAX_CELL_BYTES)
+        raw = inflate.decompress(blob, HISTORY_CELL_BYTES)
     except (zlib.error, TypeError) as exc:
         raise _BadCell(f"a block's latencies are not zlib data ({exc})") from None
     if inflate.unconsumed_tail or len(raw) % 8:
-        raise _BadCell(f"a block's latencies inflate past {MAX_CELL_BYTES >> 20} MiB or are not float64s")
+        raise _BadCell(f"a block's latencies inflate past {HISTORY_CELL_BYTES >> 20} MiB or are not float64s")
     return np.frombuffer(raw, dtype="<f8").astype(np.float64)
 
 

@@ -17,9 +17,12 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
+from pydantic import ValidationError
 
+from harness.config.base import first_error
 from harness.config.metric_registry import SLO_LATENCIES
 from harness.config.scenario import SLO, Scenario, parse_scenario
+from harness.config.units import duration_seconds
 from harness.stats.capacity import Capacity, SearchTrial
 from harness.stats.schema import Summary
 
@@ -48,14 +51,16 @@ def parse_slo(text: str) -> SLO:
         name = _KEYS.get(key.removesuffix("_p99"))
         if not sep or name is None:
             raise ValueError(f"{item!r}: expected one of {', '.join(f'{k}=…' for k in _KEYS)}")
-        scale = 1e3 if raw.endswith("s") and not raw.endswith("ms") else 1.0
-        try:
-            values[name] = float(raw.removesuffix("ms").removesuffix("s")) * scale
+        try:  # `nan`, `inf` and `1e400ms` were taken by float() and reached pydantic's multi-line error
+            values[name] = duration_seconds(raw, "ms") * 1e3
         except ValueError:
             raise ValueError(f"{item!r}: not a duration (use 500ms or 0.5s)") from None
     if not values:
         raise ValueError("give at least one SLO")
-    return SLO(**values)
+    try:
+        return SLO(**values)
+    except ValidationError as exc:
+        raise ValueError(first_error(exc)) from None
 
 
 def trial_scenario(base: Scenario, rate: float, duration_s: float, seed: int, slo: SLO,

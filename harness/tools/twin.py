@@ -28,7 +28,8 @@ from harness.config.scenario import Scenario, load_scenario
 from harness.devices.catalogue import catalogue, use, within
 from harness.devices.fitted import FittedAccelerator
 from harness.errors import ScenarioError
-from harness.records import RequestRecord, read_records
+from harness.records import RequestRecord
+from harness.records_read import read_records
 from harness.stats.schema import read_summary
 from harness.stats.server import Row, read_server_metrics
 from harness.tools.predict import predict_runs

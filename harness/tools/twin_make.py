@@ -20,7 +20,7 @@ from harness.client.backend import Endpoint
 from harness.config.metric_registry import Latency, of
 from harness.config.scenario import parse_scenario
 from harness.errors import EndpointError
-from harness.records import read_records
+from harness.records_read import read_records
 from harness.report.files import write_run
 from harness.run.display import Display
 from harness.run.runner import run_scenario
@@ -88,7 +88,7 @@ def verdict(missed: list[HeldFigure], findings: list[Finding], limited: dict[str
 async def make_run(spec: PlannedRun, endpoint: Endpoint, where: Path, tokenizer: str | None, log: Display
                    ) -> Path:
     scenario = parse_scenario(spec.scenario(tokenizer), f"sim twin: {spec.name}")
-    write_run(await run_scenario(scenario, endpoint, where, display=log))
+    write_run(await run_scenario(scenario, endpoint, where, display=log), log.warn)
     return where
 
 

@@ -42,7 +42,8 @@ async def burst_slots(endpoint: Endpoint, where: Path, tokenizer: str | None, sa
     say(f"the endpoint does not say how many requests it decodes at once: {burst} short requests at once, its "
         f"/metrics read every {SCRAPE_S * 1000:.0f} ms …")
     with (where.parent / "runs.log").open("a", encoding="utf-8") as log:
-        write_run(await run_scenario(scenario, endpoint, where, display=Display(log)))
+        display = Display(log)
+        write_run(await run_scenario(scenario, endpoint, where, display=display), display.warn)
     found = limit_seen(read_server_metrics(where))
     say(f"at most {found} running while others waited" if found else
         f"all {burst} ran at once (or no scrape saw one wait): the engine runs at least {burst}; give --slots")

@@ -10,8 +10,9 @@ import functools
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.doors import MAX_DATASET_BYTES, json_value, valid_text
+from harness.doors import json_value, valid_text
 from harness.errors import TraceError
+from harness.limits import DATASET_BYTES
 
 Message = tuple[str, str]  # (role, content)
 
@@ -39,7 +40,7 @@ def sharegpt_turns(path: str, max_turns: int | None = None) -> tuple[Turn, ...]:
     caching sees multi-turn reuse. Conversations that do not start with a human turn are skipped.
     """
     try:
-        data = json_value(Path(path).read_bytes(), MAX_DATASET_BYTES)
+        data = json_value(Path(path).read_bytes(), DATASET_BYTES)
     except (OSError, ValueError) as exc:
         raise TraceError(f"{path}: not a ShareGPT JSON file ({exc})") from None
     if not isinstance(data, list):

@@ -26,9 +26,9 @@ from typing import IO, Any, Literal
 
 import numpy as np
 
-from harness.config.base import MAX_SPAN_S
 from harness.doors import json_value
 from harness.errors import TraceError
+from harness.limits import SPAN_S
 
 Format = Literal["azure", "mooncake", "burstgpt", "generic"]
 MOONCAKE_BLOCK_TOKENS = 512
@@ -121,9 +121,9 @@ def _finish(path: Path, raw: list[tuple[float, TraceRow]], skipped: dict[str, in
         raise TraceError(f"{path}: no usable rows")
     raw.sort(key=lambda pair: pair[0])  # stable: equal timestamps keep file order
     t0 = raw[0][0]
-    if raw[-1][0] - t0 > MAX_SPAN_S:
+    if raw[-1][0] - t0 > SPAN_S:
         raise TraceError(f"{path}: its timestamps span {raw[-1][0] - t0:.3g} s (the first {t0:.6g}, the last "
-                         f"{raw[-1][0]:.6g}), over the {MAX_SPAN_S // 86_400} days a phase may span: a row's "
+                         f"{raw[-1][0]:.6g}), over the {SPAN_S // 86_400} days a phase may span: a row's "
                          "timestamp in another unit?")
     return Trace(str(path), [replace(row, arrival_s=t - t0) for t, row in raw], skipped)
 

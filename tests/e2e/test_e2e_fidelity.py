@@ -19,7 +19,7 @@ import pytest
 
 from harness.client.backend import Endpoint
 from harness.config.scenario import parse_scenario
-from harness.records import read_records
+from harness.records_read import read_records
 from harness.run.runner import run_scenario
 
 pytestmark = pytest.mark.timing  # measured TTFT and ITL against the simulator's ground truth

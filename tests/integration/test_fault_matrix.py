@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 
 from harness.client.backend import Endpoint
 from harness.config.scenario import Scenario, parse_scenario
-from harness.records import STATUSES, RequestRecord, read_records
+from harness.records import STATUSES, RequestRecord
+from harness.records_read import read_records
 from harness.report.files import write_run
 from harness.run.runner import run_scenario
 from harness.stats.metrics import cause

@@ -14,7 +14,7 @@ import pytest
 from harness.client.backend import Endpoint
 from harness.config.scenario import parse_scenario
 from harness.errors import EndpointError
-from harness.records import read_records
+from harness.records_read import read_records
 from harness.report.notes import notes
 from harness.run.result import RunResult
 from harness.run.runner import run_scenario

@@ -153,7 +153,7 @@ async def test_replaying_azure_against_the_simulator_delivers_its_lengths_in_ord
 
     from harness.client.backend import Endpoint
     from harness.config.simulator import SimulatorConfig
-    from harness.records import read_records
+    from harness.records_read import read_records
     from harness.run.runner import run_scenario
     from harness.run.simulator import bundled_simulator
     from harness.tools.calibrate import ground_truth

@@ -14,8 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.cli.request_flags import _json_object
-from harness.doors import MAX_JSON_DEPTH, json_value
+from harness.doors import json_value
 from harness.errors import ScenarioError
+from harness.limits import JSON_DEPTH
 from harness.stats.schema import read_summary
 
 # `make fuzz` runs the door's property tests long (and says how many inputs each took); `make test` short, seeded
@@ -80,9 +81,9 @@ def test_any_text_is_a_value_or_one_line(text: str) -> None:
 
 
 def test_the_depth_limit_is_where_the_docs_say() -> None:
-    json_value("[" * MAX_JSON_DEPTH + "]" * MAX_JSON_DEPTH)
+    json_value("[" * JSON_DEPTH + "]" * JSON_DEPTH)
     with pytest.raises(ValueError, match="nested"):
-        json_value("[" * (MAX_JSON_DEPTH + 1) + "]" * (MAX_JSON_DEPTH + 1))
+        json_value("[" * (JSON_DEPTH + 1) + "]" * (JSON_DEPTH + 1))
 
 
 @pytest.mark.parametrize(("flags", "says"), [

@@ -9,9 +9,10 @@ import pytest
 
 from harness.client.backend import request_body
 from harness.client.dialects import embeddings
-from harness.client.typed_events import WHOLE_LIMIT, WholeReader
+from harness.client.typed_events import WholeReader
 from harness.config.scenario import parse_scenario
 from harness.errors import BadChunk
+from harness.limits import WHOLE_ANSWER_BYTES
 from harness.records import RequestRecord
 from harness.run.worker import RecordStamper, close
 from harness.workload.plan import BatchPlan, plan_phase
@@ -68,7 +69,7 @@ def test_an_error_in_a_200_answer_keeps_the_servers_words_and_a_huge_one_is_refu
     (chunk,) = embeddings.answer(b'{"error": {"message": "model is loading"}}'),
     assert chunk.error == "model is loading"
     reader = WholeReader(embeddings.answer)
-    reader.read(b"x" * WHOLE_LIMIT)
+    reader.read(b"x" * WHOLE_ANSWER_BYTES)
     with pytest.raises(BadChunk, match="answer longer than 64 MiB"):
         reader.read(b"x")
 

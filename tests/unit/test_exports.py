@@ -11,9 +11,10 @@ from typing import Any
 
 import pytest
 
-from harness.config.labels import MAX_LABELS, check_labels, check_metadata, secret_like
+from harness.config.labels import check_labels, check_metadata, secret_like
 from harness.config.metric_registry import REGISTRY
 from harness.config.scenario import SLO
+from harness.limits import LABELS
 from harness.report.answer import header_facts
 from harness.report.exports import csv_text, vllm_result
 from harness.report.pushgateway import figures
@@ -78,7 +79,7 @@ def test_labels_are_few_short_named_as_prometheus_takes_them_and_never_a_secret(
     assert check_labels({"branch": "main", "engine": "vllm-0.32"}) == {"branch": "main", "engine": "vllm-0.32"}
     for bad, said in (({"Branch": "x"}, "lower-case"), ({"phase": "x"}, "use that name"),
                       ({"k": "x" * 65}, "at most 64"), ({"k": "a\nb"}, "control"),
-                      ({f"k{i}": "v" for i in range(MAX_LABELS + 1)}, "at most"),
+                      ({f"k{i}": "v" for i in range(LABELS + 1)}, "at most"),
                       ({"token": "sk-proj-abcdef"}, "looks like a key"),
                       ({"token": "hf_" + "a1" * 20}, "looks like a key")):
         with pytest.raises(ValueError, match=said):

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from harness import limits
 from harness.config.scenario import parse_scenario
 from harness.errors import ScenarioError, TraceError
 from harness.workload.traces import read_trace
@@ -88,7 +89,7 @@ def test_a_history_database_that_is_not_one_or_a_cell_the_harness_did_not_write_
     shown = CliRunner().invoke(main, ["history", "show", "--db", str(fake)])
     assert shown.exit_code == 2 and "not a history database" in shown.output and "Traceback" not in shown.output
     for blob, says in ((b"not zlib at all", "not zlib data"),
-                       (zlib.compress(b"\0" * (history.MAX_CELL_BYTES + 8)), "inflate past 64 MiB")):
+                       (zlib.compress(b"\0" * (limits.HISTORY_CELL_BYTES + 8)), "inflate past 64 MiB")):
         with pytest.raises(ScenarioError, match=says), history.connect(tmp_path / "h.sqlite"):
             history._unpack(blob)
     with pytest.raises(ScenarioError, match="shape is not JSON"), history.connect(tmp_path / "h.sqlite"):

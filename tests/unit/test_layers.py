@@ -2,7 +2,8 @@
 
 Layers, lowest first; a module may import its own layer and those below it, never one above:
 
-    core       errors, clock, tokens, records, gctune, redact, loop, yamlfile (the shared bottom)
+    core       errors, clock, tokens, records, records_read, gctune, redact, loop, yamlfile, doors, limits
+               (the shared bottom)
     devices    devices and models as values, their laws, the catalogue
     config     scenario, simulator config, presets (validated input)
     workload   arrivals, lengths, traces, datasets, tokenizers, requests, plans
@@ -38,7 +39,8 @@ def _module(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-CORE = {"errors", "clock", "tokens", "records", "gctune", "redact", "loop", "yamlfile", "doors", "__main__"}
+CORE = {"errors", "clock", "tokens", "records", "records_read", "gctune", "redact", "loop", "yamlfile", "doors",
+        "limits", "__main__"}
 
 
 def _layer(module: str) -> str:

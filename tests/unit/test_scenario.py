@@ -39,16 +39,16 @@ def test_shipped_scenarios_load(path: Path) -> None:
 
 @pytest.mark.parametrize(("text", "field", "words"), [
     (GOOD + "colour: red\n", "colour", "unknown field"),
-    (GOOD.replace("rate: 2", "rate: -2"), "phases[0].load.rate", "greater than 0"),
+    (GOOD.replace("rate: 2", "rate: -2"), "phases[0].load.rate", "-2 req/s: must be more than 0 req/s"),
     (GOOD.replace("rate: 2", "rate: fast"), "phases[0].load.rate", "number"),
     (GOOD.replace("requests: 5", "requestz: 5"), "phases[0].load.requestz", "unknown field"),
     (GOOD.replace(", requests: 5", ""), "phases[0].load", "bound the phase"),
     (GOOD.replace("poisson", "zipf"), "phases[0].load", "zipf"),
     (GOOD + "simulator: {accelerator: tpu9}\n", "simulator.accelerator", "unknown accelerator"),
-    (GOOD + "workload: {prompt_tokens: 0}\n", "workload.prompt_tokens", "greater than 0"),
+    (GOOD + "workload: {prompt_tokens: 0}\n", "workload.prompt_tokens", "0 tokens: must be more than 0 tokens"),
     ("name: t\nphases: []\n", "phases", "at least 1"),
     (GOOD + "client: {http: aiohttp, read_window_us: 300}\n", "client", "read_window_us needs http: h1"),
-    (GOOD + "client: {read_window_us: 5000}\n", "client.read_window_us", "less than or equal to 2000"),
+    (GOOD + "client: {read_window_us: 5000}\n", "client.read_window_us", "5,000 µs: must be at most 2,000 µs"),
     (GOOD.replace("poisson, rate: 2", "concurrency, concurrency: 2, think_time_ms: 5"), "phases[0].load",
      "'think_time_ms' is now 'think_s'"),
 ])

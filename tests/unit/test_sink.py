@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.records import RecordWriter, RequestRecord, read_records
+from harness.records import RecordWriter, RequestRecord
+from harness.records_read import read_records
 from harness.redact import redactor
 from harness.run.observe import PhaseStart
 from harness.run.rescue import rescue

@@ -17,7 +17,8 @@ from pydantic import ValidationError
 
 from harness.config.scenario import Scenario, load_scenario
 from harness.errors import ScenarioError
-from harness.records import RecordWriter, RequestRecord, read_records, write_parquet
+from harness.records import RecordWriter, RequestRecord, write_parquet
+from harness.records_read import read_records
 from harness.run.distributed.sharding import SHARD_HEADER
 from harness.run.result import RunResult
 from harness.stats.schema import (

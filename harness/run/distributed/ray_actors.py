@@ -37,8 +37,8 @@ from harness.client.backend import Endpoint
 from harness.config.scenario import Scenario
 from harness.devices.catalogue import catalogue
 from harness.errors import UsageError
+from harness.limits import WORKER_LINE_BYTES
 from harness.run.distributed.workers import (
-    LINE_LIMIT,
     WHOLE_EXITS,
     Link,
     child_setup,
@@ -242,7 +242,7 @@ class Switchboard:
         self.address = ("", 0)
 
     async def open(self, host: str) -> None:
-        self._server = await asyncio.start_server(self._accept, host, 0, limit=LINE_LIMIT)
+        self._server = await asyncio.start_server(self._accept, host, 0, limit=WORKER_LINE_BYTES)
         self.address = (host, int(self._server.sockets[0].getsockname()[1]))
 
     def driver(self, index: int) -> tuple[str, int, str]:

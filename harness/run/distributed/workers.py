@@ -28,6 +28,7 @@ from harness.clock import MonotonicClock
 from harness.config.scenario import Scenario
 from harness.devices.catalogue import catalogue
 from harness.errors import EXIT_HANGUP, EXIT_NOTHING_OK, EXIT_REGRESSION, EXIT_STOPPED
+from harness.limits import WORKER_LINE_BYTES, WORKER_OUT_BYTES
 from harness.records import RecordWriter, RequestRecord
 from harness.run.display import Display
 from harness.run.distributed.hub import Hub
@@ -48,7 +49,6 @@ SAY_EVERY_S = 10.0
 SILENT_S = 2.0  # a worker that says nothing this long (it beats twice a second) is named: frozen, stuck
 # Exits of a worker whose run ended and wrote its summary: stopped by a signal, no request ok, a threshold broken.
 WHOLE_EXITS = (0, EXIT_NOTHING_OK, EXIT_REGRESSION, EXIT_STOPPED, EXIT_HANGUP)
-LINE_LIMIT = 64 * 2**20  # one record a line: a long answer's chunk times run to hundreds of kB
 
 
 class Link(Protocol):
@@ -135,7 +135,14 @@ class LocalWorker:
 
     async def lines(self) -> AsyncIterator[bytes]:
         assert self.proc.stdout is not None
-        while line := await self.proc.stdout.readline():
+        while True:
+            try:
+                line = await self.proc.stdout.readline()
+            except ValueError:  # past WORKER_LINE_BYTES: the reader has let its bytes go; it reads on after them
+                yield f"[harness: a line over {WORKER_LINE_BYTES >> 20} MiB dropped]\n".encode()
+                continue
+            if not line:
+                return
             yield line
 
     def send(self, line: bytes) -> None:
@@ -176,19 +183,18 @@ async def start_workers(scenario: Scenario, endpoint: Endpoint, work: Path, n: i
                 *worker_args(endpoint, Shard(i, n), start_at), "--reports-dir", str(work / str(i)),
                 *(arg for path in catalogue().files_here() for arg in ("--presets", str(path))),
                 env={**os.environ, **key_env(endpoint)}, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-                stderr=log, preexec_fn=child_setup(core), limit=LINE_LIMIT)
+                stderr=log, preexec_fn=child_setup(core), limit=WORKER_LINE_BYTES)
         workers.append(LocalWorker(i, work / str(i), proc))
     (work / "pids").write_text("".join(f"{w.index} {w.proc.pid}\n" for w in workers), encoding="utf-8")
     return list(workers)
 
 
-MAX_WORKER_OUT = 16 << 20  # a worker's stray output kept in workers/N.out (one that flooded wrote 213 MB each)
 
 
 class CappedLog:
-    """A worker's stray output, kept up to MAX_WORKER_OUT bytes; what is cut is counted and said at its end."""
+    """A worker's stray output, kept up to WORKER_OUT_BYTES bytes; what is cut is counted and said at its end."""
 
-    def __init__(self, path: Path, cap: int = MAX_WORKER_OUT) -> None:
+    def __init__(self, path: Path, cap: int = WORKER_OUT_BYTES) -> None:
         self.path, self.cap, self.kept, self.cut = path, cap, 0, 0
         self._file = path.open("ab")
 
