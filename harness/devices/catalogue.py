@@ -25,6 +25,7 @@ from harness.devices.models import ModelSpec
 from harness.devices.preset_file import KINDS, build, read_presets
 from harness.devices.step import KvDtype, PerformanceModel, Serving
 from harness.errors import PresetError
+from harness.yamlfile import read_yaml
 
 T = TypeVar("T")
 RUN_PRESETS = "presets.yaml"  # in a run's folder: the presets its run used beyond the built-in ones
@@ -163,7 +164,7 @@ def save_used(folder: Path, used: Catalogue | None = None) -> None:
     back (its scenario and summary name those accelerators and models) on any machine, the files gone."""
     merged: dict[str, dict[str, object]] = {"accelerators": {}, "models": {}}
     for path in (used or catalogue()).files_here():
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        data = cast(dict[str, dict[str, object]], read_yaml(path) or {})  # checked by the catalogue: a mapping
         for key, entries in merged.items():
             entries.update(data.get(key) or {})
     if any(merged.values()):

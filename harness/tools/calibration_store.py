@@ -6,7 +6,9 @@ import json
 import os
 import platform
 from pathlib import Path
-from typing import NotRequired, TypedDict
+from typing import NotRequired, TypedDict, cast
+
+from harness.doors import json_value
 
 
 class Machine(TypedDict):
@@ -90,10 +92,10 @@ def machine() -> Machine:
 def load_calibration() -> Calibration | None:
     """This machine's calibration, if one was made here."""
     try:
-        data: Calibration = json.loads(calibration_path().read_text())
-    except (OSError, ValueError):
+        data = json_value(calibration_path().read_bytes())
+    except (OSError, ValueError):  # none made here, or not one the harness wrote: as if none
         return None
-    return data if data.get("machine") == machine() else None
+    return cast(Calibration, data) if isinstance(data, dict) and data.get("machine") == machine() else None
 
 
 def save_calibration(report: Calibration) -> Path:

@@ -15,8 +15,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from harness.config.metric_registry import COMPARED, DEFAULT_TOLERANCES
 from harness.config.metric_registry import metric as entry
 from harness.errors import ScenarioError
@@ -40,6 +38,7 @@ from harness.stats.compare import (
 )
 from harness.stats.noise import ALPHA, MIN_BEYOND, RunSpread
 from harness.stats.schema import ThresholdResult, read_summary
+from harness.yamlfile import read_yaml
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,9 +69,11 @@ def shape_of(scenario: Mapping[str, Any]) -> dict[str, Any]:
 def _load_run(path: Path) -> Run:
     summary = read_summary(path / "summary.json")
     try:
-        scenario = yaml.safe_load((path / "scenario.yaml").read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ScenarioError(f"{path}: not a run directory ({exc})") from None
+        scenario = read_yaml(path / "scenario.yaml")
+    except ValueError as exc:
+        raise ScenarioError(f"{path}: not a run directory (scenario.yaml: {exc})") from None
+    if not isinstance(scenario, dict):
+        raise ScenarioError(f"{path}: not a run directory (scenario.yaml holds no scenario)")
     by_phase: dict[str, list[RequestRecord]] = {}
     for rec in read_run_records(path):
         by_phase.setdefault(rec.phase, []).append(rec)

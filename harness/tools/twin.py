@@ -20,6 +20,7 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Any, cast
 
 import numpy as np
 import yaml
@@ -35,6 +36,7 @@ from harness.stats.server import Row, read_server_metrics
 from harness.tools.predict import predict_runs
 from harness.tools.twin_curve import MIN_STEPS, fit_curve, nonnegative
 from harness.tools.twin_samples import Streams, overlapping, server_batches, step_samples
+from harness.yamlfile import read_yaml
 
 UNMEASURED_KV_TOKENS = 10_000_000  # no KV usage scraped: the twin never runs out
 
@@ -290,7 +292,7 @@ def on_twin(scenario: Scenario, accelerator: str, model: str | None) -> Scenario
 def load_twin(preset: Path, accelerator: str | None) -> str:
     """Load a fitted preset file; the accelerator to use (the file's only fitted one when not named)."""
     use(catalogue().refreshed(preset))
-    data = yaml.safe_load(preset.read_text(encoding="utf-8")) or {}
+    data = cast(dict[str, Any], read_yaml(preset) or {})  # checked by the catalogue just now: a mapping
     entries = (data.get("accelerators") or {}).items()
     fitted = [n for n, e in entries if isinstance(e, dict) and e.get("kind") == "fitted"]
     if accelerator is None:

@@ -28,7 +28,7 @@ import numpy as np
 
 from harness.doors import json_value
 from harness.errors import TraceError
-from harness.limits import SPAN_S
+from harness.limits import SPAN_S, TRACE_LINE_CHARS
 
 Format = Literal["azure", "mooncake", "burstgpt", "generic"]
 MOONCAKE_BLOCK_TOKENS = 512
@@ -98,10 +98,35 @@ def _azure_time(text: str) -> float:
 
 
 def open_text(path: Path) -> IO[str]:
-    """A trace file as text; `.gz` files are decompressed on the fly (the shipped traces are gzipped)."""
+    """A trace file as text; `.gz` files are decompressed on the fly (the shipped traces are gzipped). Bytes that
+    are not UTF-8 read as U+FFFD, so the row holding them is a bad row (they were a UnicodeDecodeError traceback)."""
     if path.suffix == ".gz":
-        return gzip.open(path, "rt", newline="", encoding="utf-8")
-    return path.open(newline="", encoding="utf-8")
+        return gzip.open(path, "rt", newline="", encoding="utf-8", errors="replace")
+    return path.open(newline="", encoding="utf-8", errors="replace")
+
+
+@dataclass(frozen=True, slots=True)
+class Unreadable:
+    """A line no row could come from: past TRACE_LINE_CHARS, or one the CSV reader refused."""
+
+    why: str
+
+
+_OVERLONG = "\0 overlong \0\n"  # stands in for a line past the limit; no real trace holds NUL
+
+
+def bounded_lines(fh: IO[str]) -> Iterator[str]:
+    """The file's lines, each read at most TRACE_LINE_CHARS at a time: a longer one (a 0.6 MB gzip of one long
+    line took 1.27 GB) comes as a stand-in, the rest of it read past in pieces and let go."""
+    while line := fh.readline(TRACE_LINE_CHARS):
+        if len(line) == TRACE_LINE_CHARS and not line.endswith("\n"):
+            while (rest := fh.readline(TRACE_LINE_CHARS)) and not rest.endswith("\n"):
+                pass
+            line = _OVERLONG
+        yield line
+
+
+_TOO_LONG = Unreadable(f"a line over {TRACE_LINE_CHARS >> 20} MiB")
 
 
 def inner_suffix(path: Path) -> str:
@@ -109,11 +134,18 @@ def inner_suffix(path: Path) -> str:
     return Path(path.stem).suffix if path.suffix == ".gz" else path.suffix
 
 
-def _csv_rows(path: Path) -> Iterator[tuple[int, dict[str, str]]]:
+def _csv_rows(path: Path) -> Iterator[tuple[int, dict[str, str] | Unreadable]]:
     with open_text(path) as fh:
-        reader = csv.DictReader(fh)
-        for row in reader:
-            yield reader.line_num, row
+        reader = csv.DictReader(bounded_lines(fh))
+        while True:
+            try:
+                row = next(reader)
+            except StopIteration:
+                return
+            except csv.Error as exc:  # a field past the csv module's own limit, an unclosed quote: a bad row
+                yield reader.line_num, Unreadable(f"not CSV ({exc})")
+                continue
+            yield reader.line_num, _TOO_LONG if _OVERLONG.strip() in row.values() else row
 
 
 def _finish(path: Path, raw: list[tuple[float, TraceRow]], skipped: dict[str, int]) -> Trace:
@@ -138,6 +170,9 @@ def _read(path: Path, rows: Rows, parse: Any, what: str, skip_bad: bool,
     skipped = {} if skipped is None else skipped
     raw: list[tuple[float, TraceRow]] = []
     for line, row in rows:
+        if isinstance(row, Unreadable):
+            _bad(path, line, row.why, skip_bad, skipped)
+            continue
         try:
             item = parse(row, skipped)
             if item is not None:
@@ -159,7 +194,10 @@ def _check(arrival_s: float, row: TraceRow) -> None:
 
 def _json_lines(path: Path, skip_bad: bool, skipped: dict[str, int]) -> Rows:
     with open_text(path) as fh:
-        for line, text in enumerate(fh, 1):
+        for line, text in enumerate(bounded_lines(fh), 1):
+            if text is _OVERLONG:
+                _bad(path, line, _TOO_LONG.why, skip_bad, skipped)
+                continue
             if not text.strip():
                 continue
             try:
@@ -222,7 +260,7 @@ def sniff(path: Path) -> Format:
     """The format of a trace file, from its first line."""
     try:
         with open_text(path) as fh:
-            first = fh.readline()
+            first = fh.readline(TRACE_LINE_CHARS)
     except (OSError, EOFError) as exc:
         if isinstance(exc, EOFError) or not exc.strerror:
             raise TraceError(f"{path}: not a readable gzip file ({exc})") from None

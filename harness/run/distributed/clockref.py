@@ -13,6 +13,8 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.request import ProxyHandler, build_opener
 
+from harness.doors import json_value
+
 ROUNDS = 8
 TIMEOUT_S = 2.0
 
@@ -42,7 +44,10 @@ def measure(url: str, rounds: int = ROUNDS) -> tuple[float, float]:
     for _ in range(rounds):
         sent = time.time_ns()
         with opener.open(url, timeout=TIMEOUT_S) as resp:
-            theirs = int(json.loads(resp.read())["time_ns"])
+            answer = json_value(resp.read(4096))  # a clock's answer is 30 bytes; a bigger one is not a clock's
+        theirs = answer.get("time_ns") if isinstance(answer, dict) else None
+        if not isinstance(theirs, int) or isinstance(theirs, bool):
+            raise ValueError(f"{url} answered no time_ns: not a harness clock")
         back = time.time_ns()
         offset, half = (theirs - (sent + back) / 2) / 1e6, (back - sent) / 2e6
         if best is None or half < best[1]:

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 
 from harness.config.scenario import Scenario
-from harness.records import RequestRecord
+from harness.records import RequestRecord, record_from
 from harness.run.distributed.wire import (
     MARK,
     AtBarrier,
@@ -72,7 +72,10 @@ class Hub:
         if not line.startswith(MARK):
             return False
         self.seen[worker] = time.monotonic()
-        message = decode(line)
+        try:
+            message = decode(line)
+        except ValueError:  # cut or garbled: the worker's log keeps it
+            return False
         if isinstance(message, PhaseBegun):
             self._sent_before[worker] += self._sent[worker]
             self._sent[worker] = 0
@@ -85,7 +88,10 @@ class Hub:
         if isinstance(message, RecordEnded | AtBarrier | ClockAsk | Beat):
             self._sent[worker] = message.sent
         if isinstance(message, RecordEnded):
-            rec = RequestRecord(**message.rec)
+            try:
+                rec = record_from(message.rec)
+            except ValueError:  # not a record: the worker's log keeps the line
+                return False
             self.records[worker].append(rec)
             if self._current >= 0 and rec.phase == self.scenario.phases[self._current].name:
                 self._show(rec)

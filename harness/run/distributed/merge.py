@@ -8,7 +8,6 @@ NTP-synchronised); each phase's self-check is the worst of its shards' (client-l
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +15,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from harness.config.scenario import Scenario, load_scenario
+from harness.doors import json_value
 from harness.errors import ScenarioError
 from harness.records import RecordWriter, RequestRecord, write_parquet
 from harness.records_read import read_records
@@ -87,8 +87,8 @@ def read_shard(run_dir: Path, warn: Callable[[str], None] | None = None) -> Shar
         saved = read_summary(summary)
     elif (run_dir / SHARD_HEADER).is_file():
         try:
-            header = RunHeader.model_validate(json.loads((run_dir / SHARD_HEADER).read_text(encoding="utf-8"))["run"])
-        except (ValueError, KeyError, ValidationError) as exc:
+            header = RunHeader.model_validate(json_value((run_dir / SHARD_HEADER).read_bytes())["run"])  # type: ignore[index]
+        except (ValueError, KeyError, TypeError, ValidationError) as exc:
             raise ScenarioError(f"{run_dir / SHARD_HEADER}: not a shard's header ({type(exc).__name__})") from None
         saved = killed_summary(header, "the shard ended before writing its summary")
         if warn is not None:

@@ -95,10 +95,17 @@ def encode(message: Message) -> bytes:
 
 
 def decode(line: bytes) -> Message | None:
-    """The message on a relay line; None for any other output of the worker, or a kind this side does not know."""
+    """The message on a relay line; None for any other output of the worker, or a kind this side does not know.
+    A relay line cut or garbled (a worker killed mid-write) is a ValueError, never another exception."""
     if not line.startswith(MARK):
         return None
-    m: dict[str, Any] = orjson.loads(line[len(MARK):])
+    try:
+        return _message(orjson.loads(line[len(MARK):]))
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:  # orjson's JSONDecodeError is a ValueError
+        raise ValueError(f"a relay line cut or garbled ({type(exc).__name__})") from None
+
+
+def _message(m: dict[str, Any]) -> Message | None:
     sent = int(m.get("sent", 0))
     match m.get("k"):
         case "phase":
