@@ -45,9 +45,10 @@ test-fast: install-test
 	$(BIN)/ruff check harness tests bench
 	$(BIN)/pytest -q tests/unit
 
-# The doors' property tests long and unseeded (`make test` runs them short and seeded), with how many inputs each took.
+# Every reader of outside input fuzzed long and unseeded (`make test` runs them short and seeded): the run ends
+# with how many inputs each reader took. HARNESS_FUZZ_EXAMPLES=… to change the budget (per reader).
 fuzz: install-test
-	HARNESS_FUZZ_EXAMPLES=20000 $(BIN)/pytest -q --hypothesis-show-statistics tests/unit/test_doors.py
+	HARNESS_FUZZ_EXAMPLES=$${HARNESS_FUZZ_EXAMPLES:-20000} $(BIN)/pytest -q -n 2 tests/unit/test_fuzz_readers.py tests/unit/test_doors.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Iterator
+from typing import IO
 
 from harness.limits import JSON_BYTES, JSON_DEPTH, JSON_INT_DIGITS
 
@@ -64,12 +66,42 @@ def json_value(text: str | bytes, max_bytes: int = JSON_BYTES) -> object:
     if text.count("[") + text.count("{") > JSON_DEPTH and (deep := _depth(text)) > JSON_DEPTH:
         raise ValueError(f"JSON nested {deep:,} deep: more than the {JSON_DEPTH} read")
     try:
-        return json.loads(text, parse_constant=_no_constant, parse_float=_finite, parse_int=_int)
+        value = json.loads(text, parse_constant=_no_constant, parse_float=_finite, parse_int=_int)
     except json.JSONDecodeError as exc:
         raise ValueError(f"not JSON: {exc}") from None
+    # A lone surrogate (`"\\ud800"`, or one argv's surrogateescape made) reached the request encoder and threw
+    return _valid_texts(value) if _SURROGATE.search(text) or _ESCAPED_SURROGATE.search(text) else value
+
+
+_ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _valid_texts(value: object) -> object:
+    """`value` with every text in it, keys too, through `valid_text`."""
+    if isinstance(value, str):
+        return valid_text(value)
+    if isinstance(value, list):
+        return [_valid_texts(v) for v in value]
+    if isinstance(value, dict):
+        return {valid_text(k): _valid_texts(v) for k, v in value.items()}
+    return value
 
 
 def _int(text: str) -> int:
     if len(text) > JSON_INT_DIGITS:
         raise ValueError(f"{text[:20]}… ({len(text)} digits) is too large a number")
     return int(text)
+
+
+OVERLONG = "\0 overlong \0\n"  # stands in for a line past the limit; no text file of ours holds NUL
+
+
+def bounded_lines(fh: IO[str], limit: int) -> Iterator[str]:
+    """A text file's lines, each read at most `limit` characters at a time: a longer one (a 0.6 MB gzip of one long
+    line took 1.27 GB) comes as OVERLONG, the rest of it read past in pieces and let go."""
+    while line := fh.readline(limit):
+        if len(line) == limit and not line.endswith("\n"):
+            while (rest := fh.readline(limit)) and not rest.endswith("\n"):
+                pass
+            line = OVERLONG
+        yield line

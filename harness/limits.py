@@ -18,6 +18,7 @@ JSON_DEPTH = 200  # request bodies and summaries nest a dozen deep; json's parse
 JSON_INT_DIGITS = 40  # past any count, id or size a harness file holds; int() of 10^6 digits takes seconds
 DATASET_BYTES = 4 << 30  # ShareGPT's own file is 0.7 GB
 TRACE_LINE_CHARS = 1 << 20  # one row of a trace: a Mooncake row's prefix ids for a 128k prompt are ~2 KB
+SCRAPE_LINE_CHARS = 64 << 10  # one row of a run's server_metrics.csv: a few dozen numbers
 HISTORY_CELL_BYTES = 64 << 20  # one run's blocks in a history DB, inflated; a zlib bomb took 5.3 GB
 
 # What a scenario may plan: arrivals are planned up front (requests: 1e26 was a 745 GiB allocation)
@@ -63,6 +64,8 @@ TABLE = [
     Limit("DATASET_BYTES", "a ShareGPT-style dataset (`--dataset-path`)", "exit 2"),
     Limit("TRACE_LINE_CHARS", "one line of a trace file, after gunzip",
           "a bad row, named (skipped with `--skip-bad-rows`)"),
+    Limit("SCRAPE_LINE_CHARS", "one row of a run's server_metrics.csv (read back by `report`, `merge`, `twin`)",
+          "the row is left out, as is one that does not read"),
     Limit("HISTORY_CELL_BYTES", "a history DB's stored blocks, inflated", "exit 2 naming the DB and the run"),
     Limit("PLANNED_REQUESTS", "a phase's requests (`requests`, `size × batches`, `rate × duration_s`)",
           "exit 2 naming the field"),

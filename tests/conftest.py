@@ -81,7 +81,14 @@ _BUSY = pytest.StashKey[str | None]()
 _TIMING: dict[str, int] = {"judged": 0, "skipped": 0}
 
 
+_FUZZED: dict[str, int] = {}  # inputs each reader of outside input took (tests/unit/test_fuzz_readers.py)
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    for key, value in report.user_properties:  # reported by xdist's workers too
+        if key == "fuzz_inputs" and report.when == "call":
+            name, _, count = str(value).rpartition("=")
+            _FUZZED[name] = _FUZZED.get(name, 0) + int(count)
     if "timing" not in report.keywords:
         return
     if report.when == "call" or (report.when == "setup" and report.skipped):
@@ -96,6 +103,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if _FUZZED:
+        terminalreporter.write_line(f"fuzzed: {sum(_FUZZED.values()):,} inputs over {len(_FUZZED)} readers: "
+                                    + ", ".join(f"{name} {n:,}" for name, n in sorted(_FUZZED.items())))
     judged, skipped = _TIMING["judged"], _TIMING["skipped"]
     if judged or skipped:
         verdict = " — every one skipped: CI fails (run the suite on a quieter machine)" if (

@@ -10,7 +10,7 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 
 from harness.config.units import as_millis, as_seconds, number_text, unit_of
 from harness.limits import PLANNED_REQUESTS, RATE, TOKENS
-from harness.redact import without_userinfo
+from harness.redact import printable, without_userinfo
 
 PositiveFloat = Annotated[float, Field(gt=0)]
 PositiveInt = Annotated[int, Field(gt=0)]
@@ -68,7 +68,7 @@ class Strict(Changeable):
 def first_error(exc: ValidationError) -> str:
     """A validation error in one line: where (the dotted field path) and what, pydantic's prefix taken off."""
     err = exc.errors()[0]
-    where = ".".join(str(part) for part in err["loc"])
+    where = printable(".".join(str(part) for part in err["loc"]), one_line=True)  # a key may hold a line break
     return f"{where + ': ' if where else ''}{error_text(err)}"
 
 

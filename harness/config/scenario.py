@@ -30,6 +30,7 @@ from harness.config.workload import Workload
 from harness.devices.catalogue import catalogue, resolve_accelerator, resolve_model, use
 from harness.devices.formats import Weights
 from harness.errors import ScenarioError
+from harness.redact import printable
 from harness.yamlfile import read_yaml
 
 SAVING = "saving"  # serialisation context: the dump is written to disk
@@ -277,7 +278,7 @@ def _field_path(loc: tuple[int | str, ...]) -> str:
             continue
         else:
             out += f".{part}" if out else str(part)
-    return out or "(top level)"
+    return printable(out, one_line=True) or "(top level)"  # a YAML key may hold a line break or an escape
 
 
 _WRONG_KIND = {"int_type", "int_parsing", "model_type", "dict_type", "model_attributes_type", "float_type",

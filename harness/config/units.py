@@ -3,6 +3,7 @@ field's own unit (seconds for `*_s` fields and flags, milliseconds for `*_ms`)."
 
 from __future__ import annotations
 
+import math
 import re
 
 _SECONDS_PER = {"us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
@@ -18,7 +19,10 @@ def duration_seconds(value: object, bare_unit: str = "s") -> float:
     match = _DURATION.match(value) if isinstance(value, str) else None
     if match is None:
         raise ValueError(f"{value!r} is not a duration (use 30s, 5m, 500ms, or a number of {_NAMES[bare_unit]})")
-    return float(match.group(1)) * _SECONDS_PER[match.group(2) or bare_unit]
+    seconds = float(match.group(1)) * _SECONDS_PER[match.group(2) or bare_unit]
+    if not math.isfinite(seconds):  # `1e999s` reads as infinity
+        raise ValueError(f"{value!r} is not a finite duration")
+    return seconds
 
 
 _NAMES = {"s": "seconds", "ms": "milliseconds"}

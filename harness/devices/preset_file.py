@@ -29,11 +29,14 @@ def read_presets(path: Path) -> tuple[dict[str, Device], dict[str, ModelSpec]]:
         raise PresetError(f"{path}: cannot read presets: {exc}") from None
     if not isinstance(data, dict) or set(data) - {"accelerators", "models"}:
         raise PresetError(f"{path}: top level must hold only 'accelerators' and 'models'")
+    for section in ("accelerators", "models"):
+        if not isinstance(data.get(section) or {}, dict):  # a text or a list here was an AttributeError traceback
+            raise PresetError(f"{path}: {section}: must map names to entries")
     devices: dict[str, Device] = {}
     for name, entry in (data.get("accelerators") or {}).items():
         entry = dict(entry) if isinstance(entry, dict) else entry
         kind = entry.pop("kind", "gpu") if isinstance(entry, dict) else "gpu"
-        if kind not in KINDS:
+        if not isinstance(kind, str) or kind not in KINDS:
             raise PresetError(f"{path}: {name}.kind: {kind!r} is not one of {', '.join(KINDS)}")
         devices[str(name)] = build(KINDS[kind], str(name), entry, str(path))
     models = {str(name): build(ModelSpec, str(name), entry, str(path))
@@ -47,7 +50,7 @@ def build(cls: type[Any], name: str, entry: object, source: str) -> Any:
     allowed = {f.name for f in fields(cls)} - {"name"}
     unknown = set(entry) - allowed
     if unknown:
-        field = sorted(unknown)[0]
+        field = sorted(map(str, unknown))[0]  # YAML keys may be numbers: `1: 5` beside `tflops: 5`
         raise PresetError(f"{source}: {name}.{field}: unknown field (allowed: {', '.join(sorted(allowed))})")
     missing = [f for f in _required(cls) if f not in entry]
     if missing:

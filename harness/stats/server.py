@@ -7,6 +7,7 @@ summary out. Engines name the same quantity differently, so each series here lis
 from __future__ import annotations
 
 import csv
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
@@ -18,6 +19,8 @@ import numpy as np
 from prometheus_client.parser import text_string_to_metric_families
 
 from harness.clock import NS_PER_S
+from harness.doors import bounded_lines
+from harness.limits import SCRAPE_LINE_CHARS
 
 FILENAME = "server_metrics.csv"  # in the run directory, appended as scraped
 
@@ -94,7 +97,7 @@ def parse_exposition(text: str, names: Mapping[str, str] = KNOWN) -> Sample:
     for family in text_string_to_metric_families("\n".join(wanted) + "\n"):
         for sample in family.samples:
             ours = names.get(sample.name)
-            if ours is not None:
+            if ours is not None and math.isfinite(sample.value):  # a NaN gauge would be a NaN figure: exit 4
                 totals.setdefault(ours, []).append(float(sample.value))
     return {k: (sum(v) / len(v) if k in _AVERAGED else sum(v)) for k, v in totals.items()}
 
@@ -163,6 +166,26 @@ def read_server_metrics(run_dir: Path) -> list[Row]:
     path = run_dir / FILENAME
     if not path.is_file():
         return []
-    with path.open(encoding="utf-8", newline="") as f:
-        return [Row(int(line["t_ns"]), {c: float(line[c]) for c in COLUMNS if line.get(c)})
-                for line in csv.DictReader(f)]
+    rows: list[Row] = []
+    with path.open(encoding="utf-8", errors="replace", newline="") as f:
+        reader = csv.DictReader(bounded_lines(f, SCRAPE_LINE_CHARS))
+        while True:
+            try:
+                row = _row(next(reader))
+            except StopIteration:
+                return rows
+            except csv.Error:  # a NUL, a field past csv's own limit: the line is left out
+                continue
+            if row is not None:
+                rows.append(row)
+
+
+def _row(line: dict[str, str]) -> Row | None:
+    """A scraped row; None for one that does not read (the run killed mid-line, the file edited): the server's
+    series stand beside the figures and are never a reason to lose them (a bad cell was a traceback in report)."""
+    try:
+        t_ns = int(line["t_ns"])
+        values = {c: float(line[c]) for c in COLUMNS if line.get(c)}
+    except (KeyError, ValueError, TypeError, OverflowError):
+        return None
+    return Row(t_ns, {c: v for c, v in values.items() if math.isfinite(v)})

@@ -53,8 +53,8 @@ def parse_slo(text: str) -> SLO:
             raise ValueError(f"{item!r}: expected one of {', '.join(f'{k}=…' for k in _KEYS)}")
         try:  # `nan`, `inf` and `1e400ms` were taken by float() and reached pydantic's multi-line error
             values[name] = duration_seconds(raw, "ms") * 1e3
-        except ValueError:
-            raise ValueError(f"{item!r}: not a duration (use 500ms or 0.5s)") from None
+        except ValueError as exc:
+            raise ValueError(f"{key}: {exc}") from None
     if not values:
         raise ValueError("give at least one SLO")
     try:

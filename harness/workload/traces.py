@@ -26,9 +26,10 @@ from typing import IO, Any, Literal
 
 import numpy as np
 
-from harness.doors import json_value
+from harness.doors import OVERLONG, bounded_lines, json_value
 from harness.errors import TraceError
 from harness.limits import SPAN_S, TRACE_LINE_CHARS
+from harness.redact import printable
 
 Format = Literal["azure", "mooncake", "burstgpt", "generic"]
 MOONCAKE_BLOCK_TOKENS = 512
@@ -86,7 +87,7 @@ class Trace:
 
 def _bad(path: Path, line: int, message: str, skip: bool, skipped: dict[str, int]) -> None:
     if not skip:
-        raise TraceError(f"{path}:{line}: {message}")
+        raise TraceError(f"{path}:{line}: {printable(message, one_line=True)}")  # it may quote the row
     skipped["bad_rows"] = skipped.get("bad_rows", 0) + 1
 
 
@@ -112,20 +113,6 @@ class Unreadable:
     why: str
 
 
-_OVERLONG = "\0 overlong \0\n"  # stands in for a line past the limit; no real trace holds NUL
-
-
-def bounded_lines(fh: IO[str]) -> Iterator[str]:
-    """The file's lines, each read at most TRACE_LINE_CHARS at a time: a longer one (a 0.6 MB gzip of one long
-    line took 1.27 GB) comes as a stand-in, the rest of it read past in pieces and let go."""
-    while line := fh.readline(TRACE_LINE_CHARS):
-        if len(line) == TRACE_LINE_CHARS and not line.endswith("\n"):
-            while (rest := fh.readline(TRACE_LINE_CHARS)) and not rest.endswith("\n"):
-                pass
-            line = _OVERLONG
-        yield line
-
-
 _TOO_LONG = Unreadable(f"a line over {TRACE_LINE_CHARS >> 20} MiB")
 
 
@@ -136,7 +123,7 @@ def inner_suffix(path: Path) -> str:
 
 def _csv_rows(path: Path) -> Iterator[tuple[int, dict[str, str] | Unreadable]]:
     with open_text(path) as fh:
-        reader = csv.DictReader(bounded_lines(fh))
+        reader = csv.DictReader(bounded_lines(fh, TRACE_LINE_CHARS))
         while True:
             try:
                 row = next(reader)
@@ -145,7 +132,7 @@ def _csv_rows(path: Path) -> Iterator[tuple[int, dict[str, str] | Unreadable]]:
             except csv.Error as exc:  # a field past the csv module's own limit, an unclosed quote: a bad row
                 yield reader.line_num, Unreadable(f"not CSV ({exc})")
                 continue
-            yield reader.line_num, _TOO_LONG if _OVERLONG.strip() in row.values() else row
+            yield reader.line_num, _TOO_LONG if OVERLONG.strip() in row.values() else row
 
 
 def _finish(path: Path, raw: list[tuple[float, TraceRow]], skipped: dict[str, int]) -> Trace:
@@ -177,7 +164,7 @@ def _read(path: Path, rows: Rows, parse: Any, what: str, skip_bad: bool,
             item = parse(row, skipped)
             if item is not None:
                 _check(*item)
-        except (KeyError, ValueError, TypeError, AttributeError) as exc:
+        except (KeyError, ValueError, TypeError, AttributeError, OverflowError) as exc:  # int(1e999): Overflow
             _bad(path, line, f"{what} ({exc})", skip_bad, skipped)
             continue
         if item is not None:
@@ -194,8 +181,8 @@ def _check(arrival_s: float, row: TraceRow) -> None:
 
 def _json_lines(path: Path, skip_bad: bool, skipped: dict[str, int]) -> Rows:
     with open_text(path) as fh:
-        for line, text in enumerate(bounded_lines(fh), 1):
-            if text is _OVERLONG:
+        for line, text in enumerate(bounded_lines(fh, TRACE_LINE_CHARS), 1):
+            if text is OVERLONG:
                 _bad(path, line, _TOO_LONG.why, skip_bad, skipped)
                 continue
             if not text.strip():

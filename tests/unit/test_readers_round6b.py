@@ -48,26 +48,6 @@ def test_a_gzip_trace_of_one_endless_line_is_read_in_bounded_pieces(tmp_path: Pa
     assert grown_mib < 100, f"peak memory grew {grown_mib:.0f} MiB reading a 200 MiB line"
 
 
-@pytest.mark.parametrize("line", [
-    b"\x1e{\"k\": \"rec\", \"rec\": {\"request_id\"",  # cut mid-write
-    b"\x1e{\"k\": \"rec\", \"rec\": 5}",
-    b"\x1e{\"k\": \"rec\", \"rec\": {\"request_id\": 1}}",
-    b"\x1e[1, 2]",
-    b"\x1e{\"k\": \"phase\"}",
-])
-def test_a_garbled_relay_line_is_the_workers_output_not_a_traceback(line: bytes) -> None:
-    from harness.run.distributed import wire
-    from tests.unit.test_relay import FakeWorkers, hub_of
-
-    assert line.startswith(wire.MARK)
-    try:
-        wire.decode(line)  # a message whose record is not one, or a ValueError: nothing else
-    except ValueError as exc:
-        assert "a relay line cut or garbled" in str(exc)
-    hub = hub_of(1, FakeWorkers().send)
-    assert hub.feed(0, line) is False and hub.records == [[]]  # to the worker's log, no record taken
-
-
 def test_a_worker_line_past_its_limit_is_dropped_with_a_note_and_the_rest_read_on() -> None:
     from harness.run.distributed.workers import LocalWorker
 

@@ -282,3 +282,20 @@ async def test_a_worker_beats_while_nothing_is_sent(monkeypatch: pytest.MonkeyPa
     finally:
         relay.close()
     assert {wire.decode(line) for line in out.getvalue().splitlines(keepends=True)} == {wire.Beat(7)}
+
+
+@pytest.mark.parametrize("line", [
+    b"\x1e{\"k\": \"rec\", \"rec\": {\"request_id\"",  # cut mid-write
+    b"\x1e{\"k\": \"rec\", \"rec\": 5}",
+    b"\x1e{\"k\": \"rec\", \"rec\": {\"request_id\": 1}}",
+    b"\x1e[1, 2]",
+    b"\x1e{\"k\": \"phase\"}",
+])
+def test_a_garbled_relay_line_is_the_workers_output_not_a_traceback(line: bytes) -> None:
+    assert line.startswith(wire.MARK)
+    try:
+        wire.decode(line)  # a message whose record is not one, or a ValueError: nothing else
+    except ValueError as exc:
+        assert "a relay line cut or garbled" in str(exc)
+    hub = hub_of(1, FakeWorkers().send)
+    assert hub.feed(0, line) is False and hub.records == [[]]  # to the worker's log, no record taken
