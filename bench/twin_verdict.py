@@ -32,7 +32,7 @@ from harness.devices.fitted import FittedAccelerator, FittedModel
 from harness.devices.step import StepLoad
 from harness.run.display import Display
 from harness.run.target import target
-from harness.tools.twin_make import Measured, engine_info, judge, make_run, measure
+from harness.twin.make import Measured, engine_info, judge, make_run, measure
 
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
 

@@ -18,7 +18,7 @@ from harness.report.table import print_table
 from harness.tools.matrix import accelerator_matrix
 from harness.tools.predict import predict as run_prediction
 from harness.tools.search import parse_slo
-from harness.tools.twin_validate import outside_envelope
+from harness.twin.validate import outside_envelope
 
 
 def _list(ctx: click.Context, param: click.Parameter, value: str | None) -> list[str] | None:

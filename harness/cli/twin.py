@@ -11,8 +11,8 @@ import click
 from harness.cli.errors import guarded
 from harness.cli.grouped import examples
 from harness.devices.fitted import FittedAccelerator
-from harness.tools.twin import fit_runs, known_model, load_twin
-from harness.tools.twin_validate import ValidationRow, fit_warnings, outside_fitted, validate_run
+from harness.twin.fit import fit_runs, known_model, load_twin
+from harness.twin.validate import ValidationRow, fit_warnings, outside_fitted, validate_run
 
 _run_dir = click.Path(path_type=Path, file_okay=False, exists=True)
 

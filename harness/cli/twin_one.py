@@ -1,5 +1,5 @@
 """`harness sim twin URL`: a twin of an endpoint from one command — its runs designed, fitted and validated on
-held-out loads (harness/tools/twin_make.py)."""
+held-out loads (harness/twin/make.py)."""
 
 from __future__ import annotations
 
@@ -21,11 +21,11 @@ from harness.client.backend import Endpoint
 from harness.config.scenario import parse_scenario
 from harness.errors import EXIT_NO_VERDICT, EXIT_REGRESSION, UsageError
 from harness.run.target import target
-from harness.tools.twin_design import RUN_OUTPUT, RUN_PROMPT, minutes
-from harness.tools.twin_discover import EngineInfo
-from harness.tools.twin_heldout import HeldFigure
-from harness.tools.twin_make import FATAL, Measured, TwinResult, engine_info, judge, measure
-from harness.tools.twin_slots import BURST, burst_slots
+from harness.twin.design import RUN_OUTPUT, RUN_PROMPT, minutes
+from harness.twin.discover import EngineInfo
+from harness.twin.heldout import HeldFigure
+from harness.twin.make import FATAL, Measured, TwinResult, engine_info, judge, measure
+from harness.twin.slots import BURST, burst_slots
 
 _EXAMPLES = examples(
     'harness sim twin http://127.0.0.1:8080 --out llama.yaml',

@@ -28,7 +28,7 @@ from harness.config.metric_registry import (
 from harness.report.token_cells import cached, images_cell, prompt_off, thinking
 from harness.stats.conclusion import decided_by, phase_sentence, pooled, thought
 from harness.stats.schema import PhaseSummary, ServerPhase, Stress, Summary, ThresholdResult
-from harness.stats.sweeps import KNEE_GOODPUT, SweepResult
+from harness.stats.schema.sweeps import KNEE_GOODPUT, SweepResult
 from harness.stats.thresholds import observed
 
 Cell = Callable[[PhaseSummary], str | Text]

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from harness.config.metric_registry import LATENCIES, SLO_LATENCIES
 from harness.stats.schema import Comparison, PhaseComparison, PhaseSummary, Stress
-from harness.stats.sweeps import KNEE_GOODPUT, find_sweeps
+from harness.stats.schema.sweeps import KNEE_GOODPUT, find_sweeps
 
 _OPEN_LOOP = {"poisson", "gamma", "constant", "ramp", "trace"}
 

@@ -49,11 +49,10 @@ LAG_GRID: tuple[float, ...] = (0.0, 10.0, 25.0, 50.0, 75.0, 90.0, 95.0, 98.0, 99
 LAG_P99 = LAG_GRID.index(99.0)
 TIMER_RESOLUTION_MS = 1.0
 SHARE = 0.05
-# The figures judged: the statistics `harness compare` judges, of the latencies the table shows.
-STATISTICS = COMPARED_STATISTICS
 _STAMPED_ONCE = (Latency.TTFT, Latency.E2E, Latency.ITL)  # their stamps are late by the loop's wait
 _FROM_INTENDED = (Latency.TTFT_FROM_INTENDED, Latency.E2E_FROM_INTENDED)  # … and by the send's lateness
-JUDGED = (*_STAMPED_ONCE, Latency.TPOT, *_FROM_INTENDED)
+# The latencies whose shift is judged, at the statistics `harness compare` judges (COMPARED_STATISTICS)
+SHIFTED = (*_STAMPED_ONCE, Latency.TPOT, *_FROM_INTENDED)
 # The latencies an SLO bounds, measured from the send or from the intended send: goodput moves with them.
 _SLO_BOUND = (*(latency for _, latency in SLO_LATENCIES), *_FROM_INTENDED)
 
@@ -168,9 +167,9 @@ def latency_shifts(values_ms: Mapping[str, np.ndarray], lateness: Lateness) -> d
         return out
     for name, values in values_ms.items():
         values = np.asarray(values, dtype=np.float64)
-        if not values.size or name not in JUDGED:
+        if not values.size or name not in SHIFTED:
             continue
-        entries = [of(Latency(name), stat) for stat in STATISTICS]
+        entries = [of(Latency(name), stat) for stat in COMPARED_STATISTICS]
         drawn = _drawn_gap_shifts(values, lateness, [e.quantile for e in entries if e.quantile is not None]) \
             if name == Latency.ITL else {}
         for entry in entries:

@@ -23,7 +23,7 @@ from harness.errors import ScenarioError
 from harness.run.simulator import check_fits
 from harness.stats.schema import PhaseSummary
 from harness.stats.schema.matrix import Choice, FoundCapacity, Matrix, MatrixColumn, MatrixRow, Ranking
-from harness.stats.sweeps import KNEE_GOODPUT
+from harness.stats.schema.sweeps import KNEE_GOODPUT
 from harness.tools.predict import predict_async
 from harness.tools.search import search
 

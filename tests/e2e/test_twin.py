@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from harness.devices.fitted import FittedAccelerator
-from harness.tools.twin_checks import decode_ms
+from harness.twin.checks import decode_ms
 from tests.helpers import harness
 from tests.hidden_gpu import DECODE_FIXED_MS, HIDDEN
 

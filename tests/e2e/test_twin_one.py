@@ -20,8 +20,8 @@ import pytest
 
 from harness.devices.fitted import FittedAccelerator, FittedModel
 from harness.devices.step import StepLoad
-from harness.tools.twin_checks import decode_ms
-from harness.tools.twin_make import FATAL
+from harness.twin.checks import decode_ms
+from harness.twin.make import FATAL
 from tests.helpers import harness
 from tests.hidden_gpu import DECODE_FIXED_MS, HIDDEN, prompt_alone_ms
 

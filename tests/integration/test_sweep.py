@@ -8,7 +8,7 @@ import pytest
 
 from harness.config.scenario import load_scenario, parse_scenario
 from harness.errors import ScenarioError
-from harness.stats.sweeps import knee
+from harness.stats.schema.sweeps import knee
 from harness.tools.predict import predict
 from tests.helpers import harness
 

@@ -11,7 +11,8 @@ Layers, lowest first; a module may import its own layer and those below it, neve
     stats      metric definitions, phase statistics, server series, summary, conclusion
     run        dispatcher, worker, runner, target, signals, self-check, progress, display, scrape
     report     table, html, charts, files, offline rebuild
-    tools      calibrate, search, predict
+    tools      calibrate, search, predict, compare, history, matrix
+    twin       the digital twin of an endpoint: discover, design, run, fit, validate, judge
     cli        one module per command
 
 The simulator (`harness.sim`) stands apart: it imports only the core and the config it shares with the
@@ -27,7 +28,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "harness"
-LAYERS = ["core", "devices", "config", "workload", "client", "stats", "run", "report", "tools", "cli"]
+LAYERS = ["core", "devices", "config", "workload", "client", "stats", "run", "report", "tools", "twin", "cli"]
 SIM_MAY_IMPORT = {"core", "devices", "config"}
 SIM_IMPORTERS = {"harness.tools.predict", "harness.run.simulator"}  # predict; the bundled simulator's entry
 MAX_FUNCTION_LINES = 50

@@ -27,7 +27,7 @@ from harness.config.scenario import SLO
 from harness.report.pushgateway import figures
 from harness.report.table import render_table
 from harness.stats.compare import ONLY_WHEN_MEASURED, Block, blocks, bootstrap, value
-from harness.tools.twin_validate import P50_TOLERANCE, P99_TOLERANCE, bound
+from harness.twin.validate import P50_TOLERANCE, P99_TOLERANCE, bound
 from tests.helpers import MS, phase_json, rec, summary_of
 
 PACKAGE = Path(__file__).resolve().parents[2] / "harness"
@@ -139,3 +139,22 @@ def test_a_block_count_named_by_the_registry_is_a_count_of_a_block() -> None:
     counts = registry.BlockCount.__args__  # type: ignore[attr-defined]
     assert {c: block.count(c) for c in counts} == {"failed": 1.0, "total": 5.0, "tokens": 10.0, "done": 4.0,
                                                    "seconds": 2.0}
+
+
+def test_the_documented_default_tolerances_are_the_registrys() -> None:
+    """docs/compare.md's table of default tolerances was copied from the registry by hand: held equal here."""
+    import re
+    from pathlib import Path
+
+    from harness.config.metric_registry import DEFAULT_TOLERANCES
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "compare.md").read_text(encoding="utf-8")
+    table = text[text.index("| metric | tolerance | why |"):].split("\n\n", 1)[0].splitlines()[2:]
+    documented: dict[str, float] = {}
+    for row in table:
+        names_cell, tolerance_cell = row.split("|")[1:3]
+        names = re.findall(r"`(\w+)`", names_cell)
+        values = [float(v) / (100 if "%" in tolerance_cell else 1) / (100 if "point" in tolerance_cell else 1)
+                  for v in re.findall(r"(\d+(?:\.\d+)?)", tolerance_cell)]
+        documented.update(zip(names, values * len(names) if len(values) == 1 else values, strict=True))
+    assert documented == DEFAULT_TOLERANCES

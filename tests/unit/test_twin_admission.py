@@ -16,9 +16,9 @@ from harness.devices.catalogue import load_presets
 from harness.devices.fitted import FittedAccelerator
 from harness.stats.thresholds import observed
 from harness.tools.predict import predict, predict_runs
-from harness.tools.twin import Fit
-from harness.tools.twin_admission import admission
-from harness.tools.twin_validate import TTFT_P50
+from harness.twin.admission import admission
+from harness.twin.fit import Fit
+from harness.twin.validate import TTFT_P50
 
 # A CPU engine's shape: 60 ms decode steps, 2 s per 1,000 prompt tokens.
 TRUTH = FittedAccelerator("truth", step_ms=20.0, weights_ms=40.0, per_ktoken_ms=2000.0, per_seq_ms=2.0,

@@ -8,7 +8,7 @@ import re
 import numpy as np
 
 from harness.devices.fitted import FittedAccelerator
-from harness.tools.twin_checks import confirmed, decode_findings, prompt_findings, prompt_ratio
+from harness.twin.checks import confirmed, decode_findings, prompt_findings, prompt_ratio
 
 ISSUE_44 = [15.5, 34.6, 58.3, 73.0, 74.9, 116.0]  # the fit on Poisson 0.2 and 0.5 req/s that missed by +134%
 LLAMA = [24.4, 31.8, 51.5, 46.2, 68.7, 61.9, 83.2, 78.4]  # llama-server, --kv-unified: even batches tile better

@@ -14,8 +14,8 @@ from harness.devices.fitted import FittedAccelerator, FittedModel
 from harness.devices.step import StepLoad
 from harness.errors import PresetError
 from harness.records import RequestRecord
-from harness.tools.twin_curve import fit_curve
-from harness.tools.twin_samples import Streams, server_batches
+from harness.twin.curve import fit_curve
+from harness.twin.samples import Streams, server_batches
 
 MS = 1_000_000
 TABLE = [24.0, 31.0, 52.0, 51.0, 70.0, 62.0]

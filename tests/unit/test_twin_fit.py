@@ -11,8 +11,8 @@ from harness.devices.fitted import FittedAccelerator
 from harness.records import RequestRecord
 from harness.stats.server import Row
 from harness.tools.predict import predict
-from harness.tools.twin import fit_steps, kv_capacity
-from harness.tools.twin_samples import step_samples
+from harness.twin.fit import fit_steps, kv_capacity
+from harness.twin.samples import step_samples
 
 MS = 1_000_000
 
@@ -86,7 +86,7 @@ def test_a_fitted_request_time_delays_every_first_token_by_itself_in_virtual_tim
 
 def test_the_fit_says_why_kv_was_not_measured() -> None:
     """Runs that scraped KV usage but never reached 5% are not runs that scraped none (the fit said the latter)."""
-    from harness.tools.twin import Fit
+    from harness.twin.fit import Fit
 
     device = FittedAccelerator("t", step_ms=1.0, weights_ms=1.0, per_ktoken_ms=1.0, per_seq_ms=0.0,
                                per_context_ktoken_ms=0.0, kv_tokens=10)

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from harness.tools.twin_checks import Finding
-from harness.tools.twin_design import Probe, design
-from harness.tools.twin_discover import EngineInfo
-from harness.tools.twin_heldout import held_figures
-from harness.tools.twin_make import Measured, verdict
-from harness.tools.twin_validate import ValidationRow, misses
+from harness.twin.checks import Finding
+from harness.twin.design import Probe, design
+from harness.twin.discover import EngineInfo
+from harness.twin.heldout import held_figures
+from harness.twin.make import Measured, verdict
+from harness.twin.validate import ValidationRow, misses
 
 
 def measured(first: Probe, last: Probe) -> Measured:

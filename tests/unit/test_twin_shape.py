@@ -12,8 +12,8 @@ from harness.devices.fitted import FittedAccelerator, FittedModel
 from harness.records import RequestRecord
 from harness.sim.engine import Engine, EngineConfig, SimRequest
 from harness.sim.virtual import run_virtual
-from harness.tools.twin import fit_steps
-from harness.tools.twin_samples import lone_prompts, step_samples
+from harness.twin.fit import fit_steps
+from harness.twin.samples import lone_prompts, step_samples
 
 MS = 1_000_000
 # 10 ms a step, +2 ms a sequence, +1 ms per 100 tokens processed (10 ms per 1k): no roofline blend (weights 0).

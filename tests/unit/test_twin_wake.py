@@ -4,7 +4,7 @@ named from the records, both ways: llama-server's +40% is named, a steady engine
 from __future__ import annotations
 
 from harness.records import RequestRecord
-from harness.tools.twin_wake import alone, wake_finding
+from harness.twin.wake import alone, wake_finding
 
 MS = 1_000_000
 

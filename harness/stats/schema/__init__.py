@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import Field, ValidationError
 
@@ -17,9 +17,6 @@ from harness.config.base import first_error
 from harness.devices.catalogue import catalogue, within
 from harness.doors import json_value
 from harness.errors import PresetError, ScenarioError
-
-if TYPE_CHECKING:
-    from harness.stats.sweeps import SweepResult
 from harness.stats.schema.base import ClientHealth, Distribution, Section, Stress
 from harness.stats.schema.comparison import Comparison, PhaseComparison
 from harness.stats.schema.phase import (
@@ -56,6 +53,7 @@ from harness.stats.schema.run import (
     ShardInfo,
     ShardLoss,
 )
+from harness.stats.schema.sweeps import SweepResult, find_sweeps
 
 SUMMARY_SCHEMA = "harness.summary/2"
 
@@ -82,9 +80,7 @@ class Summary(Section):
 
     @functools.cached_property
     def sweeps(self) -> tuple[SweepResult, ...]:
-        """The run's sweeps and their knees, found once (stats/sweeps.py)."""
-        from harness.stats.sweeps import find_sweeps  # it reads PhaseSummary from here
-
+        """The run's sweeps and their knees, found once (schema/sweeps.py)."""
         return find_sweeps(self.phases)
 
 

@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from harness.tools.twin import Fit, load_twin
-from harness.tools.twin_checks import Finding
-from harness.tools.twin_validate import TTFT_P50, validate_run
+from harness.twin.checks import Finding
+from harness.twin.fit import Fit, load_twin
+from harness.twin.validate import TTFT_P50, validate_run
 
 MARGIN = 0.05  # the mean |TTFT p50 error| one rule must beat the other's by to be taken
 

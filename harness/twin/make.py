@@ -26,15 +26,15 @@ from harness.run.display import Display
 from harness.run.runner import run_scenario
 from harness.stats.schema import read_summary
 from harness.stats.thresholds import observed
-from harness.tools.twin import Fit, fit_runs, load_twin
-from harness.tools.twin_admission import admission
-from harness.tools.twin_checks import Finding, confirmed, decode_findings, prompt_findings
-from harness.tools.twin_design import RUN_PROMPT, Design, PlannedRun, Probe, minutes, refined, within
-from harness.tools.twin_discover import EngineInfo, discover
-from harness.tools.twin_heldout import HeldFigure, held_figures
-from harness.tools.twin_samples import step_samples
-from harness.tools.twin_validate import ValidationRow, misses, outside_fitted, validate_run, validated
-from harness.tools.twin_wake import wake_finding
+from harness.twin.admission import admission
+from harness.twin.checks import Finding, confirmed, decode_findings, prompt_findings
+from harness.twin.design import RUN_PROMPT, Design, PlannedRun, Probe, minutes, refined, within
+from harness.twin.discover import EngineInfo, discover
+from harness.twin.fit import Fit, fit_runs, load_twin
+from harness.twin.heldout import HeldFigure, held_figures
+from harness.twin.samples import step_samples
+from harness.twin.validate import ValidationRow, misses, outside_fitted, validate_run, validated
+from harness.twin.wake import wake_finding
 
 Say = Callable[[str], None]
 TTFT_P50, TTFT_P99, ITL_P50 = (of(latency, q).name for latency, q in (

@@ -18,7 +18,7 @@ from harness.run.target import high, low
 from harness.stats.schema import read_summary
 from harness.stats.thresholds import observed
 from harness.tools.predict import predict
-from harness.tools.twin import Fit, on_twin
+from harness.twin.fit import Fit, on_twin
 
 # The figures a twin is judged on (rows name them by their registry label)
 VALIDATED = having("validated")

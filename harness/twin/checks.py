@@ -27,7 +27,7 @@ import numpy as np
 
 from harness.devices.fitted import FittedAccelerator
 from harness.devices.fitted_step import table_ms
-from harness.tools.twin_curve import MIN_STEPS, decoding
+from harness.twin.curve import MIN_STEPS, decoding
 
 SUPERLINEAR = 1.15
 DIP = 0.15

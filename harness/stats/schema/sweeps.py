@@ -20,6 +20,8 @@ def knee(points: Sequence[PhaseSummary], goodput: float = KNEE_GOODPUT) -> Phase
 
 @dataclass(frozen=True, slots=True)
 class SweepResult:
+    """One sweep of a run: its points in the order run, and its knee."""
+
     of: str  # the scenario's phase the sweep expanded
     points: tuple[PhaseSummary, ...]
     knee: PhaseSummary | None  # None: no point met the SLOs

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from harness.errors import UsageError
-from harness.tools.twin_heldout import AGAIN
+from harness.twin.heldout import AGAIN
 
 # The workload of the Poisson and held-out runs: a chat-like request the fit sees prompts and decodes of
 RUN_PROMPT, RUN_OUTPUT = 128, 64

@@ -12,7 +12,7 @@ import statistics
 from collections.abc import Sequence
 
 from harness.records import RequestRecord
-from harness.tools.twin_checks import Finding
+from harness.twin.checks import Finding
 
 IDLE_S = 0.5  # an engine idle this long before a prompt arrives has "gone to sleep"
 SLOWER = 1.15  # a prompt after idling this much slower than back to back: named

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.tools.twin_validate import ValidationRow, bound
+from harness.twin.validate import ValidationRow, bound
 
 AGAIN = "-again"  # the suffix of a held-out load's repeat in the design
 UNSTEADY = 2.0  # an engine's own runs apart by more than this many bounds: no twin can be judged on the figure

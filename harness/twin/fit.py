@@ -34,8 +34,8 @@ from harness.records_read import read_records
 from harness.stats.schema import read_summary
 from harness.stats.server import Row, read_server_metrics
 from harness.tools.predict import predict_runs
-from harness.tools.twin_curve import MIN_STEPS, fit_curve, nonnegative
-from harness.tools.twin_samples import Streams, overlapping, server_batches, step_samples
+from harness.twin.curve import MIN_STEPS, fit_curve, nonnegative
+from harness.twin.samples import Streams, overlapping, server_batches, step_samples
 from harness.yamlfile import read_yaml
 
 UNMEASURED_KV_TOKENS = 10_000_000  # no KV usage scraped: the twin never runs out
