@@ -57,7 +57,8 @@ class FakeClock:
 
     def __init__(self, start_ns: int = 0) -> None:
         self._now = start_ns
-        # (deadline, 0 for an ordinary sleeper or 1 for one that waits for the end of its instant, seq, future)
+        # (deadline, 0 for an ordinary sleeper or 1 for one that waits for the end of its instant, seq,
+        # future)
         self._sleepers: list[tuple[int, int, int, asyncio.Future[None]]] = []
         self._seq = itertools.count()
 

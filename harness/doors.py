@@ -1,5 +1,5 @@
-"""The doors outside input comes through, their limits named once in harness/limits.py: a value
-or a one-line ValueError naming what was wrong, never a traceback, a non-finite number or an unbounded allocation.
+"""The doors outside input comes through, their limits named once in harness/limits.py: a value or a one-line
+ValueError naming what was wrong, never a traceback, a non-finite number or an unbounded allocation.
 
 JSON text (a flag's JSON, summary.json, a twin file's cells): at most JSON_BYTES, nested at most
 JSON_DEPTH deep (json's parser recurses: deeper input raised RecursionError), and no NaN, Infinity or number
@@ -62,7 +62,8 @@ def json_value(text: str | bytes, max_bytes: int = JSON_BYTES) -> object:
             text = text.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise ValueError(f"not UTF-8 at byte {exc.start}") from None
-    # Fewer brackets than the limit cannot nest past it (str.count is C; the scan is Python, for the rare rest)
+    # Fewer brackets than the limit cannot nest past it (str.count is C; the scan is Python, for the rare
+    # rest)
     if text.count("[") + text.count("{") > JSON_DEPTH and (deep := _depth(text)) > JSON_DEPTH:
         raise ValueError(f"JSON nested {deep:,} deep: more than the {JSON_DEPTH} read")
     try:
@@ -97,8 +98,8 @@ OVERLONG = "\0 overlong \0\n"  # stands in for a line past the limit; no text fi
 
 
 def bounded_lines(fh: IO[str], limit: int) -> Iterator[str]:
-    """A text file's lines, each read at most `limit` characters at a time: a longer one (a 0.6 MB gzip of one long
-    line took 1.27 GB) comes as OVERLONG, the rest of it read past in pieces and let go."""
+    """A text file's lines, each read at most `limit` characters at a time: a longer one (a 0.6 MB gzip of one
+    long line took 1.27 GB) comes as OVERLONG, the rest of it read past in pieces and let go."""
     while line := fh.readline(limit):
         if len(line) == limit and not line.endswith("\n"):
             while (rest := fh.readline(limit)) and not rest.endswith("\n"):

@@ -27,8 +27,8 @@ STATUSES: tuple[Status, ...] = (
 
 class Stamps(array):  # type: ignore[type-arg]
     """Token times, or tokens per chunk, kept compactly once a record is closed: 8 bytes each, where a list of
-    ints takes ~36 (the bulk of a record kept for the report: issue 30's memory per request). Equal to a list of
-    the same values, as the records read back from disk are."""
+    ints takes ~36 (the bulk of a record kept for the report: issue 30's memory per request). Equal to a list
+    of the same values, as the records read back from disk are."""
 
     __slots__ = ()
 
@@ -90,7 +90,8 @@ class RequestRecord:
 
     @property
     def answered_whole(self) -> bool:
-        """An ok answer that came whole, not streamed (embeddings, `endpoint.stream: false`): no token time."""
+        """An ok answer that came whole, not streamed (embeddings, `endpoint.stream: false`): no token
+        time."""
         return self.status == "ok" and self.first_token_ns is None and not self.chunk_ns
 
     @property
@@ -140,8 +141,9 @@ _INT64 = 1 << 63
 
 
 def record_from(data: object) -> RequestRecord:
-    """A record from one line's JSON, its fields checked as the statistics will use them: ValueError naming the
-    field otherwise (a text where a time goes raised TypeError deep in the statistics; a 1e29 time overflowed)."""
+    """A record from one line's JSON, its fields checked as the statistics will use them: ValueError naming
+    the field otherwise (a text where a time goes raised TypeError deep in the statistics; a 1e29 time
+    overflowed)."""
     if not isinstance(data, dict):
         raise ValueError(f"a {type(data).__name__}, not an object")
     if missing := _REQUIRED - data.keys():
@@ -195,7 +197,8 @@ def _csv_row(rec: RequestRecord) -> list[object]:
 
 def cut_torn_line(path: Path, reach: int = 1 << 20) -> None:
     """`path` truncated after its last newline, where a write failed part-way through a line (a full disk, a
-    file-size limit: requests.jsonl ended in a torn line at exactly 262,144 bytes); nothing if it cannot be."""
+    file-size limit: requests.jsonl ended in a torn line at exactly 262,144 bytes); nothing if it cannot
+    be."""
     with contextlib.suppress(OSError), path.open("rb+") as fh:
         end = fh.seek(0, os.SEEK_END)
         start = max(0, end - reach)
@@ -210,10 +213,10 @@ def cut_torn_line(path: Path, reach: int = 1 << 20) -> None:
 class RecordWriter:
     """Appends finished records to `requests.jsonl` and `requests.csv`; `flush` hands them to the OS.
 
-    It never raises for a record. Text a file cannot hold (a lone surrogate a server's JSON escaped) is replaced
-    and counted (`replaced`). A write that fails — a full disk, the directory deleted under the run — is noted
-    once (`failure`, and `on_failure` is called), and from then on every record not known to be on disk is kept
-    in `unwritten` for the caller to save elsewhere.
+    It never raises for a record. Text a file cannot hold (a lone surrogate a server's JSON escaped) is
+    replaced and counted (`replaced`). A write that fails — a full disk, the directory deleted under the run —
+    is noted once (`failure`, and `on_failure` is called), and from then on every record not known to be on
+    disk is kept in `unwritten` for the caller to save elsewhere.
     """
 
     def __init__(self, run_dir: Path, on_failure: Callable[[str], None] | None = None) -> None:

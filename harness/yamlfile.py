@@ -1,5 +1,5 @@
-"""A YAML file a user gives (a scenario, a presets file), read within bounds: a size cap, and a nesting too deep
-for the parser said in one line instead of a 3,000-line RecursionError."""
+"""A YAML file a user gives (a scenario, a presets file), read within bounds: a size cap, and a nesting too
+deep for the parser said in one line instead of a 3,000-line RecursionError."""
 
 from __future__ import annotations
 

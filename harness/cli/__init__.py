@@ -1,9 +1,9 @@
 """The `harness` command line: one thin module per command, errors mapped to exit codes in `errors`.
 
 Exit codes: 0 ok, 2 usage or bad input, 3 harness error (endpoint unreachable, simulator failed), 4 no request
-succeeded, 5 `harness compare` could not judge (or `harness search`'s capacity rests on client-limited trials),
-99 a threshold broken or a regression found, 129 the terminal went away (SIGHUP), 130 stopped by Ctrl-C or
-SIGTERM (the records taken and the summary are written either way).
+succeeded, 5 `harness compare` could not judge (or `harness search`'s capacity rests on client-limited
+trials), 99 a threshold broken or a regression found, 129 the terminal went away (SIGHUP), 130 stopped by
+Ctrl-C or SIGTERM (the records taken and the summary are written either way).
 
 Each command's module is imported when that command runs (click's lazy-loading pattern): `harness history add`
 or `harness compare` in a nightly job does not pay for importing the load engine, the simulator and the
@@ -36,9 +36,10 @@ COMMANDS = {
 
 
 def safe_streams() -> None:
-    """Output that cannot stop a run: a closed stdout or stderr (`>&- 2>&-`) aborted it inside uvloop, leaving an
-    empty run folder; now it writes to /dev/null (the records and the summary are files of their own). A terminal
-    that cannot show ✓ or ─ (`PYTHONIOENCODING=ascii`) gets them replaced, not a traceback after the results."""
+    """Output that cannot stop a run: a closed stdout or stderr (`>&- 2>&-`) aborted it inside uvloop, leaving
+    an empty run folder; now it writes to /dev/null (the records and the summary are files of their own). A
+    terminal that cannot show ✓ or ─ (`PYTHONIOENCODING=ascii`) gets them replaced, not a traceback after the
+    results."""
     for fd in (0, 1, 2):
         try:
             os.fstat(fd)

@@ -1,4 +1,5 @@
-"""`harness clock`: serve this host's wall clock for shards by hand to measure theirs against (`--clock-ref`)."""
+"""`harness clock`: serve this host's wall clock for shards by hand to measure theirs against
+(`--clock-ref`)."""
 
 from __future__ import annotations
 

@@ -33,8 +33,8 @@ def _load_presets(ctx: click.Context, param: click.Parameter, value: Path | None
 
 
 def on_presets(scenario: Scenario, say: Callable[[str], None]) -> Scenario:
-    """The scenario on the accelerator a --presets file brought, when it names none and the file brings one
-    (a fitted twin); said either way, so a prediction never runs silently on another accelerator than meant."""
+    """The scenario on the accelerator a --presets file brought, when it names none and the file brings one (a
+    fitted twin); said either way, so a prediction never runs silently on another accelerator than meant."""
     path, added = click.get_current_context().meta.get("presets", (None, []))
     sim = scenario.simulator
     if path is None or not added or sim.accelerator in added:
@@ -56,7 +56,8 @@ scenario_argument = click.argument("scenario_path", required=False, type=click.P
 
 
 def scenario_or_default(path: Path | None) -> Scenario:
-    """The scenario at `path`, or the quickstart (from the working directory, else the installed repository)."""
+    """The scenario at `path`, or the quickstart (from the working directory, else the installed
+    repository)."""
     if path is None:
         local = Path("scenarios/quickstart.yaml")
         path = local if local.exists() else REPO_SCENARIOS / "quickstart.yaml"

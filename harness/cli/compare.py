@@ -1,4 +1,5 @@
-"""`harness compare BASELINE CURRENT`: per phase and metric, the change with its 95% interval and a verdict."""
+"""`harness compare BASELINE CURRENT`: per phase and metric, the change with its 95% interval and a
+verdict."""
 
 from __future__ import annotations
 
@@ -68,9 +69,10 @@ def _write(markdown: Path | None, junit: Path | None, text: str, xml: str) -> No
 
 def _first_night(cur: Sequence[Run], named: str, why: str, limits: dict[str, float],
                  thresholds: list[ThresholdOutcome], markdown: Path | None, junit: Path | None) -> None:
-    """No baseline yet: this run starts it — unless the client could have moved a central compared figure of it
-    (a median, a mean, a rate: a baseline the client shaped would make every later night's verdict its own): then
-    no verdict, exit 5. A tail it could have moved stays untrusted, figure by figure, in later comparisons."""
+    """No baseline yet: this run starts it — unless the client could have moved a central compared figure of
+    it (a median, a mean, a rate: a baseline the client shaped would make every later night's verdict its
+    own): then no verdict, exit 5. A tail it could have moved stays untrusted, figure by figure, in later
+    comparisons."""
     limited = [f"{r.run_id} {name}" for r in cur for name, p in r.phases.items()
                if any(p.untrusted(m) for m in limits if metric(m).central)]
     _write(markdown, junit, render_first(named, thresholds, limited), render_junit([], thresholds=thresholds))

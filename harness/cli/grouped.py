@@ -1,5 +1,5 @@
-"""A click command whose `--help` lists its options in named groups (quick run, endpoint, output, scale-out, …)
-rather than one flat list, with examples after them."""
+"""A click command whose `--help` lists its options in named groups (quick run, endpoint, output, scale-out,
+…) rather than one flat list, with examples after them."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import click
 
 
 class GroupedCommand(click.Command):
-    """`groups`: section title → the options' destination names, in order; options in no group come last, under
-    "Other options". `examples`: command lines shown after the options."""
+    """`groups`: section title → the options' destination names, in order; options in no group come last,
+    under "Other options". `examples`: command lines shown after the options."""
 
     def __init__(self, *args: object, groups: Mapping[str, Sequence[str]] | None = None,
                  examples: Sequence[str] = (), **kwargs: object) -> None:
@@ -40,5 +40,6 @@ class GroupedCommand(click.Command):
 
 
 def examples(*lines: str) -> str:
-    """A command's epilog: its example command lines, as typed (click's \\b keeps them from being rewrapped)."""
+    """A command's epilog: its example command lines, as typed (click's \\b keeps them from being
+    rewrapped)."""
     return "\b\nExamples:\n" + "\n".join(f"  {line}" for line in lines)

@@ -24,8 +24,8 @@ _EXAMPLES1 = examples(
               help="The merged run directory to write (records, summary.json, table, report.html).")
 @guarded
 def merge(run_dirs: tuple[Path, ...], out: Path) -> None:
-    """Merge RUN_DIRS, every shard of one run, into --out: records on one clock, statistics computed from all of
-    them, each phase client-limited if any shard was."""
+    """Merge RUN_DIRS, every shard of one run, into --out: records on one clock, statistics computed from all
+    of them, each phase client-limited if any shard was."""
     if out.exists() and any(out.iterdir()):
         raise click.BadParameter(f"{out} is not empty", param_hint="--out")
     result = merge_shards(run_dirs, out, warn)

@@ -76,8 +76,8 @@ def _push_url(given: str) -> str:
 
 
 def with_tags(scenario: Scenario, labels: tuple[str, ...], metadata: Path | None) -> Scenario:
-    """The scenario with --label pairs over its `labels` and --metadata's mapping over its `metadata`; a bad one
-    is a BadParameter naming its flag."""
+    """The scenario with --label pairs over its `labels` and --metadata's mapping over its `metadata`; a bad
+    one is a BadParameter naming its flag."""
     if not labels and metadata is None:
         return scenario
     try:
@@ -122,8 +122,8 @@ def with_export_flags(scenario: Scenario, flags: dict[str, Any]) -> Scenario:
 
 @contextlib.contextmanager
 def live_metrics(scenario: Scenario, shard: str = "") -> Iterator[LiveMetrics | None]:
-    """The exporter, serving while the block runs (and `metrics_hold_s` after it, when it ended well). `shard`:
-    "i/N" for a shard by hand, the `shard` label of every series (a dashboard sums over it)."""
+    """The exporter, serving while the block runs (and `metrics_hold_s` after it, when it ended well).
+    `shard`: "i/N" for a shard by hand, the `shard` label of every series (a dashboard sums over it)."""
     if not scenario.metrics_port:
         yield None
         return

@@ -60,8 +60,8 @@ class PeerFlags:
 
 
 def peer_quick(peers: PeerFlags, quick: QuickRun) -> tuple[QuickRun, list[str]]:
-    """The quick run with what each peer flag stands for in its place, and a line per flag saying so; a flag that
-    cannot apply is a BadParameter naming it."""
+    """The quick run with what each peer flag stands for in its place, and a line per flag saying so; a flag
+    that cannot apply is a BadParameter naming it."""
     said: list[str] = []
     for step in (_profile, _sweep, _burstiness, _dataset):
         quick, line = step(peers, quick)

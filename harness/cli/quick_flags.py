@@ -1,5 +1,5 @@
-"""What the quick-run and workload flags of `harness run` make of a scenario: the scenario they describe, and the
-flags that change a given one (thresholds, tokenizer, trace rows, accelerator, endpoint wait)."""
+"""What the quick-run and workload flags of `harness run` make of a scenario: the scenario they describe, and
+the flags that change a given one (thresholds, tokenizer, trace rows, accelerator, endpoint wait)."""
 
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ from harness.tools.search import parse_slo
 
 
 def flag_scenario(path: Path | None, flags: dict[str, Any], api: str | None) -> Scenario:
-    """The scenario file, or the one the quick-run flags describe (never both); the peers' flags among them said,
-    a line each, as what they stand for."""
+    """The scenario file, or the one the quick-run flags describe (never both); the peers' flags among them
+    said, a line each, as what they stand for."""
     peers = peer_flags(flags)
     slo = flags.pop("slo_text")
     if flags["batches"] is None:

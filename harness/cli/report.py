@@ -40,7 +40,8 @@ def report(run_dir: Path, write: bool | None) -> None:
             warn(line)
         click.echo(f"\nwritten: {run_dir / 'summary.json'}, {run_dir / 'report.html'}")
     elif write is None and not (run_dir / "report.html").exists() and rebuilt.records:
-        # The page alone was missing (deleted, or a run that died writing it): drawn from the run's own summary.
+        # The page alone was missing (deleted, or a run that died writing it): drawn from the run's own
+        # summary.
         page = render_html(read_summary(run_dir / "summary.json"), rebuilt.records, rebuilt.rows, rebuilt.every)
         (run_dir / "report.html").write_text(page, encoding="utf-8")
         click.echo(f"\nwritten: {run_dir / 'report.html'} (it was missing)")

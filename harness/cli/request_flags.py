@@ -1,5 +1,5 @@
-"""The flags that shape every request as a gateway wants it — where it goes (`--endpoint`, vLLM's `--base-url` +
-`--endpoint PATH` pair, a pasted request URL), its headers, its extra body and its TLS — onto the scenario's
+"""The flags that shape every request as a gateway wants it — where it goes (`--endpoint`, vLLM's `--base-url`
++ `--endpoint PATH` pair, a pasted request URL), its headers, its extra body and its TLS — onto the scenario's
 endpoint section, so a saved run says what it sent (header values excepted)."""
 
 from __future__ import annotations
@@ -51,8 +51,8 @@ def request_options(command: F) -> F:
 
 def with_request_flags(scenario: Scenario, flags: Mapping[str, Any], say: Callable[[str], None],
                        api: str | None = None) -> tuple[Scenario, Headers]:
-    """The scenario's endpoint section with the flags over it (and `api`, when the URL given said which), and the
-    headers' values to send (resolved from the environment where they say `env:`)."""
+    """The scenario's endpoint section with the flags over it (and `api`, when the URL given said which), and
+    the headers' values to send (resolved from the environment where they say `env:`)."""
     try:
         given = [parse_header(text) for text in flags["headers"]]
     except ValueError as exc:
@@ -103,9 +103,10 @@ def _json_object(text: str) -> Body:
 
 def endpoint_url(url: str | None, base_url: str | None = None, api: str | None = None
                  ) -> tuple[str | None, str | None]:
-    """The OpenAI base URL and the API to drive, from `--endpoint` and `--base-url` as users type them: a base URL
-    (`http://host:8000` alone means its `/v1`), vLLM's pair (`--base-url URL --endpoint /v1/chat/completions`) or
-    a pasted request URL (`…/v1/chat/completions`: its base taken, said on one line)."""
+    """The OpenAI base URL and the API to drive, from `--endpoint` and `--base-url` as users type them: a base
+    URL (`http://host:8000` alone means its `/v1`), vLLM's pair (`--base-url URL --endpoint
+    /v1/chat/completions`) or a pasted request URL (`…/v1/chat/completions`: its base taken, said on one
+    line)."""
     path = url if url is not None and url.startswith("/") else None
     if path is not None:
         if base_url is None:

@@ -205,7 +205,8 @@ def run(scenario_path: Path | None, endpoint: str | None, base_url: str | None, 
 
 
 def _report(result: RunResult, died: list[str], display: Display, metrics: LiveMetrics | None) -> None:
-    """A finished run's files, table and warnings; its phases' final client-limited verdicts to the exporter."""
+    """A finished run's files, table and warnings; its phases' final client-limited verdicts to the
+    exporter."""
     summary = result.summary
     if metrics is not None:
         metrics.verdicts({p.name: p.client_limited for p in summary.phases})
@@ -255,7 +256,8 @@ def _check_workers(workers: int | None, ray_address: str | None, sharding: Shard
 
 
 def _start(start_at: float | None, late_ok: bool) -> float | None:
-    """A common start already past would start this shard late against the others: refused unless asked for."""
+    """A common start already past would start this shard late against the others: refused unless asked
+    for."""
     past_s = None if start_at is None else time.time() - start_at
     if past_s is not None and past_s * 1000 > LATE_MS and not late_ok:
         launched = since_launch_s()

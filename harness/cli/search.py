@@ -202,8 +202,8 @@ async def _virtual(searching: Coroutine[Any, Any, Capacity]) -> tuple[Capacity, 
 
 
 def _on_endpoint(endpoint: Endpoint, bundled: bool, folder: Path) -> Trial:
-    """A trial as a run against the endpoint, in a run folder of its own inside the search's (`trial-01`, …), said
-    as it starts and every 10 s while it runs."""
+    """A trial as a run against the endpoint, in a run folder of its own inside the search's (`trial-01`, …),
+    said as it starts and every 10 s while it runs."""
     started = 0
 
     async def trial(s: Scenario) -> Summary:
@@ -222,7 +222,8 @@ def _on_endpoint(endpoint: Endpoint, bundled: bool, folder: Path) -> Trial:
 
 
 def _searched(searching: Coroutine[Any, Any, tuple[Capacity, Path | None]]) -> tuple[Capacity, Path | None]:
-    """The search's result; a trial stopped by Ctrl-C or SIGTERM ends it with exit 130, claiming no capacity."""
+    """The search's result; a trial stopped by Ctrl-C or SIGTERM ends it with exit 130, claiming no
+    capacity."""
     try:
         return event_loop.run(searching)
     except SearchStopped as stopped:

@@ -60,8 +60,8 @@ def twin_cmd(url: str, out: Path, slots: int | None, budget: float, name: str, m
     closed-loop ramp over every batch size, prompts alone, a Poisson load) and held-out ones (another Poisson
     rate, a closed loop and a batch at the slot count), run them, fit, and validate. Exits 0 only when every
     held-out figure holds (±15% on TTFT and ITL p50 and output tokens/s, ±30% on TTFT p99, or the engine's own
-    difference between two runs of that load where wider) and the fit's shape is one an engine can have; else 99,
-    naming what does not hold."""
+    difference between two runs of that load where wider) and the fit's shape is one an engine can have; else
+    99, naming what does not hold."""
 
     def say(line: str) -> None:
         click.echo(line, err=True)

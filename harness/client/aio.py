@@ -69,8 +69,8 @@ async def _on_reuse(session: aiohttp.ClientSession, ctx: SimpleNamespace,
 
 
 class _CarriedResponse(aiohttp.ClientResponse):
-    """Keeps the connection that carried it: a response read whole at once has handed its connection back to the
-    pool before the caller sees it, and one that is not the request's own must close that connection."""
+    """Keeps the connection that carried it: a response read whole at once has handed its connection back to
+    the pool before the caller sees it, and one that is not the request's own must close that connection."""
 
     carrier: ResponseHandler | None = None
 
@@ -138,7 +138,8 @@ class OpenAIBackend:
                 events.retried()
 
     async def _attempt(self, request_id: str, body: bytes, headers: dict[str, str], events: RequestEvents) -> None:
-        """One try; raises `_NeverAnswered` only when the connection died before the server answered at all."""
+        """One try; raises `_NeverAnswered` only when the connection died before the server answered at
+        all."""
         answered, attempt = False, _Try(events.sent)
         try:
             # Until the first token, the tighter first-token timeout applies; then only the total.
@@ -206,8 +207,8 @@ async def _read_stream(resp: aiohttp.ClientResponse, reader: StreamReader, event
     inflated, limit = 0, INFLATED_BYTES if resp.headers.get("Content-Encoding") else None
 
     def whose(bad: BadChunk | None = None) -> None:
-        """Once the first payload is in, raise if it is not this request's answer: another API's that failed to
-        parse as this one's (`bad`) is named as foreign, not as garbled."""
+        """Once the first payload is in, raise if it is not this request's answer: another API's that failed
+        to parse as this one's (`bad`) is named as foreign, not as garbled."""
         nonlocal checked
         if not checked and reader.first is not None:
             checked = True
@@ -258,8 +259,9 @@ CONTEXT_FIELDS = ("max_model_len", "context_length", "max_context_length")
 async def list_models(session: aiohttp.ClientSession, base_url: str, headers: Mapping[str, str] | None = None,
                       secrets: Sequence[str] = (), contexts: dict[str, int] | None = None) -> list[str]:
     """The endpoint's served models; also proves it is reachable before any load is sent. `headers`: the key's
-    and the gateway's (`Endpoint.request_headers`); `secrets`, blanked out of what is said (`Endpoint.secrets`);
-    `contexts` takes each model's context length where the list gives one (`CONTEXT_FIELDS`)."""
+    and the gateway's (`Endpoint.request_headers`); `secrets`, blanked out of what is said
+    (`Endpoint.secrets`); `contexts` takes each model's context length where the list gives one
+    (`CONTEXT_FIELDS`)."""
     url = under(base_url, "models")
     redact = redactor(*secrets)  # a 401 may echo the key back
     try:

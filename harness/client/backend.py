@@ -32,8 +32,8 @@ class RequestEvents(Protocol):
     keep_text: bool  # the answer's text is wanted (multi-turn sessions): chunks should carry it
 
     def token(self) -> bool:
-        """One plain token arrived alone in its read (`ChunkReader.plain`): `chunks` of one content chunk; True
-        once the stream is over for the harness (too many tokens)."""
+        """One plain token arrived alone in its read (`ChunkReader.plain`): `chunks` of one content chunk;
+        True once the stream is over for the harness (too many tokens)."""
 
     def media(self, content_type: str) -> None:
         """The answer (status 200) came with this Content-Type, which is not text/event-stream."""
@@ -67,7 +67,8 @@ class Backend(Protocol):
 
 
 class PooledBackend(Backend, Protocol):
-    """A backend that owns its connections: the runner opens them before a phase and closes them at the end."""
+    """A backend that owns its connections: the runner opens them before a phase and closes them at the
+    end."""
 
     async def warm(self, count: int) -> int: ...
 
@@ -84,7 +85,8 @@ class Endpoint:
     model: str
     api: str = "chat"  # a dialect's name (`harness.client.dialects`)
     api_key: str | None = field(default=None, repr=False)  # never printed or saved
-    # A gateway's own headers (tenant, routing, `api-key`), sent on every request; values never printed or saved.
+    # A gateway's own headers (tenant, routing, `api-key`), sent on every request; values never printed or
+    # saved.
     headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
     api_key_header: str = "Authorization"  # the key as `Authorization: Bearer KEY`, or raw under this name
     extra_body: Mapping[str, Any] = field(default_factory=dict)  # merged into every request's JSON body
@@ -98,13 +100,14 @@ class Endpoint:
 
     @property
     def streams(self) -> bool:
-        """Its answers stream, a first token before the end (not embeddings, nor `stream: false`): the first-token
-        timeout applies only then — a whole answer has the request timeout alone."""
+        """Its answers stream, a first token before the end (not embeddings, nor `stream: false`): the
+        first-token timeout applies only then — a whole answer has the request timeout alone."""
         spoken = self.dialect
         return spoken.generates and (self.stream or spoken.whole is None)
 
     def reader(self, keep_text: bool) -> StreamReader:
-        """A reader for one answer: the dialect's stream reader, or a whole answer's where it was asked for so."""
+        """A reader for one answer: the dialect's stream reader, or a whole answer's where it was asked for
+        so."""
         spoken = self.dialect
         if self.stream or spoken.whole is None:
             return spoken.reader(keep_text)
@@ -116,8 +119,9 @@ class Endpoint:
 
     @property
     def request_headers(self) -> dict[str, str]:
-        """What every request the harness makes to this endpoint carries besides its own framing: the dialect's
-        own headers, the key (under the dialect's header unless the user named one) and the gateway's."""
+        """What every request the harness makes to this endpoint carries besides its own framing: the
+        dialect's own headers, the key (under the dialect's header unless the user named one) and the
+        gateway's."""
         spoken = self.dialect
         key_header = spoken.key_header if self.api_key_header == "Authorization" else self.api_key_header
         return {**spoken.headers, **access_headers(self.api_key, key_header, self.headers)}
@@ -153,9 +157,9 @@ def take(reader: StreamReader, events: RequestEvents, body: bytes) -> bool:
 
 def request_body(spec: RequestSpec, model: str, api: str, continuous_usage: bool = False,
                  extra: Mapping[str, Any] | None = None, stream: bool = True) -> dict[str, Any]:
-    """The JSON body of one request in `api`'s dialect (`stream` False: its answer asked for whole); `extra` (the
-    user's sampling and engine fields) last, over the harness's own optional fields (a user's `min_tokens` wins),
-    never over what it measures by (checked where the scenario is read)."""
+    """The JSON body of one request in `api`'s dialect (`stream` False: its answer asked for whole); `extra`
+    (the user's sampling and engine fields) last, over the harness's own optional fields (a user's
+    `min_tokens` wins), never over what it measures by (checked where the scenario is read)."""
     body = dialect(api).body(spec, model, continuous_usage)
     if not stream and "stream" in body:
         body["stream"] = False
@@ -167,8 +171,8 @@ def request_body(spec: RequestSpec, model: str, api: str, continuous_usage: bool
 
 
 def redirect(status: int, location: str) -> tuple[str, str] | None:
-    """A 3xx answer as (reason, message): never followed — a POST turned into a GET elsewhere is not the request
-    asked for, and its 404 would hide where the endpoint went."""
+    """A 3xx answer as (reason, message): never followed — a POST turned into a GET elsewhere is not the
+    request asked for, and its 404 would hide where the endpoint went."""
     if not 300 <= status < 400:
         return None
     return (f"HTTP {status} redirect", f"redirect to {location[:200] or '(no Location)'}, not followed: point "

@@ -1,9 +1,9 @@
 """Whose answer is this? The checks that tell a request's own answer from one left on its connection.
 
-A server (or a proxy before it) that writes an answer nobody asked for on a kept-alive connection — a replay, a
-retried upstream, the tail of an earlier exchange — has it read as the next request's answer on that connection:
-a TTFT of the gap between them and an `ok` for an answer the request never got. The signs that give such an
-answer away are used only where an honest server cannot show them:
+A server (or a proxy before it) that writes an answer nobody asked for on a kept-alive connection — a replay,
+a retried upstream, the tail of an earlier exchange — has it read as the next request's answer on that
+connection: a TTFT of the gap between them and an `ok` for an answer the request never got. The signs that
+give such an answer away are used only where an honest server cannot show them:
 
 - the server echoed X-Request-Id, and it is the previous request's on the connection (a server that writes its own
   request ids, as OpenAI's API does, never echoes ours by chance);

@@ -1,6 +1,6 @@
-"""What one event of an answer tells the harness, whichever API's it is: a token of the answer, of thinking or of a
-tool call; usage and finish; an error; the end. Every dialect's reader gives these (`harness.client.dialects`), and
-the worker stamps them (`harness.run.worker`)."""
+"""What one event of an answer tells the harness, whichever API's it is: a token of the answer, of thinking or
+of a tool call; usage and finish; an error; the end. Every dialect's reader gives these
+(`harness.client.dialects`), and the worker stamps them (`harness.run.worker`)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""A scripted backend on a clock of its own (usually the fake one): the seam's fake, for tests in virtual time.
+"""A scripted backend on a clock of its own (usually the fake one): the seam's fake, for tests in virtual
+time.
 
 It reports the same events a real backend does, in the same order, so the worker and everything after
 it cannot tell the difference; the backend contract tests hold it to the HTTP clients' behaviour.

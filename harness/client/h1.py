@@ -75,11 +75,12 @@ class H1Backend:
 
     async def warm(self, count: int) -> int:
         """Have `count` idle connections open ahead of a phase, each one answered (`GET …/models`) within
-        `WARM_ANSWER_S`, opening at most `WARM_AT_ONCE` at a time (a burst of a thousand handshakes overflows a
-        server's listen queue: dropped SYNs come back a second later, inside the phase); returns how many are
-        open. A connection the server accepted but did not answer is closed, not pooled: a server with a fixed
-        pool of HTTP threads (llama-server's) serves it only when a thread frees — after another connection's
-        keep-alive times out, 5 s — and a request sent on it would wait that long before the server saw it."""
+        `WARM_ANSWER_S`, opening at most `WARM_AT_ONCE` at a time (a burst of a thousand handshakes overflows
+        a server's listen queue: dropped SYNs come back a second later, inside the phase); returns how many
+        are open. A connection the server accepted but did not answer is closed, not pooled: a server with a
+        fixed pool of HTTP threads (llama-server's) serves it only when a thread frees — after another
+        connection's keep-alive times out, 5 s — and a request sent on it would wait that long before the
+        server saw it."""
         gate = asyncio.Semaphore(WARM_AT_ONCE)
 
         async def one() -> H1Connection | None:

@@ -1,6 +1,7 @@
-"""One HTTP/1.1 connection of the lean client (`harness.client.h1`): an asyncio protocol that parses with httptools
-and hands the chunks of each piece of body straight to the request's events inside `data_received`, and the
-exchange — one request's response — it carries. Bytes nobody asked for close it (`harness.client.belongs`)."""
+"""One HTTP/1.1 connection of the lean client (`harness.client.h1`): an asyncio protocol that parses with
+httptools and hands the chunks of each piece of body straight to the request's events inside `data_received`,
+and the exchange — one request's response — it carries. Bytes nobody asked for close it
+(`harness.client.belongs`)."""
 
 from __future__ import annotations
 
@@ -74,8 +75,9 @@ class H1Connection(asyncio.Protocol):
         self.provenance = provenance
         self.answered: Answered | None = None  # the last answer it carried: the next must not be it again
         self.serial = next(_SERIALS)
-        # The parser's last chunk event was a chunk's end (not a size line): with a read ending in CRLF, the next
-        # byte starts a chunk. `_whole`: the exchange whose next whole chunk `data_received` may take itself.
+        # The parser's last chunk event was a chunk's end (not a size line): with a read ending in CRLF, the
+        # next byte starts a chunk. `_whole`: the exchange whose next whole chunk `data_received` may take
+        # itself.
         self._at_boundary = False
         self._whole: Exchange | None = None
         self._window = window  # `client.read_window_us`: None, the loop polls whenever it has nothing to do
@@ -126,8 +128,9 @@ class H1Connection(asyncio.Protocol):
     def on_message_begin(self) -> None:
         ex = self.exchange
         if (ex is None and self.probe is None) or (ex is not None and ex.complete):
-            # An answer nobody asked for (left over, replayed): read as the next request's, it would score that
-            # request from bytes sent before it. Nothing more is read from this connection; it is never reused.
+            # An answer nobody asked for (left over, replayed): read as the next request's, it would score
+            # that request from bytes sent before it. Nothing more is read from this connection; it is never
+            # reused.
             self.exchange = None
             if self.transport is not None:
                 self.transport.close()
@@ -215,8 +218,8 @@ class H1Connection(asyncio.Protocol):
         return self.provenance.foreign(ex.request_id, self.answered, ex.reader.first, ex.echoed)
 
     def _inflated(self, ex: Exchange, body: bytes) -> None:
-        """A compressed body a step at a time, each read as a body (`on_body`, the inflater set aside): a gzip bomb
-        took 510 MB inflated at once; memory now holds one step, and the whole is capped."""
+        """A compressed body a step at a time, each read as a body (`on_body`, the inflater set aside): a gzip
+        bomb took 510 MB inflated at once; memory now holds one step, and the whole is capped."""
         inflate, ex.inflate = ex.inflate, None
         try:
             while body and not ex.done.done() and self.exchange is ex:

@@ -1,9 +1,9 @@
 """Server-sent events and OpenAI stream chunks, parsed without any I/O.
 
-`SSEDecoder` turns arbitrary byte pieces into complete `data:` payloads (and, for an API that names its events,
-each payload's `event:` name); `interpret` turns one OpenAI chunk into what the harness measures: chat's and
-completions' parser, with the fast paths for a plain token. The APIs whose events are typed read through
-`harness.client.typed_events`.
+`SSEDecoder` turns arbitrary byte pieces into complete `data:` payloads (and, for an API that names its
+events, each payload's `event:` name); `interpret` turns one OpenAI chunk into what the harness measures:
+chat's and completions' parser, with the fast paths for a plain token. The APIs whose events are typed read
+through `harness.client.typed_events`.
 """
 
 from __future__ import annotations
@@ -34,7 +34,8 @@ class SSEDecoder:
     __slots__ = ("_data", "_event", "_fresh", "_named", "_names", "_pending", "_pending_len")
 
     def __init__(self, named: bool = False) -> None:
-        """`named`: keep each event's `event:` name (`events`); chat's streams name none, and pay nothing for it."""
+        """`named`: keep each event's `event:` name (`events`); chat's streams name none, and pay nothing for
+        it."""
         self._pending: list[bytes] = []  # pieces of the line not yet ended
         self._pending_len = 0
         self._data: list[bytes] = []
@@ -122,12 +123,11 @@ _BOTH = Chunk(has_content=True, has_reasoning=True, plain=True)
 def interpret(payload: bytes) -> Chunk:
     if payload[:1] != b"{" and payload.strip() == DONE:
         return Chunk(done=True)
-    # Fast path for the chunk that is nearly every chunk: an object with a non-empty text field and
-    # no usage or error. A few literal searches instead of a JSON parse; everything else is parsed.
-    # A finish_reason on a fast-path chunk is read once, at [DONE] (`ChunkReader`): a third scan of every
-    # chunk would cost as much as the two above.
-    # `.find` rather than `in`: on bytes, CPython 3.11's `in` first tries the needle as an integer and pays for
-    # the TypeError on every call (0.23 against 0.13 µs here).
+    # Fast path for the chunk that is nearly every chunk: an object with a non-empty text field and no usage
+    # or error. A few literal searches instead of a JSON parse; everything else is parsed. A finish_reason on
+    # a fast-path chunk is read once, at [DONE] (`ChunkReader`): a third scan of every chunk would cost as
+    # much as the two above. `.find` rather than `in`: on bytes, CPython 3.11's `in` first tries the needle as
+    # an integer and pays for the TypeError on every call (0.23 against 0.13 µs here).
     if (payload[:1] == b"{" and payload[-1:] == b"}" and payload.find(b'"usage"') < 0
             and payload.find(b'"error"') < 0):
         if payload.find(b'"reasoning') < 0:
@@ -159,7 +159,8 @@ def _has_text(payload: bytes, key: bytes) -> bool:
 
 
 def interpret_text(payload: bytes) -> Chunk:
-    """`interpret`, keeping the answer's text (always a full parse: sessions need the words, not their presence)."""
+    """`interpret`, keeping the answer's text (always a full parse: sessions need the words, not their
+    presence)."""
     if payload.strip() == DONE:
         return Chunk(done=True)
     chunk = _parse(payload)
@@ -253,15 +254,16 @@ class ChunkReader:
         self._prev = self._last = b""  # the last two payloads: where a finish_reason sits
         self.first: bytes | None = None  # the stream's first payload: whose answer this is (`belongs`)
         # A plain token event's bytes before its content and after it, once one passed every check: a server
-        # repeats them for every token of a stream (vLLM's id, time, model), so the next is known by two compares.
+        # repeats them for every token of a stream (vLLM's id, time, model), so the next is known by two
+        # compares.
         self._head = self._tail = b"\x00"
         self._tail_crlf = b"\x00\r\n"  # the tail, then the CRLF that ends its HTTP chunk
 
     def plain(self, data: bytes) -> bool:
         """True: `data` is exactly one whole event carrying one plain token in the compact shape servers write
-        (`data: {…"content":"x"…}` and a blank line, nothing pending, no usage, error or reasoning) and has been
-        taken; False: nothing was taken, `read` it. The usual read of a busy stream, without the lists, the
-        chunk and the loop of `read`."""
+        (`data: {…"content":"x"…}` and a blank line, nothing pending, no usage, error or reasoning) and has
+        been taken; False: nothing was taken, `read` it. The usual read of a busy stream, without the lists,
+        the chunk and the loop of `read`."""
         decoder = self._decoder
         if self._keep_text or decoder._pending or decoder._data:
             return False
@@ -281,8 +283,8 @@ class ChunkReader:
         return True
 
     def framed(self, data: bytes) -> bool:
-        """`plain` for one whole HTTP chunk — its size line, one event, CRLF — as a chunked body's read brings it:
-        the framing checked here, and a repeated event known by its bytes without being copied out."""
+        """`plain` for one whole HTTP chunk — its size line, one event, CRLF — as a chunked body's read brings
+        it: the framing checked here, and a repeated event known by its bytes without being copied out."""
         at = data.find(b"\r\n")
         if data[:at] != b"%x" % (len(data) - at - 4) or data[-2:] != b"\r\n":
             return False
@@ -332,7 +334,8 @@ class ChunkReader:
         return chunks
 
     def finish(self) -> Sequence[Chunk]:
-        """The body ended: a stream's events are whole only with their blank line, so nothing more is complete."""
+        """The body ended: a stream's events are whole only with their blank line, so nothing more is
+        complete."""
         return ()
 
     def _closing(self, done: Chunk) -> Chunk:

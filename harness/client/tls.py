@@ -1,5 +1,6 @@
 """TLS for https endpoints: the system's trust, a given CA bundle (a staging gateway's own CA), or none at all
-when asked (`--insecure`, warned), the same for every request the harness makes; and a TLS failure named as one."""
+when asked (`--insecure`, warned), the same for every request the harness makes; and a TLS failure named as
+one."""
 
 from __future__ import annotations
 

@@ -58,8 +58,8 @@ class EventReader(_EveryByteParsed):
 
 
 class WholeReader(_EveryByteParsed):
-    """An answer that comes whole (`stream: false`, embeddings): its bytes kept to `WHOLE_ANSWER_BYTES`, read at
-    its end."""
+    """An answer that comes whole (`stream: false`, embeddings): its bytes kept to `WHOLE_ANSWER_BYTES`, read
+    at its end."""
 
     __slots__ = ("_answer", "_parts", "_size")
     streams = False
@@ -88,12 +88,14 @@ class WholeReader(_EveryByteParsed):
 
 
 def error_chunk(error: object) -> Chunk:
-    """An answer's `error` (an object with a message, or the message) as the chunk the worker fails it with."""
+    """An answer's `error` (an object with a message, or the message) as the chunk the worker fails it
+    with."""
     return Chunk(error=str(error.get("message", error)) if isinstance(error, dict) else str(error))
 
 
 def event_object(name: bytes, payload: bytes) -> tuple[str, dict[str, object]]:
-    """A typed event's payload as an object, and its type: the `event:` name, else the payload's own `type`."""
+    """A typed event's payload as an object, and its type: the `event:` name, else the payload's own
+    `type`."""
     obj = json_object(payload, "stream event")
     kind = obj.get("type")
     if name:

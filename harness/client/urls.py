@@ -12,8 +12,8 @@ from harness.client.dialects import DIALECTS
 
 
 def _request_paths() -> dict[str, str]:
-    """The paths a pasted request URL ends in, and the API each one is: the longest first (`…/chat/completions`
-    also ends in `/completions`)."""
+    """The paths a pasted request URL ends in, and the API each one is: the longest first
+    (`…/chat/completions` also ends in `/completions`)."""
     return {f"/{d.path}": d.name for d in sorted(DIALECTS.values(), key=lambda d: -len(d.path))}
 
 
@@ -30,7 +30,8 @@ def path_and_query(url: str) -> str:
 
 
 def split_request_url(url: str) -> tuple[str, str] | None:
-    """A pasted request URL (`…/v1/chat/completions`, `…/v1/responses`, …) as (base URL, api); None for a base."""
+    """A pasted request URL (`…/v1/chat/completions`, `…/v1/responses`, …) as (base URL, api); None for a
+    base."""
     parts = urlsplit(url)
     path = parts.path.rstrip("/")
     for tail, api in _request_paths().items():
@@ -40,8 +41,8 @@ def split_request_url(url: str) -> tuple[str, str] | None:
 
 
 def join_base_and_path(base_url: str, path: str) -> tuple[str, str]:
-    """vLLM's pair, `--base-url http://host:8000 --endpoint /v1/chat/completions`, as (base URL, api); ValueError
-    when the path is not one an API of the harness takes requests at."""
+    """vLLM's pair, `--base-url http://host:8000 --endpoint /v1/chat/completions`, as (base URL, api);
+    ValueError when the path is not one an API of the harness takes requests at."""
     joined = urlsplit(base_url)
     full = urlunsplit(joined._replace(path=joined.path.rstrip("/") + "/" + path.lstrip("/")))
     split = split_request_url(full)

@@ -30,8 +30,8 @@ _HOST_PORT = re.compile(r"^(?=[^:]*[A-Za-z.])[A-Za-z0-9.-]+:\d{1,5}$")
 
 def web_url(url: str) -> str:
     """An http(s) URL with a host, as every URL the harness takes must be: `host:port` alone means
-    `http://host:port` (as Prometheus' clients take it); a bare `55289` or `ftp://…` is refused (ValueError), not
-    sent somewhere off the machine. A `user:password@` is dropped: never sent, printed or saved."""
+    `http://host:port` (as Prometheus' clients take it); a bare `55289` or `ftp://…` is refused (ValueError),
+    not sent somewhere off the machine. A `user:password@` is dropped: never sent, printed or saved."""
     if "://" not in url and _HOST_PORT.match(url):
         url = f"http://{url}"
     parts = urlsplit(url)
@@ -52,7 +52,8 @@ WebUrl = Annotated[str, AfterValidator(web_url)]
 
 class Changeable(BaseModel):
     """A frozen model changed only through `changed`: pydantic's `model_copy(update=…)` validates nothing (a
-    misspelt field is dropped, a text kept in a bool field), so harness/ never calls it (tests/unit/test_layers.py)."""
+    misspelt field is dropped, a text kept in a bool field), so harness/ never calls it
+    (tests/unit/test_layers.py)."""
 
     def changed(self, **fields: Any) -> Self:
         """A copy with `fields` set, validated as a new model is: an unknown field or a wrong value raises."""
@@ -61,7 +62,8 @@ class Changeable(BaseModel):
 
 
 class Strict(Changeable):
-    # NaN and infinity are no setting (YAML's `.nan`, `--rate inf`): refused as not finite, not as "over 1000000"
+    # NaN and infinity are no setting (YAML's `.nan`, `--rate inf`): refused as not finite, not as "over
+    # 1000000"
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
@@ -82,7 +84,8 @@ def error_text(err: Any) -> str:
     kind = err["type"]
     if kind == "extra_forbidden":
         return "unknown field"
-    # the field's own name: the last key that is not pydantic's name for a union member (`constrained-int`, `Dist`)
+    # the field's own name: the last key that is not pydantic's name for a union member (`constrained-int`,
+    # `Dist`)
     unit = unit_of(next((part for part in reversed(err["loc"]) if isinstance(part, str) and "-" not in part
                          and not part[:1].isupper()), ""))
     if kind == "finite_number":

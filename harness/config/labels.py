@@ -1,7 +1,7 @@
 """A run's tags: `--label k=v` (short, few, fit to be Prometheus label values) and `--metadata FILE` (a flat
-mapping of facts: the commit, the engine's version, the GPU driver). Both are stored in summary.json and travel
-to the CSV and vLLM exports, the history and the metrics; so each is bounded, and a value that looks like a key
-or a token is refused rather than written into all of them."""
+mapping of facts: the commit, the engine's version, the GPU driver). Both are stored in summary.json and
+travel to the CSV and vLLM exports, the history and the metrics; so each is bounded, and a value that looks
+like a key or a token is refused rather than written into all of them."""
 
 from __future__ import annotations
 

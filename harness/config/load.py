@@ -12,8 +12,8 @@ from harness.limits import PLANNED_REQUESTS, SPAN_S
 
 
 def _plannable(rate: float, duration_s: float | None, requests: int | None) -> None:
-    """A phase bounded by its duration alone plans rate × duration arrivals: under the ceiling too; one bounded
-    by its requests alone spans requests / rate seconds: under the longest span a phase may plan."""
+    """A phase bounded by its duration alone plans rate × duration arrivals: under the ceiling too; one
+    bounded by its requests alone spans requests / rate seconds: under the longest span a phase may plan."""
     if requests is None and duration_s is not None and rate * duration_s > PLANNED_REQUESTS:
         raise ValueError(f"rate × duration_s is {rate * duration_s:.3g} arrivals, over the {PLANNED_REQUESTS:,} a "
                          "phase may plan: split it into phases")

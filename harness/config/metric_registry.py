@@ -104,8 +104,8 @@ class Metric:
     @property
     def central(self) -> bool:
         """Not a tail: a median, a mean, a rate or a share — what a baseline may rest on. A tail is what the
-        client's rare stalls move first; it stays untrusted, figure by figure, in every comparison against that
-        run, rather than keeping the run from being a baseline."""
+        client's rare stalls move first; it stays untrusted, figure by figure, in every comparison against
+        that run, rather than keeping the run from being a baseline."""
         return self.quantile is None or self.quantile <= 50.0
 
 
@@ -188,7 +188,8 @@ GOODPUT = tuple(m.name for m in REGISTRY.values() if m.field[:1] == ("goodput",)
 # report's cards judge a phase by: its p99 of that latency within the limit.
 SLO_LATENCIES = (("ttft_ms", Latency.TTFT), ("ttft_answer_ms", Latency.TTFT_ANSWER), ("tpot_ms", Latency.TPOT),
                  ("e2e_ms", Latency.E2E))
-# The latencies charted against throughput with their SLO line; the answer's TTFT only when it is an objective.
+# The latencies charted against throughput with their SLO line; the answer's TTFT only when it is an
+# objective.
 CHARTED = (Latency.TTFT, Latency.TTFT_ANSWER, Latency.TPOT)
 # Names a metric had before; a scenario or a command line written then still reads.
 _RENAMED = {"time_to_first_content_": "ttft_answer_"}

@@ -25,14 +25,16 @@ RESERVED_BODY = {"model": "the endpoint's model (--model)", "stream": "always tr
                  "max_tokens": "the workload's output tokens (--output-tokens)", "n": "one answer per request",
                  "max_completion_tokens": "the workload's output tokens (--output-tokens): it would win over the "
                                           "max_tokens the harness sends and change every answer's length"}
-# A JSON object a user gives for request bodies, passed through as given (its fields are the engine's business).
+# A JSON object a user gives for request bodies, passed through as given (its fields are the engine's
+# business).
 Body = dict[str, object]
 # Headers the HTTP framing owns.
 RESERVED_HEADERS = {"host", "content-length", "content-type", "transfer-encoding", "connection"}
 
 
 class Sampling(Strict):
-    """Sampling fields sent with every request (OpenAI's, and vLLM/SGLang's top_k, min_p, repetition_penalty)."""
+    """Sampling fields sent with every request (OpenAI's, and vLLM/SGLang's top_k, min_p,
+    repetition_penalty)."""
 
     temperature: Annotated[float, Field(ge=0, le=2)] | None = None
     top_p: Annotated[float, Field(gt=0, le=1)] | None = None
@@ -67,8 +69,8 @@ def parse_header(text: str) -> tuple[str, str]:
 
 
 def resolve(headers: Mapping[str, str], environ: Mapping[str, str], where: str) -> tuple[tuple[str, str], ...]:
-    """The values to send: `env:NAME` read from `environ`; ValueError naming the header (`where`: the flag or the
-    scenario field) when a variable is unset or a value was redacted when saved."""
+    """The values to send: `env:NAME` read from `environ`; ValueError naming the header (`where`: the flag or
+    the scenario field) when a variable is unset or a value was redacted when saved."""
     out = []
     for name, value in headers.items():
         if value.startswith(_ENV):

@@ -46,8 +46,8 @@ class SLO(Strict):
     e2e_ms: PositiveMillis | None = None
 
 
-# The server-side series the harness reads (harness.stats.server maps each to the names engines give it).
-# A dialect's name: which ones the harness speaks is the client's registry (`harness.client.dialects`), checked
+# The server-side series the harness reads (harness.stats.server maps each to the names engines give it). A
+# dialect's name: which ones the harness speaks is the client's registry (`harness.client.dialects`), checked
 # where the endpoint is built, before anything is sent.
 ApiName = Annotated[str, Field(pattern=r"^[a-z][a-z_]{0,31}$")]
 ServerSeries = Literal["running", "waiting", "kv_cache_usage", "generation_tokens_total", "prompt_tokens_total",
@@ -79,8 +79,8 @@ class Hardware(Strict):
 
 
 def parse_hardware(text: str) -> Hardware:
-    """`h100-sxm` or `h100-sxm,model=llama-3.1-8b,tp=2,weights=fp8` (the `--hardware` flag; `dtype=` its earlier
-    name); ValueError naming what is wrong."""
+    """`h100-sxm` or `h100-sxm,model=llama-3.1-8b,tp=2,weights=fp8` (the `--hardware` flag; `dtype=` its
+    earlier name); ValueError naming what is wrong."""
     accelerator, *items = [part.strip() for part in text.split(",")]
     fields: dict[str, Any] = {"accelerator": accelerator}
     for item in items:

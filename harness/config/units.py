@@ -1,5 +1,5 @@
-"""Durations with units, in scenario files and flags alike: `30s`, `5m`, `500ms`, `1.5h`, or a bare number in the
-field's own unit (seconds for `*_s` fields and flags, milliseconds for `*_ms`)."""
+"""Durations with units, in scenario files and flags alike: `30s`, `5m`, `500ms`, `1.5h`, or a bare number in
+the field's own unit (seconds for `*_s` fields and flags, milliseconds for `*_ms`)."""
 
 from __future__ import annotations
 
@@ -57,11 +57,13 @@ _UNIT_NAMES = {"rate": "req/s", "requests": "requests", "concurrency": "requests
 
 
 def unit_of(field: str) -> str:
-    """The unit of a scenario field or flag named `field`, or "" (a share, a count of nothing in particular)."""
+    """The unit of a scenario field or flag named `field`, or "" (a share, a count of nothing in
+    particular)."""
     return _UNIT_NAMES.get(field) or next((unit for end, unit in _UNIT_SUFFIXES if field.endswith(end)), "")
 
 
 def number_text(value: float, unit: str = "") -> str:
-    """`value` as a message shows it: 1,000,000 for a whole number, 0.25 or 1e-300 otherwise, with its unit."""
+    """`value` as a message shows it: 1,000,000 for a whole number, 0.25 or 1e-300 otherwise, with its
+    unit."""
     shown = f"{value:,}" if isinstance(value, int) or (abs(value) < 1e15 and value == int(value)) else f"{value:g}"
     return f"{shown.removesuffix('.0')} {unit}".rstrip()

@@ -1,9 +1,9 @@
 """The catalogue of devices and models a process knows: the built-in ones and its preset files', frozen.
 
-A catalogue is never changed: one with more presets is a new catalogue (`with_file`, `beside`). A process has one
-in use (`catalogue()`), set where a command reads its presets (`use`): `--presets`, and a run's folder re-read
-(its presets.yaml beside its scenario). A name defined twice with different figures is an error, not the last
-load winning.
+A catalogue is never changed: one with more presets is a new catalogue (`with_file`, `beside`). A process has
+one in use (`catalogue()`), set where a command reads its presets (`use`): `--presets`, and a run's folder
+re-read (its presets.yaml beside its scenario). A name defined twice with different figures is an error, not
+the last load winning.
 """
 
 from __future__ import annotations
@@ -48,8 +48,8 @@ class Catalogue:
                          (*self.files, path.resolve()))
 
     def refreshed(self, path: Path) -> Catalogue:
-        """This catalogue and a presets file's entries as the file now holds them, replacing same-named ones (a
-        twin's preset rewritten as its fit is refined)."""
+        """This catalogue and a presets file's entries as the file now holds them, replacing same-named ones
+        (a twin's preset rewritten as its fit is refined)."""
         devices, models = read_presets(path)
         files = self.files if path.resolve() in self.files else (*self.files, path.resolve())
         return Catalogue(MappingProxyType({**self.devices, **devices}), MappingProxyType({**self.models, **models}),
@@ -61,7 +61,8 @@ class Catalogue:
         return self.with_file(kept) if kept.is_file() else self
 
     def with_devices(self, *devices: Device) -> Catalogue:
-        """This catalogue with `devices` in it, a same-named one replaced (a fit's own devices as it refines them)."""
+        """This catalogue with `devices` in it, a same-named one replaced (a fit's own devices as it refines
+        them)."""
         return Catalogue(MappingProxyType({**self.devices, **{d.name: d for d in devices}}), self.models, self.files)
 
     def with_models(self, *models: ModelSpec) -> Catalogue:
@@ -94,8 +95,8 @@ def catalogue() -> Catalogue:
 
 @contextmanager
 def within(scoped: Catalogue) -> Iterator[Catalogue]:
-    """`scoped` as the catalogue for the code inside, the process's left as it is (a run's summary read with the
-    presets it was made with)."""
+    """`scoped` as the catalogue for the code inside, the process's left as it is (a run's summary read with
+    the presets it was made with)."""
     token = _scoped.set(scoped)
     try:
         yield scoped
@@ -119,8 +120,8 @@ def load_presets(path: Path) -> list[str]:
 
 
 def resolve_accelerator(value: str | dict[str, Any]) -> Device:
-    """A device's name in the catalogue, or a custom one's fields (`kind: asic` for an SRAM chip); ValueError if
-    neither."""
+    """A device's name in the catalogue, or a custom one's fields (`kind: asic` for an SRAM chip); ValueError
+    if neither."""
     if isinstance(value, str):
         return _named(catalogue().devices, value, "accelerator")
     kind = value.get("kind", "gpu")
@@ -160,8 +161,9 @@ def _custom(cls: type[T], fields: dict[str, Any]) -> T:
 
 
 def save_used(folder: Path, used: Catalogue | None = None) -> None:
-    """The preset files of the catalogue in use, as one file in a run's folder, so that every command reads the run
-    back (its scenario and summary name those accelerators and models) on any machine, the files gone."""
+    """The preset files of the catalogue in use, as one file in a run's folder, so that every command reads
+    the run back (its scenario and summary name those accelerators and models) on any machine, the files
+    gone."""
     merged: dict[str, dict[str, object]] = {"accelerators": {}, "models": {}}
     for path in (used or catalogue()).files_here():
         data = cast(dict[str, dict[str, object]], read_yaml(path) or {})  # checked by the catalogue: a mapping

@@ -1,10 +1,10 @@
 """Number formats for a model's weights: what each stores a weight in, and which tensor cores run its matmuls.
 
 A format changes the balance the seed is about. Its bytes per weight set what a decode step reads (the
-memory-bound side); the cores its matmuls run on set what a prompt costs (the compute-bound side). Weights in a
-format the device has cores for multiply there (fp8 and int8 W8A8 on Hopper, FP4 on Blackwell); a format without
-its cores on the device is dequantised to bf16 inside the matmul (W4A16 as AWQ and GPTQ run through vLLM's Marlin
-kernels, fp8 on A100, MXFP4 on Hopper), at bf16's peak less the cost of unpacking.
+memory-bound side); the cores its matmuls run on set what a prompt costs (the compute-bound side). Weights in
+a format the device has cores for multiply there (fp8 and int8 W8A8 on Hopper, FP4 on Blackwell); a format
+without its cores on the device is dequantised to bf16 inside the matmul (W4A16 as AWQ and GPTQ run through
+vLLM's Marlin kernels, fp8 on A100, MXFP4 on Hopper), at bf16's peak less the cost of unpacking.
 """
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ Weights = Literal["auto", "bf16", "fp8", "int8", "int4", "fp4"]
 Cores = Literal["bf16", "fp8", "int8", "fp4"]
 WEIGHTS: tuple[str, ...] = ("bf16", "fp8", "int8", "int4", "fp4")
 
-# A dequantising matmul (W4A16 and the like) reaches this share of the bf16 kernels' efficiency at large batches:
-# an assumption (Marlin's own benchmarks show it near bf16's at decode sizes, where the reads bound it anyway).
+# A dequantising matmul (W4A16 and the like) reaches this share of the bf16 kernels' efficiency at large
+# batches: an assumption (Marlin's own benchmarks show it near bf16's at decode sizes, where the reads bound
+# it anyway).
 DEQUANTISED = 0.85
 
 

@@ -23,14 +23,15 @@ class Accelerator:
     link_gbps: float = 300.0  # tensor-parallel interconnect, GB/s per direction
     link: str = "nvlink"  # its kind: nvlink, xgmi (both fully connected within a node), pcie, none
     reported_gib: float | None = None  # memory the driver reports, as vLLM's log shows it; None: memory_gb
-    # Share of the memory's peak today's vLLM decode reads reach, fitted per device on vLLM's own latency benchmark
-    # (docs/simulator.md, "Published points"); None: an unfitted device, DEFAULT_ETA_MEM.
+    # Share of the memory's peak today's vLLM decode reads reach, fitted per device on vLLM's own latency
+    # benchmark (docs/simulator.md, "Published points"); None: an unfitted device, DEFAULT_ETA_MEM.
     eta_mem: float | None = None
     # Boost clock: the per-layer and all-reduce kernel latencies, fitted on Hopper, scale with it.
     clock_mhz: float = 1980.0
     # Share of the memory's peak MoE expert reads reach; None: the era's ratio to eta_mem (docs/simulator.md).
     expert_eta_mem: float | None = None
-    # vLLM's largest CUDA graph: twice the sequence cap, at most 512 — 1,024 on data-centre Blackwell (SM 10.0)
+    # vLLM's largest CUDA graph: twice the sequence cap, at most 512 — 1,024 on data-centre Blackwell (SM
+    # 10.0)
     graph_cap: int = 512
     # vLLM's (max_num_seqs, max_num_batched_tokens) when not given; None: by the memory the driver reports
     # (`batch_defaults`). vLLM gives every A100 the small ones whatever its memory.
@@ -64,9 +65,10 @@ class Accelerator:
         return (1, 2, 4, 8)
 
     def batch_defaults(self) -> tuple[int, int]:
-        """(max_num_seqs, max_num_batched_tokens) as vLLM 0.33 picks them when not given (`vllm/engine/arg_utils.py`,
-        `get_batch_defaults`, OpenAI server), by the memory the driver reports: under 70 GiB 256 / 2,048; 160 GiB
-        or more (B200, MI300X) 1,024 / 16,384; between (H100, H200) 1,024 / 8,192."""
+        """(max_num_seqs, max_num_batched_tokens) as vLLM 0.33 picks them when not given
+        (`vllm/engine/arg_utils.py`, `get_batch_defaults`, OpenAI server), by the memory the driver reports:
+        under 70 GiB 256 / 2,048; 160 GiB or more (B200, MI300X) 1,024 / 16,384; between (H100, H200) 1,024 /
+        8,192."""
         if self.vllm_defaults is not None:
             return self.vllm_defaults
         if self.reported_bytes < 70 * 2**30:

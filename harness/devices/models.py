@@ -1,5 +1,5 @@
-"""A model as the performance model sees it: its shape from its config.json, the weights a step reads in a given
-number format, the KV cache a token takes and the attention arithmetic it costs."""
+"""A model as the performance model sees it: its shape from its config.json, the weights a step reads in a
+given number format, the KV cache a token takes and the attention arithmetic it costs."""
 
 from __future__ import annotations
 
@@ -35,8 +35,9 @@ class ModelSpec:
     kv_latent: int = 0
     latent_rank: int = 0
     qk_rope: int = 0
-    # Layers that attend only a sliding window of the last tokens (gpt-oss: every other, 128 tokens): their KV is
-    # a window's a request whatever its length, left out of the per-token KV and its reads (vLLM's hybrid cache).
+    # Layers that attend only a sliding window of the last tokens (gpt-oss: every other, 128 tokens): their KV
+    # is a window's a request whatever its length, left out of the per-token KV and its reads (vLLM's hybrid
+    # cache).
     sliding_layers: int = 0
 
     @property
@@ -112,9 +113,10 @@ class ModelSpec:
         return 1 if self.kv_latent else max(1, min(tp, self.kv_heads))
 
     def attention_flops(self, decode_context: float, prefill_attn: float) -> float:
-        """Attention's arithmetic for decodes reading `decode_context` tokens in all and prompt chunks of Σ q·(p +
-        q/2) query-key pairs: QKᵀ and PV, 2 FLOPs a multiply-add. MLA decodes absorbed (over the latent and its
-        rope dims, then the latent rank) and prefills as plain attention (head_dim + rope, then head_dim)."""
+        """Attention's arithmetic for decodes reading `decode_context` tokens in all and prompt chunks of Σ
+        q·(p + q/2) query-key pairs: QKᵀ and PV, 2 FLOPs a multiply-add. MLA decodes absorbed (over the latent
+        and its rope dims, then the latent rank) and prefills as plain attention (head_dim + rope, then
+        head_dim)."""
         if self.kv_latent:
             decode = 2 * self.q_heads * (self.kv_latent + self.latent_rank)
             prefill = 2 * self.q_heads * (2 * self.head_dim + self.qk_rope)

@@ -60,7 +60,8 @@ class PerformanceModel(Protocol):
 
     @property
     def peaks(self) -> tuple[float, float] | None:
-        """(bytes/s, FLOP/s) the device's memory and arithmetic could do at most, all ranks; None: no roofline."""
+        """(bytes/s, FLOP/s) the device's memory and arithmetic could do at most, all ranks; None: no
+        roofline."""
 
     def kv_capacity_tokens(self, gpu_memory_utilization: float = 0.9, budget: Budget = FULL) -> int: ...
 

@@ -1,5 +1,6 @@
-"""An SRAM-based inference system (a wafer, or chips with their weights on die), known by what its maker reports
-rather than by a roofline: its law is a measured per-token latency that barely grows with the batch."""
+"""An SRAM-based inference system (a wafer, or chips with their weights on die), known by what its maker
+reports rather than by a roofline: its law is a measured per-token latency that barely grows with the
+batch."""
 
 from __future__ import annotations
 
@@ -13,9 +14,9 @@ from harness.devices.step import FULL, Budget, KvDtype, PerformanceModel, Servin
 class AsicAccelerator:
     """An SRAM-based inference system, described by what its maker reports rather than by a roofline.
 
-    One *device* is what is bought and priced as one (a system: `chips` chips and `memory_gb` of on-chip memory
-    between them); a model takes as many devices as its weights fill, and what they leave holds the KV cache.
-    Weights stay on chip, so a decode step costs about the same whatever the batch: a per-token latency
+    One *device* is what is bought and priced as one (a system: `chips` chips and `memory_gb` of on-chip
+    memory between them); a model takes as many devices as its weights fill, and what they leave holds the KV
+    cache. Weights stay on chip, so a decode step costs about the same whatever the batch: a per-token latency
     (`decode_ms` plus `decode_ms_per_b_params` per billion active parameters) growing slightly per sequence.
     """
 

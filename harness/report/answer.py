@@ -1,6 +1,6 @@
-"""The first screen of report.html: what was run against what, the answer in words, each phase's verdict on the
-SLOs as a card, and one picture of the thesis — latency against throughput, each phase a point, a sweep a curve
-with its knee — so a screenshot of the page's top (1400×900) says what the run found."""
+"""The first screen of report.html: what was run against what, the answer in words, each phase's verdict on
+the SLOs as a card, and one picture of the thesis — latency against throughput, each phase a point, a sweep a
+curve with its knee — so a screenshot of the page's top (1400×900) says what the run found."""
 
 from __future__ import annotations
 
@@ -38,7 +38,8 @@ def header_facts(summary: Summary) -> list[tuple[str, str]]:
 
 
 def _slo(summary: Summary) -> dict[str, float]:
-    """The SLOs set (every phase shares the scenario's), by field: ttft_ms, ttft_answer_ms, tpot_ms, e2e_ms."""
+    """The SLOs set (every phase shares the scenario's), by field: ttft_ms, ttft_answer_ms, tpot_ms,
+    e2e_ms."""
     if not summary.phases:
         return {}
     slo = summary.phases[0].goodput.slo
@@ -112,8 +113,8 @@ def cards_html(summary: Summary) -> str:
 
 def thesis_specs(summary: Summary) -> list[Spec]:
     """TTFT p99 (and the answer's TTFT p99, TPOT p99 when they are objectives) against output tokens/s: each
-    phase a point, each sweep a curve with its knee, the SLO a line across the whole chart — drawn even for one
-    phase, whose lone x would leave a line nothing to span (the x range is padded on both sides)."""
+    phase a point, each sweep a curve with its knee, the SLO a line across the whole chart — drawn even for
+    one phase, whose lone x would leave a line nothing to span (the x range is padded on both sides)."""
     keys = {latency: key for key, latency in SLO_LATENCIES}
     return [spec for latency in CHARTED if (spec := _thesis(summary, keys[latency], latency)) is not None]
 

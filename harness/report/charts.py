@@ -37,8 +37,8 @@ def assets() -> str:
     css = (here / "vendor" / "uPlot.min.css").read_text(encoding="utf-8")
     js = (here / "vendor" / "uPlot.iife.min.js").read_text(encoding="utf-8")
     glue = (here / "charts.js").read_text(encoding="utf-8")
-    # uPlot's legend puts a colon after each name (for its live value) and leaves a line's swatch hollow: off a
-    # screenshot both read as empty; charts.js fills the swatches.
+    # uPlot's legend puts a colon after each name (for its live value) and leaves a line's swatch hollow: off
+    # a screenshot both read as empty; charts.js fills the swatches.
     legend = ".u-inline.u-live th::after{content:''} .u-legend .u-marker{border-radius:2px}"
     return f"<style>{css}{legend}</style><script>{js}</script><script>{glue}</script>"
 
@@ -107,8 +107,8 @@ def _binned(times_ns: Any, t0: int, width_s: float, bins: int, weights: Any = No
 
 
 def over_time(records: Sequence[RequestRecord], t0: int, every: int = 1) -> list[Spec]:
-    """Rates in bins (arrivals, completions, output tokens), requests in flight, and failures if any; each record
-    counted `every` times (a sample of 1 in `every`)."""
+    """Rates in bins (arrivals, completions, output tokens), requests in flight, and failures if any; each
+    record counted `every` times (a sample of 1 in `every`)."""
     span_s = max(max(r.end_ns for r in records) - t0, 1) / NS_PER_S
     width = bin_seconds(span_s)
     bins = int(np.ceil(span_s / width)) + 1

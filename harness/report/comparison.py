@@ -57,7 +57,8 @@ def _tolerance(name: str, t: float) -> str:
 def label(r: MetricChange) -> str:
     """The verdict as every output shows it: "within tolerance" only where the whole interval lies inside the
     tolerance. The gate stays as it is (a regression needs the whole interval past it), but a ✓ must not stand
-    beside TTFT p50 +13.8% against ±10%: where the interval reaches past the tolerance the change is "unclear"."""
+    beside TTFT p50 +13.8% against ±10%: where the interval reaches past the tolerance the change is
+    "unclear"."""
     inside = r.low is not None and r.high is not None and -r.tolerance <= r.low and r.high <= r.tolerance
     return "unclear" if r.verdict == "within tolerance" and not inside else r.verdict
 

@@ -107,7 +107,8 @@ def write_vllm(summary: Summary, records: Sequence[RequestRecord], where: Path) 
 
 
 def _burstiness(load: Mapping[str, Any]) -> float | None:
-    """vLLM's gamma shape: 1 is Poisson; the harness's gamma gives its coefficient of variation, 1/sqrt(shape)."""
+    """vLLM's gamma shape: 1 is Poisson; the harness's gamma gives its coefficient of variation,
+    1/sqrt(shape)."""
     if load["type"] == "poisson":
         return 1.0
     if load["type"] == "gamma":

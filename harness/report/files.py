@@ -27,7 +27,8 @@ if TYPE_CHECKING:
 
 
 def run_dirs(path: Path) -> list[Path]:
-    """A run directory, or the runs of a `--repeat` folder, in name order (the harness's own folder shapes)."""
+    """A run directory, or the runs of a `--repeat` folder, in name order (the harness's own folder
+    shapes)."""
     if (path / "summary.json").is_file():
         return [path]
     found = sorted(p for p in path.iterdir() if (p / "summary.json").is_file()) if path.is_dir() else []
@@ -111,8 +112,8 @@ def write_run(result: RunResult, warn: Callable[[str], None]) -> None:
 
 
 def write_somewhere(result: RunResult, warn: Callable[[str], None]) -> RunResult:
-    """The run's reports in its folder or, when that fails (the disk filled or the folder vanished after the last
-    record), with every record in a rescue folder, named; a HarnessError when no folder took them."""
+    """The run's reports in its folder or, when that fails (the disk filled or the folder vanished after the
+    last record), with every record in a rescue folder, named; a HarnessError when no folder took them."""
     try:
         write_run(result, warn)
         return result

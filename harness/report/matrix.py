@@ -157,7 +157,8 @@ def matrix_html(result: Matrix) -> str:
             charts.append(_bars(f"{phase}: $ per million output tokens{within}", labels,
                                 [c["phases"][phase]["cost_per_m_tokens"] for c in shown], "$", chosen))
     title = html.escape(f"{result['scenario']}: which accelerator")
-    # The answer first, in full and wrapped (in the table's <pre> it was cut at the page's edge), then the figures.
+    # The answer first, in full and wrapped (in the table's <pre> it was cut at the page's edge), then the
+    # figures.
     advice = "".join(f"<p class='advice'>{html.escape(line)}</p>" for line in sentences(result))
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title>"
             "<style>body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1240px;padding:0 1em}"

@@ -20,7 +20,8 @@ from harness.stats.verdict import saved_check
 
 @dataclass(frozen=True, slots=True)
 class Rebuilt:
-    """A run's summary recomputed, with the records and server series it came from (read once, for the report)."""
+    """A run's summary recomputed, with the records and server series it came from (read once, for the
+    report)."""
 
     summary: Summary
     records: list[RequestRecord]

@@ -5,7 +5,8 @@ by host, so ephemeral CI runners do not leave a new group behind every night.
 A `--repeat N` run pushes once, at the end, every figure for each run (label `repeat="1"` … `"N"`) and their
 mean (`repeat="mean"`, what a dashboard or alert should read); a single run pushes `repeat="1"` and `"mean"`
 alike. A push replaces the group's previous metrics (HTTP PUT), so the gateway holds the latest night of each
-scenario and branch; `harness_run_info{run_id}` says which runs those were, `harness_run_timestamp_seconds` when.
+scenario and branch; `harness_run_info{run_id}` says which runs those were, `harness_run_timestamp_seconds`
+when.
 """
 
 from __future__ import annotations
@@ -88,8 +89,8 @@ def summary_registry(summaries: Sequence[Summary]) -> CollectorRegistry:
 
 def grouping(cfg: Pushgateway, scenario: str, shard: ShardInfo | None = None) -> dict[str, str]:
     """job (given apart) + scenario + the configured labels: no host name, which would make every ephemeral
-    runner a new group (add `instance` as a label where a per-host group is wanted); a shard by hand's "i/N" as
-    `shard`, so the shards of one run push side by side rather than over each other."""
+    runner a new group (add `instance` as a label where a per-host group is wanted); a shard by hand's "i/N"
+    as `shard`, so the shards of one run push side by side rather than over each other."""
     mine = {"shard": f"{shard.index}/{shard.count}"} if shard is not None and shard.count > 1 else {}
     return {"scenario": scenario, **mine, **cfg.labels}
 
@@ -109,7 +110,8 @@ def direct(url: str, method: str, timeout: float | None, headers: Sequence[tuple
 
 
 def push_summary(cfg: Pushgateway, summaries: Sequence[Summary], warn: Callable[[str], None]) -> bool:
-    """Push; a gateway that is down or refuses is a warning (the run and its reports stand), never an error."""
+    """Push; a gateway that is down or refuses is a warning (the run and its reports stand), never an
+    error."""
     if not summaries:
         return False
     group = grouping(cfg, summaries[0].run.scenario, summaries[0].run.shard)

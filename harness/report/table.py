@@ -88,7 +88,8 @@ TURNS_SHOWN = 5
 
 
 def _by_turn(phase: PhaseSummary) -> str:
-    """TTFT p50 of each turn of a multi-turn phase: later turns carry the history, so their prompts are longer."""
+    """TTFT p50 of each turn of a multi-turn phase: later turns carry the history, so their prompts are
+    longer."""
     sessions = phase.sessions
     if sessions is None:
         return "-"
@@ -120,7 +121,8 @@ def _slo_rows(phases: list[PhaseSummary]) -> list[TableRow]:
             ok = p99 <= limit
             return Text(f"{_ms(p99)} {'✓' if ok else '✗'}", style="green" if ok else "bold red")
 
-        # On a reasoning stream TTFT's first token is a thinking one: the row says so (ttft_answer judges answers).
+        # On a reasoning stream TTFT's first token is a thinking one: the row says so (ttft_answer judges
+        # answers).
         which = " (thinking)" if latency is Latency.TTFT and any(thought(p) for p in phases) else ""
         rows.append((f"  {LATENCIES[latency].label}{which} p99 ≤ {limit:g} ms", cell))
     return rows

@@ -1,5 +1,6 @@
-"""What the server counted of each phase's tokens, as cells of the summary table (`harness.report.table`): prompts
-counted other than asked, the share served from its cache, thinking beside answer, and what each image cost."""
+"""What the server counted of each phase's tokens, as cells of the summary table (`harness.report.table`):
+prompts counted other than asked, the share served from its cache, thinking beside answer, and what each image
+cost."""
 
 from __future__ import annotations
 
@@ -28,8 +29,8 @@ def thinking(phase: PhaseSummary) -> str:
 
 
 def images_cell(p: PhaseSummary) -> str:
-    """Images a request, their mean size, and what each cost in the server's prompt count (its count beyond the
-    text asked)."""
+    """Images a request, their mean size, and what each cost in the server's prompt count (its count beyond
+    the text asked)."""
     t = p.tokens
     each = "-" if t.image_tokens is None else f"{t.image_tokens:,.0f}"
     size = f" ({t.image_bytes / t.images / 1024:,.0f} KB)" if t.images else ""

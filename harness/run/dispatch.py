@@ -54,9 +54,10 @@ class Dispatcher:
         # False: each load model returns no records, the sink alone keeps them (a long run's memory is its).
         self.keep_records = keep_records
         self.launched = 0  # requests handed to the backend this phase
-        # Told how many of this phase's requests have gone (handed to their connection, or ended unsent) as each
-        # goes, before the bytes are written: a shard's relay, whose parent, losing it, then counts what was in
-        # flight as the endpoint saw it (told at launch, a request could wait on a busy loop for milliseconds).
+        # Told how many of this phase's requests have gone (handed to their connection, or ended unsent) as
+        # each goes, before the bytes are written: a shard's relay, whose parent, losing it, then counts what
+        # was in flight as the endpoint saw it (told at launch, a request could wait on a busy loop for
+        # milliseconds).
         self.told: Callable[[int], None] | None = None
         self._gone = 0
 
@@ -155,8 +156,9 @@ class Dispatcher:
                 spec = await feed.next(max(0.0, (deadline - self.clock.now_ns()) / NS_PER_S - _BUILD_MARGIN_S))
             assert spec is not None
             await self.clock.sleep_until(deadline)
-            # The cap's doing, not the client's lateness: the wait for a free slot, and the time this request's
-            # turn came while the sender was still held for an earlier one. Only waking later than that is late.
+            # The cap's doing, not the client's lateness: the wait for a free slot, and the time this
+            # request's turn came while the sender was still held for an earlier one. Only waking later than
+            # that is late.
             woke = self.clock.now_ns()
             late = max(0, woke - max(deadline, released))
             if max_in_flight is not None and len(self._in_flight) >= max_in_flight:

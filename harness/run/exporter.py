@@ -36,7 +36,8 @@ from harness.workload.plan import OpenLoopPlan, SessionPlan
 # LLM latencies span 0.5 ms (an ITL on a fast engine) to 10 min (a long answer under load). From 1 ms to 60 s
 # the bounds grow by 2^(1/16) (4.4%) a bucket, so histogram_quantile's interpolation inside one bucket is off
 # by at most ~4.4% there (half that for spread data; docs/observability.md has the measured error); coarser
-# outside. 260 buckets: scraping them costs the harness ~1 ms of CPU per histogram and phase (bench/exporter.py).
+# outside. 260 buckets: scraping them costs the harness ~1 ms of CPU per histogram and phase
+# (bench/exporter.py).
 LATENCY_BUCKETS_S = (0.00025, 0.0005, *(round(0.001 * 2 ** (k / 16), 9) for k in range(254)), 60.0, 120.0,
                      300.0, 600.0)
 _LES = (*(f"{b:g}" for b in LATENCY_BUCKETS_S), "+Inf")  # the `le` labels, formatted once
@@ -53,7 +54,8 @@ def _status(rec: RequestRecord) -> str:
 
 
 class _Histograms(Collector):
-    """Bucket counts, sums and the latest exemplar per bucket, for each histogram and (scenario[, shard], phase)."""
+    """Bucket counts, sums and the latest exemplar per bucket, for each histogram and (scenario[, shard],
+    phase)."""
 
     def __init__(self, names: list[str]) -> None:
         self._names = names
@@ -111,7 +113,8 @@ class LiveMetrics:
     """Fed every finished record of the run and told when a phase begins; served on a port while it runs."""
 
     def __init__(self, scenario: str, shard: str = "", labels: Mapping[str, str] | None = None) -> None:
-        # A shard by hand labels every series with its "i/N" (a dashboard sums over it); a whole run has no such label.
+        # A shard by hand labels every series with its "i/N" (a dashboard sums over it); a whole run has no
+        # such label.
         self._prefix = (scenario, shard) if shard else (scenario,)
         base = ["scenario", "shard", "phase"] if shard else ["scenario", "phase"]
         self.registry = CollectorRegistry()

@@ -19,9 +19,9 @@ def run_header(scenario: Scenario, run_id: str, *, mode: Literal["run", "predict
                clock: Clock | None = None, endpoint: Endpoint | None = None, bundled: bool = False,
                tokenizer: ServerTokenizer | None = None, shard: ShardInfo | None = None,
                complete: bool = True) -> RunHeader:
-    """Who runs what, when, against which endpoint. With a clock, the run's one wall-clock anchor (monotonic_ns
-    of the records + (wall_ns − monotonic_ns) = wall time) and its start; the simulator's configuration when
-    the run measures the bundled one, or predicts on it."""
+    """Who runs what, when, against which endpoint. With a clock, the run's one wall-clock anchor
+    (monotonic_ns of the records + (wall_ns − monotonic_ns) = wall time) and its start; the simulator's
+    configuration when the run measures the bundled one, or predicts on it."""
     anchor = None if clock is None else Anchor(monotonic_ns=clock.now_ns(), wall_ns=time.time_ns())
     info = None if endpoint is None else EndpointInfo(base_url=endpoint.base_url, model=endpoint.model,
                                                       api=endpoint.api, bundled_simulator=bundled,

@@ -39,8 +39,9 @@ class Lookahead:
         self._chunk = min(CHUNK, self._max_ahead)
         self._horizon_ns = horizon_ns
         # Jobs given to the worker, oldest first: (first request, one past the last, their specs to come).
-        # Plain executor futures, wrapped for asyncio only when awaited: run_in_executor's chained pair per job
-        # is a reference cycle, and the timing-tuned collector (harness.gctune) never frees old cycles mid-run.
+        # Plain executor futures, wrapped for asyncio only when awaited: run_in_executor's chained pair per
+        # job is a reference cycle, and the timing-tuned collector (harness.gctune) never frees old cycles
+        # mid-run.
         self._jobs: deque[tuple[int, int, Future[list[RequestSpec | None]]]] = deque()
         self._submitted = 0  # requests given to the worker so far
         self.handed_out = 0
@@ -143,8 +144,8 @@ class Lookahead:
 
 
 def _awaitable(job: Future[list[RequestSpec | None]]) -> asyncio.Future[None]:
-    """An asyncio future done when `job` is: the job's callback refers to it and nothing refers back (no cycle,
-    unlike asyncio.wrap_future's pair)."""
+    """An asyncio future done when `job` is: the job's callback refers to it and nothing refers back (no
+    cycle, unlike asyncio.wrap_future's pair)."""
     loop = asyncio.get_running_loop()
     done: asyncio.Future[None] = loop.create_future()
 

@@ -43,9 +43,9 @@ def file_size_limit() -> int | None:
 
 def rescue(records: Iterable[RequestRecord], run_dir: Path, scenario_yaml: str) -> Path | None:
     """Every record (and the scenario) written to the first fallback folder that takes them all; None if none
-    did (the records then exist only in this process's memory, and the caller says so). Under a file-size limit
-    (the very cause, often) the records go in parts that each stay under it: the folder's own requests.jsonl, then
-    part-2/requests.jsonl, part-3/…"""
+    did (the records then exist only in this process's memory, and the caller says so). Under a file-size
+    limit (the very cause, often) the records go in parts that each stay under it: the folder's own
+    requests.jsonl, then part-2/requests.jsonl, part-3/…"""
     kept = iter(records)  # read once: past records_in_memory they come back from the records file
     for folder in rescue_dirs(run_dir):
         try:
@@ -60,7 +60,8 @@ def rescue(records: Iterable[RequestRecord], run_dir: Path, scenario_yaml: str) 
 
 
 def _write_parts(records: Iterable[RequestRecord], folder: Path, limit: int | None) -> bool:
-    """`records` into `folder`, in parts under `limit` bytes a file when there is one; whether all were taken."""
+    """`records` into `folder`, in parts under `limit` bytes a file when there is one; whether all were
+    taken."""
     part, writer = 1, None
     try:
         for rec in records:

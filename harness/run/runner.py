@@ -59,8 +59,8 @@ from harness.workload.shards import Shard, empty, idle_line, shard_plan
 
 FLUSH_S = 0.05
 def new_run_dir(reports_dir: Path, scenario_name: str) -> Path:
-    """A new, empty run directory, created here: `mkdir` is atomic, so runs started in the same second by several
-    processes each get their own (a check for existence and a later create let two runs share one)."""
+    """A new, empty run directory, created here: `mkdir` is atomic, so runs started in the same second by
+    several processes each get their own (a check for existence and a later create let two runs share one)."""
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     reports_dir.mkdir(parents=True, exist_ok=True)
     for suffix in range(1, 10_000):
@@ -75,8 +75,8 @@ def new_run_dir(reports_dir: Path, scenario_name: str) -> Path:
 
 @contextlib.contextmanager
 def claimed(run_dir: Path) -> Iterator[Path]:
-    """A new run directory that is removed again if what fills it fails before writing anything (bad input found
-    late: no empty folder is left behind looking like a run)."""
+    """A new run directory that is removed again if what fills it fails before writing anything (bad input
+    found late: no empty folder is left behind looking like a run)."""
     try:
         yield run_dir
     except BaseException:
@@ -100,8 +100,8 @@ async def run_plan(dispatcher: Dispatcher, plan: PhasePlan, grace_s: float,
 
 
 def rerunnable(scenario: Scenario, endpoint: Endpoint, bundled: bool) -> Scenario:
-    """The scenario as it ran, to be saved with the run: against a given endpoint, its URL and model, so a rerun
-    of the saved file drives the same server (the key never: it stays in the environment)."""
+    """The scenario as it ran, to be saved with the run: against a given endpoint, its URL and model, so a
+    rerun of the saved file drives the same server (the key never: it stays in the environment)."""
     if bundled:
         return scenario
     cfg = scenario.endpoint.changed(url=endpoint.base_url, model=endpoint.model, api=endpoint.api)
@@ -113,7 +113,8 @@ def _scraper(scenario: Scenario, endpoint: Endpoint, clock: Clock, run_dir: Path
     if cfg.scrape_interval_s == 0:
         return None
     url = cfg.metrics_url or metrics_url(endpoint.base_url)
-    # The key and the gateway's headers go only where the requests go: a metrics URL on another host never sees them.
+    # The key and the gateway's headers go only where the requests go: a metrics URL on another host never
+    # sees them.
     near = same_origin(url, endpoint.base_url)
     return ServerScraper(url, clock, cfg.scrape_interval_s, run_dir, endpoint.request_headers if near else None,
                          series_names(cfg.server_metrics), endpoint.tls() if near else None)
@@ -122,8 +123,8 @@ def _scraper(scenario: Scenario, endpoint: Endpoint, clock: Clock, run_dir: Path
 async def _run_phases(scenario: Scenario, plans: list[PhasePlan], dispatcher: Dispatcher, backend: PooledBackend,
                       sink: RecordSink, check: SelfCheck, done: list[PhaseRun], gate: PhaseStarts,
                       relay: ParentLine | None, reached: list[str]) -> None:
-    """Phases in order until done or stopped; a phase cut short is kept with the records it has. `reached`: every
-    phase begun, a shard's empty share of one included (`done` holds those that sent something)."""
+    """Phases in order until done or stopped; a phase cut short is kept with the records it has. `reached`:
+    every phase begun, a shard's empty share of one included (`done` holds those that sent something)."""
     for k, (phase, plan) in enumerate(zip(scenario.phases, plans, strict=True)):
         if dispatcher.stopping:
             break
@@ -165,7 +166,8 @@ class _Run:
 
     async def execute(self, backend: PooledBackend, check: SelfCheck) -> None:
         cfg = self.scenario.client
-        # One thread builds requests ahead of their time: a real clock only (virtual time builds each when due).
+        # One thread builds requests ahead of their time: a real clock only (virtual time builds each when
+        # due).
         builder = (ThreadPoolExecutor(1, "harness-build", initializer=yield_cpu)
                    if isinstance(self.clock, MonotonicClock) else None)
         dispatcher: Dispatcher | None = None  # made once the records have somewhere to go
@@ -207,14 +209,16 @@ class _Run:
         self._table(sink.run)
 
     def _watchers(self) -> list[tuple[str, RecordObserver]]:
-        """Who follows the records besides the run itself: the progress line (shown), the exporter, the relay."""
+        """Who follows the records besides the run itself: the progress line (shown), the exporter, the
+        relay."""
         progress = Progress(self.clock, len(self.plans))
         self.display.follow(progress)
         return [(name, w) for name, w in (("the progress line", progress), ("the live exporter", self.metrics),
                                           ("the relay to the parent", self.relay)) if w is not None]
 
     def _table(self, run: RunSample) -> None:
-        """requests.parquet, from the records in memory; past records_in_memory there is only a sample: said."""
+        """requests.parquet, from the records in memory; past records_in_memory there is only a sample:
+        said."""
         if run.over:
             self.display.warn(f"the run ended {run.count:,} requests, more than client.records_in_memory "
                               f"({run.cap:,}): requests.parquet is not written and report.html draws 1 record in "
@@ -223,8 +227,9 @@ class _Run:
             save_parquet(self.run_dir / "requests.parquet", run.records)
 
     def _rescue(self, writer: RecordWriter, sink: RecordSink) -> None:
-        """Every record into a fallback folder: from memory, or — past records_in_memory — back from the records
-        file the run still holds open (readable even when its folder was deleted), then the ones never written."""
+        """Every record into a fallback folder: from memory, or — past records_in_memory — back from the
+        records file the run still holds open (readable even when its folder was deleted), then the ones never
+        written."""
         records = itertools.chain(writer.read_back(), writer.unwritten) if sink.run.over else sink.run.records
         rescued = rescue(records, self.run_dir, self.scenario.to_yaml())
         if self.records_file is not None:
@@ -247,8 +252,8 @@ class _Run:
             not_run=self.not_run(), complete=not self.not_run() and self.stopped is None)
 
     def not_run(self) -> list[str]:
-        """Phases that sent nothing though their plan had something to send (a shard's empty share of a phase it
-        reached ran in full: it had nothing to send)."""
+        """Phases that sent nothing though their plan had something to send (a shard's empty share of a phase
+        it reached ran in full: it had nothing to send)."""
         ran = {r.phase.name for r in self.phases} | {
             p.name for p, plan in zip(self.scenario.phases, self.plans, strict=True) if p.name in self.reached
             and empty(plan)}
@@ -256,8 +261,8 @@ class _Run:
 
 
 def _lined_up(sharding: StartGate, scenario: Scenario, whole: list[PhasePlan], display: Display) -> PhaseStarts:
-    """When this shard begins each phase; by hand, each shard also says which shards have no share of a phase (3
-    users over 4 shards) — the parent of workers says it itself."""
+    """When this shard begins each phase; by hand, each shard also says which shards have no share of a phase
+    (3 users over 4 shards) — the parent of workers says it itself."""
     if sharding.relay is None:
         for phase, plan in zip(scenario.phases, whole, strict=True):
             if (line := idle_line(phase.name, plan, sharding.shard.count)) is not None:
@@ -274,8 +279,8 @@ def _self_check(cfg: ClientConfig, clock: Clock, warn: Callable[[str], None],
 
 async def _server_counts(scenario: Scenario, endpoint: Endpoint, display: Display
                          ) -> tuple[ServerWords | None, Chosen]:
-    """The endpoint's one-token words: asked for (`--tokenizer server`), or by default where its /tokenize counts
-    the harness's words otherwise than one each; the default's choice is said under the plan."""
+    """The endpoint's one-token words: asked for (`--tokenizer server`), or by default where its /tokenize
+    counts the harness's words otherwise than one each; the default's choice is said under the plan."""
     tokenizer = scenario.workload.tokenizer
     if tokenizer == "server":
         return await server_words(endpoint), "flag"
@@ -290,7 +295,8 @@ async def _server_counts(scenario: Scenario, endpoint: Endpoint, display: Displa
 
 async def _planned(scenario: Scenario, endpoint: Endpoint, run_id: str, display: Display
                    ) -> tuple[list[PhasePlan], ServerTokenizer | None]:
-    """Every phase's plan, its prompts counted by the endpoint where it can; what the endpoint's /tokenize said."""
+    """Every phase's plan, its prompts counted by the endpoint where it can; what the endpoint's /tokenize
+    said."""
     text = text_maker(scenario)  # a bad trace, dataset or tokenizer fails here, before any report exists
     counted, chosen = await _server_counts(scenario, endpoint, display)
     whole = [plan_phase(scenario, i, run_id, counted or text, counted.overhead if counted else 0)

@@ -46,7 +46,8 @@ class ServerScraper:
         self._task = asyncio.create_task(self._loop())
 
     async def stop(self) -> ScrapeInfo:
-        """Stop scraping (one last scrape first, so the final phase ends with a reading) and say how it went."""
+        """Stop scraping (one last scrape first, so the final phase ends with a reading) and say how it
+        went."""
         scraping = self._task is not None and not self._task.done() and self.unavailable is None
         await cancel_quietly(self._task)
         if scraping:
@@ -71,7 +72,8 @@ class ServerScraper:
             while self.unavailable is None:
                 await self._scrape(session)
                 k += 1
-                # Absolute deadlines; a slow scrape skips the slots it overran instead of bunching up after it.
+                # Absolute deadlines; a slow scrape skips the slots it overran instead of bunching up after
+                # it.
                 now = self.clock.now_ns()
                 k = max(k, (now - start) // interval_ns + 1)
                 await asyncio.sleep((start + k * interval_ns - now) / NS_PER_S)

@@ -2,12 +2,12 @@
 
 A client that cannot keep up inflates every latency it reports. A ticker sleeps a fixed interval and records
 how late it wakes (the event loop's lag); the loop thread's CPU time over wall time says how much of a core
-the loop burns (the thread that builds requests ahead runs only on idle CPU, so it is counted in the
-process's CPU seconds but not in the share);
-the kernel's run-queue delay of the main thread (`/proc/self/schedstat`) says how long it waited for a CPU.
-Every second the wait a token met for the loop (time-weighted, `harness.stats.distortion.wait_quantiles`) is
-judged against the lag bound: the first second that is not ok is warned about once. A phase's verdict is then
-made figure by figure (how far that wait could have moved each one), so the warning says the figures come later.
+the loop burns (the thread that builds requests ahead runs only on idle CPU, so it is counted in the process's
+CPU seconds but not in the share); the kernel's run-queue delay of the main thread (`/proc/self/schedstat`)
+says how long it waited for a CPU. Every second the wait a token met for the loop (time-weighted,
+`harness.stats.distortion.wait_quantiles`) is judged against the lag bound: the first second that is not ok is
+warned about once. A phase's verdict is then made figure by figure (how far that wait could have moved each
+one), so the warning says the figures come later.
 """
 
 from __future__ import annotations

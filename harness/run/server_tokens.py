@@ -8,8 +8,9 @@ off every prompt, so the server's `usage.prompt_tokens` equals the length asked 
 checked end to end; anything that does not add up is an `EndpointError` before the run starts.
 
 With no tokenizer given, `default_words` asks first whether the endpoint counts at all: where it offers no
-`/tokenize`, or counts the harness's own words one token each (the bundled simulator), the words stay; where it
-counts otherwise (vLLM, SGLang, llama.cpp), its words are found as above, so a first run is exact by default.
+`/tokenize`, or counts the harness's own words one token each (the bundled simulator), the words stay; where
+it counts otherwise (vLLM, SGLang, llama.cpp), its words are found as above, so a first run is exact by
+default.
 """
 
 from __future__ import annotations
@@ -108,8 +109,8 @@ def _token_count(data: Any, url: str) -> int:
 
 
 async def _prompt_tokens(session: aiohttp.ClientSession, endpoint: Endpoint, text: str) -> int:
-    """The server's prompt count (its API's usage) for a one-turn request of `text`, one token generated, asked
-    for whole in the endpoint's API."""
+    """The server's prompt count (its API's usage) for a one-turn request of `text`, one token generated,
+    asked for whole in the endpoint's API."""
     spoken = endpoint.dialect
     body = request_body(RequestSpec("probe", "probe", 0, text, 0, 1, False), endpoint.model, endpoint.api,
                         extra=endpoint.extra_body, stream=False)
@@ -148,8 +149,8 @@ async def post_json(session: aiohttp.ClientSession, url: str, body: dict[str, ob
 
 
 def _probe_session(endpoint: Endpoint, timeout_s: float) -> aiohttp.ClientSession:
-    # One connection a probe, closed after its answer: no idle keep-alive of ours holds one of a small server's
-    # HTTP threads (llama.cpp's) when the run's own connections arrive.
+    # One connection a probe, closed after its answer: no idle keep-alive of ours holds one of a small
+    # server's HTTP threads (llama.cpp's) when the run's own connections arrive.
     tls = endpoint.tls()
     connector = aiohttp.TCPConnector(force_close=True, limit=_PARALLEL, ssl=tls if tls is not None else True)
     return aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout_s), connector=connector)
@@ -165,7 +166,8 @@ async def default_words(endpoint: Endpoint, timeout_s: float = 5.0) -> DefaultWo
     """No tokenizer given: the server's words where its `/tokenize` counts the harness's own otherwise; the
     harness's words where it has none, or where they are already one token each. A probe that fails after the
     endpoint said it counts falls back to the words with a warning (`--tokenizer server` makes it an error).
-    Each probe waits `timeout_s` at most: an endpoint that does not answer one costs a run that long, no more."""
+    Each probe waits `timeout_s` at most: an endpoint that does not answer one costs a run that long, no
+    more."""
     url = tokenize_url(endpoint.base_url)
     async with _probe_session(endpoint, timeout_s) as session:
         counter = _Counter(session, endpoint)

@@ -1,12 +1,12 @@
-"""Ctrl-C, SIGTERM, SIGQUIT and SIGHUP during a run: the first stops sending and lets requests in flight finish
-within the grace period; the second cancels them at once. Either way every record taken is kept. SIGUSR1 (which
-would end a process unhandled) is said and ignored.
+"""Ctrl-C, SIGTERM, SIGQUIT and SIGHUP during a run: the first stops sending and lets requests in flight
+finish within the grace period; the second cancels them at once. Either way every record taken is kept.
+SIGUSR1 (which would end a process unhandled) is said and ignored.
 
-SIGHUP is the terminal going away (an ssh session dropped): the run ends as on SIGTERM, but first its output is
-sent to /dev/null — a write to a hung-up terminal fails, and must not cost the summary.
+SIGHUP is the terminal going away (an ssh session dropped): the run ends as on SIGTERM, but first its output
+is sent to /dev/null — a write to a hung-up terminal fails, and must not cost the summary.
 
-After the run, while its statistics and reports are made (`results_kept`, the CLI's), a signal is said and held
-off: one more abandons them. Without it an impatient second Ctrl-C landed there and left no summary."""
+After the run, while its statistics and reports are made (`results_kept`, the CLI's), a signal is said and
+held off: one more abandons them. Without it an impatient second Ctrl-C landed there and left no summary."""
 
 from __future__ import annotations
 
@@ -63,7 +63,8 @@ Installed = dict[signal.Signals, object]  # each signal handled on a loop, and i
 
 
 def on_signals(loop: asyncio.AbstractEventLoop, handler: Callable[[signal.Signals], None]) -> Installed:
-    """`handler` for the stopping signals and SIGUSR1 on `loop`; the ones installed, with their handlers before."""
+    """`handler` for the stopping signals and SIGUSR1 on `loop`; the ones installed, with their handlers
+    before."""
     installed: Installed = {}
     for sig in (*STOPPING, signal.SIGUSR1):
         before = signal.getsignal(sig)
@@ -99,7 +100,8 @@ def results_kept(warn: Warn) -> Iterator[None]:
 
 
 class _Hold:
-    """The handler while a run's results are made: the first stopping signal is said, the next abandons them."""
+    """The handler while a run's results are made: the first stopping signal is said, the next abandons
+    them."""
 
     said = False
 

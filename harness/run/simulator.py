@@ -101,8 +101,8 @@ async def bundled_simulator(cfg: SimulatorConfig, pin: bool = False,
         *simulator_command(cfg), stdout=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL, env=env,
         stderr=None if log is None else asyncio.subprocess.PIPE,
         preexec_fn=functools.partial(_child_setup, None if cores is None else cores[1]),
-        # Its own process group: a Ctrl-C at the terminal reaches the harness, which stops the simulator itself
-        # once the records are safe, instead of the simulator dying (and printing) mid-run.
+        # Its own process group: a Ctrl-C at the terminal reaches the harness, which stops the simulator
+        # itself once the records are safe, instead of the simulator dying (and printing) mid-run.
         start_new_session=True,
     )
     if cores is not None:
@@ -131,6 +131,7 @@ async def bundled_simulator(cfg: SimulatorConfig, pin: bool = False,
 
 
 async def _relay(stream: asyncio.StreamReader, log: Log) -> None:
-    """Every line of the simulator's stderr to `log`, until it closes (read always: a full pipe would stall it)."""
+    """Every line of the simulator's stderr to `log`, until it closes (read always: a full pipe would stall
+    it)."""
     while line := await stream.readline():
         log(line.decode(errors="replace").rstrip())

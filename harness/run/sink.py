@@ -3,9 +3,9 @@ shown to whoever watches the run (the progress line, the live exporter, the pare
 `FanOut` of `RecordObserver`s (harness.run.observe), fed in batches.
 
 Nothing a record meets here can lose it. It is kept in memory first, so the summary counts every request sent
-(up to the scenario's `client.records_in_memory`; past it, its phase's statistics fold it: `harness.stats.keep`);
-the writer never raises (see `RecordWriter`); a watcher that raises is cut off from that record only, and said
-once per kind of failure — one line, never a dump of the records pending.
+(up to the scenario's `client.records_in_memory`; past it, its phase's statistics fold it:
+`harness.stats.keep`); the writer never raises (see `RecordWriter`); a watcher that raises is cut off from
+that record only, and said once per kind of failure — one line, never a dump of the records pending.
 """
 
 from __future__ import annotations
@@ -49,7 +49,8 @@ class Redaction:
 
 @dataclass
 class Memory:
-    """The records in memory: the current phase's (for its statistics) and the run's sample (for the report)."""
+    """The records in memory: the current phase's (for its statistics) and the run's sample (for the
+    report)."""
 
     slo: SLO
     cap: int | None  # the scenario's client.records_in_memory

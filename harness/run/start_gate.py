@@ -35,12 +35,14 @@ class AtOnce:
 
 
 class ParentLine(RecordObserver, Protocol):
-    """The line to a parent that started this shard: it follows the records, and holds each batch's barrier."""
+    """The line to a parent that started this shard: it follows the records, and holds each batch's
+    barrier."""
 
     async def barrier(self, phase: str, batch: int) -> None: ...
 
     def launched(self, sent: int) -> None:
-        """A request is about to leave (or ended unsent): `sent` of this phase have, said before its bytes go."""
+        """A request is about to leave (or ended unsent): `sent` of this phase have, said before its bytes
+        go."""
 
 
 class StartGate(Protocol):

@@ -23,8 +23,8 @@ _STARTING = re.compile(r"^cannot reach|answered HTTP 5\d\d")
 
 
 async def _models(scenario: Scenario, reach: Endpoint, log: Log | None, contexts: dict[str, int]) -> list[str]:
-    """The served models (their context lengths into `contexts`, where said); while the endpoint does not answer,
-    asked again until `endpoint.wait_s` has passed."""
+    """The served models (their context lengths into `contexts`, where said); while the endpoint does not
+    answer, asked again until `endpoint.wait_s` has passed."""
     deadline = time.monotonic() + scenario.endpoint.wait_s
     said = False
     url = reach.base_url
@@ -33,7 +33,8 @@ async def _models(scenario: Scenario, reach: Endpoint, log: Log | None, contexts
             try:
                 return await list_models(session, url, reach.request_headers, reach.secrets, contexts)
             except EndpointError as exc:
-                # Only "not up yet" is waited for: no answer, or a 5xx (503 while loading); a 401 or 404 is final.
+                # Only "not up yet" is waited for: no answer, or a 5xx (503 while loading); a 401 or 404 is
+                # final.
                 if time.monotonic() + _RETRY_S > deadline or not _STARTING.search(str(exc)):
                     raise
                 if not said and log is not None:
@@ -48,9 +49,9 @@ async def target(scenario: Scenario, *, url: str | None, model: str | None, api:
                  ) -> AsyncIterator[tuple[Endpoint, bool]]:
     """The endpoint to drive and whether it is a bundled simulator, started here when `url` is None and
     stopped on exit; a given URL is asked for its models first, so a wrong one fails before any load.
-    `headers`: the gateway's, resolved (`harness.config.request_shape.resolve`); the scenario's endpoint section
-    gives the rest of every request's shape (key header, sampling and extra body, TLS).
-    `log` takes what the bundled simulator says on its stderr (a live display prints it above itself)."""
+    `headers`: the gateway's, resolved (`harness.config.request_shape.resolve`); the scenario's endpoint
+    section gives the rest of every request's shape (key header, sampling and extra body, TLS). `log` takes
+    what the bundled simulator says on its stderr (a live display prints it above itself)."""
     cfg = scenario.endpoint
     spoken_for(scenario, api)
     api = api or cfg.api
@@ -89,8 +90,8 @@ async def target(scenario: Scenario, *, url: str | None, model: str | None, api:
 
 
 def spoken_for(scenario: Scenario, api: str | None) -> None:
-    """Refuse, before anything starts, an API the harness does not speak (`api`: the flag's, else the scenario's),
-    images to an API that takes none, and a whole answer from one read streamed only."""
+    """Refuse, before anything starts, an API the harness does not speak (`api`: the flag's, else the
+    scenario's), images to an API that takes none, and a whole answer from one read streamed only."""
     spoken = dialect(api or scenario.endpoint.api, "--api" if api else "endpoint.api")
     if scenario.workload.images is not None and not spoken.takes_images:
         takers = ", ".join(d.name for d in DIALECTS.values() if d.takes_images)
@@ -100,8 +101,8 @@ def spoken_for(scenario: Scenario, api: str | None) -> None:
 
 
 def fits(workload: Workload, model: str, context: int, log: Log | None) -> None:
-    """A workload whose every request passes the model's context is refused before any is sent (each would be an
-    error, or cut short); one whose longest requests may, is warned of."""
+    """A workload whose every request passes the model's context is refused before any is sent (each would be
+    an error, or cut short); one whose longest requests may, is warned of."""
     if workload.dataset is not None:  # a dataset's prompts are its own
         return
     prompt, answer = workload.prompt_tokens, workload.output_tokens

@@ -24,7 +24,8 @@ class RecordStamper:
 
     def __init__(self, rec: RequestRecord, clock: Clock, answer: list[str] | None = None,
                  wrote: Callable[[], None] | None = None) -> None:
-        """`wrote`: called once, as the request is first handed to the connection (a retry is the same request)."""
+        """`wrote`: called once, as the request is first handed to the connection (a retry is the same
+        request)."""
         self.rec = rec
         self._wrote = wrote
         self.answer = answer  # the answer's text pieces, when a session needs them for its next turn
@@ -117,8 +118,9 @@ class RecordStamper:
         return True
 
     def _whole(self, chunk: Chunk, t_ns: int) -> bool:
-        """An answer that came whole (embeddings, `stream: false`): nothing streamed, so no token time; its arrival
-        is its E2E. Embeddings asked for no tokens, whatever the workload's output length (`max_tokens` 0 says so)."""
+        """An answer that came whole (embeddings, `stream: false`): nothing streamed, so no token time; its
+        arrival is its E2E. Embeddings asked for no tokens, whatever the workload's output length
+        (`max_tokens` 0 says so)."""
         rec = self.rec
         rec.last_token_ns = t_ns
         self._details(chunk)
@@ -156,8 +158,8 @@ async def run_request(backend: Backend, clock: Clock, spec: RequestSpec, intende
                       sink: Callable[[RequestRecord], None], answer: list[str] | None = None,
                       held_ns: int = 0, wrote: Callable[[], None] | None = None) -> RequestRecord:
     """Send one request; its closed record goes to `sink` however it ends (a cancelled one as `cancelled`).
-    With `answer`, the answer's text is appended to it as it arrives; `held_ns`, how long an in-flight cap held it;
-    `wrote`, called as its bytes are handed to the connection."""
+    With `answer`, the answer's text is appended to it as it arrives; `held_ns`, how long an in-flight cap
+    held it; `wrote`, called as its bytes are handed to the connection."""
     rec = RequestRecord(spec.request_id, spec.phase, spec.index, spec.prompt_tokens, spec.max_tokens, intended_ns,
                         batch=spec.batch, session=spec.session, turn=spec.turn, held_ns=held_ns, inputs=spec.inputs,
                         images=len(spec.images), image_bytes=spec.image_bytes)
@@ -197,8 +199,8 @@ OVERRUN_SLACK = 16
 
 
 def overrun_cap(max_tokens: int) -> int:
-    """Token-bearing chunks read before a stream that ignores max_tokens is cut: 4 × max_tokens + 16 (room for a
-    server that splits a token over chunks now and then, and no more)."""
+    """Token-bearing chunks read before a stream that ignores max_tokens is cut: 4 × max_tokens + 16 (room for
+    a server that splits a token over chunks now and then, and no more)."""
     return 4 * max_tokens + OVERRUN_SLACK
 
 

@@ -15,8 +15,8 @@ from harness.sim.requests import ParsedRequest
 
 def model_context(cfg: SimulatorConfig) -> int:
     """The longest context the server accepts: `max_model_len`, or the model's (`fit_problem` has refused a
-    configuration whose KV cache could not hold it, as vLLM refuses to start). A fitted twin's endpoint did start,
-    with a context it did not say: no more than the KV cache it was measured to have."""
+    configuration whose KV cache could not hold it, as vLLM refuses to start). A fitted twin's endpoint did
+    start, with a context it did not say: no more than the KV cache it was measured to have."""
     context = cfg.max_model_len or catalogue().models[cfg.model].max_model_len
     limit = catalogue().devices[cfg.accelerator].kv_limit
     return min(context, limit) if limit is not None else context
@@ -24,8 +24,8 @@ def model_context(cfg: SimulatorConfig) -> int:
 
 def context_problem(max_model_len: int, parsed: ParsedRequest) -> str | None:
     """Why a request cannot fit the model's context (the 400's message), or None. As vLLM 0.33: a prompt that
-    leaves no room is refused, and so is a `max_tokens` past the room it leaves; without `max_tokens` the answer's
-    default cap is shortened to the room (`answer_cap`)."""
+    leaves no room is refused, and so is a `max_tokens` past the room it leaves; without `max_tokens` the
+    answer's default cap is shortened to the room (`answer_cap`)."""
     room = max_model_len - parsed.prompt_tokens
     if room <= 0:
         return (f"this model's maximum context length is {max_model_len} tokens; the request has "
@@ -41,10 +41,10 @@ TP_LIMIT = 64  # SimulatorConfig's most
 
 
 def fit_problem(cfg: SimulatorConfig) -> str | None:
-    """Why vLLM would not start this model on this accelerator, or None — the weights do not fit, they leave no
-    room for a KV cache, or the KV cache cannot hold one request of the model's context (vLLM's
-    `check_enough_kv_cache_memory`, whose advice on max_model_len this repeats) — with the fewest devices that do
-    start it, or that none within the limit does."""
+    """Why vLLM would not start this model on this accelerator, or None — the weights do not fit, they leave
+    no room for a KV cache, or the KV cache cannot hold one request of the model's context (vLLM's
+    `check_enough_kv_cache_memory`, whose advice on max_model_len this repeats) — with the fewest devices that
+    do start it, or that none within the limit does."""
     if cfg.timing == "fixed":
         return None  # no memory model in fixed timing
     problem = start_problem(cfg)
@@ -96,7 +96,8 @@ def weights_name(cfg: SimulatorConfig) -> str:
 
 
 def lookahead(cfg: SimulatorConfig, device: Device) -> bool:
-    """Whether an arrival during a busy step waits a step more: a fitted twin's own finding where it has one."""
+    """Whether an arrival during a busy step waits a step more: a fitted twin's own finding where it has
+    one."""
     said = device.twin.async_scheduling if device.twin is not None else None
     return cfg.async_scheduling if said is None else said
 

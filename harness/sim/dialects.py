@@ -1,8 +1,10 @@
-"""The APIs the simulator answers, one entry each: where, how its body says the prompt and the answer's cap, and
-how its answer is written (a renderer: the stream's opening, each token's event, its closing, a whole answer).
+"""The APIs the simulator answers, one entry each: where, how its body says the prompt and the answer's cap,
+and how its answer is written (a renderer: the stream's opening, each token's event, its closing, a whole
+answer).
 
-The harness's own registry (`harness.client.dialects`) reads these APIs; this one writes them. They share nothing
-but the wire, and `tests/unit/test_sim_dialects.py` checks that every API the harness speaks is answered here."""
+The harness's own registry (`harness.client.dialects`) reads these APIs; this one writes them. They share
+nothing but the wire, and `tests/unit/test_sim_dialects.py` checks that every API the harness speaks is
+answered here."""
 
 from __future__ import annotations
 

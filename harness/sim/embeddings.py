@@ -16,7 +16,8 @@ MAX_INPUTS = 2048  # texts in one request, as OpenAI's API allows
 
 
 def texts(body: Json) -> list[list[str]]:
-    """The request's texts as words (the simulator's tokens): `input` a string, a list of strings, or token ids."""
+    """The request's texts as words (the simulator's tokens): `input` a string, a list of strings, or token
+    ids."""
     given = body.get("input")
     items = [given] if isinstance(given, str) or (isinstance(given, list) and given
                                                   and all(isinstance(t, int) for t in given)) else given

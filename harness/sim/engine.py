@@ -73,7 +73,8 @@ class SimRequest:
 
 @dataclass(slots=True)
 class TokenTally:
-    """Running totals as vLLM counts them, step by step: each token as it is sampled, a prompt with its first."""
+    """Running totals as vLLM counts them, step by step: each token as it is sampled, a prompt with its
+    first."""
 
     generation: int = 0
     prompt: int = 0
@@ -199,10 +200,10 @@ class Engine:
         return step
 
     def _cutoff(self, now_ns: int, busy: bool) -> int:
-        """The latest arrival this step can admit. With async scheduling, a step that follows the last one back to
-        back was scheduled when the last one began (vLLM's engine core schedules one step ahead), so only what had
-        arrived by then; after an idle engine, or with nothing else to run (the step scheduled ahead was empty), all
-        that has arrived."""
+        """The latest arrival this step can admit. With async scheduling, a step that follows the last one
+        back to back was scheduled when the last one began (vLLM's engine core schedules one step ahead), so
+        only what had arrived by then; after an idle engine, or with nothing else to run (the step scheduled
+        ahead was empty), all that has arrived."""
         last = self._last
         if self.config.async_scheduling and busy and last is not None and now_ns <= last[1]:
             return last[0]
@@ -211,8 +212,8 @@ class Engine:
     def _admit(self, req: SimRequest, budget: int, now_ns: int) -> int:
         """Move the head of the queue into the batch with its first chunk; 0 when it does not fit yet.
 
-        As vLLM 0.33 (`scheduler_reserve_full_isl`), a request is admitted only when its whole prompt's
-        blocks fit, not just its first chunk's (0.11 checked the first chunk only, and counted every lookup)."""
+        As vLLM 0.33 (`scheduler_reserve_full_isl`), a request is admitted only when its whole prompt's blocks
+        fit, not just its first chunk's (0.11 checked the first chunk only, and counted every lookup)."""
         current = self.current
         if req.computed == 0:
             # At least the last token is computed afresh: its logits are what samples the next.
@@ -252,7 +253,8 @@ class Engine:
 
     def _scheduled(self, req: SimRequest, n: int) -> None:
         if self.current:
-            # vLLM 0.33 caches blocks when they are scheduled: a request admitted later in this step hits them.
+            # vLLM 0.33 caches blocks when they are scheduled: a request admitted later in this step hits
+            # them.
             self.pool.promote(req.table, req.computed + n)
 
     def _preempt(self, req: SimRequest) -> None:

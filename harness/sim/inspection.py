@@ -1,5 +1,5 @@
-"""The simulator's own routes under /sim/, for tests and benchmarks: what it did with each request (ground truth),
-its engine's state, and the faults it injects (read, and set by a caller holding the key)."""
+"""The simulator's own routes under /sim/, for tests and benchmarks: what it did with each request (ground
+truth), its engine's state, and the faults it injects (read, and set by a caller holding the key)."""
 
 from __future__ import annotations
 
@@ -54,7 +54,8 @@ class Inspection:
         return web.json_response(truth)
 
     async def many_truths(self, request: web.Request) -> web.Response:
-        """Ground truth of many requests at once: {"ids": [...]} → {"requests": [...]} (unknown ids left out)."""
+        """Ground truth of many requests at once: {"ids": [...]} → {"requests": [...]} (unknown ids left
+        out)."""
         try:
             ids = (await request.json())["ids"]
             found = [self.truth.get(str(i)) for i in ids]

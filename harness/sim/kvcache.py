@@ -39,7 +39,8 @@ def block_hashes(tokens: Sequence[str]) -> list[int]:
 
 
 class BlockTable:
-    """What one request holds: private blocks, and references to cached blocks (a prefix chain), by block id."""
+    """What one request holds: private blocks, and references to cached blocks (a prefix chain), by block
+    id."""
 
     __slots__ = ("hashes", "private", "refs")
 
@@ -100,7 +101,8 @@ class BlockPool:
 
     def count_lookup(self, query_tokens: int, hit_tokens: int) -> None:
         """A request's lookup as vLLM 0.33 exports it: once, when the request is first admitted (a request
-        that waits for room, or comes back after preemption, is not counted again; vLLM PRs #25787, #48860)."""
+        that waits for room, or comes back after preemption, is not counted again; vLLM PRs #25787,
+        #48860)."""
         if self.caching:
             self.query_tokens += query_tokens
             self.hit_tokens += hit_tokens
@@ -120,7 +122,8 @@ class BlockPool:
         return True
 
     def promote(self, table: BlockTable, computed_tokens: int) -> None:
-        """Move the request's newly full blocks (up to `computed_tokens`) from private into the shared cache."""
+        """Move the request's newly full blocks (up to `computed_tokens`) from private into the shared
+        cache."""
         if not self.caching:
             return
         full = min(computed_tokens // BLOCK_TOKENS, len(table.hashes))
@@ -137,8 +140,9 @@ class BlockPool:
             table.refs.append(block)
 
     def release(self, table: BlockTable) -> None:
-        """Give back a request's blocks. Cached ones become evictable tail first (vLLM frees a request's blocks
-        in reverse order), so the least useful end of a chain goes before its prefix, which others may share."""
+        """Give back a request's blocks. Cached ones become evictable tail first (vLLM frees a request's
+        blocks in reverse order), so the least useful end of a chain goes before its prefix, which others may
+        share."""
         self.free += table.private
         table.private = 0
         refs = self._refs

@@ -49,8 +49,9 @@ async def serve(cfg: SimulatorConfig, host: str, port: int, api_key: str | None 
     manager = runner.server
     assert manager is not None
     loop = asyncio.get_running_loop()
-    # access_log=None turns access logging off, as AppRunner(access_log=None) does (aiohttp types it as Logger).
-    # asyncio's backlog of 100 overflows when hundreds of connections open at once: each refused SYN costs 1 s.
+    # access_log=None turns access logging off, as AppRunner(access_log=None) does (aiohttp types it as
+    # Logger). asyncio's backlog of 100 overflows when hundreds of connections open at once: each refused SYN
+    # costs 1 s.
     listener = await loop.create_server(
         lambda: _StampingHandler(manager, loop=loop, access_log=None), host, port,  # type: ignore[arg-type]
         backlog=4096)

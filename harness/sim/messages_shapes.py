@@ -1,6 +1,6 @@
-"""Anthropic's Messages API as the simulator speaks it: the prompt (`system` and `messages`), and the stream as
-gateways in front of open models write it — named events, one `content_block_delta` a token, a thinking block
-first when the model thinks."""
+"""Anthropic's Messages API as the simulator speaks it: the prompt (`system` and `messages`), and the stream
+as gateways in front of open models write it — named events, one `content_block_delta` a token, a thinking
+block first when the model thinks."""
 
 from __future__ import annotations
 

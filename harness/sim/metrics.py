@@ -110,7 +110,8 @@ class SimMetrics:
                       "prompt_tokens": 0}
 
     def _finished_series(self, labels: list[str]) -> None:
-        """vLLM's series of finished requests: by finish reason, their token counts and where their time went."""
+        """vLLM's series of finished requests: by finish reason, their token counts and where their time
+        went."""
         r = self.registry
         self._success = Counter("vllm:request_success", "Requests finished, by finish reason",
                                 [*labels, "finished_reason"], registry=r)
@@ -126,12 +127,13 @@ class SimMetrics:
                                           ("inference", "First scheduled to last token"))}
 
     def observe_tokens(self, req: SimRequest, seen: int) -> None:
-        """Tokens `seen`.. of `req` were just released: TTFT at its first, the gaps before each new one — every
-        iteration, as vLLM 0.33 does (so a request still streaming, or aborted later, is in them already)."""
+        """Tokens `seen`.. of `req` were just released: TTFT at its first, the gaps before each new one —
+        every iteration, as vLLM 0.33 does (so a request still streaming, or aborted later, is in them
+        already)."""
         times = req.token_ns
         n = len(times)
-        # The gaps wait in a list and are counted with numpy at the next scrape: this runs for every request in
-        # every step, mostly for one new token.
+        # The gaps wait in a list and are counted with numpy at the next scrape: this runs for every request
+        # in every step, mostly for one new token.
         if seen and n == seen + 1:
             self._gaps.append(times[-1] - times[-2])
             if len(self._gaps) >= _GAPS_HELD:  # a simulator nobody scrapes must not hold every gap it made
@@ -143,8 +145,8 @@ class SimMetrics:
             self._gaps.append(times[i] - times[i - 1])
 
     def observe_ended(self, req: SimRequest, end_ns: int) -> None:
-        """A request finished: its end-to-end and queue times. An aborted one is not observed (vLLM 0.33 records
-        them from a finished request's stats only)."""
+        """A request finished: its end-to-end and queue times. An aborted one is not observed (vLLM 0.33
+        records them from a finished request's stats only)."""
         if not req.finished:
             return
         lab, times = self._label, req.token_ns

@@ -38,8 +38,8 @@ class ChunkRenderer:
 
     def __init__(self, chat: bool, response_id: str, model: str, created: int, reasoning: int = 0,
                  prompt_tokens: int = 0) -> None:
-        """`reasoning`: the answer's first tokens that are a reasoning model's thinking, streamed as vLLM's and
-        SGLang's reasoning parsers stream them (`delta.reasoning_content`; chat only)."""
+        """`reasoning`: the answer's first tokens that are a reasoning model's thinking, streamed as vLLM's
+        and SGLang's reasoning parsers stream them (`delta.reasoning_content`; chat only)."""
         self.chat = chat
         self.id, self.model, self.created = response_id, model, created
         self.reasoning = reasoning if chat else 0
@@ -68,7 +68,8 @@ class ChunkRenderer:
 
     def closing(self, prompt_tokens: int, completion_tokens: int, cached_tokens: int | None,
                 include_usage: bool, finish: str) -> list[bytes]:
-        """The finish_reason went out on the last token's chunk: then usage (when asked) and [DONE], as vLLM."""
+        """The finish_reason went out on the last token's chunk: then usage (when asked) and [DONE], as
+        vLLM."""
         usage = [self.usage(prompt_tokens, completion_tokens, cached_tokens)] if include_usage else []
         return [*usage, b"data: [DONE]\n\n"]
 
@@ -79,8 +80,8 @@ class ChunkRenderer:
 
     def tokens(self, first: int, count: int, usage_prompt_tokens: int | None = None,
                finish: str | None = None) -> bytes:
-        """Frames for tokens first..first+count-1; with `usage_prompt_tokens`, each carries running usage; with
-        `finish`, the last carries that finish_reason (as vLLM sends it: on the last token's chunk)."""
+        """Frames for tokens first..first+count-1; with `usage_prompt_tokens`, each carries running usage;
+        with `finish`, the last carries that finish_reason (as vLLM sends it: on the last token's chunk)."""
         post = self._post
         if first + count <= self.reasoning:
             self._pre = self._thinking

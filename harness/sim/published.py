@@ -1,11 +1,11 @@
 """Published vLLM latencies the roofline model is held to, and what the model gives for each.
 
-Every point is a `benchmark_latency.py` run: a batch of B prompts of `prompt` tokens sent at once, each generating
-`output` tokens; the figure is the time until the last token. The model's answer is the same run stepped through
-`step_seconds`: the prompts in as few steps as the token budget allows, then `output − 1` decode steps, with the
-terms of the point's era: today's vLLM (≥ 0.6, `RooflineParams()`) or vLLM 0.2–0.4 (`VLLM_0_4`).
-`python -m harness.sim.published` prints the tables docs/simulator.md shows; `--fit` each device's eta_mem from its
-single-GPU point.
+Every point is a `benchmark_latency.py` run: a batch of B prompts of `prompt` tokens sent at once, each
+generating `output` tokens; the figure is the time until the last token. The model's answer is the same run
+stepped through `step_seconds`: the prompts in as few steps as the token budget allows, then `output − 1`
+decode steps, with the terms of the point's era: today's vLLM (≥ 0.6, `RooflineParams()`) or vLLM 0.2–0.4
+(`VLLM_0_4`). `python -m harness.sim.published` prints the tables docs/simulator.md shows; `--fit` each
+device's eta_mem from its single-GPU point.
 """
 
 from __future__ import annotations
@@ -71,10 +71,10 @@ class Point:
 
 
 # vLLM's performance benchmark (`.buildkite/nightly-benchmarks`, "Latency tests": benchmark_latency, batch 8,
-# 32 in / 128 out, Llama-3.1-8B tp 1, Llama-3-70B tp 4, Mixtral-8x7B tp 2), as its Buildkite pages publish them
-# for the v0.6-era pipeline: H200 build 9515, A100-SXM4-80GB build 9523, 8×H100 the copy of one build's page kept
-# at buildkite.com/elastic/enterprise-search-ruby/builds/571. The two calibration points of the design brief are
-# its H200 and A100 Llama-3.1-8B rows.
+# 32 in / 128 out, Llama-3.1-8B tp 1, Llama-3-70B tp 4, Mixtral-8x7B tp 2), as its Buildkite pages publish
+# them for the v0.6-era pipeline: H200 build 9515, A100-SXM4-80GB build 9523, 8×H100 the copy of one build's
+# page kept at buildkite.com/elastic/enterprise-search-ruby/builds/571. The two calibration points of the
+# design brief are its H200 and A100 Llama-3.1-8B rows.
 _PERF = "vLLM perf benchmark"
 _BUILDS = {"h200": "#9515", "a100-80g": "#9523", "h100-sxm": "(H100 page)"}
 _TODAY = ((BUILTIN.models["llama-3.1-8b"], 1), (LLAMA_3_70B, 4), (MIXTRAL_8X7B, 2))
@@ -113,7 +113,8 @@ EARLY: tuple[Point, ...] = (
     *_moe("vLLM PR #3692", "h100-sxm", DBRX,
           ((4, 8, 3.255, 0.08), (4, 16, 3.666, 0.08), (4, 32, 3.979, 0.08), (4, 64, 4.446, 0.08),
            (8, 8, 2.305, 0.08), (8, 16, 2.564, 0.08), (8, 32, 2.767, 0.08), (8, 64, 3.347, 0.08))),
-    # One prompt and 49 tokens come out 13% fast, and no term of the model says why: held to 15%, the one past 8%.
+    # One prompt and 49 tokens come out 13% fast, and no term of the model says why: held to 15%, the one past
+    # 8%.
     *_mixtral_a100(((1, 0.762, 0.15), (2, 1.033, 0.08), (4, 1.449, 0.08), (8, 2.034, 0.08), (16, 2.893, 0.08),
                     (32, 4.531, 0.08), (64, 7.537, 0.08))),
 )
@@ -124,8 +125,8 @@ POINTS: tuple[Point, ...] = TODAY + EARLY
 
 @dataclass(frozen=True, slots=True)
 class ServingPoint:
-    """A serving test at a low rate (ShareGPT prompts, Poisson 1 request/s): one request or two running at a time,
-    so its median ITL is a decode step of one sequence. Never fitted on: a check of today's terms."""
+    """A serving test at a low rate (ShareGPT prompts, Poisson 1 request/s): one request or two running at a
+    time, so its median ITL is a decode step of one sequence. Never fitted on: a check of today's terms."""
 
     source: str
     accelerator: str
@@ -146,8 +147,8 @@ SERVING: tuple[ServingPoint, ...] = (
 
 
 def fit_eta_mem(accelerator: str, points: tuple[Point, ...] = TODAY) -> float:
-    """The device's eta_mem that makes its single-GPU dense point exact, by bisection (the step time falls as the
-    share rises)."""
+    """The device's eta_mem that makes its single-GPU dense point exact, by bisection (the step time falls as
+    the share rises)."""
     (point,) = [p for p in points if p.accelerator == accelerator and p.tp == 1 and p.model.experts == 1]
     device = gpu(accelerator, BUILTIN)
     low, high = 0.2, 1.0

@@ -51,7 +51,8 @@ def _int_field(body: Json, name: str) -> int | None:
 
 
 def parts_text(content: object, field: str) -> list[str]:
-    """A message's content: a string, or a list of parts whose `text` is taken (images and the rest carry none)."""
+    """A message's content: a string, or a list of parts whose `text` is taken (images and the rest carry
+    none)."""
     if isinstance(content, str):
         return [content]
     if isinstance(content, list):
@@ -85,9 +86,9 @@ def completion_prompt(body: Json) -> str:
 def parse_body(body: object, prompt_of: Callable[[Json], str] = chat_prompt,
                max_fields: tuple[str, ...] = ("max_completion_tokens", "max_tokens"),
                whole_context: bool = True) -> ParsedRequest:
-    """`prompt_of`: the prompt's text by the API's fields; `max_fields`: the answer's cap, the first given wins
-    (max_completion_tokens supersedes max_tokens, as in the OpenAI API); `whole_context`: no cap given means the
-    context left (chat), not the completions default of 16."""
+    """`prompt_of`: the prompt's text by the API's fields; `max_fields`: the answer's cap, the first given
+    wins (max_completion_tokens supersedes max_tokens, as in the OpenAI API); `whole_context`: no cap given
+    means the context left (chat), not the completions default of 16."""
     if not isinstance(body, dict):
         raise BadRequest("request body must be a JSON object")
     model = body.get("model")
@@ -120,8 +121,8 @@ COMPLETIONS_DEFAULT_MAX_TOKENS = 16  # OpenAI's and vLLM's default on /v1/comple
 
 
 def answer_cap(req: ParsedRequest, context_left: int, default_max: int | None) -> int:
-    """The most tokens the answer may have: `max_tokens`, else the server's default — `default_max` when set, else
-    vLLM 0.33's: 16 on /v1/completions, the whole context left on chat — never past the context left."""
+    """The most tokens the answer may have: `max_tokens`, else the server's default — `default_max` when set,
+    else vLLM 0.33's: 16 on /v1/completions, the whole context left on chat — never past the context left."""
     if req.max_tokens is not None:
         return min(req.max_tokens, context_left)
     if default_max is None:

@@ -1,5 +1,5 @@
-"""The Responses API as the simulator speaks it: the prompt a request's `input` gives, and the stream as vLLM and
-OpenAI write it — typed, named events, pre-rendered around each token.
+"""The Responses API as the simulator speaks it: the prompt a request's `input` gives, and the stream as vLLM
+and OpenAI write it — typed, named events, pre-rendered around each token.
 
 `response.created`; a reasoning item's `response.reasoning_text.delta` events when the model thinks first; the
 message item (`output_item.added`, `content_part.added`, one `response.output_text.delta` a token, the `.done`
@@ -116,8 +116,8 @@ class ResponsesRenderer:
 
 
 def usage(prompt_tokens: int, completion_tokens: int, cached_tokens: int | None, reasoning: int) -> Json:
-    """The Responses API's usage; the cached share only where the server says it (`--enable-prompt-tokens-details`),
-    as chat's: a 0 it did not measure would read as a cold cache."""
+    """The Responses API's usage; the cached share only where the server says it
+    (`--enable-prompt-tokens-details`), as chat's: a 0 it did not measure would read as a cold cache."""
     out: Json = {"input_tokens": prompt_tokens, "output_tokens": completion_tokens,
                            "output_tokens_details": {"reasoning_tokens": reasoning},
                            "total_tokens": prompt_tokens + completion_tokens}

@@ -242,7 +242,8 @@ class SimServer:
         return await self._unary(req, parsed, renderer)
 
     def _cached(self, req: SimRequest) -> int | None:
-        """The prompt tokens its cache served, for usage — only with --enable-prompt-tokens-details, as vLLM."""
+        """The prompt tokens its cache served, for usage — only with --enable-prompt-tokens-details, as
+        vLLM."""
         return req.cached_tokens if self.cfg.enable_prompt_tokens_details else None
 
     async def _drive(self, req: SimRequest, emit: Emit) -> None:

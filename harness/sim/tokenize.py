@@ -1,4 +1,5 @@
-"""`POST /tokenize` as vLLM serves it (and llama.cpp's field names too): the simulator's one-token-per-word count."""
+"""`POST /tokenize` as vLLM serves it (and llama.cpp's field names too): the simulator's one-token-per-word
+count."""
 
 from __future__ import annotations
 

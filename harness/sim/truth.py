@@ -1,8 +1,8 @@
-"""What the simulator really did with each request — when it arrived, when each token left — kept for clients to
-check their own timestamps against (`/sim/truth`), bounded: a simulator left running as a test target kept every
-request (~10 KiB each, 26 GB a day at 30 req/s). An ended request keeps only its times; none outlives two minutes
-after its arrival (clients fetch truth right after a run: the longest, calibration's levels, run well under it) or
-the newest 200,000; at 30 req/s that is ~2 MiB, reached in two minutes."""
+"""What the simulator really did with each request — when it arrived, when each token left — kept for clients
+to check their own timestamps against (`/sim/truth`), bounded: a simulator left running as a test target kept
+every request (~10 KiB each, 26 GB a day at 30 req/s). An ended request keeps only its times; none outlives
+two minutes after its arrival (clients fetch truth right after a run: the longest, calibration's levels, run
+well under it) or the newest 200,000; at 30 req/s that is ~2 MiB, reached in two minutes."""
 
 from __future__ import annotations
 

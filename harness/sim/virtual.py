@@ -1,4 +1,5 @@
-"""The step engine run in virtual time without asyncio: engine and performance-model tests, and bench/vllm_compat.py.
+"""The step engine run in virtual time without asyncio: engine and performance-model tests, and
+bench/vllm_compat.py.
 
 Steps start back to back while there is work; an idle engine jumps to the next arrival. A callback
 on each finished request may submit more (the next batch, a closed-loop user's next request), so

@@ -1,6 +1,6 @@
 """Images in a prompt, as the simulator prices them: each image's size read from its bytes, its tokens in the
-prefill as a Qwen2-VL-style encoder makes them (one token per `patch_px` × `patch_px` pixels: 14-pixel patches merged
-2 × 2), and the encoder's own compute before the prefill (2 × its parameters × its patches FLOPs).
+prefill as a Qwen2-VL-style encoder makes them (one token per `patch_px` × `patch_px` pixels: 14-pixel patches
+merged 2 × 2), and the encoder's own compute before the prefill (2 × its parameters × its patches FLOPs).
 
 Only base64 images are read (a `data:` URL, or Anthropic's base64 source): the simulator fetches nothing."""
 
@@ -22,7 +22,8 @@ MAX_PIXELS = 4096 * 4096
 
 
 def _parts(body: Json) -> list[object]:
-    """Every content part of every message (chat's and Anthropic's `messages`, the Responses API's `input`)."""
+    """Every content part of every message (chat's and Anthropic's `messages`, the Responses API's
+    `input`)."""
     out: list[object] = []
     for field in ("messages", "input"):
         turns = body.get(field)
@@ -77,7 +78,8 @@ def image_tokens(width: int, height: int, patch_px: int) -> int:
 
 
 def image_words(sizes: list[tuple[int, int]], patch_px: int, seed: bytes) -> list[str]:
-    """The images' tokens as prompt words: distinct per request (`seed`), so two requests' images share no cache."""
+    """The images' tokens as prompt words: distinct per request (`seed`), so two requests' images share no
+    cache."""
     tag = zlib.crc32(seed)
     return [f"img{tag}.{i}.{k}" for i, (w, h) in enumerate(sizes) for k in range(image_tokens(w, h, patch_px))]
 

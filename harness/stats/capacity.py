@@ -57,7 +57,8 @@ class Capacity:
 
     @property
     def boundary(self) -> list[SearchTrial]:
-        """The trials the capacity rests on: per seed, its fastest passing trial and the slowest failing one above."""
+        """The trials the capacity rests on: per seed, its fastest passing trial and the slowest failing one
+        above."""
         out = []
         for seed in dict.fromkeys(t.seed for t in self.trials):
             mine = [t for t in self.trials if t.seed == seed]
@@ -68,7 +69,8 @@ class Capacity:
 
     @property
     def untrusted(self) -> str | None:
-        """Why the capacity is not claimed: most trials it rests on were client-limited (None: it is claimed)."""
+        """Why the capacity is not claimed: most trials it rests on were client-limited (None: it is
+        claimed)."""
         resting = self.boundary
         late = sum(t.client_limited for t in resting)
         if self.capacity_rps is None or not resting or 2 * late <= len(resting):

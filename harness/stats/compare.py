@@ -37,8 +37,8 @@ Verdict = Literal["regression", "improvement", "within tolerance", "inconclusive
 JUDGED = ("regression", "improvement", "within tolerance")  # verdicts that say something about the change
 # The latencies a block keeps, in the order the history stores them (its blocks table's columns).
 BLOCK_LATENCIES = (Latency.TTFT, Latency.TPOT, Latency.E2E, Latency.ITL, Latency.TTFT_ANSWER)
-# The answer's TTFT is a figure of its own only where a model thought first; elsewhere it is TTFT again: a block
-# of such a phase keeps no samples of it, and compare shows no row for it (compare_sides).
+# The answer's TTFT is a figure of its own only where a model thought first; elsewhere it is TTFT again: a
+# block of such a phase keeps no samples of it, and compare shows no row for it (compare_sides).
 ONLY_WHEN_MEASURED = frozenset({Latency.TTFT_ANSWER})
 RESAMPLES = 1000
 REPEATS_FOR_RUN_LEVEL = 3
@@ -111,10 +111,10 @@ def blocks(records: Sequence[RequestRecord], start_ns: int, end_ns: int) -> list
         return [_block(b, (max(r.end_ns for r in b) - min(r.intended_ns for r in b)) / NS_PER_S, thought)
                 for b in batches.values()]
     n = int(np.clip(len(measured) // 25, 4, 20))
-    # Slice k holds the requests intended in the k-th n-th of the sending span (start to the last intended send),
-    # so no slice is empty for want of sends while the last answers drain; the last slice's time runs to the
-    # window's end, and an empty slice's time goes to the slice before it (the first's to the next), so the
-    # blocks' seconds add up to the window and throughput from blocks equals the window's.
+    # Slice k holds the requests intended in the k-th n-th of the sending span (start to the last intended
+    # send), so no slice is empty for want of sends while the last answers drain; the last slice's time runs
+    # to the window's end, and an empty slice's time goes to the slice before it (the first's to the next), so
+    # the blocks' seconds add up to the window and throughput from blocks equals the window's.
     sending = max(measured[-1].intended_ns - start_ns + 1, 1)
     at = np.minimum((np.array([r.intended_ns - start_ns for r in measured]) * n) // sending, n - 1)
     cuts = np.searchsorted(at, np.arange(n + 1)).tolist()
@@ -266,8 +266,8 @@ def across_runs(name: str, base: Sequence[float], current: Sequence[float], tole
 
 
 def exit_code(results: Sequence[PhaseChange]) -> int:
-    """99 a regression; 5 nothing judged at all (every figure untrusted, inconclusive or without data); else 0.
-    Untrusted figures beside judged ones are shown and named, and the judged ones decide."""
+    """99 a regression; 5 nothing judged at all (every figure untrusted, inconclusive or without data); else
+    0. Untrusted figures beside judged ones are shown and named, and the judged ones decide."""
     if any(p.result.verdict == "regression" for p in results):
         return EXIT_REGRESSION
     return 0 if any(p.result.verdict in JUDGED for p in results) else EXIT_NO_VERDICT

@@ -83,8 +83,8 @@ def sentences(comps: Sequence[PhaseComparison]) -> list[str]:
 
 
 def _pooled(c: PhaseComparison) -> str:
-    """The sentence where neither side generated a token (embeddings): texts per second and end-to-end latency,
-    for a batch that is one request carrying `batch_size` texts."""
+    """The sentence where neither side generated a token (embeddings): texts per second and end-to-end
+    latency, for a batch that is one request carrying `batch_size` texts."""
     assert c.inputs_ratio is not None and c.e2e_p99_ratio is not None
     return (f"Batches of {c.batch_size} texts embed {c.inputs_ratio:.1f}× the texts/s of the interactive run, at "
             f"{c.e2e_p99_ratio:.1f}× its p99 end-to-end latency; {c.goodput_fraction:.0%} of batched requests meet "
@@ -94,7 +94,8 @@ def _pooled(c: PhaseComparison) -> str:
 
 
 def _stress(c: PhaseComparison) -> str:
-    """Where each side's step time went, said plainly (a prompt alone is not the few-token decode `_why` explains)."""
+    """Where each side's step time went, said plainly (a prompt alone is not the few-token decode `_why`
+    explains)."""
     if c.interactive_stress is None or c.stress is None or None in (c.interactive_stress.memory_bound_share,
                                                                     c.stress.memory_bound_share):
         return ""

@@ -1,10 +1,10 @@
 """How far the harness's own lateness could have moved each figure it reports, figure by figure.
 
-A token stamped while the event loop was busy elsewhere is stamped late by that loop's lag; a request sent late
-(beyond any hold an in-flight cap puts on it by design) carries that lateness into every figure measured from its
-intended send. How much that moves a figure depends on the figure as much as on the lag: 5 ms of lag is nothing
-on an 800 ms TTFT and a lot on an 8 ms inter-token gap, and a lag that strikes 1% of the time moves a p99, not a
-median.
+A token stamped while the event loop was busy elsewhere is stamped late by that loop's lag; a request sent
+late (beyond any hold an in-flight cap puts on it by design) carries that lateness into every figure measured
+from its intended send. How much that moves a figure depends on the figure as much as on the lag: 5 ms of lag
+is nothing on an 800 ms TTFT and a lot on an 8 ms inter-token gap, and a lag that strikes 1% of the time moves
+a p99, not a median.
 
 The estimate (pure; numpy only) pairs the largest lags with the largest latencies: the q-th percentile of a
 latency could have moved by the q-th percentile of the lag it takes (comonotone sums add their quantiles; the
@@ -27,11 +27,12 @@ mean, by the lag's mean). What each figure takes:
 - the achieved rates: sent against intended, `|sent rate / offered rate − 1|`; and a saturated client (its core
   full) may have read more slowly than the server wrote, so its rates are flagged as such.
 
-The event-loop lag is measured by a ticker sleeping 10 ms; its wake-up is rounded to the loop's timer resolution
-(libuv counts in whole milliseconds), so up to `TIMER_RESOLUTION_MS` of every sample is that rounding, not
-lateness, and is taken off. A figure whose estimated shift is over `share` (5% by default, `client.max_shift`)
-of its value is flagged: the table marks its row, and `harness compare` and thresholds treat only those figures
-as untrusted. The calibration against a server's ground truth: docs/load-engine.md and bench/client_shift.py.
+The event-loop lag is measured by a ticker sleeping 10 ms; its wake-up is rounded to the loop's timer
+resolution (libuv counts in whole milliseconds), so up to `TIMER_RESOLUTION_MS` of every sample is that
+rounding, not lateness, and is taken off. A figure whose estimated shift is over `share` (5% by default,
+`client.max_shift`) of its value is flagged: the table marks its row, and `harness compare` and thresholds
+treat only those figures as untrusted. The calibration against a server's ground truth: docs/load-engine.md
+and bench/client_shift.py.
 """
 
 from __future__ import annotations
@@ -58,8 +59,8 @@ _SLO_BOUND = (*(latency for _, latency in SLO_LATENCIES), *_FROM_INTENDED)
 
 
 def wait_quantiles(lags_ms: Sequence[float] | np.ndarray, tick_ms: float) -> tuple[float, ...] | None:
-    """How long an event arriving at a random instant waited for the event loop, as quantiles on LAG_GRID, from
-    a ticker's lags (it slept `tick_ms` each time and woke that late); None: no tick.
+    """How long an event arriving at a random instant waited for the event loop, as quantiles on LAG_GRID,
+    from a ticker's lags (it slept `tick_ms` each time and woke that late); None: no tick.
 
     Weighted by time, not by tick: a 400 ms stall is one tick among hundreds but 400 ms of a few seconds, and
     every token that arrived in it waited (the one at its start the whole stall, the one at its end nothing):
@@ -75,7 +76,8 @@ def wait_quantiles(lags_ms: Sequence[float] | np.ndarray, tick_ms: float) -> tup
     count = np.arange(len(lags), 0, -1)  # how many j >= i
     over = (after - count * lags) / total
     levels = 1.0 - np.asarray(LAG_GRID) / 100.0  # share of time over the quantile sought
-    # Over falls from over[0] (at the smallest lag) to 0 (at the largest); below the smallest lag, linear to it.
+    # Over falls from over[0] (at the smallest lag) to 0 (at the largest); below the smallest lag, linear to
+    # it.
     points = np.concatenate([[0.0], lags])
     shares = np.concatenate([[float(np.sum(lags)) / total], over])
     waits = np.interp(levels, shares[::-1], points[::-1], left=float(lags[-1]), right=0.0)
@@ -101,9 +103,9 @@ class Lateness:
     tokens_per_request: float = 1.0  # mean output tokens of an ok request (TPOT spreads its ends' lag over them)
 
     def loop_curve(self, per_event: bool = False) -> np.ndarray:
-        """The wait for the event loop on LAG_GRID: what an event arriving at a random instant met (the larger of
-        the time-weighted wait and the wake-up's lag), or with `per_event`, what one wake-up met (a gap: a stall
-        inflates one gap a stream, the tokens read together after it none)."""
+        """The wait for the event loop on LAG_GRID: what an event arriving at a random instant met (the larger
+        of the time-weighted wait and the wake-up's lag), or with `per_event`, what one wake-up met (a gap: a
+        stall inflates one gap a stream, the tokens read together after it none)."""
         assert self.loop_ms is not None
         ticks = np.asarray(self.tick_ms if self.tick_ms is not None else self.loop_ms, dtype=np.float64)
         return ticks if per_event else np.maximum(np.asarray(self.loop_ms, dtype=np.float64), ticks)
@@ -126,22 +128,22 @@ class Lateness:
 
 _SMALL_LAG = 0.5  # a wake-up lag p99 up to this share of the median gap: drawn independently (else paired)
 _GAPS_KEPT = 1024  # an ITL sample's values, at most this many of its quantiles, for the independent draws
-# A distribution given by its quantiles on LAG_GRID, as 201 equally likely draws: np.percentile of them gives back
-# its own quantile at every multiple of 0.5 (p99 included).
+# A distribution given by its quantiles on LAG_GRID, as 201 equally likely draws: np.percentile of them gives
+# back its own quantile at every multiple of 0.5 (p99 included).
 _DRAWS = np.linspace(0.0, 100.0, 201)
 
 
 def gap_errors_ms(lag_ms: Sequence[float] | np.ndarray) -> np.ndarray:
-    """A gap's error, the later read's lag less the earlier's, each an independent draw of the wake-up lag whose
-    quantiles on LAG_GRID are `lag_ms`: 201 equally likely draws of it."""
+    """A gap's error, the later read's lag less the earlier's, each an independent draw of the wake-up lag
+    whose quantiles on LAG_GRID are `lag_ms`: 201 equally likely draws of it."""
     lags = np.interp(_DRAWS, LAG_GRID, np.asarray(lag_ms, dtype=np.float64))
     return np.asarray(np.percentile((lags[:, None] - lags[None, :]).ravel(), _DRAWS))
 
 
 def independent_shifts_ms(values: np.ndarray, errors_ms: np.ndarray, quantiles: Sequence[float]) -> list[float]:
-    """How far each q-th percentile of `values` moves, either way, when each value takes an independent draw of
-    `errors_ms` (equally likely draws): |q(values + error) − q(values)|, from every value (or `_GAPS_KEPT` of its
-    quantiles)."""
+    """How far each q-th percentile of `values` moves, either way, when each value takes an independent draw
+    of `errors_ms` (equally likely draws): |q(values + error) − q(values)|, from every value (or `_GAPS_KEPT`
+    of its quantiles)."""
     values = np.sort(np.asarray(values, dtype=np.float64))
     if values.size > _GAPS_KEPT:
         values = np.percentile(values, (np.arange(_GAPS_KEPT) + 0.5) / _GAPS_KEPT * 100)
@@ -199,8 +201,8 @@ def rate_shift(offered_rps: float | None, sent_rps: float | None) -> float | Non
 
 def flagged(shifts: Mapping[str, float], rate: float | None, saturated: bool, share: float = SHARE) -> list[str]:
     """The figures the client could have moved by more than `share`, in the registry's names, in order: the
-    latencies over it, the rates when sending drifted or the client's core was full, goodput with any figure its
-    SLOs are judged on."""
+    latencies over it, the rates when sending drifted or the client's core was full, goodput with any figure
+    its SLOs are judged on."""
     out = [name for name, s in shifts.items() if s > share]
     if saturated or (rate is not None and rate > share):
         out += list(RATES)

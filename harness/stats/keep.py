@@ -13,8 +13,8 @@ from harness.stats.phase import PhaseFold, windows_between
 
 
 class PhaseKeep:
-    """`cap` 0 for a phase that begins when the run already holds its records_in_memory: it lets every record go
-    as soon as it can (so the records a run holds stay under twice the cap, however many phases it has)."""
+    """`cap` 0 for a phase that begins when the run already holds its records_in_memory: it lets every record
+    go as soon as it can (so the records a run holds stay under twice the cap, however many phases it has)."""
 
     def __init__(self, slo: SLO, cap: int | None, warmup_s: float = 0.0, cooldown_s: float = 0.0) -> None:
         self.slo, self.cap = slo, cap
@@ -75,7 +75,8 @@ class PhaseKeep:
         return self.fold, (self.first, self.last)
 
 def next_phase(slo: SLO, cap: int | None, run: RunSample, warmup_s: float, cooldown_s: float) -> PhaseKeep:
-    """The keep of a phase that begins now: a run already past its cap lets the new phase's records go at once."""
+    """The keep of a phase that begins now: a run already past its cap lets the new phase's records go at
+    once."""
     return PhaseKeep(slo, 0 if run.over else cap, warmup_s, cooldown_s)
 
 

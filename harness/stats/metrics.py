@@ -104,11 +104,13 @@ def schedule_lag_ns(rec: RequestRecord) -> int | None:
 
 
 def client_late_ns(rec: RequestRecord) -> int | None:
-    """The schedule lag that was the client's own: less the time an in-flight cap held the request by design."""
+    """The schedule lag that was the client's own: less the time an in-flight cap held the request by
+    design."""
     return None if rec.sent_ns is None else max(0, rec.sent_ns - rec.intended_ns - rec.held_ns)
 
 
-# The registry's per-request latencies, one value a record (ITL and chunk gaps are many a record: itl_array_ns).
+# The registry's per-request latencies, one value a record (ITL and chunk gaps are many a record:
+# itl_array_ns).
 PER_RECORD: dict[Latency, Callable[[RequestRecord], float | None]] = {
     Latency.TTFT: ttft_ns, Latency.TTFT_ANSWER: ttft_answer_ns, Latency.TTFT_FROM_INTENDED: ttft_from_intended_ns,
     Latency.TPOT: tpot_ns, Latency.E2E: e2e_ns, Latency.E2E_FROM_INTENDED: e2e_from_intended_ns,
@@ -116,7 +118,8 @@ PER_RECORD: dict[Latency, Callable[[RequestRecord], float | None]] = {
 
 
 def slo_misses(rec: RequestRecord, slo: SLO) -> list[str]:
-    """The limits (SLO_LATENCIES: `ttft_ms`, `ttft_answer_ms`, …) a request went over: what decided it was not good."""
+    """The limits (SLO_LATENCIES: `ttft_ms`, `ttft_answer_ms`, …) a request went over: what decided it was not
+    good."""
     return [key for key, latency in SLO_LATENCIES
             if (limit_ms := getattr(slo, key)) is not None and (value_ns := PER_RECORD[latency](rec)) is not None
             and value_ns > limit_ms * NS_PER_MS]

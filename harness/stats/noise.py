@@ -1,11 +1,12 @@
 """The run-to-run noise a history shows, per phase and metric, and what it takes for a change to count.
 
-Within one run, requests share the machine's state: a slow afternoon shifts every block of a run together, so an
-interval built from the blocks of one run is narrow around a shifted value and says nothing of the next run. The
-history of a scenario holds what does: the same metric over many runs in which nothing changed. Its spread (the
-standard deviation of one run's value, relative to their mean; absolute for a share) is the noise any single run
-carries, and a change between sides of `nb` and `nc` runs is then within `t·s·√(1/nb + 1/nc)` of zero by noise
-alone (Student's t on the history's degrees of freedom). `harness compare` widens every interval to at least that.
+Within one run, requests share the machine's state: a slow afternoon shifts every block of a run together, so
+an interval built from the blocks of one run is narrow around a shifted value and says nothing of the next
+run. The history of a scenario holds what does: the same metric over many runs in which nothing changed. Its
+spread (the standard deviation of one run's value, relative to their mean; absolute for a share) is the noise
+any single run carries, and a change between sides of `nb` and `nc` runs is then within `t·s·√(1/nb + 1/nc)`
+of zero by noise alone (Student's t on the history's degrees of freedom). `harness compare` widens every
+interval to at least that.
 
 Two rules keep the many metrics of a night from raising alarms by chance:
 - a percentile votes only with enough samples beyond it: `MIN_BEYOND` on each side (a p99 needs 1,000 samples,

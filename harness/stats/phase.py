@@ -1,7 +1,8 @@
 """Statistics over a phase's request records, with the definitions of the design brief (§3).
 
 Pure functions: records in, a `PhaseStats` out. Latencies are reported in milliseconds, rates per second;
-exact from the records, unless the phase held more of them than the run keeps in memory (`harness.stats.fold`).
+exact from the records, unless the phase held more of them than the run keeps in memory
+(`harness.stats.fold`).
 """
 
 from __future__ import annotations
@@ -98,7 +99,8 @@ class PhaseFold:
     usage_example: tuple[int, int] = (0, 0)  # the widest such gap: (usage's tokens, chunks)
 
     def add(self, r: RequestRecord, window: tuple[int, int] = EVERYTHING) -> None:
-        """One record; `window` the measurement window's edges, or EVERYTHING for a record known to be inside."""
+        """One record; `window` the measurement window's edges, or EVERYTHING for a record known to be
+        inside."""
         self._whole(r)
         if not window[0] <= r.intended_ns <= window[1]:
             return

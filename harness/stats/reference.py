@@ -1,4 +1,5 @@
-"""docs/summary.md, generated from the typed summary (`python -m harness.stats.reference > docs/summary.md`)."""
+"""docs/summary.md, generated from the typed summary (`python -m harness.stats.reference >
+docs/summary.md`)."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ def reference() -> str:
         seen.append(model)
         lines += [f"## {model.__name__}", ""]
         if model.__doc__ and model.__doc__ is not BaseModel.__doc__:
-            lines += [model.__doc__.strip().splitlines()[0], ""]
+            lines += [" ".join(model.__doc__.strip().split("\n\n")[0].split()), ""]  # its first paragraph, whole
         lines += ["| field | type | meaning |", "|---|---|---|"]
         for name, info in model.model_fields.items():
             lines.append(f"| `{info.alias or name}` | {_type_name(info.annotation)} | {info.description or ''} |")

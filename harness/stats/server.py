@@ -182,7 +182,8 @@ def read_server_metrics(run_dir: Path) -> list[Row]:
 
 def _row(line: dict[str, str]) -> Row | None:
     """A scraped row; None for one that does not read (the run killed mid-line, the file edited): the server's
-    series stand beside the figures and are never a reason to lose them (a bad cell was a traceback in report)."""
+    series stand beside the figures and are never a reason to lose them (a bad cell was a traceback in
+    report)."""
     try:
         t_ns = int(line["t_ns"])
         values = {c: float(line[c]) for c in COLUMNS if line.get(c)}

@@ -119,7 +119,8 @@ class _Histogram:
         })
 
     def _percentile(self, q: float) -> float:
-        """numpy's default (linear between the two order statistics around rank (n − 1)·q), bucket midpoints."""
+        """numpy's default (linear between the two order statistics around rank (n − 1)·q), bucket
+        midpoints."""
         rank = (self.n - 1) * q / 100
         below, above = math.floor(rank), math.ceil(rank)
         a, b = self._order_statistic(below), self._order_statistic(above)

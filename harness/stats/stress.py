@@ -68,9 +68,9 @@ def unestimated(hardware: Hardware, model_name: str | None, stats: PhaseStats) -
 
 def estimate(hardware: Hardware, model_name: str | None, stats: PhaseStats, running: float | None) -> Stress | None:
     """The stress of a phase on a declared accelerator, from what was measured: a decode step lasts one ITL
-    (p50), reads every weight and the KV cache of each running request's context, and does 2 FLOPs a weight and
-    the attention's per token. `running`: the server's mean running batch (scraped), else Little's law from
-    the client's own records. None when the accelerator has no roofline or nothing was measured."""
+    (p50), reads every weight and the KV cache of each running request's context, and does 2 FLOPs a weight
+    and the attention's per token. `running`: the server's mean running batch (scraped), else Little's law
+    from the client's own records. None when the accelerator has no roofline or nothing was measured."""
     if unestimated(hardware, model_name, stats) is not None:
         return None
     accelerator = resolve_accelerator(hardware.accelerator)

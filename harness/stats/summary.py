@@ -38,7 +38,8 @@ from harness.workload.shards import DISTORTED_MS, LATE_MS, skew_ms
 
 @dataclass(frozen=True, slots=True)
 class PhaseRun:
-    """What one phase left behind: its records, the client's self-check while it ran, the trace it replayed."""
+    """What one phase left behind: its records, the client's self-check while it ran, the trace it
+    replayed."""
 
     phase: Phase
     records: Sequence[RequestRecord]
@@ -64,8 +65,8 @@ def phase_summary(scenario: Scenario, run: PhaseRun, rows: Sequence[Row] = (),
     whole = stats.whole_run.window
     server = ServerPhase(**phase_server_summary(rows, whole.start_ns, whole.end_ns)) if rows else None
     stress, unsaid = _stress(scenario, run, rows, stats, server, served_model)
-    # Judged whole against the lag bounds (no per-figure estimate): excused where the lateness was small beside
-    # what it measured. Judged figure by figure, the small lateness moved nothing already.
+    # Judged whole against the lag bounds (no per-figure estimate): excused where the lateness was small
+    # beside what it measured. Judged figure by figure, the small lateness moved nothing already.
     excused = None if stats.client_limited_metrics else negligible_lateness(stats, server)
     pace = bottleneck(stats.client_limited, server)
     if excused is not None:  # the client's lateness was small beside what it measured
@@ -109,12 +110,12 @@ NEGLIGIBLE_SCHEDULE_LAG = 0.05
 
 
 def negligible_lateness(stats: PhaseStats, server: ServerPhase | None) -> tuple[str, bool] | None:
-    """Why a phase the self-check found late is not client-limited after all, and whether the server kept a queue
-    meanwhile (it then set the pace), or None: the harness's CPU was not full, its event-loop lag p99 was under
-    10% of the median ITL and its schedule lag p99 under 5% of the median TTFT it measured, so it cannot have
-    shaped them; when the server kept requests waiting (scraped), the server set the pace. Against a slow
-    server on the same machine (llama.cpp on CPU takes every core) the harness waits for a CPU now and then: a
-    few ms late on 50 ms tokens is not the client limiting the run."""
+    """Why a phase the self-check found late is not client-limited after all, and whether the server kept a
+    queue meanwhile (it then set the pace), or None: the harness's CPU was not full, its event-loop lag p99
+    was under 10% of the median ITL and its schedule lag p99 under 5% of the median TTFT it measured, so it
+    cannot have shaped them; when the server kept requests waiting (scraped), the server set the pace. Against
+    a slow server on the same machine (llama.cpp on CPU takes every core) the harness waits for a CPU now and
+    then: a few ms late on 50 ms tokens is not the client limiting the run."""
     client, lat = stats.client, stats.latency_ms
     if not stats.client_limited or client.verdict == "saturated":
         return None
@@ -155,7 +156,8 @@ def target_rate(scenario: Scenario, phase: Phase, trace: TraceUse | None) -> flo
 
 
 def phase_warnings(scenario: Scenario, tokens: Tokens) -> list[str]:
-    """Why a phase's figures may mislead: a cache share the scenario did not expect, prompts of other lengths."""
+    """Why a phase's figures may mislead: a cache share the scenario did not expect, prompts of other
+    lengths."""
     out = []
     bound = scenario.workload.cached_share_warning
     if tokens.cached_share is not None and bound is not None and tokens.cached_share > bound:
@@ -175,8 +177,8 @@ def phase_warnings(scenario: Scenario, tokens: Tokens) -> list[str]:
 
 
 def unjudged_warnings(scenario: Scenario, stats: PhaseStats) -> list[str]:
-    """An SLO on a latency no ok answer of the phase had (answers that came whole have no first token): it judged
-    nothing, and its ✓ would say otherwise."""
+    """An SLO on a latency no ok answer of the phase had (answers that came whole have no first token): it
+    judged nothing, and its ✓ would say otherwise."""
     if not stats.requests.ok:
         return []
     return [f"the SLO on {LATENCIES[latency].label} judged no request: no ok answer of this phase had one (answers "
@@ -195,8 +197,8 @@ def media_warnings(kinds: Counter[str], answers: int) -> list[str]:
 
 
 def usage_warnings(fold: PhaseFold) -> list[str]:
-    """Answers whose usage counts more tokens than their chunks: it decided their status (a server may put several
-    tokens in a chunk), but nothing in the stream shows it."""
+    """Answers whose usage counts more tokens than their chunks: it decided their status (a server may put
+    several tokens in a chunk), but nothing in the stream shows it."""
     if not fold.usage_over:
         return []
     tokens, chunks = fold.usage_example
@@ -216,7 +218,8 @@ def folded_warnings(fold: PhaseFold, scenario: Scenario) -> list[str]:
 
 
 def connect_warnings(connections: Connections | None) -> list[str]:
-    """Connections that took a second or more to open: SYNs the server dropped, inside those requests' TTFT."""
+    """Connections that took a second or more to open: SYNs the server dropped, inside those requests'
+    TTFT."""
     if connections is None or not connections.slow:
         return []
     return [f"{connections.slow} of {connections.opened} connections opened during the phase took over 1 s "
@@ -240,9 +243,9 @@ def build_summary(scenario: Scenario, header: RunHeader, phases: Sequence[PhaseR
 
 
 def incomplete(header: RunHeader, names: Sequence[str], ran: Sequence[str]) -> dict[str, str]:
-    """Why each phase that ran lacks part of its load: the run was stopped in it (the last that ran), a shard by
-    hand began it over DISTORTED_MS late (its share sent late: the phase's load was not the one planned), or a
-    shard died in it or in a phase before it (its share of every later phase was never sent)."""
+    """Why each phase that ran lacks part of its load: the run was stopped in it (the last that ran), a shard
+    by hand began it over DISTORTED_MS late (its share sent late: the phase's load was not the one planned),
+    or a shard died in it or in a phase before it (its share of every later phase was never sent)."""
     out = {}
     if header.stopped and ran:
         out[ran[-1]] = f"stopped ({header.stopped})"
@@ -260,7 +263,8 @@ def incomplete(header: RunHeader, names: Sequence[str], ran: Sequence[str]) -> d
 def out_of_step(shard: ShardInfo, names: Sequence[str]) -> dict[str, str]:
     """A shard by hand's phases begun over DISTORTED_MS from their planned start on the common clock: its own
     lateness (its first phase's `late_ms`, each later one's `phase_late_ms`, read on its own clock) plus its
-    clock's measured skew (--clock-ref): a shard 300 ms behind began everything 300 ms late, on time by its clock."""
+    clock's measured skew (--clock-ref): a shard 300 ms behind began everything 300 ms late, on time by its
+    clock."""
     skew = skew_ms(shard.clock_offset_ms, shard.clock_uncertainty_ms)
     if shard.late_ms is None:  # a worker with a parent: its barriers, on the parent's clock, started its phases
         return {}

@@ -1,4 +1,5 @@
-"""Who is to blame when the harness is late: one rule, used for the live warning and the phase's verdict alike.
+"""Who is to blame when the harness is late: one rule, used for the live warning and the phase's verdict
+alike.
 
 A late client inflates every latency it reports, whatever the cause; the cause says what to do about it:
 - `saturated`: the harness used (nearly) its whole core: run fewer streams per process, or more processes;
@@ -45,7 +46,8 @@ class ClientCheck:
 
 def lateness(client: ClientCheck, schedule: str | None = None) -> str | None:
     """What was late, in words, or None: `schedule` (the phase's schedule lag, when over its bound), the event
-    loop's lag over its bound, or the CPU over its bound when nothing else was (its verdict names the share)."""
+    loop's lag over its bound, or the CPU over its bound when nothing else was (its verdict names the
+    share)."""
     late = [schedule] if schedule else []
     if client.loop_lag_p99_ms is not None and client.loop_lag_p99_ms > client.loop_lag_bound_ms:
         late.append(f"event-loop lag p99 {client.loop_lag_p99_ms:.1f} ms > {client.loop_lag_bound_ms:.1f} ms")
@@ -74,13 +76,14 @@ def verdict(late: str | None, client: ClientCheck) -> tuple[Verdict, str]:
 
 
 def blamed(reason: str, cause: str) -> str:
-    """A verdict's reason once its cause is known (a worker frozen in the phase): the cause first, and no guess."""
+    """A verdict's reason once its cause is known (a worker frozen in the phase): the cause first, and no
+    guess."""
     return f"{cause}; {reason.replace(': ' + GUESS, '').replace(': ' + GUESS_SHARED, '')}"
 
 
 def spare_cores(client: ClientCheck) -> str:
-    """What to do about a saturated harness on this machine: split the load over the cores that were idle while
-    it ran (a bundled simulator's or another process's are not), or over more hosts when none was."""
+    """What to do about a saturated harness on this machine: split the load over the cores that were idle
+    while it ran (a bundled simulator's or another process's are not), or over more hosts when none was."""
     if client.idle_cores is None:
         return ""
     idle = int(client.idle_cores + 0.5)
@@ -95,8 +98,8 @@ def worst(*verdicts: tuple[Verdict, str]) -> tuple[Verdict, str]:
 
 
 def health(check: ClientCheck, name: Verdict | None = None) -> ClientHealth:
-    """A process's self-check over a stretch, as summary.json keeps it, with its verdict (given, or judged from
-    the readings alone)."""
+    """A process's self-check over a stretch, as summary.json keeps it, with its verdict (given, or judged
+    from the readings alone)."""
     name = name or verdict(lateness(check), check)[0]
     def kept(q: tuple[float, ...] | None) -> list[float] | None:
         return None if q is None else [round(v, 3) for v in q]

@@ -45,7 +45,8 @@ def _scenario(concurrency: int, seconds: float, out_tokens: int, stagger_s: floa
 
 
 class Truth(TypedDict):
-    """What the simulator recorded of one request (`/sim/truth`): when it read it, when it wrote each token."""
+    """What the simulator recorded of one request (`/sim/truth`): when it read it, when it wrote each
+    token."""
 
     request_id: str
     arrival_ns: int

@@ -2,9 +2,10 @@
 phase by phase.
 
 A side is a list of `Run`s: what a comparison needs of each run and nothing else — its id, the shape of its
-scenario (to refuse comparing unlike things), and per phase its measured requests in blocks, whether the client
-limited it, and its thresholds. A `Run` comes from a run directory (summary.json, scenario.yaml,
-requests.jsonl) or from the history, which keeps the same (harness.tools.history), so old folders are optional.
+scenario (to refuse comparing unlike things), and per phase its measured requests in blocks, whether the
+client limited it, and its thresholds. A `Run` comes from a run directory (summary.json, scenario.yaml,
+requests.jsonl) or from the history, which keeps the same (harness.tools.history), so old folders are
+optional.
 """
 
 from __future__ import annotations
@@ -159,8 +160,9 @@ def _one(phase: str, metric: str, tolerance: float, base: Sequence[Run], current
 def compare_sides(base: Sequence[Run], current: Sequence[Run], limits: Mapping[str, float],
                   seed: int = 0, noise: Noise | None = None) -> list[PhaseChange]:
     """Every phase both sides ran, every metric in `limits` (see `_one`); then Holm's correction over every
-    metric judged, so that the many metrics of one comparison do not raise a regression by chance. A figure the
-    client could have moved in a run of either side is compared all the same, for information: "untrusted"."""
+    metric judged, so that the many metrics of one comparison do not raise a regression by chance. A figure
+    the client could have moved in a run of either side is compared all the same, for information:
+    "untrusted"."""
     phases = [p for p in base[0].phases if all(p in r.phases for r in [*base, *current])]
     out = []
     for phase in phases:

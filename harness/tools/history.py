@@ -1,6 +1,6 @@
 """Run history in a local SQLite file: each run's headline figures per phase for trends, and everything
-`harness compare` needs of it (its scenario's shape, per phase its measured requests in blocks, exact per-request
-values), so a runner that keeps only this file compares correctly; old run folders are optional.
+`harness compare` needs of it (its scenario's shape, per phase its measured requests in blocks, exact
+per-request values), so a runner that keeps only this file compares correctly; old run folders are optional.
 
 A run's standing decides whether it may be a baseline: complete, something succeeded, every threshold held,
 the client kept up, and not flagged (a regression `harness compare` found) — or accepted by someone
@@ -76,8 +76,8 @@ class _BadCell(ValueError):
 
 @contextlib.contextmanager
 def connect(path: Path) -> Iterator[sqlite3.Connection]:
-    """The history database at `path`, made if absent; a file that is not one (or a cell the harness did not write)
-    is a one-line ScenarioError naming it, wherever in the `with` block it is met."""
+    """The history database at `path`, made if absent; a file that is not one (or a cell the harness did not
+    write) is a one-line ScenarioError naming it, wherever in the `with` block it is met."""
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
         db = sqlite3.connect(path, timeout=60, isolation_level=None)
@@ -161,8 +161,8 @@ def _rows(run_dir: Path, flag: str | None) -> _Rows:
 
 
 def add(db_path: Path, path: Path, flag: str | None = None) -> list[str]:
-    """Add the run (or each run of a repeated run's folder), flagged with a reason when `flag` is given (it may
-    then be a baseline only once accepted); returns their run ids."""
+    """Add the run (or each run of a repeated run's folder), flagged with a reason when `flag` is given (it
+    may then be a baseline only once accepted); returns their run ids."""
     added = []
     with connect(db_path) as db:
         for run_dir in run_dirs(path):
@@ -270,8 +270,8 @@ def accept(db_path: Path, runs: Sequence[str]) -> list[str]:
 
 
 def baseline_entries(db_path: Path, scenario: str, n: int, exclude: Sequence[str] = ()) -> list[Entry]:
-    """The last `n` runs of `scenario` that may be a baseline (empty: none), never those in `exclude` (the runs
-    being compared, when they were added before)."""
+    """The last `n` runs of `scenario` that may be a baseline (empty: none), never those in `exclude` (the
+    runs being compared, when they were added before)."""
     return [e for e in entries(db_path, scenario) if e.good and e.run_id not in exclude][-n:]
 
 
@@ -302,8 +302,8 @@ def baseline(db_path: Path, scenario: str, n: int, exclude: Sequence[str] = ()) 
 
 
 def noise(db_path: Path, scenario: str, exclude: Sequence[str] = (), runs: int = NOISE_RUNS) -> Noise:
-    """(phase, metric) → one run's spread over the last `runs` good runs of `scenario` whose blocks the history
-    keeps (harness.stats.noise); empty with fewer than three."""
+    """(phase, metric) → one run's spread over the last `runs` good runs of `scenario` whose blocks the
+    history keeps (harness.stats.noise); empty with fewer than three."""
     chosen = [e for e in baseline_entries(db_path, scenario, runs, exclude) if e.comparable]
     kept = _runs(db_path, chosen) if len(chosen) >= MIN_RUNS else []
     out: dict[tuple[str, str], RunSpread] = {}

@@ -37,9 +37,9 @@ def split_column(name: str) -> tuple[str, str | None]:
 
 
 def on_accelerator(scenario: Scenario, accelerator: str, slo: SLO) -> Scenario | None:
-    """The scenario on `accelerator` (`device` or `device:format`), or None when no tensor parallelism (number of
-    devices) up to 8 holds its model as vLLM would start it: its weights, and a KV cache that holds one request of
-    its max_model_len."""
+    """The scenario on `accelerator` (`device` or `device:format`), or None when no tensor parallelism (number
+    of devices) up to 8 holds its model as vLLM would start it: its weights, and a KV cache that holds one
+    request of its max_model_len."""
     sim = scenario.simulator
     data = sim.model_dump(mode="json")
     if (sim.max_num_seqs, sim.max_num_batched_tokens) == catalogue().devices[sim.accelerator].batch_defaults():
@@ -58,7 +58,8 @@ def on_accelerator(scenario: Scenario, accelerator: str, slo: SLO) -> Scenario |
 
 
 def needs(cfg: SimulatorConfig) -> str | None:
-    """The scenario's own setting this configuration fits only with (vLLM's defaults would refuse it), or None."""
+    """The scenario's own setting this configuration fits only with (vLLM's defaults would refuse it), or
+    None."""
     if cfg.max_model_len is None and cfg.gpu_memory_utilization <= 0.9:
         return None
     default = cfg.changed(max_model_len=None, gpu_memory_utilization=0.9)
@@ -143,11 +144,11 @@ async def accelerator_matrix(scenario: Scenario, accelerators: Sequence[str], pr
 
 
 def best_choices(columns: Sequence[MatrixColumn], kinds: Mapping[str, str]) -> dict[str, Choice]:
-    """Per phase, the accelerator to choose and the one after it (None: no accelerator met an interactive phase's
-    SLOs for 95% of its requests, the only ones an interactive phase is ranked among). With prices: the cheapest
-    million output tokens (among the priced). Without: for a batch phase the most output tokens/s; for an
-    interactive one the highest searched capacity when there is one, else the lowest TTFT p99 (at a fixed
-    offered rate every device that keeps up delivers the same tokens/s)."""
+    """Per phase, the accelerator to choose and the one after it (None: no accelerator met an interactive
+    phase's SLOs for 95% of its requests, the only ones an interactive phase is ranked among). With prices:
+    the cheapest million output tokens (among the priced). Without: for a batch phase the most output
+    tokens/s; for an interactive one the highest searched capacity when there is one, else the lowest TTFT p99
+    (at a fixed offered rate every device that keeps up delivers the same tokens/s)."""
     best: dict[str, Choice] = {}
     for phase, kind in kinds.items():
         rows = [(c, c["phases"][phase]) for c in columns if c["fits"] and phase in c["phases"]]

@@ -1,4 +1,5 @@
-"""`harness predict`: a scenario through the simulator's engine in virtual time, no network, same summary as a run.
+"""`harness predict`: a scenario through the simulator's engine in virtual time, no network, same summary as a
+run.
 
 The real `Dispatcher` sends each phase's plan (the same seeded plan `harness run` sends) on a fake clock
 to a backend that hands requests to the scenario's simulated engine, stepped by its real-time driver on
@@ -55,7 +56,8 @@ class EngineBackend:
         self.request_ns = int(c.request_timeout_s * NS_PER_S)
         device = catalogue().devices[scenario.simulator.accelerator]
         self.overhead_ns = int(device.request_s * 1e9)
-        # A reasoning model's first tokens are thinking, as the bundled server streams them (not on completions).
+        # A reasoning model's first tokens are thinking, as the bundled server streams them (not on
+        # completions).
         self.reasoning = scenario.simulator.reasoning_tokens if scenario.endpoint.api != "completions" else 0
         self.vision = scenario.simulator  # images priced as the bundled server prices them (harness.sim.vision)
         self.flops = device.bf16_flops
@@ -196,5 +198,6 @@ async def predict_async(scenario: Scenario) -> Summary:
 
 
 def predict(scenario: Scenario) -> Summary:
-    """The summary `harness run` would give for `scenario` against its simulated accelerator, in virtual time."""
+    """The summary `harness run` would give for `scenario` against its simulated accelerator, in virtual
+    time."""
     return asyncio.run(predict_async(scenario))

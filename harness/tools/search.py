@@ -75,7 +75,8 @@ def trial_scenario(base: Scenario, rate: float, duration_s: float, seed: int, sl
 
 
 class SearchStopped(Exception):
-    """A trial was stopped (Ctrl-C, SIGTERM): no capacity can be claimed from it; `trials` are those that ended."""
+    """A trial was stopped (Ctrl-C, SIGTERM): no capacity can be claimed from it; `trials` are those that
+    ended."""
 
     def __init__(self, trials: list[SearchTrial]) -> None:
         super().__init__("stopped during a trial")
@@ -83,12 +84,14 @@ class SearchStopped(Exception):
 
 
 def planned_trials(steps: int, repeats: int) -> int:
-    """Trials at most: the low and the high bound, the bisection, and the boundary again for each other seed."""
+    """Trials at most: the low and the high bound, the bisection, and the boundary again for each other
+    seed."""
     return 2 + steps + (repeats - 1) * max(3, steps // 2)
 
 
 def trial_seconds(rate: float, duration_s: float, min_requests: int = MIN_REQUESTS) -> float:
-    """How long a trial's arrivals last at least: its duration, or longer to send `min_requests` at a low rate."""
+    """How long a trial's arrivals last at least: its duration, or longer to send `min_requests` at a low
+    rate."""
     return max(duration_s, min_requests / rate)
 
 
@@ -139,10 +142,10 @@ async def search(base: Scenario, trial: Trial, slo: SLO, goodput: float, low: fl
     """The highest rate in [low, high] whose goodput share is ≥ `goodput`: bracketed from `start` (or from the
     bounds), bisected to the precision `steps` halvings of [low, high] give, then the boundary again per seed.
 
-    A trial whose window held fewer than `min_requests` requests (a run cut short, a long warm-up) is kept
-    but marked too small to decide, and counts as missing the SLOs: capacity is never claimed on a few. A trial
-    that was stopped raises `SearchStopped`: a cut trial decides nothing. `said` hears of each trial as it ends;
-    `note`, of trials made longer (`settled_seconds`).
+    A trial whose window held fewer than `min_requests` requests (a run cut short, a long warm-up) is kept but
+    marked too small to decide, and counts as missing the SLOs: capacity is never claimed on a few. A trial
+    that was stopped raises `SearchStopped`: a cut trial decides nothing. `said` hears of each trial as it
+    ends; `note`, of trials made longer (`settled_seconds`).
     """
     run = _Trials(base, trial, slo, goodput, duration_s, min_requests, said, note)
     found = await (_bounds(run, low, high) if start is None else _bracket(run, start, low, high))
@@ -185,8 +188,8 @@ async def _bounds(run: _Trials, low: float, high: float) -> tuple[float, float] 
 
 
 async def _bracket(run: _Trials, start: float, low: float, high: float) -> tuple[float, float] | Beyond:
-    """A passing rate and a failing one around `start`, stepping by GROW up from it while it passes, down while
-    it fails, within [low, high]; else why there is nothing to bisect."""
+    """A passing rate and a failing one around `start`, stepping by GROW up from it while it passes, down
+    while it fails, within [low, high]; else why there is nothing to bisect."""
     seed, rate = run.base.seed, min(max(start, low), high)
     if await run.meets(rate, seed):
         while rate < high:

@@ -1,5 +1,6 @@
-"""A capacity search's own folder: `search.json` (the result, what it started from, what its plan said and what
-it took) and `search.html` (the whole curve: harness.report.search_page), beside its trials' run folders."""
+"""A capacity search's own folder: `search.json` (the result, what it started from, what its plan said and
+what it took) and `search.html` (the whole curve: harness.report.search_page), beside its trials' run
+folders."""
 
 from __future__ import annotations
 

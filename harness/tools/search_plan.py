@@ -17,8 +17,8 @@ from harness.tools.predict import predict_async
 from harness.tools.search import Trial
 
 # Beyond its window (first send to last answer, as the dry run gives it), a real trial costs its start (a
-# tokenizer probe, the self-check) and its files (summary, report.html): 0.65 s a trial on the bundled simulator
-# (7 trials, 78.2 s in all of which 73.6 s windows; docs/scenarios.md, "SLO search").
+# tokenizer probe, the self-check) and its files (summary, report.html): 0.65 s a trial on the bundled
+# simulator (7 trials, 78.2 s in all of which 73.6 s windows; docs/scenarios.md, "SLO search").
 TRIAL_OVERHEAD_S = 0.7
 ESTIMATE_STEPS = 5  # the coarse search: 2 + 5 trials of one seed …
 ESTIMATE_S = 10.0  # … each ≥ 10 s of virtual arrivals

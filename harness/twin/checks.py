@@ -74,9 +74,9 @@ def confirmed(rows: np.ndarray, size: int) -> float | None:
 
 def decode_findings(a: FittedAccelerator, rows: np.ndarray, clean: Mapping[int, float] | None = None
                     ) -> list[Finding]:
-    """`clean`: decode steps measured with nothing else in them, by batch size (`sim twin`'s ramp): a table entry
-    within 15% of one is the engine's, however it rises (llama-server on 2 cores: 15 ms for one sequence, 55 for
-    three — its kernels change with the batch)."""
+    """`clean`: decode steps measured with nothing else in them, by batch size (`sim twin`'s ramp): a table
+    entry within 15% of one is the engine's, however it rises (llama-server on 2 cores: 15 ms for one
+    sequence, 55 for three — its kernels change with the batch)."""
     out: list[Finding] = []
     clean = clean or {}
     sizes = np.arange(1, (len(a.decode_ms) if a.decode_ms else 1) + 9)
@@ -113,7 +113,8 @@ def decode_findings(a: FittedAccelerator, rows: np.ndarray, clean: Mapping[int, 
 
 
 def _both_clean(clean: Mapping[int, float], medians: Mapping[int, float], *sizes: int) -> bool:
-    """Whether clean measurements of every batch size given agree with the fitted runs' medians (within 15%)."""
+    """Whether clean measurements of every batch size given agree with the fitted runs' medians (within
+    15%)."""
     return all(n in clean and abs(medians[n] / clean[n] - 1) <= DIP for n in sizes)
 
 

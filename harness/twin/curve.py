@@ -23,8 +23,8 @@ MIN_OTHER_SIZE = 5  # prompt steps of another size it takes to tell them apart (
 ATTN_LENGTHS = 3  # prompt lengths it takes to tell a cost growing with a prompt's length from a line
 MIN_ALONE = 5  # prompt steps alone, and beside streams, it takes to price a prompt apart from its company
 # Steps of several prompts alone (each timed whole by the server) it takes to price prompts together; together
-# they may also be cheaper than one prompt of their summed length (llama-server: 8 × 128 tokens in 2.5 s per 1k
-# where one prompt took 3.0), down to 10% less per other prompt.
+# they may also be cheaper than one prompt of their summed length (llama-server: 8 × 128 tokens in 2.5 s per
+# 1k where one prompt took 3.0), down to 10% less per other prompt.
 MIN_TOGETHER, TOGETHER_FLOOR = 3, -0.1
 
 
@@ -57,8 +57,8 @@ class Curve:
 
 
 def decoding(rows: np.ndarray) -> np.ndarray:
-    """How many sequences decoded in each step row [gap ms, sequences, context/1000, prompt tokens/1000, prompts]:
-    its sequences but its prompts."""
+    """How many sequences decoded in each step row [gap ms, sequences, context/1000, prompt tokens/1000,
+    prompts]: its sequences but its prompts."""
     counts: np.ndarray = np.round(rows[:, 1] - rows[:, 4]).astype(np.int64)
     return counts
 
@@ -88,9 +88,9 @@ def fit_curve(samples: np.ndarray, prompt_steps: np.ndarray | None = None) -> Cu
     if np.count_nonzero(alone & (prompts[:, 4] == 1)) < MIN_ALONE:
         step, per_k, attn = _prompt_terms(rest, prompts[:, 3])
         return Curve(partial.decode_ms, slope, step, per_k, seen, prompt_attn_ms=attn)
-    # A prompt beside decoding streams is slower than alone (llama-server: +10% a stream), and prompts processed
-    # together may cost other than their prices alone: the terms from single prompts processed alone, then each
-    # growth as the median over the steps that show it alone.
+    # A prompt beside decoding streams is slower than alone (llama-server: +10% a stream), and prompts
+    # processed together may cost other than their prices alone: the terms from single prompts processed
+    # alone, then each growth as the median over the steps that show it alone.
     single = alone & (prompts[:, 4] == 1)
     step, per_k, attn = _prompt_terms(rest[single], prompts[single, 3])
     terms = Curve(partial.decode_ms, slope, step, per_k, seen, prompt_attn_ms=attn)
@@ -104,9 +104,9 @@ def fit_curve(samples: np.ndarray, prompt_steps: np.ndarray | None = None) -> Cu
 
 def _shared(rest: np.ndarray, prompts: np.ndarray, beside: np.ndarray, terms: Curve) -> bool:
     """Whether the prompts' cost per step is the step's own, which the decode part already paid where streams
-    decoded beside them: the rule under which those steps' prompt parts lie closer to what they took. vLLM on a CPU
-    (one forward pass a step) took a step of decodes plus 150 ms for a 128-token prompt that cost 198 alone, its
-    step cost 45; llama.cpp processes a prompt in ubatches of its own."""
+    decoded beside them: the rule under which those steps' prompt parts lie closer to what they took. vLLM on
+    a CPU (one forward pass a step) took a step of decodes plus 150 ms for a 128-token prompt that cost 198
+    alone, its step cost 45; llama.cpp processes a prompt in ubatches of its own."""
     rows = beside > 0
     if np.count_nonzero(rows) < MIN_ALONE or terms.prompt_step_ms <= 0:
         return False
@@ -125,10 +125,10 @@ def _growth(rest: np.ndarray, base: np.ndarray, count: np.ndarray, rows: np.ndar
 
 
 def _prompt_terms(rest: np.ndarray, prompt_k: np.ndarray) -> tuple[float, float, float]:
-    """rest ≈ step + per_k · prompt_k + attn · prompt_k²/2 (single prompts), least squares with none below zero over
-    each prompt length's median (weighted by its count: one late wake-up among three prompts of a length moves
-    nothing), once more without the rows more than five median deviations off (a stall in a prompt's step). The
-    attention term needs `ATTN_LENGTHS` lengths: through fewer, a line."""
+    """rest ≈ step + per_k · prompt_k + attn · prompt_k²/2 (single prompts), least squares with none below
+    zero over each prompt length's median (weighted by its count: one late wake-up among three prompts of a
+    length moves nothing), once more without the rows more than five median deviations off (a stall in a
+    prompt's step). The attention term needs `ATTN_LENGTHS` lengths: through fewer, a line."""
     if len(rest) == 0:
         return 0.0, 0.0, 0.0
     if np.count_nonzero(prompt_k > ONE_SIZE * prompt_k.min()) < MIN_OTHER_SIZE:

@@ -27,7 +27,8 @@ TOGETHER_BATCHES = 4  # each a step of prompts the server times whole: 3 to pric
 EVERY_SIZE_UP_TO = 16  # beyond it the ramp steps geometrically (a 256-seat engine is not ramped seat by seat)
 FIT_LOAD, HELD_LOAD = 0.6, 0.35  # of the estimated capacity: two rates apart, neither near overload
 # Planning guesses, corrected by what the runs take: a decode step of b sequences at most this much slower per
-# extra sequence than a step of one (a CPU engine: ~0.3 a sequence; a GPU: ~0), prompts processed one at a time.
+# extra sequence than a step of one (a CPU engine: ~0.3 a sequence; a GPU: ~0), prompts processed one at a
+# time.
 ITL_GROWTH = 0.35
 
 
@@ -58,7 +59,8 @@ class Probe:
 
 @dataclass(frozen=True)
 class PlannedRun:
-    """One run: `fit` (fitted on) or `held` (validated on); its load and workload as a scenario phase says them."""
+    """One run: `fit` (fitted on) or `held` (validated on); its load and workload as a scenario phase says
+    them."""
 
     name: str
     role: str
@@ -132,8 +134,8 @@ def design(slots: int, probe: Probe, context_tokens: int | None = None, rounds: 
 
 
 def at_slots(slots: int, probe: Probe, scale: float, suffix: str = "") -> list[PlannedRun]:
-    """The held-out loads at the slot count: a closed loop and a fixed batch. Run twice, once after the ramp and
-    again last, they measure the engine's own difference on exactly these figures (`twin_heldout`)."""
+    """The held-out loads at the slot count: a closed loop and a fixed batch. Run twice, once after the ramp
+    and again last, they measure the engine's own difference on exactly these figures (`twin_heldout`)."""
     closed_rounds = max(2, round(3 * scale))
     return [PlannedRun(f"closed-{slots}{suffix}", "held", {"type": "concurrency", "concurrency": slots,
                                                            "requests": closed_rounds * slots},
@@ -165,10 +167,10 @@ SCALES = (1.0, 0.66, 0.33)  # of the open-loop and held-out runs' requests, the 
 
 def refined(plan: Design, slots: int, probe: Probe, done: int, context_tokens: int | None = None,
             left_s: float | None = None) -> Design:
-    """The plan with its runs after the first `done` redesigned on a better probe (the ramp's measured ITL by batch
-    size, a prompt's measured TTFT): the open-loop rates follow the engine's measured capacity, not the guess. An
-    engine slower than its probe makes those runs longer: with `left_s`, the fullest rest that fits it (fewer
-    requests), else the shortest."""
+    """The plan with its runs after the first `done` redesigned on a better probe (the ramp's measured ITL by
+    batch size, a prompt's measured TTFT): the open-loop rates follow the engine's measured capacity, not the
+    guess. An engine slower than its probe makes those runs longer: with `left_s`, the fullest rest that fits
+    it (fewer requests), else the shortest."""
     for scale in [s for s in SCALES if s <= plan.scale] or [plan.scale]:
         again = design(slots, probe, context_tokens, plan.rounds, scale)
         if left_s is None or sum(r.estimate_s for r in again.runs[done:]) <= left_s:

@@ -1,6 +1,6 @@
-"""What an endpoint says of its engine before `harness sim twin` designs its runs: how many requests it decodes
-at once (llama-server's `/props` `total_slots`, SGLang's `/get_server_info` `max_running_requests`), each
-request's context and its KV cache. vLLM says its context (`/v1/models` `max_model_len`) and its KV cache
+"""What an endpoint says of its engine before `harness sim twin` designs its runs: how many requests it
+decodes at once (llama-server's `/props` `total_slots`, SGLang's `/get_server_info` `max_running_requests`),
+each request's context and its KV cache. vLLM says its context (`/v1/models` `max_model_len`) and its KV cache
 (`vllm:cache_config_info`), not its `max_num_seqs`: `twin_slots` measures that with a burst, or `--slots`."""
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """A simulator fitted to a measured endpoint ("digital twin"): `harness sim fit` and `harness sim validate`.
 
-The fit reads what a run's records already hold, as rows of engine steps (`twin_samples`). A fit of the steps to
+The fit reads what a run's records already hold, as rows of engine steps (`twin_samples`). A fit of the steps
+to
 
     step ms = step + per_seq · sequences + per_context · context/1000 + hypot(weights, per_ktoken · tokens/1000)
 
@@ -51,7 +52,8 @@ def _design(samples: np.ndarray, weights_ms: float, per_ktoken_ms: float) -> tup
 
 
 def _search(samples: np.ndarray, weights: np.ndarray, per_ktoken: np.ndarray) -> tuple[float, float, float]:
-    """The (weights, per_ktoken) pair of the grids whose linear remainder fits best: (error, weights, per_ktoken)."""
+    """The (weights, per_ktoken) pair of the grids whose linear remainder fits best: (error, weights,
+    per_ktoken)."""
     best = (np.inf, 0.0, 0.0)
     for w in weights:
         for k in per_ktoken:
@@ -64,11 +66,11 @@ def _search(samples: np.ndarray, weights: np.ndarray, per_ktoken: np.ndarray) ->
 
 
 def fit_steps(samples: np.ndarray, prompt_ms_per_ktoken: float | None = None) -> dict[str, float]:
-    """The step model's five coefficients: a grid search over the roofline part (the weights' read time and the
-    compute time per 1,000 tokens, blended as the simulator blends them), least squares with no coefficient
-    below zero for the rest; then once more without the gaps more than five median deviations off the fit.
-    `prompt_ms_per_ktoken`: the server's own timing of its prompts (llama.cpp's), which then fixes the compute
-    per 1,000 tokens instead of the search."""
+    """The step model's five coefficients: a grid search over the roofline part (the weights' read time and
+    the compute time per 1,000 tokens, blended as the simulator blends them), least squares with no
+    coefficient below zero for the rest; then once more without the gaps more than five median deviations off
+    the fit. `prompt_ms_per_ktoken`: the server's own timing of its prompts (llama.cpp's), which then fixes
+    the compute per 1,000 tokens instead of the search."""
     gaps = samples[:, 0]
     weights = np.linspace(0.0, float(np.percentile(gaps, 5)), 24)
     # Up to 20 s per 1,000 tokens: a CPU processes a prompt at a few hundred tokens/s (llama.cpp on 2 cores:
@@ -102,8 +104,9 @@ KV_FULL = 0.9  # requests waiting while the cache is this full wait for memory, 
 
 
 def kv_capacity(records: Sequence[RequestRecord], rows: Sequence[Row]) -> int | None:
-    """Tokens held / KV usage over the scrapes where the cache was at least 5% used and nothing waited (so every
-    request sent and not finished held its blocks, being prefilled or decoding); None if there were none."""
+    """Tokens held / KV usage over the scrapes where the cache was at least 5% used and nothing waited (so
+    every request sent and not finished held its blocks, being prefilled or decoding); None if there were
+    none."""
     usage = [(r.t_ns, r.values["kv_cache_usage"]) for r in rows
              if r.values.get("kv_cache_usage", 0.0) >= KV_MIN_USAGE and not r.values.get("waiting", 0.0)]
     if not usage:
@@ -141,7 +144,8 @@ class Fit:
 def server_prompt_rate(records: Sequence[RequestRecord]) -> float | None:
     """ms per 1,000 prompt tokens as the server timed its own prompt processing (llama.cpp's `timings`): the
     median over the requests that said so, had 64 or more tokens to process, and were alone in it — no other
-    request between its send and its first token (a prompt batched with others is timed for the whole batch)."""
+    request between its send and its first token (a prompt batched with others is timed for the whole
+    batch)."""
     timed = [r for r in records if r.server_prompt_ms is not None and r.sent_ns is not None
              and r.first_token_ns is not None and (r.prompt_tokens or 0) - (r.cached_tokens or 0) >= 64]
     spans = [(r.sent_ns or 0, r.first_token_ns or 0) for r in records
@@ -187,9 +191,9 @@ def fit_runs(run_dirs: Sequence[Path], name: str, model: str | None = None, slot
 
 
 def with_table(line: FittedAccelerator, samples: np.ndarray, records: Sequence[RequestRecord]) -> FittedAccelerator:
-    """The fitted line, or the decode table (`twin_curve`) where the decode steps the runs measured depart from
-    the line by more than `NONLINEAR` at some batch size; its prompt terms from the server's own timing of its
-    prompt batches where it gave one."""
+    """The fitted line, or the decode table (`twin_curve`) where the decode steps the runs measured depart
+    from the line by more than `NONLINEAR` at some batch size; its prompt terms from the server's own timing
+    of its prompt batches where it gave one."""
     timed = server_batches([r for r in records if r.status == "ok" and r.server_prompt_ms is not None
                             and len(r.chunk_ns) >= 3], Streams.of(records), line.first_token_step)
     curve = fit_curve(samples, np.asarray(timed, dtype=np.float64).reshape(-1, 5))
@@ -218,8 +222,8 @@ def prompt_span(records: Sequence[RequestRecord]) -> list[int] | None:
 
 def queue_cap(scraped: Sequence[Sequence[Row]]) -> int | None:
     """The engine's concurrency, where the runs show it: a plateau of running requests while others waited and
-    the KV cache had room — at least half the scrapes that saw a queue saw the most requests ever running, as a
-    slot cap holds them (requests waiting for a step's token budget, or for memory, leave no such plateau);
+    the KV cache had room — at least half the scrapes that saw a queue saw the most requests ever running, as
+    a slot cap holds them (requests waiting for a step's token budget, or for memory, leave no such plateau);
     None when the runs show none."""
     rows = [r.values for rows in scraped for r in rows if "running" in r.values]
     if not rows:
@@ -231,8 +235,8 @@ def queue_cap(scraped: Sequence[Sequence[Row]]) -> int | None:
 
 
 def offered_range(run_dirs: Sequence[Path]) -> list[float] | None:
-    """The lowest and the highest offered rate (requests/s) of the fitted runs' open-loop phases (a closed loop's
-    sending rate is its engine's, not a load it was offered)."""
+    """The lowest and the highest offered rate (requests/s) of the fitted runs' open-loop phases (a closed
+    loop's sending rate is its engine's, not a load it was offered)."""
     rates = [p.load.offered_rps for d in run_dirs if (d / "summary.json").is_file()
              for p in read_summary(d / "summary.json").phases if p.load.offered_rps and p.load.target_rps]
     return [round(min(rates), 4), round(max(rates), 4)] if rates else None
@@ -242,11 +246,12 @@ MIN_ALONE_REQUESTS = 5  # requests that had the engine to themselves it takes to
 
 
 def request_overhead_ms(steps_only: FittedAccelerator, run_dirs: Sequence[Path], model: str | None) -> float:
-    """The time a request spends outside the engine's steps: the median, over the ok requests of the fitted runs,
-    of its measured less its replayed TTFT on the steps alone (never below zero). A step fit cannot see it: it
-    lies between the client's send and the engine's admission, and between the first token's step and the
-    client's read. Only requests that had the engine to themselves count where there are enough of them: under a
-    queue the replay's own errors land in the difference (llama-server: +64 ms from loaded runs, ~0 alone)."""
+    """The time a request spends outside the engine's steps: the median, over the ok requests of the fitted
+    runs, of its measured less its replayed TTFT on the steps alone (never below zero). A step fit cannot see
+    it: it lies between the client's send and the engine's admission, and between the first token's step and
+    the client's read. Only requests that had the engine to themselves count where there are enough of them:
+    under a queue the replay's own errors land in the difference (llama-server: +64 ms from loaded runs, ~0
+    alone)."""
     with within(catalogue().with_devices(steps_only)):  # the fit's own device, for these replays only
         short = [gap for d in run_dirs for gap in _ttft_shortfall_ms(d, steps_only.name, model)]
     alone = [t for t, lone in short if lone]
@@ -255,8 +260,8 @@ def request_overhead_ms(steps_only: FittedAccelerator, run_dirs: Sequence[Path],
 
 
 def _ttft_shortfall_ms(run_dir: Path, accelerator: str, model: str | None) -> list[tuple[float, bool]]:
-    """Measured less replayed TTFT of each request answered in both, matched by phase and index, and whether no
-    other request was in flight between its send and its first token."""
+    """Measured less replayed TTFT of each request answered in both, matched by phase and index, and whether
+    no other request was in flight between its send and its first token."""
     def ttft(rec: RequestRecord) -> float | None:
         if rec.status != "ok" or rec.first_token_ns is None or rec.sent_ns is None:
             return None

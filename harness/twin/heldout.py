@@ -1,11 +1,11 @@
-"""How `harness sim twin` judges its held-out loads: each figure of each load, measured once or more (the loads at
-the slot count are run twice, minutes apart), held to the bounds `sim fit` judges by — or, where the engine's own
-runs of that very load differ by more, to that difference. Pure: tested without a network.
+"""How `harness sim twin` judges its held-out loads: each figure of each load, measured once or more (the
+loads at the slot count are run twice, minutes apart), held to the bounds `sim fit` judges by — or, where the
+engine's own runs of that very load differ by more, to that difference. Pure: tested without a network.
 
-Why the engine's own difference: llama-server on a shared 2-core machine measured the same closed loop of 8 at a
-TTFT p50 of 2,921 and 2,193 ms minutes apart (33%); a twin held to ±15% of either run misses by the engine's noise,
-not its own (issue 44). Beyond twice the bound the engine is too unsteady to hold a twin to: the figure is named
-as such and does not hold."""
+Why the engine's own difference: llama-server on a shared 2-core machine measured the same closed loop of 8 at
+a TTFT p50 of 2,921 and 2,193 ms minutes apart (33%); a twin held to ±15% of either run misses by the engine's
+noise, not its own (issue 44). Beyond twice the bound the engine is too unsteady to hold a twin to: the figure
+is named as such and does not hold."""
 
 from __future__ import annotations
 

@@ -1,10 +1,11 @@
-"""`harness sim twin URL`: a twin from one command. Ask the endpoint what it says of its engine, send one probe
-request, design the runs (`twin_design`) within the budget, make them, fit on the fitting ones (`twin.fit_runs`),
-check the fit's shape (`twin_checks`) and validate on the held-out ones chosen before any was sent.
+"""`harness sim twin URL`: a twin from one command. Ask the endpoint what it says of its engine, send one
+probe request, design the runs (`twin_design`) within the budget, make them, fit on the fitting ones
+(`twin.fit_runs`), check the fit's shape (`twin_checks`) and validate on the held-out ones chosen before any
+was sent.
 
 The twin holds where every held-out figure lies within the bounds `sim fit` judges its own runs by (±15% on
-TTFT and ITL p50 and output tokens/s, ±30% on TTFT p99) or the engine's own difference between two runs of that
-load where wider (`twin_heldout`), and the fit's shape is one an engine can have."""
+TTFT and ITL p50 and output tokens/s, ±30% on TTFT p99) or the engine's own difference between two runs of
+that load where wider (`twin_heldout`), and the fit's shape is one an engine can have."""
 
 from __future__ import annotations
 
@@ -41,9 +42,9 @@ TTFT_P50, TTFT_P99, ITL_P50 = (of(latency, q).name for latency, q in (
     (Latency.TTFT, "p50"), (Latency.TTFT, "p99"), (Latency.ITL, "p50")))
 DRIFT = 0.10  # the lone probe's TTFT or ITL moving this much between the first and the last: `engine-drift`
 # Findings that make a twin untrustworthy whatever its held-out errors. The others explain: decode-spread,
-# engine-drift, and prompt-cost-by-load — on a twin of the bundled simulator that held every held-out figure it
-# fired in 3 of 5 runs (bench/twin_verdict.py: a GPU's prompt beside decoding streams overlaps their weight reads,
-# which a decode table's additive price does not follow), so it names a cause, not a verdict.
+# engine-drift, and prompt-cost-by-load — on a twin of the bundled simulator that held every held-out figure
+# it fired in 3 of 5 runs (bench/twin_verdict.py: a GPU's prompt beside decoding streams overlaps their weight
+# reads, which a decode table's additive price does not follow), so it names a cause, not a verdict.
 FATAL = ("decode-superlinear", "decode-nonmonotonic", "own-runs-missed")
 
 
@@ -77,9 +78,9 @@ class TwinResult:
 
 
 def verdict(missed: list[HeldFigure], findings: list[Finding], limited: dict[str, str]) -> str:
-    """`holds` when no held-out figure missed and no finding condemns the fit; else `no verdict` where the client
-    limited some run (a starved client's timings fitted or judged it: the misses may be its own, as `harness
-    compare` says of such runs), `does not hold` where none."""
+    """`holds` when no held-out figure missed and no finding condemns the fit; else `no verdict` where the
+    client limited some run (a starved client's timings fitted or judged it: the misses may be its own, as
+    `harness compare` says of such runs), `does not hold` where none."""
     if not missed and not any(f.code in FATAL for f in findings):
         return "holds"
     return "no verdict" if limited else "does not hold"
@@ -237,9 +238,9 @@ def judge(runs: Measured, out: Path, name: str) -> TwinResult:
 
 
 def client_limited(run_dirs: list[Path]) -> dict[str, str]:
-    """The runs whose medians the client could have moved (TTFT or ITL p50: what the fit rests on and the held-out
-    loads are judged by), by folder name: why. A tail it could have moved is only not judged: on a 2-core machine
-    beside the server the client is "not scheduled" in most runs, by a few ms at the p99."""
+    """The runs whose medians the client could have moved (TTFT or ITL p50: what the fit rests on and the
+    held-out loads are judged by), by folder name: why. A tail it could have moved is only not judged: on a
+    2-core machine beside the server the client is "not scheduled" in most runs, by a few ms at the p99."""
     return {d.name: phase.client_limited_reason or "client limited" for d in run_dirs
             for phase in read_summary(d / "summary.json").phases
             if phase.untrusted(TTFT_P50) or phase.untrusted(ITL_P50)}

@@ -1,8 +1,8 @@
-"""What a run's records say of the engine's steps, as rows for `harness sim fit`: every gap between two streamed
-chunks of a request is one engine step; while it lasted, the other records say how many requests were decoding,
-how many tokens of context they held and which prompts were being prefilled (a request's first token ends its
-prefill's step, or the step before it). A prompt's whole step is seen where the server timed it (llama.cpp's
-`timings.prompt_ms`) or where a request had the engine to itself.
+"""What a run's records say of the engine's steps, as rows for `harness sim fit`: every gap between two
+streamed chunks of a request is one engine step; while it lasted, the other records say how many requests were
+decoding, how many tokens of context they held and which prompts were being prefilled (a request's first token
+ends its prefill's step, or the step before it). A prompt's whole step is seen where the server timed it
+(llama.cpp's `timings.prompt_ms`) or where a request had the engine to itself.
 
 Rows: [step ms, sequences, context tokens/1000, prompt tokens/1000, prompts prefilled].
 """
@@ -42,8 +42,8 @@ class Streams:
                    np.array([len(r.chunk_ns) for r in ok], dtype=np.float64))
 
     def held(self, t: np.ndarray, since_sent: bool = False) -> tuple[np.ndarray, np.ndarray]:
-        """At each time: the requests decoding (`since_sent`: sent and not finished), and the tokens of context
-        they hold (prompt + generated)."""
+        """At each time: the requests decoding (`since_sent`: sent and not finished), and the tokens of
+        context they hold (prompt + generated)."""
         start = self.sent if since_sent else self.first
         by_first, by_last = np.argsort(start), np.argsort(self.last)
         started = np.searchsorted(start[by_first], t, side="right")
@@ -67,13 +67,13 @@ class Streams:
 def step_samples(records: Sequence[RequestRecord], first_token_step: int = 0) -> np.ndarray:
     """One row per chunk gap: [gap ms, sequences, context/1000, prefill tokens/1000, prompts prefilled].
 
-    A prefill's first token leaves with its step's other tokens but reaches the client a little before or after
-    them, so each step owns the first tokens nearest its end: from half its own gap before the end to half the
-    next gap after it. Consecutive steps of a stream thus share the timeline out without overlap (a long
-    prefill step does not also claim the first tokens of the short steps after it). With `first_token_step` 1
-    (llama.cpp) a first token leaves one step after the step that processed its prompt: each step owns the
-    first tokens around the end of the step after it — the window that step would own — so that a long
-    prompt step and the short step before it never both claim one first token."""
+    A prefill's first token leaves with its step's other tokens but reaches the client a little before or
+    after them, so each step owns the first tokens nearest its end: from half its own gap before the end to
+    half the next gap after it. Consecutive steps of a stream thus share the timeline out without overlap (a
+    long prefill step does not also claim the first tokens of the short steps after it). With
+    `first_token_step` 1 (llama.cpp) a first token leaves one step after the step that processed its prompt:
+    each step owns the first tokens around the end of the step after it — the window that step would own — so
+    that a long prompt step and the short step before it never both claim one first token."""
     streams = Streams.of(records)
     parts = []
     for r in records:
@@ -100,8 +100,9 @@ def step_samples(records: Sequence[RequestRecord], first_token_step: int = 0) ->
 
 
 def overlapping(spans: Sequence[tuple[int, int]], windows: Sequence[tuple[int, int]]) -> np.ndarray:
-    """For each window (begin, end), how many spans (start, stop) overlap it (start < end and stop > begin): the
-    spans started before its end less those stopped by its begin — sorted once, O(n log n) for a long run."""
+    """For each window (begin, end), how many spans (start, stop) overlap it (start < end and stop > begin):
+    the spans started before its end less those stopped by its begin — sorted once, O(n log n) for a long
+    run."""
     starts = np.sort(np.array([s for s, _ in spans], dtype=np.int64))
     stops = np.sort(np.array([e for _, e in spans], dtype=np.int64))
     begin = np.array([b for b, _ in windows], dtype=np.int64)

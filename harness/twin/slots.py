@@ -1,6 +1,7 @@
 """How many requests an engine decodes at once, measured where it does not say (vLLM's `max_num_seqs` is in no
-endpoint): a burst of short requests, its `/metrics` scraped every 50 ms; the most it ever ran, seen running while
-others waited, is the engine's limit. A burst no larger than the limit never makes one wait: then nothing is found."""
+endpoint): a burst of short requests, its `/metrics` scraped every 50 ms; the most it ever ran, seen running
+while others waited, is the engine's limit. A burst no larger than the limit never makes one wait: then
+nothing is found."""
 
 from __future__ import annotations
 
@@ -20,9 +21,10 @@ SCRAPE_S = 0.05
 
 
 def limit_seen(rows: Sequence[Row]) -> int | None:
-    """The most requests the burst ever had running, where a scrape saw that many run while others waited; None
-    where none waited at the peak. (An engine that admits the burst over a few steps, its token budget full, has
-    requests waiting at fewer running than its limit: the simulator ran 32 of 64 with 32 waiting, then all 64.)"""
+    """The most requests the burst ever had running, where a scrape saw that many run while others waited;
+    None where none waited at the peak. (An engine that admits the burst over a few steps, its token budget
+    full, has requests waiting at fewer running than its limit: the simulator ran 32 of 64 with 32 waiting,
+    then all 64.)"""
     running = [(int(r.values["running"]), r.values.get("waiting", 0.0)) for r in rows
                if r.values.get("running") is not None]
     peak = max((n for n, _ in running), default=0)

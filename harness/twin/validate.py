@@ -1,6 +1,6 @@
-"""How well a fitted twin holds: each run replayed on it in virtual time beside what the run measured (`sim fit`
-prints this for the runs it was fitted to, `sim validate` for any other), where the fit's assumptions failed,
-and which loads lie outside the ones it was fitted to."""
+"""How well a fitted twin holds: each run replayed on it in virtual time beside what the run measured (`sim
+fit` prints this for the runs it was fitted to, `sim validate` for any other), where the fit's assumptions
+failed, and which loads lie outside the ones it was fitted to."""
 
 from __future__ import annotations
 
@@ -52,7 +52,8 @@ def validate_run(run_dir: Path, accelerator: str, model: str | None = None) -> l
     return rows
 
 
-# A fit is trusted when it reproduces its own runs this closely (the issue's acceptance, as in docs/simulator.md)
+# A fit is trusted when it reproduces its own runs this closely (the issue's acceptance, as in
+# docs/simulator.md)
 P50_TOLERANCE, P99_TOLERANCE = 0.15, 0.30
 
 
@@ -102,10 +103,10 @@ def fit_warnings(fit: Fit, rows: Sequence[ValidationRow]) -> list[str]:
 
 
 def outside_fitted(run_dir: Path, accelerator: str) -> list[str]:
-    """Phases of a run whose load the fit never saw: a rate outside the fitted runs' by over 10% (below them is
-    inside where the fit timed decode steps from one sequence up); a closed loop or fixed batch of more requests
-    than the fit timed decode steps of (any, when it saw only open-loop rates); prompts longer or shorter than the
-    fitted ones by over 10%."""
+    """Phases of a run whose load the fit never saw: a rate outside the fitted runs' by over 10% (below them
+    is inside where the fit timed decode steps from one sequence up); a closed loop or fixed batch of more
+    requests than the fit timed decode steps of (any, when it saw only open-loop rates); prompts longer or
+    shorter than the fitted ones by over 10%."""
     device = catalogue().devices[accelerator].twin
     if device is None:
         return []
@@ -119,8 +120,8 @@ def outside_fitted(run_dir: Path, accelerator: str) -> list[str]:
 
 
 def outside_envelope(scenario: Scenario) -> list[str]:
-    """What `predict` says before predicting on a fitted twin: each phase whose load, and the prompts, lie outside
-    what the twin was fitted on (the same rules as `outside_fitted`, on the scenario's own rates)."""
+    """What `predict` says before predicting on a fitted twin: each phase whose load, and the prompts, lie
+    outside what the twin was fitted on (the same rules as `outside_fitted`, on the scenario's own rates)."""
     known = catalogue().devices.get(scenario.simulator.accelerator)
     device = known.twin if known is not None else None
     if device is None:
@@ -153,7 +154,8 @@ def _outside_load(device: FittedAccelerator, rate: float | None, load: object) -
     lowest, highest = device.fitted_rps
     if rate is None:
         return f"not an open-loop rate; the fit saw {lowest:g}–{highest:g} req/s offered"
-    # With the batch sizes timed from one up, a lighter load than the heaviest fitted holds nothing they lacked.
+    # With the batch sizes timed from one up, a lighter load than the heaviest fitted holds nothing they
+    # lacked.
     floor = 0.0 if device.fitted_batch is not None and device.fitted_batch[0] == 1 else 0.9 * lowest
     if not floor <= rate <= 1.1 * highest:
         return f"{rate:g} req/s offered lies outside the fitted {lowest:g}–{highest:g} req/s"

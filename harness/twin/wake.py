@@ -27,9 +27,9 @@ def prompt_ms(r: RequestRecord) -> float | None:
 
 
 def alone(records: Sequence[RequestRecord], tokens: int | None = None) -> tuple[list[float], list[float]]:
-    """The prompt times of requests (of `tokens` prompt tokens, if given) that had the engine to themselves — no
-    request of any length in flight when sent — split by whether the engine had idled `IDLE_S` before them (else
-    it had just finished the one before)."""
+    """The prompt times of requests (of `tokens` prompt tokens, if given) that had the engine to themselves —
+    no request of any length in flight when sent — split by whether the engine had idled `IDLE_S` before them
+    (else it had just finished the one before)."""
     ok = sorted((r for r in records if r.status == "ok" and r.sent_ns and r.first_token_ns), key=lambda r: r.sent_ns
                 or 0)
     idle: list[float] = []
@@ -46,8 +46,8 @@ def alone(records: Sequence[RequestRecord], tokens: int | None = None) -> tuple[
 
 
 def wake_finding(records: Sequence[RequestRecord], tokens: int) -> Finding | None:
-    """`engine-wakes-slow` where prompts of `tokens` tokens that found the engine idle took over `SLOWER` × the
-    ones that followed another at once (the median of each; `LEAST` of each at least)."""
+    """`engine-wakes-slow` where prompts of `tokens` tokens that found the engine idle took over `SLOWER` ×
+    the ones that followed another at once (the median of each; `LEAST` of each at least)."""
     idle, busy = alone(records, tokens)
     if len(idle) < LEAST or len(busy) < LEAST:
         return None

@@ -23,7 +23,8 @@ def fixed(length: Length) -> bool:
 
 
 def draw(length: Length, rng: np.random.Generator | None) -> int:
-    """One token count from `length` (a plain integer is a fixed length); `rng` may be None for a `fixed` one."""
+    """One token count from `length` (a plain integer is a fixed length); `rng` may be None for a `fixed`
+    one."""
     if isinstance(length, int):
         return length
     d: LengthDist = length

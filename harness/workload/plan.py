@@ -51,9 +51,9 @@ class ClosedLoopPlan:
     duration_ns: int | None
     think_ns: int = 0
     stagger_ns: int = 0
-    # A shard runs some of the phase's users and sends the requests whose index modulo the phase's concurrency is
-    # one of its users' (the single process's indices, split in proportion to the users: users, not requests,
-    # are the unit, so the in-flight total stays the phase's concurrency while every shard sends).
+    # A shard runs some of the phase's users and sends the requests whose index modulo the phase's concurrency
+    # is one of its users' (the single process's indices, split in proportion to the users: users, not
+    # requests, are the unit, so the in-flight total stays the phase's concurrency while every shard sends).
     users: tuple[int, ...] | None = None
     period: int = 1
 
@@ -202,9 +202,9 @@ WARM_MAX = 4096
 
 
 def warm_connections(plan: PhasePlan) -> int:
-    """Connections to open before the phase's clock starts: every one a batch or a closed loop will hold at once
-    (opened mid-phase, a thousand handshakes at the start of a 1,024-stream batch cost its TTFT tail a second of
-    dropped SYNs); for open loops a pool that covers a typical in-flight level."""
+    """Connections to open before the phase's clock starts: every one a batch or a closed loop will hold at
+    once (opened mid-phase, a thousand handshakes at the start of a 1,024-stream batch cost its TTFT tail a
+    second of dropped SYNs); for open loops a pool that covers a typical in-flight level."""
     peak = peak_connections(plan)
     if isinstance(plan, BatchPlan | ClosedLoopPlan):
         return min(peak, WARM_MAX)

@@ -66,8 +66,8 @@ class RequestSource:
     overhead: int = 0  # tokens the server adds around a one-turn prompt (chat template, BOS): taken off the text
     inputs: int = 1  # texts in each request (an embeddings batch packed into one request), each of its own seed
 
-    # Mixed into every prompt seed: per run by default, so a rerun, a search trial or a nightly job never meets
-    # a prompt cache warmed by an earlier run; 0 (the seed alone) when prompts are reused on purpose.
+    # Mixed into every prompt seed: per run by default, so a rerun, a search trial or a nightly job never
+    # meets a prompt cache warmed by an earlier run; 0 (the seed alone) when prompts are reused on purpose.
     salt: int = field(init=False, default=0)
     # Every length this source draws is fixed: no generator is built for them (~21 µs a request, a quarter of
     # a spec's cost), and what a drawn length would have been is unchanged.
@@ -129,8 +129,8 @@ class RequestSource:
         )
 
     def _more_texts(self, first: str, tokens: int, seed: int) -> tuple[str, ...]:
-        """A request's texts where it carries `inputs` of them (an embeddings batch): `first`, then each its own
-        seed, of the same length; none where it carries one."""
+        """A request's texts where it carries `inputs` of them (an embeddings batch): `first`, then each its
+        own seed, of the same length; none where it carries one."""
         if self.inputs == 1:
             return ()
         more = (self.text(max(tokens - self.overhead, 1), prompt_seed_of(seed, j)) for j in range(1, self.inputs))

@@ -16,16 +16,16 @@ from harness.workload.plan import BatchPlan, ClosedLoopPlan, OpenLoopPlan, Phase
 from harness.workload.requests import LazySpecs
 
 LATE_MS = 50.0  # a shard that begins later than this after the common start is named, in its run and the merge
-# … and one that began a phase further than this from its planned start on the common clock (by hand: no barrier;
-# late, or early on a clock that was off) sent its share of it out of step enough to move the phase's rates and
-# the load the others met: the merged phase is incomplete, and no conclusion rests on it.
+# … and one that began a phase further than this from its planned start on the common clock (by hand: no
+# barrier; late, or early on a clock that was off) sent its share of it out of step enough to move the phase's
+# rates and the load the others met: the merged phase is incomplete, and no conclusion rests on it.
 DISTORTED_MS = 250.0
 
 
 def skew_ms(offset_ms: float | None, uncertainty_ms: float | None) -> float:
     """A shard's measured clock offset (the reference's wall clock − its own) where it is known to exceed both
-    its uncertainty and SKEW_MS; 0 otherwise (a slow reference makes a long round trip and an offset that means
-    nothing: then the wall clocks, NTP-synchronised, are trusted)."""
+    its uncertainty and SKEW_MS; 0 otherwise (a slow reference makes a long round trip and an offset that
+    means nothing: then the wall clocks, NTP-synchronised, are trusted)."""
     offset, uncertainty = offset_ms or 0.0, uncertainty_ms or 0.0
     return offset if abs(offset) > uncertainty + SKEW_MS else 0.0
 SKEW_MS = 10.0  # a shard whose clock is off the coordinator's by more than this (beyond the uncertainty) is named
@@ -53,7 +53,8 @@ class Shard:
         return range(self.index, n, self.count)
 
     def run_id(self, scenario: str, start_at: float) -> str:
-        """The run id every shard of one run derives alike, so their request ids and prompts match one run's."""
+        """The run id every shard of one run derives alike, so their request ids and prompts match one
+        run's."""
         return f"{zlib.crc32(f'{scenario}/{start_at!r}/{self.count}'.encode()):08x}"
 
     def __str__(self) -> str:
@@ -72,9 +73,9 @@ def shard_plan(plan: PhasePlan, shard: Shard) -> PhasePlan:
     if isinstance(plan, BatchPlan):
         return BatchPlan([b[i::n] for b in plan.batches])  # empty shares kept: every shard keeps each barrier
     if isinstance(plan, ClosedLoopPlan):
-        # Users are the unit: shard i runs users i, i+N, … and the requests whose index modulo the concurrency is
-        # one of them, so each shard's requests last as long as its users need (3 users over 2 shards: 2 + 1
-        # users, 2/3 + 1/3 of the requests). Fewer users than shards: the shards past them run nothing.
+        # Users are the unit: shard i runs users i, i+N, … and the requests whose index modulo the concurrency
+        # is one of them, so each shard's requests last as long as its users need (3 users over 2 shards: 2 +
+        # 1 users, 2/3 + 1/3 of the requests). Fewer users than shards: the shards past them run nothing.
         users = tuple(range(i, plan.concurrency, n))
         if not users:
             return replace(plan, concurrency=0, requests=0)
@@ -123,8 +124,9 @@ def _split(plan: PhasePlan) -> tuple[int, str]:
 
 
 def idle_line(name: str, plan: PhasePlan, count: int, who: str = "shard") -> str | None:
-    """Said before a split run starts when some of its `count` shards have no share of phase `name` (3 users over 4
-    shards): which idle there, and that the run is complete without them. None when every shard has a share."""
+    """Said before a split run starts when some of its `count` shards have no share of phase `name` (3 users
+    over 4 shards): which idle there, and that the run is complete without them. None when every shard has a
+    share."""
     idle = [i for i in range(count) if empty(shard_plan(plan, Shard(i, count)))]
     if not idle or count == 1:
         return None
@@ -135,9 +137,9 @@ def idle_line(name: str, plan: PhasePlan, count: int, who: str = "shard") -> str
 
 
 def planned_span_s(plan: PhasePlan) -> float | None:
-    """How long a phase's schedule lasts whatever the server does (its last arrival, or its duration); None where
-    only the answers end it (fixed batches, a closed loop of a count of requests). Of the whole plan, not a
-    shard's: every shard must derive the same timetable."""
+    """How long a phase's schedule lasts whatever the server does (its last arrival, or its duration); None
+    where only the answers end it (fixed batches, a closed loop of a count of requests). Of the whole plan,
+    not a shard's: every shard must derive the same timetable."""
     if isinstance(plan, OpenLoopPlan | SessionPlan):
         return float(plan.offsets_ns[-1]) / 1e9 if len(plan.offsets_ns) else 0.0
     if isinstance(plan, ClosedLoopPlan) and plan.requests is None and plan.duration_ns is not None:
@@ -146,9 +148,10 @@ def planned_span_s(plan: PhasePlan) -> float | None:
 
 
 def timetable(start_at: float, spans: list[float | None], slack_s: float) -> list[float | None]:
-    """Shards by hand (no coordinator to hold a barrier): when each phase starts, Unix seconds — the common start,
-    then each phase's schedule and `slack_s` for its last answers later (k6's scenario startTime). None from the
-    phase after one whose end nobody can plan: from there each shard starts a phase when its own share ended."""
+    """Shards by hand (no coordinator to hold a barrier): when each phase starts, Unix seconds — the common
+    start, then each phase's schedule and `slack_s` for its last answers later (k6's scenario startTime). None
+    from the phase after one whose end nobody can plan: from there each shard starts a phase when its own
+    share ended."""
     starts: list[float | None] = [start_at]
     for span in spans[:-1]:
         last = starts[-1]

@@ -99,8 +99,9 @@ def _azure_time(text: str) -> float:
 
 
 def open_text(path: Path) -> IO[str]:
-    """A trace file as text; `.gz` files are decompressed on the fly (the shipped traces are gzipped). Bytes that
-    are not UTF-8 read as U+FFFD, so the row holding them is a bad row (they were a UnicodeDecodeError traceback)."""
+    """A trace file as text; `.gz` files are decompressed on the fly (the shipped traces are gzipped). Bytes
+    that are not UTF-8 read as U+FFFD, so the row holding them is a bad row (they were a UnicodeDecodeError
+    traceback)."""
     if path.suffix == ".gz":
         return gzip.open(path, "rt", newline="", encoding="utf-8", errors="replace")
     return path.open(newline="", encoding="utf-8", errors="replace")
@@ -278,7 +279,8 @@ def read_trace(path: Path, fmt: Format | None = None, *, skip_bad: bool = False,
 
 def window(trace: Trace, start_s: float | None = None, end_s: float | None = None, limit: int | None = None,
            time_scale: float = 1.0) -> Trace:
-    """Rows arriving in [start, end) of the trace, at most `limit`, re-based to 0 and sped up `time_scale`×."""
+    """Rows arriving in [start, end) of the trace, at most `limit`, re-based to 0 and sped up
+    `time_scale`×."""
     lo = start_s or 0.0
     rows = [r for r in trace.rows if r.arrival_s >= lo and (end_s is None or r.arrival_s < end_s)]
     rows = rows[:limit] if limit is not None else rows
@@ -307,7 +309,8 @@ def rescale(trace: Trace, target_rate: float, duration_s: float | None = None) -
 
 
 def cap_idle(trace: Trace, max_idle_s: float) -> tuple[Trace, int, float]:
-    """Every gap between arrivals longer than `max_idle_s` shortened to it; also how many and the seconds cut."""
+    """Every gap between arrivals longer than `max_idle_s` shortened to it; also how many and the seconds
+    cut."""
     rows, shift, capped = [], 0.0, 0
     previous = trace.rows[0].arrival_s if trace.rows else 0.0
     for r in trace.rows:

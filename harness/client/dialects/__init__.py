@@ -17,7 +17,8 @@ DIALECTS: dict[str, Dialect] = {d.name: d for d in (
 
 
 def dialect(name: str, where: str = "endpoint.api") -> Dialect:
-    """The dialect called `name`; a ScenarioError naming `where` (the field or flag that gave it) otherwise."""
+    """The dialect called `name`; a ScenarioError naming `where` (the field or flag that gave it)
+    otherwise."""
     found = DIALECTS.get(name)
     if found is None:
         raise ScenarioError(f"{where}: {name[:40]!r} is not an API the harness speaks ({', '.join(DIALECTS)})")

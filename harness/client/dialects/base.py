@@ -84,7 +84,8 @@ def one_turn(spec: RequestSpec, image: Callable[[str], Part] | None = None,
 
 
 def exact_length(body: Body, spec: RequestSpec) -> Body:
-    """vLLM's and SGLang's extensions, when the spec asks for exactly `max_tokens`: every run asks the same work."""
+    """vLLM's and SGLang's extensions, when the spec asks for exactly `max_tokens`: every run asks the same
+    work."""
     if spec.ignore_eos:
         body["ignore_eos"] = True
         body["min_tokens"] = spec.max_tokens

@@ -19,7 +19,8 @@ def image(url: str) -> Part:
 
 
 def stream_options(continuous_usage: bool) -> dict[str, bool]:
-    """Usage at the end of the stream; with `continuous_usage`, on every chunk (vLLM), so tokens per chunk are known."""
+    """Usage at the end of the stream; with `continuous_usage`, on every chunk (vLLM), so tokens per chunk are
+    known."""
     return {"include_usage": True, "continuous_usage_stats": True} if continuous_usage else {"include_usage": True}
 
 

@@ -1,4 +1,5 @@
-"""OpenAI's embeddings (`/v1/embeddings`), as vLLM, TEI and Infinity serve it: texts in, one vector each, whole.
+"""OpenAI's embeddings (`/v1/embeddings`), as vLLM, TEI and Infinity serve it: texts in, one vector each,
+whole.
 
 Nothing streams and nothing is generated: a request's latency is its end to end, its work the prompt tokens it
 carries. A request may carry several texts (`load.pack: inputs`: an offline job's batch in one call, the

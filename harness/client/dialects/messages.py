@@ -1,4 +1,5 @@
-"""Anthropic's Messages API (`/v1/messages`), as gateways and vLLM serve it in front of open models: named events.
+"""Anthropic's Messages API (`/v1/messages`), as gateways and vLLM serve it in front of open models: named
+events.
 
 `message_start` (the prompt's usage), `content_block_start`, `content_block_delta` events (`text_delta`: the
 answer; `thinking_delta`: reasoning; `input_json_delta`: a tool call's arguments), `content_block_stop`,

@@ -1,9 +1,9 @@
 """OpenAI's Responses API (`/v1/responses`): `input` in, typed events out.
 
 Streamed, an answer is `response.created`, then `response.output_text.delta` events (the answer), reasoning
-deltas (`response.reasoning_text.delta`, or a summary's), a tool call's `response.function_call_arguments.delta`,
-and one last event: `response.completed` (with the usage), `response.incomplete` (stopped at
-`max_output_tokens`), `response.failed` or `error`. There is no `[DONE]`.
+deltas (`response.reasoning_text.delta`, or a summary's), a tool call's
+`response.function_call_arguments.delta`, and one last event: `response.completed` (with the usage),
+`response.incomplete` (stopped at `max_output_tokens`), `response.failed` or `error`. There is no `[DONE]`.
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ COMPLETED = "response.completed"
 
 
 def body(spec: RequestSpec, model: str, continuous_usage: bool) -> Body:
-    # One user turn goes as a plain string, as most callers send it; a history, or images, as role/content items.
+    # One user turn goes as a plain string, as most callers send it; a history, or images, as role/content
+    # items.
     given = one_turn(spec, _image, _text) if spec.messages or spec.images else spec.prompt
     return exact_length({"model": model, "input": given, "max_output_tokens": spec.max_tokens, "stream": True},
                         spec)
@@ -58,8 +59,9 @@ def interpret(name: bytes, payload: bytes) -> Chunk:
 
 
 def _ended(obj: dict[str, object], payload: bytes) -> Chunk:
-    """The last event: the response's usage, and `length` where it stopped at `max_output_tokens` — OpenAI says so
-    with a `response.incomplete` event, vLLM with `response.completed` whose status is `incomplete`."""
+    """The last event: the response's usage, and `length` where it stopped at `max_output_tokens` — OpenAI
+    says so with a `response.incomplete` event, vLLM with `response.completed` whose status is
+    `incomplete`."""
     response = section(obj, "response")
     usage = section(response, "usage")
     cut = obj.get("type") == "response.incomplete" or response.get("status") == "incomplete"

@@ -1,10 +1,10 @@
-"""A wall clock shards by hand can measure theirs against (`harness clock` serves it; `--clock-ref URL` reads it):
-they have no parent to ask, and NTP's promise (hosts agree within milliseconds) fails on a host whose clock
-drifted or was never synchronised — its share would then start, and be merged, hundreds of ms off.
+"""A wall clock shards by hand can measure theirs against (`harness clock` serves it; `--clock-ref URL` reads
+it): they have no parent to ask, and NTP's promise (hosts agree within milliseconds) fails on a host whose
+clock drifted or was never synchronised — its share would then start, and be merged, hundreds of ms off.
 
-NTP-style: each round reads this host's wall clock before and after a request for the reference's; the offset is
-the reference's reading minus the midpoint, its uncertainty half the round trip; the round with the shortest trip
-is kept."""
+NTP-style: each round reads this host's wall clock before and after a request for the reference's; the offset
+is the reference's reading minus the midpoint, its uncertainty half the round trip; the round with the
+shortest trip is kept."""
 
 from __future__ import annotations
 
@@ -38,7 +38,8 @@ def clock_server(host: str, port: int) -> ThreadingHTTPServer:
 
 
 def measure(url: str, rounds: int = ROUNDS) -> tuple[float, float]:
-    """(the reference's wall clock − this host's, ± uncertainty), ms; OSError/ValueError when it cannot be read."""
+    """(the reference's wall clock − this host's, ± uncertainty), ms; OSError/ValueError when it cannot be
+    read."""
     opener = build_opener(ProxyHandler({}))  # direct, as every request the harness makes
     best: tuple[float, float] | None = None
     for _ in range(rounds):

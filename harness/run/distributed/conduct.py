@@ -64,9 +64,9 @@ async def run_workers(scenario: Scenario, run_dir: Path, url: str | None, model:
 
 class Forward:
     """Ctrl-C, SIGTERM, SIGQUIT or SIGHUP to the parent of the workers (who have their own process group: a
-    terminal's Ctrl-C reaches the parent alone) is passed on to each worker as one SIGTERM: the first stops their
-    sending and lets what is in flight end, the second cancels it, a third kills them. They end, and their shards
-    are merged as ever; the merged run says it was stopped."""
+    terminal's Ctrl-C reaches the parent alone) is passed on to each worker as one SIGTERM: the first stops
+    their sending and lets what is in flight end, the second cancels it, a third kills them. They end, and
+    their shards are merged as ever; the merged run says it was stopped."""
 
     def __init__(self, links: Sequence[Link], warn: Callable[[str], None], work: Path) -> None:
         self.links, self.warn, self.work = links, warn, work

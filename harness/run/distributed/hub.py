@@ -105,7 +105,8 @@ class Hub:
         return True
 
     def silent(self, now: float, limit_s: float) -> dict[int, float]:
-        """Live workers that have said nothing for more than `limit_s`, with how long (kept as their maximum)."""
+        """Live workers that have said nothing for more than `limit_s`, with how long (kept as their
+        maximum)."""
         quiet = {w: now - seen for w in self.alive if (seen := self.seen[w]) is not None and now - seen > limit_s}
         for w, seconds in quiet.items():
             self.silent_max[w] = max(self.silent_max.get(w, 0.0), seconds)

@@ -61,9 +61,10 @@ class ShardRun:
 
     @property
     def clock_offset_ns(self) -> int:
-        """Monotonic to the coordinator's wall time: the anchor, and the measured skew to the coordinator where
-        it is known to exceed both its uncertainty and the tolerance (a parent slow to answer makes a long round
-        trip and an offset that means nothing: then the wall clocks, NTP-synchronised, are trusted)."""
+        """Monotonic to the coordinator's wall time: the anchor, and the measured skew to the coordinator
+        where it is known to exceed both its uncertainty and the tolerance (a parent slow to answer makes a
+        long round trip and an offset that means nothing: then the wall clocks, NTP-synchronised, are
+        trusted)."""
         anchor = self.saved.run.anchor
         assert anchor is not None, "a shard's header always has its anchor"
         skew = skew_ms(self.shard.clock_offset_ms, self.shard.clock_uncertainty_ms)
@@ -102,10 +103,11 @@ def read_shard(run_dir: Path, warn: Callable[[str], None] | None = None) -> Shar
 
 
 def _counted(shard: ShardRun, scenario: Scenario) -> ShardRun:
-    """A shard by hand killed before its summary, with what it lost counted from its records against its plan (no
-    parent saw it): it died in the phase of its last record (the next, when that one's share is all there), and
-    its share of that phase and those after without a record is lost — in flight or never sent, which no one
-    can tell apart without a parent (`in_flight` 0, both in `never_sent`; null where a phase is bound by time)."""
+    """A shard by hand killed before its summary, with what it lost counted from its records against its plan
+    (no parent saw it): it died in the phase of its last record (the next, when that one's share is all
+    there), and its share of that phase and those after without a record is lost — in flight or never sent,
+    which no one can tell apart without a parent (`in_flight` 0, both in `never_sent`; null where a phase is
+    bound by time)."""
     if shard.loss is not None or shard.saved.phases or shard.saved.run.complete is not False:
         return shard
     me = Shard(shard.shard.index, shard.shard.count)
@@ -151,7 +153,8 @@ def _shifted(rec: RequestRecord, by_ns: int) -> RequestRecord:
 
 
 def worst(checks: Sequence[ClientCheck]) -> ClientCheck:
-    """The shards' self-checks as one: the worst reading of each, the worst verdict with its shard's reason."""
+    """The shards' self-checks as one: the worst reading of each, the worst verdict with its shard's
+    reason."""
     def most(values: list[float | None]) -> float | None:
         known = [v for v in values if v is not None]
         return max(known) if known else None
@@ -186,8 +189,8 @@ class ParentSaw:
 
 
 def merged_header(shards: Sequence[ShardRun], parent: ParentSaw | None = None) -> RunHeader:
-    """The first shard's header for the run, with one line per shard (what it measured of its own start, how it
-    ended, what its parent saw of it), complete only if every shard was; with a parent, what it saw."""
+    """The first shard's header for the run, with one line per shard (what it measured of its own start, how
+    it ended, what its parent saw of it), complete only if every shard was; with a parent, what it saw."""
     per = [MergedShard(**{**s.shard.model_dump(), "run_dir": str(s.run_dir), "records": len(s.records),
                           "complete": s.saved.run.complete, "stopped": s.saved.run.stopped, "loss": s.loss,
                           "silent_max_s": s.silent_max_s, "records_at": s.records_at, "silences": s.silences})
@@ -241,7 +244,8 @@ def _phase_runs(scenario: Scenario, shards: Sequence[ShardRun], records: list[Re
 
 def frozen(phase: PhaseSummary, shards: Sequence[ShardRun]) -> PhaseSummary:
     """A client-limited phase whose lateness a worker's freeze explains (its parent heard nothing from it for
-    seconds while it was in the phase: SIGSTOP, a stuck process) says so, instead of guessing at the server."""
+    seconds while it was in the phase: SIGSTOP, a stuck process) says so, instead of guessing at the
+    server."""
     silent = [(s.shard.index, seconds) for s in shards if (seconds := (s.silences or {}).get(phase.name))]
     if not silent or not phase.client_limited:
         return phase

@@ -57,7 +57,8 @@ Line = tuple[asyncio.StreamReader, asyncio.StreamWriter]  # the driver's end of 
 
 
 class ShardProcess:
-    """Inside a Ray actor: one worker process on the actor's node, its stdin and stdout bridged to the driver."""
+    """Inside a Ray actor: one worker process on the actor's node, its stdin and stdout bridged to the
+    driver."""
 
     def __init__(self) -> None:
         self._dir = Path(tempfile.mkdtemp(prefix="harness-shard-"))
@@ -273,7 +274,8 @@ class Switchboard:
 async def start_ray_workers(scenario: Scenario, endpoint: Endpoint, work: Path, n: int,
                             address: str) -> list[Link]:
     ray = connect(address)
-    # Threaded (max_concurrency): the calls for files, the log and the exit code run beside the bridge's threads.
+    # Threaded (max_concurrency): the calls for files, the log and the exit code run beside the bridge's
+    # threads.
     actor_class = ray.remote(num_cpus=1, max_restarts=0, max_concurrency=4)(ShardProcess)
     actors = [actor_class.options(scheduling_strategy="SPREAD").remote() for _ in range(n)]
     try:

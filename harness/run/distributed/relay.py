@@ -2,13 +2,13 @@
 
 `--workers` and `--ray` start one `harness run` a shard; each tells its parent, on stdout, what it does as it
 does it — the typed messages of `run/distributed/wire.py`: a phase begun (with its clock's anchor, so a shard
-that dies can still be merged), each record as its request ends, each barrier reached, its count of requests sent
-before each one leaves (a parent that loses it knows what was in flight), a beat twice a second (a silent worker
-is frozen or stuck), and rounds of measuring its clock against the parent's. After reaching a
-barrier it waits on stdin for the parent's `Go`: sent when every live shard has got there, so phase P (with its
-batch 0), and each later batch b, starts across all shards together — one timeline for the whole run, phases
-never overlapping across shards. The records are on the worker's own disk too; the stream is what lets the
-parent show, export and keep them as they end.
+that dies can still be merged), each record as its request ends, each barrier reached, its count of requests
+sent before each one leaves (a parent that loses it knows what was in flight), a beat twice a second (a silent
+worker is frozen or stuck), and rounds of measuring its clock against the parent's. After reaching a barrier
+it waits on stdin for the parent's `Go`: sent when every live shard has got there, so phase P (with its batch
+0), and each later batch b, starts across all shards together — one timeline for the whole run, phases never
+overlapping across shards. The records are on the worker's own disk too; the stream is what lets the parent
+show, export and keep them as they end.
 """
 
 from __future__ import annotations
@@ -84,9 +84,9 @@ class Relay:
         self.flush()
 
     def launched(self, sent: int) -> None:
-        """Said, and flushed, just before the request's bytes go: a parent that loses this worker (kill -9, its
-        Ray actor gone) counts what was in flight from the count the endpoint saw, not one a beat old (a beat a
-        second left a killed worker's loss stale: 3 in flight counted where 6 were)."""
+        """Said, and flushed, just before the request's bytes go: a parent that loses this worker (kill -9,
+        its Ray actor gone) counts what was in flight from the count the endpoint saw, not one a beat old (a
+        beat a second left a killed worker's loss stale: 3 in flight counted where 6 were)."""
         self._sent = sent
         self._say(Beat(sent))
         self.flush()

@@ -22,9 +22,10 @@ from harness.workload.plan import PhasePlan
 from harness.workload.shards import LATE_MS, PHASE_SLACK_S, SKEW_MS, Shard, skew_ms
 
 SHARD_HEADER = "shard.json"
-# The lead `--start-at` needs: a shard's launch to its ready (Python and the harness loaded, the requests built,
-# the connections open), `bench/start_lead.py` on this 2-core machine: 2 shards at once 0.7–0.9 s quiet, 1.6–2.4 s
-# with a busy loop on each core; 4 at once 1.8–2.1 s and 2.9–3.4 s. A lead of 5 s covers all, with room.
+# The lead `--start-at` needs: a shard's launch to its ready (Python and the harness loaded, the requests
+# built, the connections open), `bench/start_lead.py` on this 2-core machine: 2 shards at once 0.7–0.9 s
+# quiet, 1.6–2.4 s with a busy loop on each core; 4 at once 1.8–2.1 s and 2.9–3.4 s. A lead of 5 s covers all,
+# with room.
 LEAD_S = 5.0
 
 
@@ -62,10 +63,10 @@ class Sharding:
         return manual_gate(phases, whole, self.start_at, self.slack_s, warn)
 
     async def wait(self, run_dir: Path, header: RunHeader, warn: Callable[[str], None]) -> RunHeader:
-        """Until the common start (hosts are assumed NTP-synchronised); at once if it has passed, saying by how
-        much for a shard by hand (`shard.late_ms` in the summary; `harness merge` names it). The run's header
-        goes to `shard.json` first: a shard killed before its summary can still be merged.
-        The header, with what was measured."""
+        """Until the common start (hosts are assumed NTP-synchronised); at once if it has passed, saying by
+        how much for a shard by hand (`shard.late_ms` in the summary; `harness merge` names it). The run's
+        header goes to `shard.json` first: a shard killed before its summary can still be merged. The header,
+        with what was measured."""
         ready = since_launch_s()
         shard = (header.shard or self.info()).changed(ready_s=None if ready is None else round(ready, 2))
         header = header.changed(shard=shard)
@@ -79,8 +80,9 @@ class Sharding:
         if delay > 0:
             await asyncio.sleep(delay)
         if self.relay is not None:
-            # The parent's phase-0 barrier comes next and releases every shard together: time spent reaching the
-            # common start is waited off there, so a shard with a parent is never late (it has no `late_ms`).
+            # The parent's phase-0 barrier comes next and releases every shard together: time spent reaching
+            # the common start is waited off there, so a shard with a parent is never late (it has no
+            # `late_ms`).
             return header.changed(shard=shard)
         late_ms = max(0.0, (time.time() - self.start_at) * 1000)
         if late_ms > LATE_MS:

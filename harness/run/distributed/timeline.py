@@ -1,10 +1,10 @@
-"""When each phase of a shard begins, so that a sharded run keeps one timeline: no shard starts phase k+1 before
-every shard has ended phase k.
+"""When each phase of a shard begins, so that a sharded run keeps one timeline: no shard starts phase k+1
+before every shard has ended phase k.
 
-With a parent (`--workers`, `--ray`) the parent holds a barrier before each phase and each batch. Shards started
-by hand have nobody to ask: each phase starts at a time planned from the common start (the phases' schedules and
-a slack after each, `workload.shards.timetable`), and a shard that ends a phase after the next one was due says
-so, by how much, in its run and in the merge (`phase_late_ms`).
+With a parent (`--workers`, `--ray`) the parent holds a barrier before each phase and each batch. Shards
+started by hand have nobody to ask: each phase starts at a time planned from the common start (the phases'
+schedules and a slack after each, `workload.shards.timetable`), and a shard that ends a phase after the next
+one was due says so, by how much, in its run and in the merge (`phase_late_ms`).
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """The relay's messages as types: what a worker (`relay.py`) and its parent (`hub.py`) say to each
 other, encoded and decoded here alone.
 
-On the wire each is one JSON object a line behind an ASCII record separator (the worker's other output has none),
-its kind under "k" — the same bytes as before these were classes, so a worker and a parent of either side of the
-change still understand each other:
+On the wire each is one JSON object a line behind an ASCII record separator (the worker's other output has
+none), its kind under "k" — the same bytes as before these were classes, so a worker and a parent of either
+side of the change still understand each other:
 
     worker → parent                                          parent → worker
     PhaseBegun   {"k": "phase", "name", "anchor", "sent"}    ClockAnswer {"k": "clock", "n", "t1"}
@@ -95,8 +95,8 @@ def encode(message: Message) -> bytes:
 
 
 def decode(line: bytes) -> Message | None:
-    """The message on a relay line; None for any other output of the worker, or a kind this side does not know.
-    A relay line cut or garbled (a worker killed mid-write) is a ValueError, never another exception."""
+    """The message on a relay line; None for any other output of the worker, or a kind this side does not
+    know. A relay line cut or garbled (a worker killed mid-write) is a ValueError, never another exception."""
     if not line.startswith(MARK):
         return None
     try:

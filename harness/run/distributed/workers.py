@@ -2,12 +2,12 @@
 
 Each worker is a `harness run --shard i/N --start-at T --relay` of the scenario against the endpoint this
 process resolved (the bundled simulator is started once, here): with `--workers` a local process pinned to its
-own core where there are enough, with `--ray` one on a Ray actor (`harness/run/distributed/ray_actors.py`). Either is
-a `Link`: the worker's output lines, a way to answer it, its exit. Records stream back as they end
-(`harness/run/distributed/hub.py` keeps them, feeds the live view and exporter, and holds the fixed-batch barrier); when
-all have ended the shards are merged into the run directory (`harness merge`'s code). A worker that dies is
-named with its exit, the records it streamed kept and the requests it never sent counted; the merged run is
-then incomplete.
+own core where there are enough, with `--ray` one on a Ray actor (`harness/run/distributed/ray_actors.py`).
+Either is a `Link`: the worker's output lines, a way to answer it, its exit. Records stream back as they end
+(`harness/run/distributed/hub.py` keeps them, feeds the live view and exporter, and holds the fixed-batch
+barrier); when all have ended the shards are merged into the run directory (`harness merge`'s code). A worker
+that dies is named with its exit, the records it streamed kept and the requests it never sent counted; the
+merged run is then incomplete.
 """
 
 from __future__ import annotations
@@ -47,7 +47,8 @@ KEY_VARIABLE = "HARNESS_WORKER_API_KEY"  # the key reaches the workers through t
 HEADER_VARIABLE = "HARNESS_WORKER_HEADER_"  # as do the headers' values, one variable each
 SAY_EVERY_S = 10.0
 SILENT_S = 2.0  # a worker that says nothing this long (it beats twice a second) is named: frozen, stuck
-# Exits of a worker whose run ended and wrote its summary: stopped by a signal, no request ok, a threshold broken.
+# Exits of a worker whose run ended and wrote its summary: stopped by a signal, no request ok, a threshold
+# broken.
 WHOLE_EXITS = (0, EXIT_NOTHING_OK, EXIT_REGRESSION, EXIT_STOPPED, EXIT_HANGUP)
 
 
@@ -73,7 +74,8 @@ class Link(Protocol):
         """Ask it to stop (SIGTERM: the first stops sending, a second cancels its requests in flight)."""
 
     def abandon(self, why: str) -> None:
-        """Stop it at once, whatever its state (a frozen process acts on no SIGTERM); `death` then says why."""
+        """Stop it at once, whatever its state (a frozen process acts on no SIGTERM); `death` then says
+        why."""
 
     def death(self) -> str:
         """How it ended, when it did not end well."""
@@ -95,8 +97,8 @@ def worker_args(endpoint: Endpoint, shard: Shard, start_at: float) -> list[str]:
 
 
 def key_env(endpoint: Endpoint) -> dict[str, str]:
-    """The API key and the headers' values, for a worker's environment only (never its command line, which `ps`
-    shows)."""
+    """The API key and the headers' values, for a worker's environment only (never its command line, which
+    `ps` shows)."""
     values = {f"{HEADER_VARIABLE}{k}": value for k, (_, value) in enumerate(endpoint.headers)}
     return {KEY_VARIABLE: endpoint.api_key, **values} if endpoint.api_key else values
 
@@ -111,8 +113,9 @@ def common_start(n: int) -> float:
 
 
 def child_setup(cores: set[int]) -> Callable[[], None]:
-    """Run in the worker before it starts: its core, death with its parent (an orphan would keep sending), and a
-    process group of its own (a terminal's Ctrl-C reaches the parent alone, which passes each signal on once)."""
+    """Run in the worker before it starts: its core, death with its parent (an orphan would keep sending), and
+    a process group of its own (a terminal's Ctrl-C reaches the parent alone, which passes each signal on
+    once)."""
     def setup() -> None:
         os.setpgid(0, 0)
         if cores and hasattr(os, "sched_setaffinity"):
@@ -192,7 +195,8 @@ async def start_workers(scenario: Scenario, endpoint: Endpoint, work: Path, n: i
 
 
 class CappedLog:
-    """A worker's stray output, kept up to WORKER_OUT_BYTES bytes; what is cut is counted and said at its end."""
+    """A worker's stray output, kept up to WORKER_OUT_BYTES bytes; what is cut is counted and said at its
+    end."""
 
     def __init__(self, path: Path, cap: int = WORKER_OUT_BYTES) -> None:
         self.path, self.cap, self.kept, self.cut = path, cap, 0, 0
@@ -316,8 +320,8 @@ def _dead(link: Link, like: ShardRun, hub: Hub, text: str, share: int | None) ->
 
 def merge_workers(scenario: Scenario, plans: Sequence[PhasePlan], links: Sequence[Link], hub: Hub, run_dir: Path,
                   bundled: bool, stopped: str | None = None) -> tuple[RunResult, list[str]]:
-    """The workers' shards as one run in `run_dir`, and a line for each worker that died. `stopped`: the signal
-    that stopped the parent, if one did."""
+    """The workers' shards as one run in `run_dir`, and a line for each worker that died. `stopped`: the
+    signal that stopped the parent, if one did."""
     text = scenario.to_yaml()
     done = {link.index: s for link in links if (s := _finished(link, hub, text)) is not None}
     if not done:

@@ -1,8 +1,9 @@
 """summary.json as types: the run and each phase, every section a frozen model, split by subject — the run
 header (schema.run), a phase (schema.phase), the batch-versus-interactive comparison (schema.comparison) and
-the sections they share (schema.base). Built once (harness.stats.summary), serialised once (`Summary.to_json`),
-read back only through `read_summary` (the schema version checked); docs/summary.md is generated from them
-(`python -m harness.stats.reference`). Latencies in ms, rates per second, timestamps monotonic ns."""
+the sections they share (schema.base). Built once (harness.stats.summary), serialised once
+(`Summary.to_json`), read back only through `read_summary` (the schema version checked); docs/summary.md is
+generated from them (`python -m harness.stats.reference`). Latencies in ms, rates per second, timestamps
+monotonic ns."""
 
 from __future__ import annotations
 

@@ -20,7 +20,8 @@ class Section(Changeable):
 
 
 class Distribution(Section):
-    """Exact from the records; percentiles within 0.1% past client.records_in_memory (the phase warns); None: none."""
+    """Exact from the records; percentiles within 0.1% past client.records_in_memory (the phase warns); None:
+    none."""
 
     count: int
     mean: float | None

@@ -189,7 +189,8 @@ class TraceUse(Section):
 
 
 class Connections(Section):
-    """Connections opened for requests of the phase, once its clock ran (the pool opened ahead is not here)."""
+    """Connections opened for requests of the phase, once its clock ran (the pool opened ahead is not
+    here)."""
 
     opened: int = Field(description="requests that found no pooled connection free and opened one")
     connect_ms: Distribution = Field(description="how long opening took (TCP, and TLS for https); it is inside "
@@ -227,7 +228,8 @@ class PhaseStats(Section):
 
     def untrusted(self, metric: str) -> bool:
         """Whether the harness's lateness could have moved `metric` (a registry name) beyond client.max_shift:
-        a figure named in client_limited_metrics, or any figure of a phase judged whole (no per-figure estimate)."""
+        a figure named in client_limited_metrics, or any figure of a phase judged whole (no per-figure
+        estimate)."""
         return self.client_limited and (not self.client_limited_metrics or metric in self.client_limited_metrics)
 
 
@@ -251,7 +253,8 @@ class _PhaseHead(Section):
 
     @property
     def load_kind(self) -> str:
-        """The load's type as the scenario gave it: poisson, gamma, constant, ramp, trace, concurrency, batch…"""
+        """The load's type as the scenario gave it: poisson, gamma, constant, ramp, trace, concurrency,
+        batch…"""
         return str(self.config["load"]["type"])
 
     @property

@@ -63,9 +63,9 @@ class ShardInfo(Section):
 
 
 class ShardLoss(Section):
-    """What a shard that died had done: counted by the parent of a worker from what it streamed back; for a shard
-    by hand killed before its summary, by `harness merge` from its records against its plan (in flight and never
-    sent are then one count, `never_sent`: no one saw which)."""
+    """What a shard that died had done: counted by the parent of a worker from what it streamed back; for a
+    shard by hand killed before its summary, by `harness merge` from its records against its plan (in flight
+    and never sent are then one count, `never_sent`: no one saw which)."""
 
     phase: str | None = Field(description="the phase it died in: that phase and the ones after are incomplete")
     sent: int = Field(description="requests it had sent")

@@ -1,6 +1,6 @@
-"""A run's sweeps, found once: the phases one sweep expanded into (`name@rate=4`, …) and the knee of each — the
-fastest point still meeting the SLOs for 95% of its requests. `Summary.sweeps` holds them for every reader (the
-table, the answer, the report, the conclusion)."""
+"""A run's sweeps, found once: the phases one sweep expanded into (`name@rate=4`, …) and the knee of each —
+the fastest point still meeting the SLOs for 95% of its requests. `Summary.sweeps` holds them for every reader
+(the table, the answer, the report, the conclusion)."""
 
 from __future__ import annotations
 
