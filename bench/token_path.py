@@ -34,8 +34,9 @@ import httptools
 
 from harness.client.backend import take
 from harness.client.belongs import Provenance
+from harness.client.chat_chunk import interpret
 from harness.client.h1_connection import Exchange, H1Connection
-from harness.client.sse import ChunkReader, SSEDecoder, interpret
+from harness.client.sse import ChunkReader, SSEDecoder
 from harness.clock import MonotonicClock
 from harness.records import RequestRecord
 from harness.run.worker import RecordStamper

@@ -4,6 +4,7 @@ verdict."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
@@ -25,7 +26,7 @@ from harness.report.comparison import (
 )
 from harness.stats.compare import exit_code
 from harness.tools import history
-from harness.tools.compare import Run, compare_sides, how_much, load_side, refusal, tolerances
+from harness.tools.compare import Noise, Run, compare_sides, how_much, load_side, refusal, tolerances
 
 
 def _tolerances(texts: tuple[str, ...]) -> dict[str, float]:
@@ -141,14 +142,29 @@ def compare(sides: tuple[Path, ...], from_history: int | None, db: Path, start_b
     why = refusal(base, cur)
     if why is not None and not force:
         raise fail(f"not comparable: {why} (--force to compare anyway)", EXIT_USAGE)
+    _judge(base, cur, _Said(baseline, _named(cur, str(current)), markdown, junit), limits, seed, noise, thresholds)
+
+
+@dataclass(frozen=True)
+class _Said:
+    """Where a comparison is said: the two sides' names, and the files asked for."""
+
+    baseline: str
+    current: str
+    markdown: Path | None
+    junit: Path | None
+
+
+def _judge(base: list[Run], cur: list[Run], said: _Said, limits: dict[str, float], seed: int, noise: Noise,
+           thresholds: list[ThresholdOutcome]) -> None:
+    """The sides compared, the table and verdict printed and written; exit 99 on a regression, 5 on no verdict."""
     results = compare_sides(base, cur, limits, seed, noise)
     method = how_much(base, cur, noise)
     click.echo(render_text(results))
     for line in untrusted_lines(results) + inconclusive_lines(results):
         click.echo(line)
-    named = _named(cur, str(current))
-    click.echo(f"\nbaseline: {baseline}\ncurrent: {named}\n{verdict_line(results)} (intervals: {method})")
-    _write(markdown, junit, render_markdown(results, baseline, named, method, thresholds),
+    click.echo(f"\nbaseline: {said.baseline}\ncurrent: {said.current}\n{verdict_line(results)} (intervals: {method})")
+    _write(said.markdown, said.junit, render_markdown(results, said.baseline, said.current, method, thresholds),
            render_junit(results, thresholds=thresholds))
     code = exit_code(results)
     if code == EXIT_NO_VERDICT:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,14 +34,16 @@ from harness.gctune import tune_for_timing
 from harness.report.files import write_somewhere
 from harness.report.notes import notes
 from harness.report.repeats import write_repeats
-from harness.report.table import print_table, threshold_lines
+from harness.report.table import print_table
+from harness.report.threshold_lines import threshold_lines
 from harness.run.display import Display, make_display, plan_lines
 from harness.run.distributed.conduct import run_workers
 from harness.run.distributed.relay import Relay
 from harness.run.distributed.sharding import LEAD_S, Sharding, since_launch_s
 from harness.run.exporter import LiveMetrics
 from harness.run.result import RunResult
-from harness.run.runner import claimed, new_run_dir, run_scenario
+from harness.run.run_dir import claimed, new_run_dir
+from harness.run.runner import run_scenario
 from harness.run.signals import results_kept
 from harness.run.target import target
 from harness.stats.repeats import repeat_scenario
@@ -177,31 +180,55 @@ def run(scenario_path: Path | None, endpoint: str | None, base_url: str | None, 
     writable_dir(reports_dir, "--reports-dir")
     key = api_key(api_key_env, scenario.endpoint.api_key_env)
     tune_for_timing()
-    parent = new_run_dir(reports_dir, f"{scenario.name}-x{repeat}") if repeat > 1 else None
-    results: list[RunResult] = []
-    died: list[str] = []
+    aim = _Aim(endpoint, model, api, key, headers, pin, sharding, workers, ray_address)
     by_hand = "" if sharding is None or sharding.relay is not None or sharding.shard.count == 1 else str(sharding.shard)
     with live_metrics(scenario, by_hand) as metrics, results_kept(display.warn):
-        for k in range(repeat):
-            each = repeat_scenario(scenario, k)
-            run_dir = parent / f"run-{k + 1}" if parent else new_run_dir(reports_dir, scenario.name)
-            with claimed(run_dir):
-                if workers is None:
-                    result = event_loop.run(_run(each, run_dir, endpoint, model, api, key, headers, pin, display,
-                                                 metrics, sharding))
-                else:
-                    result, died = event_loop.run(run_workers(each, run_dir, endpoint, model, api, key, headers,
-                                                              display, metrics, workers, ray_address))
-            results.append(result)
-            _report(result, died, display, metrics)
-            if died or result.summary.run.stopped:
-                break
-        if parent is not None and not died:
-            click.echo(f"\n{write_repeats(parent, [r.summary for r in results])}\n\nrepeats: {parent}")
+        results, died = _repeats(scenario, reports_dir, repeat, aim, display, metrics)
         after_run(scenario, results, key, display.warn, export)  # completed, failed or stopped
     if died:
         raise fail(f"{len(died)} of {workers} workers died: the run is incomplete", EXIT_HARNESS)
     _exit(results)
+
+
+@dataclass(frozen=True)
+class _Aim:
+    """Where each run goes and how it is split: the endpoint and its key, the shard, the workers."""
+
+    endpoint: str | None
+    model: str | None
+    api: str | None
+    key: str | None
+    headers: Headers
+    pin: bool
+    sharding: Sharding | None
+    workers: int | None
+    ray_address: str | None
+
+
+def _repeats(scenario: Scenario, reports_dir: Path, repeat: int, aim: _Aim, display: Display,
+             metrics: LiveMetrics | None) -> tuple[list[RunResult], list[str]]:
+    """The scenario run `repeat` times (a folder of runs when more than once), each reported as it ends;
+    stopped at the first that was stopped or lost a worker. The results, and the workers that died."""
+    parent = new_run_dir(reports_dir, f"{scenario.name}-x{repeat}") if repeat > 1 else None
+    results: list[RunResult] = []
+    died: list[str] = []
+    for k in range(repeat):
+        each = repeat_scenario(scenario, k)
+        run_dir = parent / f"run-{k + 1}" if parent else new_run_dir(reports_dir, scenario.name)
+        with claimed(run_dir):
+            if aim.workers is None:
+                result = event_loop.run(_run(each, run_dir, aim.endpoint, aim.model, aim.api, aim.key, aim.headers,
+                                             aim.pin, display, metrics, aim.sharding))
+            else:
+                result, died = event_loop.run(run_workers(each, run_dir, aim.endpoint, aim.model, aim.api, aim.key,
+                                                          aim.headers, display, metrics, aim.workers, aim.ray_address))
+        results.append(result)
+        _report(result, died, display, metrics)
+        if died or result.summary.run.stopped:
+            break
+    if parent is not None and not died:
+        click.echo(f"\n{write_repeats(parent, [r.summary for r in results])}\n\nrepeats: {parent}")
+    return results, died
 
 
 def _report(result: RunResult, died: list[str], display: Display, metrics: LiveMetrics | None) -> None:

@@ -33,7 +33,8 @@ from harness.config.scenario import SLO, Scenario, parse_scenario
 from harness.errors import EXIT_NO_VERDICT, EXIT_STOPPED
 from harness.report.files import write_run
 from harness.run.display import LineDisplay
-from harness.run.runner import claimed, new_run_dir, run_scenario
+from harness.run.run_dir import claimed, new_run_dir
+from harness.run.runner import run_scenario
 from harness.run.target import target
 from harness.stats.capacity import Capacity, SearchTrial
 from harness.stats.schema import Summary

@@ -20,9 +20,10 @@ from pydantic import (
     model_validator,
 )
 
-from harness.config.base import PositiveMillis, PositiveSeconds, Seconds, Strict, WebUrl, error_text, first_error
+from harness.config.base import PositiveMillis, PositiveSeconds, Seconds, Strict, WebUrl, first_error
 from harness.config.labels import Scalar, check_labels, check_metadata
-from harness.config.load import LOAD_TAGS, Phase
+from harness.config.load import Phase
+from harness.config.problems import problems
 from harness.config.request_shape import Body, Sampling, body_fields, check_body, check_header, saved
 from harness.config.simulator import SimulatorConfig
 from harness.config.thresholds import Thresholds
@@ -30,7 +31,6 @@ from harness.config.workload import Workload
 from harness.devices.catalogue import catalogue, resolve_accelerator, resolve_model, use
 from harness.devices.formats import Weights
 from harness.errors import ScenarioError
-from harness.redact import printable
 from harness.yamlfile import read_yaml
 
 SAVING = "saving"  # serialisation context: the dump is written to disk
@@ -264,36 +264,6 @@ class Scenario(Strict):
         return yaml.safe_dump(self.model_dump(mode="json", context={SAVING: True}), sort_keys=False)
 
 
-def _union_member(part: int | str) -> bool:
-    """pydantic's name for a union member (constrained-int, LengthDist, a load tag), not a key."""
-    return isinstance(part, str) and (part in LOAD_TAGS or "-" in part or part[:1].isupper())
-
-
-def _field_path(loc: tuple[int | str, ...]) -> str:
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif _union_member(part):
-            continue
-        else:
-            out += f".{part}" if out else str(part)
-    return printable(out, one_line=True) or "(top level)"  # a YAML key may hold a line break or an escape
-
-
-_WRONG_KIND = {"int_type", "int_parsing", "model_type", "dict_type", "model_attributes_type", "float_type",
-               "float_parsing"}
-
-
-def _rank(error: Any) -> int:
-    """Which of several errors to report: an unknown key (the likeliest typo), then a bad value, then a
-    wrong kind of value — for a field that takes an integer or a mapping, the member the user was
-    writing says more than the one they were not."""
-    if error["type"] == "extra_forbidden":
-        return 0
-    return 2 if error["type"] in _WRONG_KIND else 1
-
-
 def parse_scenario(data: Any, source: str) -> Scenario:
     if not isinstance(data, dict):
         raise ScenarioError(f"{source}: a scenario must be a mapping of fields")
@@ -305,27 +275,7 @@ def parse_scenario(data: Any, source: str) -> Scenario:
             scenario = Scenario.model_validate({**scenario.model_dump(mode="json"), "phases": expanded})
         return scenario
     except ValidationError as exc:
-        raise ScenarioError(_problems(exc, source)) from None
-
-
-_MAX_PROBLEMS = 10
-
-
-def _problems(exc: ValidationError, source: str) -> str:
-    """Every problem of the scenario, one line each (capped): for a field that could take several shapes,
-    only the likeliest complaint (see `_rank`)."""
-    best: dict[tuple[int | str, ...], Any] = {}
-    for err in exc.errors():
-        loc = tuple(err["loc"])
-        root = next((loc[:i] for i, part in enumerate(loc) if _union_member(part)), loc)
-        if root not in best or _rank(err) < _rank(best[root]):
-            best[root] = err
-    lines = [f"{source}: {_field_path(e['loc'])}: {error_text(e)}" for e in sorted(best.values(), key=_rank)]
-    if len(lines) > _MAX_PROBLEMS:
-        lines = [*lines[:_MAX_PROBLEMS], f"{source}: … and {len(lines) - _MAX_PROBLEMS} more problems"]
-    return "\n".join(lines)
-
-
+        raise ScenarioError(problems(exc, source)) from None
 
 
 def _resolve_trace_files(data: Any, base: Path) -> None:

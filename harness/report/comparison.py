@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from harness.config.metric_registry import metric
-from harness.report.table import observed_text
+from harness.report.threshold_lines import observed_text
 from harness.stats.compare import JUDGED, MetricChange, PhaseChange
 from harness.stats.schema import ThresholdResult
 

@@ -25,9 +25,10 @@ from harness.config.metric_registry import (
     having,
     of,
 )
+from harness.report.threshold_lines import threshold_lines
 from harness.report.token_cells import cached, images_cell, prompt_off, thinking
 from harness.stats.conclusion import decided_by, phase_sentence, pooled, thought
-from harness.stats.schema import PhaseSummary, ServerPhase, Stress, Summary, ThresholdResult
+from harness.stats.schema import PhaseSummary, ServerPhase, Stress, Summary
 from harness.stats.schema.sweeps import KNEE_GOODPUT, SweepResult
 from harness.stats.thresholds import observed
 
@@ -294,22 +295,6 @@ def build_table(summary: Summary) -> Table:
             else:
                 table.add_row(label, *(cell(p) for p in phases))
     return table
-
-
-def observed_text(result: ThresholdResult) -> str:
-    value, unit = result.observed, result.unit
-    if value is None:
-        return "no data"
-    return f"{value:,.1f} ms" if unit == "ms" else f"{value:.2%}" if unit == "" else f"{value:,.2f}/s"
-
-
-def threshold_lines(summary: Summary, failed_only: bool = False) -> list[str]:
-    """'✗ batch ttft_p99 <500ms: 830.2 ms', one per threshold and phase (aligned, unless only the failed)."""
-    rows = [(p.name, r) for p in summary.phases for r in p.thresholds if not (failed_only and r.passed)]
-    width = 0 if failed_only else max((len(name) for name, _ in rows), default=0)
-    return [f"{'✓' if r.passed else '✗'} {name:<{width}}{'  ' if width else ' '}{r.metric} {r.limit}: "
-            f"{observed_text(r)}{' (untrusted: the client could have moved it)' if r.untrusted else ''}"
-            for name, r in rows]
 
 
 def _parts(summary: Summary) -> list[Table | str]:

@@ -40,7 +40,7 @@ class Dispatcher:
 
     def __init__(self, backend: Backend, clock: Clock, sink: Sink, builder: Executor | None = None,
                  max_ahead: int = DEFAULT_MAX_AHEAD, horizon_ns: int = DEFAULT_HORIZON_NS, *,
-                 keep_records: bool = True) -> None:
+                 keep_records: bool = True, told: Callable[[int], None] | None = None) -> None:
         self.backend = backend
         self.clock = clock
         self.sink = sink
@@ -58,7 +58,7 @@ class Dispatcher:
         # each goes, before the bytes are written: a shard's relay, whose parent, losing it, then counts what
         # was in flight as the endpoint saw it (told at launch, a request could wait on a busy loop for
         # milliseconds).
-        self.told: Callable[[int], None] | None = None
+        self.told = told
         self._gone = 0
 
     # -- lifecycle ---------------------------------------------------------------------------

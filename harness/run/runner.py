@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime as dt
 import functools
 import itertools
 import secrets
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,33 +55,6 @@ from harness.workload.plan import (
     warm_connections,
 )
 from harness.workload.shards import Shard, empty, idle_line, shard_plan
-
-FLUSH_S = 0.05
-def new_run_dir(reports_dir: Path, scenario_name: str) -> Path:
-    """A new, empty run directory, created here: `mkdir` is atomic, so runs started in the same second by
-    several processes each get their own (a check for existence and a later create let two runs share one)."""
-    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-    reports_dir.mkdir(parents=True, exist_ok=True)
-    for suffix in range(1, 10_000):
-        path = reports_dir / (f"{stamp}-{scenario_name}" + (f"-{suffix}" if suffix > 1 else ""))
-        try:
-            path.mkdir()
-        except FileExistsError:
-            continue
-        return path
-    raise FileExistsError(f"{reports_dir}: 10,000 runs of {scenario_name} in one second")
-
-
-@contextlib.contextmanager
-def claimed(run_dir: Path) -> Iterator[Path]:
-    """A new run directory that is removed again if what fills it fails before writing anything (bad input
-    found late: no empty folder is left behind looking like a run)."""
-    try:
-        yield run_dir
-    except BaseException:
-        with contextlib.suppress(OSError):
-            run_dir.rmdir()  # only an empty one
-        raise
 
 
 async def run_plan(dispatcher: Dispatcher, plan: PhasePlan, grace_s: float,
@@ -182,8 +154,8 @@ class _Run:
             sink = RecordSink(writer, redactor(*self.endpoint.secrets), self.scenario.slo, cfg.records_in_memory,
                               self._watchers(), self.display.warn)
             dispatcher = Dispatcher(backend, self.clock, sink, builder, cfg.lookahead_requests,
-                                    int(cfg.lookahead_s * NS_PER_S), keep_records=False)
-            dispatcher.told = None if self.relay is None else self.relay.launched
+                                    int(cfg.lookahead_s * NS_PER_S), keep_records=False,
+                                    told=None if self.relay is None else self.relay.launched)
             stopper = Stopper(dispatcher, self.display.warn)
             stopper.install()
             try:
@@ -327,27 +299,34 @@ async def run_scenario(
     save_used(run_dir)  # every command reads the run back with the presets it used
     header = run_header(scenario, run_id, clock=clock, endpoint=endpoint, bundled=bundled,
                         tokenizer=said, shard=sharding.info() if sharding else None)
-    cfg = scenario.client
-    run = _Run(scenario, endpoint, run_dir, clock, display, plans, metrics,
-               sharding.relay if sharding else None)
-    check = _self_check(cfg, clock, run.display.warn, metrics)
-    if sharding is not None:
-        run.gate = _lined_up(sharding, scenario, whole, run.display)
-    backend = make_backend(endpoint, cfg, max(peak_connections(p) for p in plans))
+    gate = _lined_up(sharding, scenario, whole, display) if sharding is not None else AtOnce()
+    run = _Run(scenario, endpoint, run_dir, clock, display, plans, metrics, sharding.relay if sharding else None,
+               gate)
     scraper = _scraper(scenario, endpoint, clock, run_dir)
+    header, scraped = await _measured(run, header, sharding, scraper)
+    rows = scraper.rows if scraper is not None else []
+    summary = build_summary(scenario, run.ended(header), run.phases, rows, scraped, ceiling_tokens_per_s)
+    return RunResult(run.run_dir, summary, run.records, rows, run.every)  # run_dir: a rescue folder, if need be
+
+
+async def _measured(run: _Run, header: RunHeader, sharding: StartGate | None, scraper: ServerScraper | None
+                    ) -> tuple[RunHeader, ScrapeInfo | None]:
+    """The run executed with its self-check, its connections and its scraper open around it, closed whatever
+    happens; the header as the start gate left it, and what the scrape saw."""
+    cfg = run.scenario.client
+    check = _self_check(cfg, run.clock, run.display.warn, run.metrics)
+    backend = make_backend(run.endpoint, cfg, max(peak_connections(p) for p in run.plans))
     scraped: ScrapeInfo | None = None
     if scraper is not None:
         scraper.start()
     check.start()
     try:
         if sharding is not None:
-            header = await sharding.wait(run_dir, header, run.display.warn)
+            header = await sharding.wait(run.run_dir, header, run.display.warn)
         await run.execute(backend, check)
     finally:
         await check.stop()
         await backend.close()
         if scraper is not None:
             scraped = await scraper.stop()
-    rows = scraper.rows if scraper is not None else []
-    summary = build_summary(scenario, run.ended(header), run.phases, rows, scraped, ceiling_tokens_per_s)
-    return RunResult(run.run_dir, summary, run.records, rows, run.every)  # run_dir: a rescue folder, if need be
+    return header, scraped

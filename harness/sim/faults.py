@@ -7,9 +7,12 @@ token k, or a malformed chunk in place of token k.
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+from aiohttp import web
 
 from harness.config.simulator import FaultConfig
 
@@ -50,3 +53,22 @@ class FaultInjector:
             disconnect_after=int(positions[1]) if draws[2] < c.disconnect_rate else None,
             malformed_at=int(positions[2]) if draws[3] < c.malformed_rate else None,
         )
+
+
+MALFORMED_FRAME = b"data: {this is not json\n\n"
+Frame = Callable[..., bytes]  # a renderer's tokens(i, n, finish=…)
+
+
+async def emit_faulty(request: web.Request, resp: web.StreamResponse, frame: Frame, plan: FaultPlan,
+                      stall_ms: float, first: int, count: int, finish: str | None) -> None:
+    """Tokens `first`… of a stream one frame each, with the request's drawn faults where the plan puts them: a
+    stall before one, a malformed frame in place of one, the connection dropped after one."""
+    for i in range(first, first + count):
+        if i == plan.stall_before:
+            await asyncio.sleep(stall_ms / 1e3)
+        out = frame(i, 1, finish=finish if i == first + count - 1 else None)
+        await resp.write(MALFORMED_FRAME if i == plan.malformed_at else out)
+        if i == plan.disconnect_after:
+            if request.transport is not None:
+                request.transport.close()
+            raise ConnectionResetError("injected disconnect")

@@ -86,8 +86,17 @@ class SimMetrics:
                                  labels, registry=r)
         self._prefix_h = Counter("vllm:prefix_cache_hits", "Prompt tokens found in the prefix cache", labels,
                                  registry=r)
-        # Not vLLM metrics: how late the simulator released each step against its own deadline, and where the
-        # simulated device's time went (docs/simulator.md, "Where the stress lands").
+        self._sim_series()
+        self._stress_seen = dict.fromkeys(self._stress_counters, 0.0)
+        self._label = (model_name, ENGINE)
+        self._gaps: list[int] = []  # inter-token gaps (ns) not yet in the ITL histogram
+        self._seen = {"preemptions": 0, "prefix_query_tokens": 0, "prefix_hit_tokens": 0, "generation_tokens": 0,
+                      "prompt_tokens": 0}
+
+    def _sim_series(self) -> None:
+        """Not vLLM metrics: how late the simulator released each step against its own deadline, and where the
+        simulated device's time went (docs/simulator.md, "Where the stress lands")."""
+        r = self.registry
         self._lateness = Histogram("sim:step_lateness_seconds", "Step release time minus its deadline",
                                    buckets=LATENESS_BUCKETS, registry=r)
         self._stress_counters = {
@@ -103,11 +112,6 @@ class SimMetrics:
                               registry=r)
         self._peak_flops = Gauge("sim:peak_flops_per_second", "The device's peak FLOP/s for its weight type, "
                                  "all ranks", registry=r)
-        self._stress_seen = dict.fromkeys(self._stress_counters, 0.0)
-        self._label = (model_name, ENGINE)
-        self._gaps: list[int] = []  # inter-token gaps (ns) not yet in the ITL histogram
-        self._seen = {"preemptions": 0, "prefix_query_tokens": 0, "prefix_hit_tokens": 0, "generation_tokens": 0,
-                      "prompt_tokens": 0}
 
     def _finished_series(self, labels: list[str]) -> None:
         """vLLM's series of finished requests: by finish reason, their token counts and where their time

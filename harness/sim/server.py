@@ -20,7 +20,7 @@ from harness.sim import embeddings
 from harness.sim.build import build_engine, context_problem, model_context
 from harness.sim.dialects import SPOKEN, MakeRenderer, Renderer, Spoken
 from harness.sim.engine import SimRequest
-from harness.sim.faults import FaultInjector, FaultPlan
+from harness.sim.faults import FaultInjector, FaultPlan, emit_faulty
 from harness.sim.gate import Gate
 from harness.sim.inspection import Inspection
 from harness.sim.lateness import LateSteps
@@ -39,8 +39,6 @@ from harness.sim.tokenize import tokenize_handler
 from harness.sim.truth import GroundTruth
 from harness.sim.vision import encoder_seconds, image_sizes, image_words
 from harness.sim.writes import StreamWrites
-
-MALFORMED_FRAME = b"data: {this is not json\n\n"
 
 Emit = Callable[[int, int], Awaitable[None]]
 
@@ -288,7 +286,8 @@ class SimServer:
         async def emit(first: int, count: int) -> None:
             if first == 0 and (opening := renderer.opening()):
                 await resp.write(opening)
-            await self._emit_faulty(request, resp, renderer, plan, first, count, finish() if req.finished else None)
+            await emit_faulty(request, resp, renderer.tokens, plan, self.faults.config.stall_ms, first, count,
+                              finish() if req.finished else None)
             if req.finished:
                 await resp.write(b"".join(closing_frames()))
 
@@ -340,18 +339,6 @@ class SimServer:
             self.driver.abort(req)  # the client left: free its slot and blocks now
             self.metrics.observe_ended(req, self.clock.now_ns())
         self.ground_truth.ended(req)  # kept compact from now on: its times, not its engine state
-
-    async def _emit_faulty(self, request: web.Request, resp: web.StreamResponse, renderer: Renderer,
-                           plan: FaultPlan, first: int, count: int, finish: str | None) -> None:
-        for i in range(first, first + count):
-            if i == plan.stall_before:
-                await asyncio.sleep(self.faults.config.stall_ms / 1e3)
-            frame = renderer.tokens(i, 1, finish=finish if i == first + count - 1 else None)
-            await resp.write(MALFORMED_FRAME if i == plan.malformed_at else frame)
-            if i == plan.disconnect_after:
-                if request.transport is not None:
-                    request.transport.close()
-                raise ConnectionResetError("injected disconnect")
 
     async def _unary(self, req: SimRequest, parsed: ParsedRequest, renderer: Renderer) -> web.Response:
         await self._drive(req, _no_stream)

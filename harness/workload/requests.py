@@ -91,27 +91,7 @@ class RequestSource:
         if self.rows is not None:
             row = self.rows[i]
             prompt_tokens, max_tokens = max(row.input_tokens, 1), max(row.output_tokens, 1)
-        messages: tuple[Message, ...] | None = None
-        if self.rows is not None and self.rows[i].hash_ids:
-            # Blocks are salted per phase too: two phases replaying the same rows do not share a cache.
-            prompt = prompt_from_blocks(self.rows[i].hash_ids or (), prompt_tokens, (salt, self.phase_index))
-        elif isinstance(w.dataset, ShareGPTDataset):
-            turns = sharegpt_turns(w.dataset.file, w.dataset.max_turns)
-            turn = turns[i % len(turns)]
-            messages = with_lead(turn.messages, self.text(LEAD_TOKENS, prompt_seed_of(self.seed, salt)))
-            prompt = " ".join(content for _, content in messages)
-            prompt_tokens = len(prompt.split())
-            if w.dataset.output_tokens == "reply" and turn.reply_tokens is not None:
-                max_tokens = turn.reply_tokens
-        elif isinstance(w.dataset, SharedPrefixDataset):
-            d = w.dataset
-            prefix = self.text(d.prefix_tokens, prompt_seed_of(self.seed, salt, self.phase_index, i % d.prefixes))
-            question = self.text(draw(d.question_tokens, rng), prompt_seed)
-            messages = (("system", prefix), ("user", question))
-            prompt = f"{prefix} {question}"
-            prompt_tokens = len(prompt.split())
-        else:
-            prompt = self.text(max(prompt_tokens - self.overhead, 1), prompt_seed)
+        prompt, prompt_tokens, max_tokens, messages = self._prompt(i, prompt_tokens, max_tokens, prompt_seed, rng)
         texts = self._more_texts(prompt, prompt_tokens, prompt_seed)
         prompt_tokens *= len(texts) or 1
         return RequestSpec(
@@ -127,6 +107,31 @@ class RequestSource:
             texts=texts,
             images=data_urls(w.images, prompt_seed) if w.images is not None else (),
         )
+
+    def _prompt(self, i: int, prompt_tokens: int, max_tokens: int, prompt_seed: int, rng: np.random.Generator | None
+                ) -> tuple[str, int, int, tuple[Message, ...] | None]:
+        """Request `i`'s prompt, its tokens, its answer's and its messages: from its trace row's prefix blocks,
+        from the dataset, or made of `prompt_tokens`."""
+        w, salt = self.workload, self.salt
+        if self.rows is not None and self.rows[i].hash_ids:
+            # Blocks are salted per phase too: two phases replaying the same rows do not share a cache.
+            blocks = self.rows[i].hash_ids or ()
+            return prompt_from_blocks(blocks, prompt_tokens, (salt, self.phase_index)), prompt_tokens, max_tokens, None
+        if isinstance(w.dataset, ShareGPTDataset):
+            turns = sharegpt_turns(w.dataset.file, w.dataset.max_turns)
+            turn = turns[i % len(turns)]
+            messages = with_lead(turn.messages, self.text(LEAD_TOKENS, prompt_seed_of(self.seed, salt)))
+            prompt = " ".join(content for _, content in messages)
+            if w.dataset.output_tokens == "reply" and turn.reply_tokens is not None:
+                max_tokens = turn.reply_tokens
+            return prompt, len(prompt.split()), max_tokens, messages
+        if isinstance(w.dataset, SharedPrefixDataset):
+            d = w.dataset
+            prefix = self.text(d.prefix_tokens, prompt_seed_of(self.seed, salt, self.phase_index, i % d.prefixes))
+            question = self.text(draw(d.question_tokens, rng), prompt_seed)
+            prompt = f"{prefix} {question}"
+            return prompt, len(prompt.split()), max_tokens, (("system", prefix), ("user", question))
+        return self.text(max(prompt_tokens - self.overhead, 1), prompt_seed), prompt_tokens, max_tokens, None
 
     def _more_texts(self, first: str, tokens: int, seed: int) -> tuple[str, ...]:
         """A request's texts where it carries `inputs` of them (an embeddings batch): `first`, then each its

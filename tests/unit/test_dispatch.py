@@ -181,8 +181,7 @@ async def test_each_request_is_told_as_it_goes_and_an_unsent_one_as_it_ends() ->
             events.sent()  # as a retry stamps it again
             heard.append(("after", len(told)))
 
-    dispatcher = Dispatcher(Watching(clock, ttft_ms=10, itl_ms=1), clock, lambda r: None)
-    dispatcher.told = told.append
+    dispatcher = Dispatcher(Watching(clock, ttft_ms=10, itl_ms=1), clock, lambda r: None, told=told.append)
     s = specs(6, batch=3)
     records = await drive(clock, dispatcher.fixed_batch([s[:3], s[3:]]))
     assert told == [1, 2, 3, 4, 5, 6]  # the phase's count, once per request, the refused one included

@@ -11,8 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harness.client.backend import take
+from harness.client.chat_chunk import DONE, _parse
 from harness.client.chunk import Chunk
-from harness.client.sse import DONE, ChunkReader, _parse
+from harness.client.sse import ChunkReader
 from harness.clock import FakeClock
 from harness.config.scenario import load_scenario, parse_scenario
 from harness.errors import BadChunk, ScenarioError

@@ -33,6 +33,12 @@ SIM_MAY_IMPORT = {"core", "devices", "config"}
 SIM_IMPORTERS = {"harness.tools.predict", "harness.run.simulator"}  # predict; the bundled simulator's entry
 MAX_FUNCTION_LINES = 50
 MAX_MODULE_LINES = 400
+# Headroom (issue 65): every module 10% and every function 5 lines under its limit, so the next change has room
+# and a split is made along meaning rather than to fit; lines past 110 characters under 4% of them all.
+ROOMY_MODULE_LINES = 360
+ROOMY_FUNCTION_LINES = 45
+LONG_LINE = 110
+LONG_LINES_SHARE = 0.04
 
 
 def _module(path: Path) -> str:
@@ -98,6 +104,23 @@ def test_functions_and_modules_stay_small() -> None:
                     long_functions.append(f"{module}.{node.name}: {length} lines")
     assert not long_functions, long_functions
     assert not long_modules, long_modules
+
+
+def test_the_limits_keep_headroom() -> None:
+    crowded, long_lines, lines = [], 0, 0
+    for module, path in MODULES.items():
+        text = path.read_text(encoding="utf-8")
+        rows = text.split("\n")
+        lines, long_lines = lines + len(rows), long_lines + sum(len(row) > LONG_LINE for row in rows)
+        if text.count("\n") >= ROOMY_MODULE_LINES:
+            crowded.append(f"{module}: {text.count(chr(10))} lines (split it along its meaning)")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                length = (node.end_lineno or node.lineno) - node.lineno + 1
+                if length >= ROOMY_FUNCTION_LINES:
+                    crowded.append(f"{module}.{node.name}: {length} lines")
+    assert not crowded, crowded
+    assert long_lines / lines < LONG_LINES_SHARE, f"{long_lines} of {lines} lines past {LONG_LINE} characters"
 
 
 def test_summary_reference_is_generated_from_the_types() -> None:

@@ -69,9 +69,17 @@ def test_class_names_are_unique_across_the_package() -> None:
     assert not twice, f"class names defined in more than one module: {twice}"
 
 
-# Untyped summaries and headers, counted: the number may fall (issue 33 aims at ≤ 40, only where data is really
-# free-form), never rise. Lower it when a change removes some.
-DICT_ANY_NOW = 40
+# Untyped summaries and headers, counted: the number may fall (only where data is really free-form), never
+# rise. Lower it when a change removes some (issue 65 set both at that day's counts).
+DICT_ANY_NOW = 33
+ANY_NOW = 182
+
+
+def test_any_does_not_spread() -> None:
+    import re
+
+    count = sum(len(re.findall(r"\bAny\b", p.read_text(encoding="utf-8"))) for p in (ROOT / "harness").rglob("*.py"))
+    assert count <= ANY_NOW, f"{count} `Any` in harness/, more than {ANY_NOW}: type it"
 
 
 def test_untyped_dicts_do_not_spread() -> None:

@@ -9,7 +9,7 @@ import yaml
 from pydantic import ValidationError
 
 from harness.client.backend import Endpoint, request_body
-from harness.client.sse import interpret
+from harness.client.chat_chunk import interpret
 from harness.client.tls import tls_hint
 from harness.client.urls import join_base_and_path, path_and_query, split_request_url, under
 from harness.config.request_shape import Sampling, body_fields, merged, parse_header, resolve, saved

@@ -108,7 +108,7 @@ def test_a_full_disk_is_one_failure_and_every_record_after_it_is_kept(tmp_path: 
 
 
 def _claim(args: tuple[str, int]) -> list[str]:
-    from harness.run.runner import new_run_dir
+    from harness.run.run_dir import new_run_dir
 
     reports, n = args
     return [str(new_run_dir(Path(reports), "same")) for _ in range(n)]

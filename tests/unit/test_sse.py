@@ -5,7 +5,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.client.sse import ChunkReader, SSEDecoder, interpret
+from harness.client.chat_chunk import interpret
+from harness.client.sse import ChunkReader, SSEDecoder
 from harness.errors import BadChunk
 
 
@@ -92,7 +93,7 @@ texts = st.one_of(st.none(), st.text(max_size=12), st.sampled_from(['"', '\\\\"'
 @settings(max_examples=300, deadline=None)
 @given(content=texts, reasoning=texts, text=texts, role=st.booleans(), chat=st.booleans())
 def test_fast_path_agrees_with_a_full_parse(content, reasoning, text, role, chat) -> None:
-    from harness.client.sse import _parse
+    from harness.client.chat_chunk import _parse
 
     if chat:
         delta: dict[str, object] = {"content": content, "reasoning_content": reasoning}
@@ -146,7 +147,7 @@ def test_a_finish_reason_on_a_token_chunk_is_read_at_done() -> None:
 
 
 def test_cached_tokens_from_usage_details_or_llama_cpp_timings() -> None:
-    from harness.client.sse import interpret
+    from harness.client.chat_chunk import interpret
 
     vllm = (b'{"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":1,'
             b'"prompt_tokens_details":{"cached_tokens":8}}}')

@@ -233,32 +233,7 @@ async def follow(links: Sequence[Link], hub: Hub, display: Display, logs: Path) 
         hub.ended(link.index)
         _keep_streamed(link, hub.records[link.index])
 
-    async def say() -> None:
-        while True:
-            await asyncio.sleep(SAY_EVERY_S)
-            counts = [len(r) for r in hub.records]
-            display.say(f"workers: {sum(counts)} requests done ({' + '.join(map(str, counts))})")
-
-    async def watch() -> None:
-        named: set[int] = set()
-        limit = hub.scenario.client.worker_silence_s
-        while True:
-            await asyncio.sleep(BEAT_S)
-            quiet = hub.silent(time.monotonic(), SILENT_S)
-            for w in sorted(set(quiet) - named):
-                display.warn(f"worker {w} has said nothing for {quiet[w]:.0f} s (frozen, e.g. SIGSTOP, or stuck): "
-                             f"the live view and any barrier wait for it, {limit:g} s at most "
-                             f"(client.worker_silence_s); log: {links[w].log}")
-            for w in sorted(named - set(quiet)):
-                display.warn(f"worker {w} speaks again after {hub.silent_max.get(w, 0):.0f} s of silence")
-            for w in sorted(w for w, seconds in quiet.items() if seconds >= limit):
-                display.warn(f"worker {w} said nothing for {limit:g} s: killed; the records it sent are kept and "
-                             "the rest of its shard counted lost")
-                links[w].abandon(f"silent for {quiet[w]:.0f} s")
-                hub.ended(w)  # no barrier or phase waits for it any longer
-            named = set(quiet)
-
-    helpers = [asyncio.ensure_future(say()), asyncio.ensure_future(watch())]
+    helpers = [asyncio.ensure_future(_say_counts(hub, display)), asyncio.ensure_future(_watch(links, hub, display))]
     # The parent watches itself too: a late coordinator delays barriers and the live view (not the latencies).
     check = SelfCheck(MonotonicClock(), warn=lambda m: display.warn(f"the parent of the workers: {m.split(';')[0]}: "
                                                                      "its barriers and live view may lag"))
@@ -271,6 +246,36 @@ async def follow(links: Sequence[Link], hub: Hub, display: Display, logs: Path) 
             helper.cancel()
         await check.stop()
         hub.coordinator = health(check.since(mark))
+
+
+async def _say_counts(hub: Hub, display: Display) -> None:
+    """Every few seconds, how many records each worker has sent back."""
+    while True:
+        await asyncio.sleep(SAY_EVERY_S)
+        counts = [len(r) for r in hub.records]
+        display.say(f"workers: {sum(counts)} requests done ({' + '.join(map(str, counts))})")
+
+
+async def _watch(links: Sequence[Link], hub: Hub, display: Display) -> None:
+    """Workers gone silent named (and named again when they speak); one silent past client.worker_silence_s
+    killed, its streamed records kept, the rest of its shard counted lost."""
+    named: set[int] = set()
+    limit = hub.scenario.client.worker_silence_s
+    while True:
+        await asyncio.sleep(BEAT_S)
+        quiet = hub.silent(time.monotonic(), SILENT_S)
+        for w in sorted(set(quiet) - named):
+            display.warn(f"worker {w} has said nothing for {quiet[w]:.0f} s (frozen, e.g. SIGSTOP, or stuck): "
+                         f"the live view and any barrier wait for it, {limit:g} s at most "
+                         f"(client.worker_silence_s); log: {links[w].log}")
+        for w in sorted(named - set(quiet)):
+            display.warn(f"worker {w} speaks again after {hub.silent_max.get(w, 0):.0f} s of silence")
+        for w in sorted(w for w, seconds in quiet.items() if seconds >= limit):
+            display.warn(f"worker {w} said nothing for {limit:g} s: killed; the records it sent are kept and "
+                         "the rest of its shard counted lost")
+            links[w].abandon(f"silent for {quiet[w]:.0f} s")
+            hub.ended(w)  # no barrier or phase waits for it any longer
+        named = set(quiet)
 
 
 def _keep_streamed(link: Link, records: list[RequestRecord]) -> None:
