@@ -211,7 +211,7 @@ async def test_every_fault_ends_as_its_status_and_cause(fault_url: str, http: st
         "phases": [{"name": "p", "load": {"type": "concurrency", "concurrency": 1, "requests": len(ORDER)}}],
     }, "test")
     result = await run_scenario(scenario, Endpoint(fault_url, "m", "chat", SECRET), tmp_path / "run")
-    write_run(result)
+    write_run(result, lambda line: None)
     assert _FaultServer.served == ORDER
     records = sorted(read_records(tmp_path / "run" / "requests.jsonl"), key=lambda r: r.index)
     assert len(records) == len(ORDER)
@@ -339,7 +339,7 @@ async def test_any_mix_of_faults_keeps_every_request_sent_and_every_line_whole(
         "phases": [{"name": "p", "load": {"type": "concurrency", "concurrency": users, "requests": len(plan) * 2}}],
     }, "test")
     result = await run_scenario(scenario, Endpoint(fault_url, "m", "chat", SECRET), run_dir)
-    write_run(result)
+    write_run(result, lambda line: None)
     lines = (run_dir / "requests.jsonl").read_text().splitlines()
     records = [json.loads(line) for line in lines]
     assert len(records) == len(plan) * 2 and all(r["status"] in STATUSES for r in records)
@@ -391,7 +391,7 @@ async def test_a_gzip_bomb_is_read_a_step_at_a_time_and_capped(monkeypatch: pyte
         return real_take(reader, events, body)  # type: ignore[arg-type]
 
     monkeypatch.setattr(h1, "take", measured)
-    monkeypatch.setattr(h1, "INFLATED_LIMIT", 8 << 20)  # the cap made small, so the test is quick
+    monkeypatch.setattr(h1, "INFLATED_BYTES", 8 << 20)  # the cap made small, so the test is quick
     rec = await _bombed({}, tmp_path)
     assert rec.status == "transport_error" and "inflates past 8 MiB" in rec.reason, rec.reason
     assert sizes and max(sizes) <= h1.INFLATE_STEP
@@ -401,7 +401,7 @@ async def test_a_gzip_bomb_through_aiohttp_is_capped_and_named(monkeypatch: pyte
     """Issue 64: through aiohttp the bomb took 31 s and ended as 'first token timeout', the bomb not named."""
     import harness.client.aio as aio
 
-    monkeypatch.setattr(aio, "INFLATED_LIMIT", 8 << 20)
+    monkeypatch.setattr(aio, "INFLATED_BYTES", 8 << 20)
     started = time.monotonic()
     rec = await _bombed({"http": "aiohttp", "first_token_timeout_s": 20}, tmp_path)
     assert rec.status == "transport_error" and "gzip answer inflates past 8 MiB" in rec.reason, rec.reason

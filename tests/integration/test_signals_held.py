@@ -32,7 +32,7 @@ async def test_a_signal_while_results_are_written_is_held_and_the_summary_kept(s
         result = await run_scenario(parse_scenario(TINY, "test"), Endpoint(sim_url, "llama-3.1-8b"), tmp_path / "r")
         _signal_self(signal.SIGINT)  # the run is over: its handlers are off, the hold is on
         _signal_self(signal.SIGUSR1)  # said, never counted as the second
-        write_run(result)
+        write_run(result, said.append)
         assert (tmp_path / "r" / "summary.json").is_file() and (tmp_path / "r" / "report.html").is_file()
         assert said[0] == "SIGINT: the run has ended and its results are being written (again to abandon them)"
         assert said[1].startswith("SIGUSR1: the run has ended")
