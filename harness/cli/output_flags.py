@@ -7,6 +7,7 @@ import contextlib
 import json
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
@@ -14,6 +15,7 @@ from urllib.parse import urlsplit
 import click
 
 from harness.cli.common import Duration
+from harness.cli.flag_groups import gathering
 from harness.config.base import web_url
 from harness.config.labels import check_labels, check_metadata, parse_label
 from harness.config.scenario import Pushgateway, Scenario
@@ -28,7 +30,23 @@ from harness.yamlfile import read_yaml
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+@dataclass(frozen=True)
+class ExportFlags:
+    """Where the run's figures go beyond its folder, and the tags they carry."""
+
+    metrics_port: int | None = None
+    metrics_hold_s: float | None = None
+    pushgateway: str | None = None
+    pushgateway_job: str | None = None
+    pushgateway_label: tuple[str, ...] = ()
+    labels: tuple[str, ...] = ()
+    metadata: Path | None = None
+    save_result: bool = False
+    output_json: Path | None = None
+
+
 def export_options(command: F) -> F:
+    """The output flags, handed to the command as `export: ExportFlags`."""
     options = [
         click.option("--metrics-port", type=click.IntRange(0, 65535), metavar="PORT",
                      help="Serve the harness's own Prometheus metrics on this port while the run lasts (0: off)."),
@@ -50,6 +68,7 @@ def export_options(command: F) -> F:
         click.option("--output-json", type=click.Path(path_type=Path, dir_okay=False), metavar="FILE",
                      help="Also write the run's summary.json to FILE (with --repeat: a list, one per run)."),
     ]
+    command = gathering("export", ExportFlags)(command)
     for option in reversed(options):
         command = option(command)
     return command
@@ -100,23 +119,23 @@ def with_tags(scenario: Scenario, labels: tuple[str, ...], metadata: Path | None
     return scenario.changed(labels=tags, metadata=facts)
 
 
-def with_export_flags(scenario: Scenario, flags: dict[str, Any]) -> Scenario:
+def with_export_flags(scenario: Scenario, flags: ExportFlags) -> Scenario:
     """The scenario with the export flags given on the command line put over its own fields."""
-    scenario = with_tags(scenario, flags.get("labels", ()), flags.get("metadata"))
+    scenario = with_tags(scenario, flags.labels, flags.metadata)
     update: dict[str, Any] = {}
-    if flags["metrics_port"] is not None:
-        update["metrics_port"] = flags["metrics_port"]
-    if flags["metrics_hold_s"] is not None:
-        update["metrics_hold_s"] = flags["metrics_hold_s"]
+    if flags.metrics_port is not None:
+        update["metrics_port"] = flags.metrics_port
+    if flags.metrics_hold_s is not None:
+        update["metrics_hold_s"] = flags.metrics_hold_s
     push = scenario.pushgateway
-    if flags["pushgateway"] is not None:
-        push = Pushgateway(url=_push_url(flags["pushgateway"]), **(push.model_dump(exclude={"url"}) if push else {}))
-    if push is None and (flags["pushgateway_job"] or flags["pushgateway_label"]):
+    if flags.pushgateway is not None:
+        push = Pushgateway(url=_push_url(flags.pushgateway), **(push.model_dump(exclude={"url"}) if push else {}))
+    if push is None and (flags.pushgateway_job or flags.pushgateway_label):
         raise click.BadParameter("needs --pushgateway URL (or pushgateway: in the scenario)",
-                                 param_hint="--pushgateway-job" if flags["pushgateway_job"] else "--pushgateway-label")
+                                 param_hint="--pushgateway-job" if flags.pushgateway_job else "--pushgateway-label")
     if push is not None:
-        labels = {**push.labels, **_labels(flags["pushgateway_label"])}
-        update["pushgateway"] = push.changed(job=flags["pushgateway_job"] or push.job, labels=labels)
+        labels = {**push.labels, **_labels(flags.pushgateway_label)}
+        update["pushgateway"] = push.changed(job=flags.pushgateway_job or push.job, labels=labels)
     return scenario.changed(**update) if update else scenario
 
 
@@ -140,18 +159,18 @@ def live_metrics(scenario: Scenario, shard: str = "") -> Iterator[LiveMetrics | 
 
 
 def after_run(scenario: Scenario, results: list[RunResult], key: str | None, warn: Callable[[str], None],
-              flags: dict[str, Any]) -> None:
+              flags: ExportFlags) -> None:
     """What the runs of this command (one, or every repeat) leave beyond their folders: one push, vLLM's
     result files (--save-result), a copy of the summary (--output-json)."""
     summaries = [r.summary for r in results]
     if scenario.pushgateway is not None:
         push_summary(scenario.pushgateway, summaries, lambda message: warn(redactor(key)(message)))
-    if flags.get("save_result"):
+    if flags.save_result:
         for result in results:
             write_vllm(result.summary, result.records, result.run_dir)
-    if flags.get("output_json") is not None and summaries:
+    if flags.output_json is not None and summaries:
         data = [s.to_json() for s in summaries] if len(summaries) > 1 else summaries[0].to_json()
         try:
-            flags["output_json"].write_text(json.dumps(data, indent=2), encoding="utf-8")
+            flags.output_json.write_text(json.dumps(data, indent=2), encoding="utf-8")
         except OSError as exc:
-            warn(f"--output-json {flags['output_json']}: not written ({exc.strerror}); the run's folder has it")
+            warn(f"--output-json {flags.output_json}: not written ({exc.strerror}); the run's folder has it")

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
 from harness.cli.common import REPO_SCENARIOS
+from harness.cli.flag_groups import gathering
 from harness.config.quick import QuickRun
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -22,12 +23,8 @@ SAMPLES = {"sharegpt": REPO_SCENARIOS / "data" / "sharegpt-sample.json",
 SWEEP_POINTS = 5  # --profile sweep: the rate given and four halvings below it
 
 
-def peer_flags(flags: dict[str, Any]) -> PeerFlags:
-    """The peer flags taken out of a command's keyword arguments."""
-    return PeerFlags(**{f.name: flags.pop(f.name) for f in fields(PeerFlags)})
-
-
 def peer_options(command: F) -> F:
+    """Peers' load and data flags, handed to the command as `peers: PeerFlags`."""
     options = [
         click.option("--dataset-name", type=click.Choice(["random", "sharegpt", "burstgpt"]),
                      help="As vLLM's bench: random (synthetic prompts of --prompt-tokens), sharegpt (conversations' "
@@ -45,6 +42,7 @@ def peer_options(command: F) -> F:
         click.option("--sweep", metavar="RATES", help="A rate sweep from flags: Poisson at each rate, e.g. 1,2,4,8 "
                      "(one phase each; the table and report find the knee under --slo)."),
     ]
+    command = gathering("peers", PeerFlags)(command)
     for option in reversed(options):
         command = option(command)
     return command

@@ -4,13 +4,16 @@ the flags that change a given one (thresholds, tokenizer, trace rows, accelerato
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
-from harness.cli.common import scenario_or_default
-from harness.cli.peer_flags import peer_flags, peer_quick
+from harness.cli.common import Duration, scenario_or_default
+from harness.cli.flag_groups import gathering
+from harness.cli.peer_flags import PeerFlags, peer_quick
 from harness.client.dialects import dialect
 from harness.config.load import TraceLoad
 from harness.config.quick import QuickRun, length_spec, quick_scenario
@@ -18,24 +21,80 @@ from harness.config.scenario import Scenario, parse_scenario
 from harness.errors import ScenarioError
 from harness.tools.search import parse_slo
 
+F = TypeVar("F", bound=Callable[..., Any])
 
-def flag_scenario(path: Path | None, flags: dict[str, Any], api: str | None) -> Scenario:
+
+@dataclass(frozen=True)
+class QuickFlags:
+    """A quick run's flags as given (None: not given)."""
+
+    rate: float | None = None
+    max_concurrency: int | None = None
+    concurrency: int | None = None
+    batch: int | None = None
+    requests: int | None = None
+    batches: int | None = None
+    warmup_s: float | None = None
+    duration_s: float | None = None
+    prompt_tokens: str = "256"
+    output_tokens: str = "128"
+    seed: int = 0
+    slo_text: str | None = None
+
+
+def quick_options(command: F) -> F:
+    """`harness run`'s quick-run flags, handed to it as `quick: QuickFlags`."""
+    options = [
+        click.option("--rate", "--request-rate", "rate", type=click.FloatRange(min=0, min_open=True),
+                     help="Quick run: Poisson arrivals per second."),
+        click.option("--max-concurrency", type=click.IntRange(min=1), metavar="N",
+                     help="Quick run, with --rate: at most N requests in flight (one phase; arrivals wait beyond it "
+                          "and the wait shows as schedule lag), as vLLM's bench serve. N users in a closed loop: "
+                          "--concurrency."),
+        click.option("--concurrency", type=click.IntRange(min=1), help="Quick run: this many users, closed loop."),
+        click.option("--batch", type=click.IntRange(min=1),
+                     help="Quick run: then two training-style batches of this size (send all, wait for all)."),
+        click.option("--requests", "--num-prompts", "requests", type=click.IntRange(min=1),
+                     help="Quick run: requests per phase (default 100)."),
+        click.option("--batches", type=click.IntRange(min=1), metavar="N",
+                     help="Quick run, with --batch: how many batches (default 2)."),
+        click.option("--warmup", "warmup_s", type=Duration(), metavar="DURATION",
+                     help="Quick run: leave the first DURATION of each --rate/--concurrency phase out of its "
+                          "statistics."),
+        click.option("--duration", "duration_s", type=Duration(),
+                     help="Quick run: length of a --rate or --concurrency phase (30s, 5m)."),
+        click.option("--prompt-tokens", "--random-input-len", "prompt_tokens", default="256", show_default=True,
+                     metavar="N|DIST", help="Quick run: prompt length, or a distribution: uniform:128:2048, "
+                                            "normal:1000:300, lognormal:512:0.5."),
+        click.option("--output-tokens", "--random-output-len", "output_tokens", default="128", show_default=True,
+                     metavar="N|DIST", help="Quick run: answer length."),
+        click.option("--seed", type=int, default=0, show_default=True, help="Quick run: seed of arrivals and prompts."),
+        click.option("--slo", "slo_text", metavar="LIMITS", help="Quick run: e.g. ttft=500ms,tpot=50ms (per request; "
+                     "ttft_answer=…: the answer's first token, after any thinking)."),
+    ]
+    command = gathering("quick", QuickFlags)(command)
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def flag_scenario(path: Path | None, flags: QuickFlags, peers: PeerFlags, api: str | None) -> Scenario:
     """The scenario file, or the one the quick-run flags describe (never both); the peers' flags among them
     said, a line each, as what they stand for."""
-    peers = peer_flags(flags)
-    slo = flags.pop("slo_text")
-    if flags["batches"] is None:
-        flags.pop("batches")
-    if flags.get("max_concurrency") is not None and flags.get("rate") is None:
+    if flags.max_concurrency is not None and flags.rate is None:
         raise click.BadParameter("caps the requests in flight of a --rate run; for N users in a closed loop give "
                                  "--concurrency N", param_hint="--max-concurrency")
     packs = api is not None and dialect(api, "--api").packs_batches
-    quick, said = peer_quick(peers, QuickRun(**flags, slo=slo_limits(slo), api=api, pack_batches=packs))
+    asked = QuickRun(rate=flags.rate, concurrency=flags.concurrency, batch=flags.batch, requests=flags.requests,
+                     duration_s=flags.duration_s, prompt_tokens=flags.prompt_tokens, output_tokens=flags.output_tokens,
+                     seed=flags.seed, slo=slo_limits(flags.slo_text), api=api, max_concurrency=flags.max_concurrency,
+                     batches=flags.batches or 2, warmup_s=flags.warmup_s, pack_batches=packs)
+    quick, said = peer_quick(peers, asked)
     if not quick.given:
         stray = [flag for flag, k in (("--requests", "requests"), ("--duration", "duration_s"),
                                       ("--warmup", "warmup_s"),
-                                      ("--batches", "batches")) if flags.get(k) is not None]
-        stray += ["--slo"] if slo is not None else []
+                                      ("--batches", "batches")) if getattr(flags, k) is not None]
+        stray += ["--slo"] if flags.slo_text is not None else []
         stray += [line.split(" ", 1)[0] for line in said]
         if stray:
             raise click.BadParameter(f"{stray[0]} sets a quick run: give --rate, --concurrency or --batch with it",
@@ -46,7 +105,7 @@ def flag_scenario(path: Path | None, flags: dict[str, Any], api: str | None) -> 
                                  "not both", param_hint="SCENARIO")
     for name in ("prompt_tokens", "output_tokens"):
         try:
-            length_spec(flags[name])
+            length_spec(getattr(flags, name))
         except ValueError as exc:
             raise click.BadParameter(str(exc), param_hint=f"--{name.replace('_', '-')}") from None
     scenario = quick_scenario(quick)

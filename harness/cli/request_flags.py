@@ -5,7 +5,8 @@ endpoint section, so a saved run says what it sent (header values excepted)."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
@@ -13,6 +14,7 @@ from urllib.parse import urlsplit
 import click
 from pydantic import ValidationError
 
+from harness.cli.flag_groups import gathering
 from harness.client.urls import join_base_and_path, split_request_url
 from harness.config.base import first_error
 from harness.config.request_shape import Body, check_body, merged, parse_header, resolve
@@ -22,12 +24,21 @@ from harness.redact import without_userinfo
 
 F = TypeVar("F", bound=Callable[..., Any])
 Headers = tuple[tuple[str, str], ...]
-REQUEST_FLAGS = ("headers", "extra_body", "api_key_header", "ca_bundle", "insecure", "no_stream")
+@dataclass(frozen=True)
+class RequestFlags:
+    """What every request carries beyond the scenario: its headers, extra body, key header, TLS and streaming."""
+
+    headers: tuple[str, ...] = ()
+    extra_body: str | None = None
+    api_key_header: str | None = None
+    ca_bundle: Path | None = None
+    insecure: bool = False
+    no_stream: bool = False
 
 
 def request_options(command: F) -> F:
-    """`--header`, `--extra-body`, `--api-key-header`, `--ca-bundle`, `--insecure`, `--no-stream` (for
-    `with_request_flags`)."""
+    """`--header`, `--extra-body`, `--api-key-header`, `--ca-bundle`, `--insecure`, `--no-stream`, handed to
+    the command as `request: RequestFlags` (for `with_request_flags`)."""
     options = [
         click.option("--header", "headers", multiple=True, metavar="'NAME: VALUE'",
                      help="A header on every request (repeatable), e.g. 'X-Org: acme'; 'NAME: env:VAR' reads the "
@@ -44,30 +55,31 @@ def request_options(command: F) -> F:
         click.option("--no-stream", is_flag=True, help="Ask for each answer whole (stream: false): end-to-end "
                      "latency only, as a client that does not stream sees it."),
     ]
+    command = gathering("request", RequestFlags)(command)
     for option in reversed(options):
         command = option(command)
     return command
 
 
-def with_request_flags(scenario: Scenario, flags: Mapping[str, Any], say: Callable[[str], None],
+def with_request_flags(scenario: Scenario, flags: RequestFlags, say: Callable[[str], None],
                        api: str | None = None) -> tuple[Scenario, Headers]:
     """The scenario's endpoint section with the flags over it (and `api`, when the URL given said which), and
     the headers' values to send (resolved from the environment where they say `env:`)."""
     try:
-        given = [parse_header(text) for text in flags["headers"]]
+        given = [parse_header(text) for text in flags.headers]
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--header") from None
     cfg = scenario.endpoint
     update: Body = {"headers": merged(cfg.headers, given), **({"api": api} if api else {})}
-    if flags["extra_body"] is not None:
-        update["extra_body"] = {**cfg.extra_body, **_json_object(flags["extra_body"])}
-    if flags["api_key_header"] is not None:
-        update["api_key_header"] = flags["api_key_header"]
-    if flags["ca_bundle"] is not None:
-        update["ca_bundle"] = str(flags["ca_bundle"].resolve())
-    if flags["insecure"]:
+    if flags.extra_body is not None:
+        update["extra_body"] = {**cfg.extra_body, **_json_object(flags.extra_body)}
+    if flags.api_key_header is not None:
+        update["api_key_header"] = flags.api_key_header
+    if flags.ca_bundle is not None:
+        update["ca_bundle"] = str(flags.ca_bundle.resolve())
+    if flags.insecure:
         update["insecure"] = True
-    if flags.get("no_stream"):
+    if flags.no_stream:
         update["stream"] = False
     try:
         cfg = cfg.model_validate({**cfg.model_dump(), **update})

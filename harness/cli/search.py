@@ -26,7 +26,7 @@ from harness.cli.common import (
 )
 from harness.cli.errors import guarded
 from harness.cli.quick_flags import with_flags
-from harness.cli.request_flags import REQUEST_FLAGS, Headers, endpoint_url, request_options, with_request_flags
+from harness.cli.request_flags import Headers, RequestFlags, endpoint_url, request_options, with_request_flags
 from harness.client.backend import Endpoint
 from harness.config.quick import length_spec
 from harness.config.scenario import SLO, Scenario, parse_scenario
@@ -104,7 +104,7 @@ def _slo(ctx: click.Context, param: click.Parameter, value: str | None) -> SLO |
 def search_cmd(scenario_path: Path | None, slo: SLO | None, goodput: float, low: float, high: float, duration: float,
                repeats: int, virtual: bool, endpoint: str | None, base_url: str | None, model: str | None,
                api_key_env: str | None, reports_dir: Path, steps: int, near: float | None, min_requests: int,
-               as_json: bool, **lengths: Any) -> None:
+               as_json: bool, request: RequestFlags, **lengths: Any) -> None:
     """Find the highest Poisson rate whose goodput meets the SLOs, with a confidence interval.
 
     \b
@@ -112,11 +112,10 @@ def search_cmd(scenario_path: Path | None, slo: SLO | None, goodput: float, low:
       harness search --slo ttft=500ms,tpot=50ms --endpoint http://localhost:8000/v1
       harness search --predict --slo ttft=1s --prompt-tokens 1024 --output-tokens 256
     """
-    shape = {k: lengths.pop(k) for k in REQUEST_FLAGS}
     scenario = _with_lengths(scenario_or_default(scenario_path), lengths)
     slo = slo or scenario.slo
     endpoint, api = endpoint_url(endpoint, base_url)
-    scenario, headers = with_request_flags(scenario, shape, _echo, api)
+    scenario, headers = with_request_flags(scenario, request, _echo, api)
     _check(slo, low, high, virtual, endpoint, near)
     writable_dir(reports_dir, "--reports-dir")
     key = api_key(api_key_env, scenario.endpoint.api_key_env)

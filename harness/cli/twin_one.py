@@ -8,14 +8,13 @@ import json
 from collections.abc import Callable
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Any
 
 import click
 
 from harness.cli.common import Duration, api_key, api_key_env_option
 from harness.cli.errors import fail, guarded
 from harness.cli.grouped import examples
-from harness.cli.request_flags import endpoint_url, request_options, with_request_flags
+from harness.cli.request_flags import RequestFlags, endpoint_url, request_options, with_request_flags
 from harness.cli.twin import step_model
 from harness.client.backend import Endpoint
 from harness.config.scenario import parse_scenario
@@ -55,7 +54,8 @@ _EXAMPLES = examples(
               "--json` prints, with the findings and the verdict).")
 @guarded
 def twin_cmd(url: str, out: Path, slots: int | None, budget: float, name: str, model: str | None,
-             workdir: Path | None, tokenizer: str, api_key_env: str | None, as_json: bool, **flags: Any) -> None:
+             workdir: Path | None, tokenizer: str, api_key_env: str | None, as_json: bool, request: RequestFlags
+             ) -> None:
     """Make a twin of the endpoint at URL: discover its slots, probe one request, design fitting runs (a
     closed-loop ramp over every batch size, prompts alone, a Poisson load) and held-out ones (another Poisson
     rate, a closed loop and a batch at the slot count), run them, fit, and validate. Exits 0 only when every
@@ -71,7 +71,7 @@ def twin_cmd(url: str, out: Path, slots: int | None, budget: float, name: str, m
     scenario = parse_scenario({"name": "twin", "workload": {"prompt_tokens": RUN_PROMPT, "output_tokens": RUN_OUTPUT},
                                "phases": [{"name": "probe", "load": {"type": "concurrency", "concurrency": 1,
                                                                       "requests": 1}}]}, "sim twin")
-    scenario, headers = with_request_flags(scenario, flags, say, api)
+    scenario, headers = with_request_flags(scenario, request, say, api)
     key = api_key(api_key_env, None)
     workdir = workdir or out.with_name(out.name + ".runs")
 

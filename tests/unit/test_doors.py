@@ -95,21 +95,19 @@ def test_the_depth_limit_is_where_the_docs_say() -> None:
 def test_a_key_header_the_framing_owns_or_given_twice_is_one_line_exit_2(flags: dict[str, object], says: str) -> None:
     """Issue 64: these were pydantic ValidationError tracebacks, and a key header equal to a --header name sent the
     header and dropped the key from every request without a word."""
-    from harness.cli.request_flags import with_request_flags
+    from harness.cli.request_flags import RequestFlags, with_request_flags
     from harness.config.scenario import parse_scenario
 
     scenario = parse_scenario({"name": "k", "phases": [{"name": "p", "load": {"type": "poisson", "rate": 1,
                                                                             "requests": 1}}]}, "test")
-    given = {"headers": (), "extra_body": None, "api_key_header": None, "ca_bundle": None, "insecure": False,
-             **flags}
     with pytest.raises(click.UsageError, match=says) as caught:
-        with_request_flags(scenario, given, lambda _: None)
+        with_request_flags(scenario, RequestFlags(**flags), lambda _: None)  # type: ignore[arg-type]
     assert caught.value.exit_code == 2 and "\n" not in caught.value.format_message()
 
 
 def test_an_extra_body_replacing_the_exact_length_fields_is_said_with_its_consequence() -> None:
     """Issue 64: `min_tokens` or `ignore_eos` in the extra body replace the harness's own silently."""
-    from harness.cli.request_flags import with_request_flags
+    from harness.cli.request_flags import RequestFlags, with_request_flags
     from harness.config.scenario import parse_scenario
 
     said: list[str] = []
@@ -118,8 +116,7 @@ def test_an_extra_body_replacing_the_exact_length_fields_is_said_with_its_conseq
         scenario = parse_scenario({"name": "k", "workload": workload, "endpoint": {"extra_body": {"min_tokens": 4}},
                                    "phases": [{"name": "p", "load": {"type": "poisson", "rate": 1,
                                                                      "requests": 1}}]}, "test")
-        with_request_flags(scenario, {"headers": (), "extra_body": None, "api_key_header": None, "ca_bundle": None,
-                                      "insecure": False}, said.append)
+        with_request_flags(scenario, RequestFlags(), said.append)
         assert any("min_tokens replace the harness's own" in line for line in said) is expect
 
 
