@@ -5,7 +5,7 @@ click passes into one value of it, so a command takes `request: RequestFlags` ra
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import fields, is_dataclass
 from typing import TypeVar, cast
 
@@ -27,3 +27,12 @@ def gathering(name: str, group: type) -> Callable[[F], F]:
         return cast(F, call)
 
     return wrap
+
+
+def with_group(command: F, name: str, group: type, options: Sequence[Callable[[F], F]]) -> F:
+    """`command` with the group's click `options` (in the order given, as `--help` shows them) handed over as one
+    `group` value, keyword `name`."""
+    command = gathering(name, group)(command)
+    for option in reversed(options):
+        command = option(command)
+    return command

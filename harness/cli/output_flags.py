@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 import click
 
 from harness.cli.common import Duration
-from harness.cli.flag_groups import gathering
+from harness.cli.flag_groups import with_group
 from harness.config.base import web_url
 from harness.config.labels import check_labels, check_metadata, parse_label
 from harness.config.scenario import Pushgateway, Scenario
@@ -68,10 +68,7 @@ def export_options(command: F) -> F:
         click.option("--output-json", type=click.Path(path_type=Path, dir_okay=False), metavar="FILE",
                      help="Also write the run's summary.json to FILE (with --repeat: a list, one per run)."),
     ]
-    command = gathering("export", ExportFlags)(command)
-    for option in reversed(options):
-        command = option(command)
-    return command
+    return with_group(command, "export", ExportFlags, options)
 
 
 def _labels(pairs: tuple[str, ...]) -> dict[str, str]:

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 import click
 
 from harness.cli.common import REPO_SCENARIOS
-from harness.cli.flag_groups import gathering
+from harness.cli.flag_groups import with_group
 from harness.config.quick import QuickRun
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -42,10 +42,7 @@ def peer_options(command: F) -> F:
         click.option("--sweep", metavar="RATES", help="A rate sweep from flags: Poisson at each rate, e.g. 1,2,4,8 "
                      "(one phase each; the table and report find the knee under --slo)."),
     ]
-    command = gathering("peers", PeerFlags)(command)
-    for option in reversed(options):
-        command = option(command)
-    return command
+    return with_group(command, "peers", PeerFlags, options)
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 import click
 
 from harness.cli.common import Duration, scenario_or_default
-from harness.cli.flag_groups import gathering
+from harness.cli.flag_groups import with_group
 from harness.cli.peer_flags import PeerFlags, peer_quick
 from harness.client.dialects import dialect
 from harness.config.load import TraceLoad
@@ -72,10 +72,7 @@ def quick_options(command: F) -> F:
         click.option("--slo", "slo_text", metavar="LIMITS", help="Quick run: e.g. ttft=500ms,tpot=50ms (per request; "
                      "ttft_answer=…: the answer's first token, after any thinking)."),
     ]
-    command = gathering("quick", QuickFlags)(command)
-    for option in reversed(options):
-        command = option(command)
-    return command
+    return with_group(command, "quick", QuickFlags, options)
 
 
 def flag_scenario(path: Path | None, flags: QuickFlags, peers: PeerFlags, api: str | None) -> Scenario:

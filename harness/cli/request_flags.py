@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 import click
 from pydantic import ValidationError
 
-from harness.cli.flag_groups import gathering
+from harness.cli.flag_groups import with_group
 from harness.client.urls import join_base_and_path, split_request_url
 from harness.config.base import first_error
 from harness.config.request_shape import Body, check_body, merged, parse_header, resolve
@@ -55,10 +55,7 @@ def request_options(command: F) -> F:
         click.option("--no-stream", is_flag=True, help="Ask for each answer whole (stream: false): end-to-end "
                      "latency only, as a client that does not stream sees it."),
     ]
-    command = gathering("request", RequestFlags)(command)
-    for option in reversed(options):
-        command = option(command)
-    return command
+    return with_group(command, "request", RequestFlags, options)
 
 
 def with_request_flags(scenario: Scenario, flags: RequestFlags, say: Callable[[str], None],

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 import click
 
 from harness.cli.common import Duration
-from harness.cli.flag_groups import gathering
+from harness.cli.flag_groups import with_group
 from harness.run.distributed.relay import Relay
 from harness.run.distributed.sharding import LEAD_S, Sharding, since_launch_s
 from harness.workload.shards import LATE_MS, Shard
@@ -65,10 +65,7 @@ def split_options(command: F) -> F:
                           "before the start, so `harness merge` puts every shard on one clock and names a shard "
                           "whose clock is off."),
     ]
-    command = gathering("split", SplitFlags)(command)
-    for option in reversed(options):
-        command = option(command)
-    return command
+    return with_group(command, "split", SplitFlags, options)
 
 
 def sharding_of(split: SplitFlags, repeat: int, warn: Callable[[str], None]) -> Sharding | None:
