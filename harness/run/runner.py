@@ -116,18 +116,10 @@ async def _run_phases(scenario: Scenario, plans: list[PhasePlan], dispatcher: Di
 
 
 @dataclass
-class _Run:
-    """One run's moving parts, opened in order and closed in reverse, whatever happens in between."""
+class _Left:
+    """What a run leaves, filled in as it goes: its phases and records, where they are, how it ended."""
 
-    scenario: Scenario
-    endpoint: Endpoint
-    run_dir: Path
-    clock: Clock
-    display: Display
-    plans: list[PhasePlan]
-    metrics: LiveMetrics | None = None
-    relay: ParentLine | None = None
-    gate: PhaseStarts = field(default_factory=AtOnce)
+    folder: Path  # the run's own, or the rescue folder that took its records
     phases: list[PhaseRun] = field(default_factory=list)
     reached: list[str] = field(default_factory=list)  # phases begun, with or without records
     records: list[RequestRecord] = field(default_factory=list)
@@ -135,6 +127,26 @@ class _Run:
     stopped: str | None = None
     stopped_ns: int | None = None
     records_file: RecordsFile | None = None
+
+
+@dataclass
+class _Run:
+    """One run's moving parts, given whole, opened in order and closed in reverse, whatever happens in between;
+    what it leaves goes in `left`."""
+
+    scenario: Scenario
+    endpoint: Endpoint
+    run_dir: Path
+    clock: Clock
+    display: Display
+    plans: list[PhasePlan]
+    metrics: LiveMetrics | None
+    relay: ParentLine | None
+    gate: PhaseStarts
+    left: _Left = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.left = _Left(self.run_dir)
 
     async def execute(self, backend: PooledBackend, check: SelfCheck) -> None:
         cfg = self.scenario.client
@@ -159,8 +171,8 @@ class _Run:
             stopper = Stopper(dispatcher, self.display.warn)
             stopper.install()
             try:
-                await _run_phases(self.scenario, self.plans, dispatcher, backend, sink, check, self.phases, self.gate,
-                                  self.relay, self.reached)
+                await _run_phases(self.scenario, self.plans, dispatcher, backend, sink, check, self.left.phases,
+                                  self.gate, self.relay, self.left.reached)
             except asyncio.CancelledError:
                 if not stopper.cancelled:
                     raise
@@ -171,10 +183,10 @@ class _Run:
                 sink.flush()
                 stopper.remove()
                 await self.display.stop()
-                self.stopped = stopper.signal or ("records could not be written" if writer.failure else None)
-                self.stopped_ns = stopper.at_ns
-                self.records, self.every = sink.run.records, sink.run.every
-            self.records_file = RecordsFile(unwritten=len(writer.unwritten), replaced=writer.replaced,
+                self.left.stopped = stopper.signal or ("records could not be written" if writer.failure else None)
+                self.left.stopped_ns = stopper.at_ns
+                self.left.records, self.left.every = sink.run.records, sink.run.every
+            self.left.records_file = RecordsFile(unwritten=len(writer.unwritten), replaced=writer.replaced,
                                             failure=writer.failure, rescued_to=None)
             if writer.failure is not None:
                 self._rescue(writer, sink)  # while the records file is still open: it may be all there is of it
@@ -204,12 +216,12 @@ class _Run:
         written."""
         records = itertools.chain(writer.read_back(), writer.unwritten) if sink.run.over else sink.run.records
         rescued = rescue(records, self.run_dir, self.scenario.to_yaml())
-        if self.records_file is not None:
-            self.records_file = self.records_file.changed(rescued_to=rescued and str(rescued))
+        if self.left.records_file is not None:
+            self.left.records_file = self.left.records_file.changed(rescued_to=rescued and str(rescued))
         n = sink.run.count
         self.display.warn(f"the run's {n} records were written to {rescued}" if rescued else
                           f"no folder took the run's {n} records: they are lost with this process")
-        self.run_dir = rescued or self.run_dir
+        self.left.folder = rescued or self.left.folder
 
     def ended(self, header: RunHeader) -> RunHeader:
         """The header with how the run ended."""
@@ -217,17 +229,18 @@ class _Run:
         if self.gate.late_ms and shard is not None:
             shard = shard.changed(phase_late_ms=self.gate.late_ms)
         after = None
-        if self.stopped_ns is not None and header.anchor is not None:
-            after = (self.stopped_ns - header.anchor.monotonic_ns) / 1e9
+        left = self.left
+        if left.stopped_ns is not None and header.anchor is not None:
+            after = (left.stopped_ns - header.anchor.monotonic_ns) / 1e9
         return header.changed(
-            stopped=self.stopped, shard=shard, stopped_after_s=after, records_file=self.records_file,
-            not_run=self.not_run(), complete=not self.not_run() and self.stopped is None)
+            stopped=left.stopped, shard=shard, stopped_after_s=after, records_file=left.records_file,
+            not_run=self.not_run(), complete=not self.not_run() and left.stopped is None)
 
     def not_run(self) -> list[str]:
         """Phases that sent nothing though their plan had something to send (a shard's empty share of a phase
         it reached ran in full: it had nothing to send)."""
-        ran = {r.phase.name for r in self.phases} | {
-            p.name for p, plan in zip(self.scenario.phases, self.plans, strict=True) if p.name in self.reached
+        ran = {r.phase.name for r in self.left.phases} | {
+            p.name for p, plan in zip(self.scenario.phases, self.plans, strict=True) if p.name in self.left.reached
             and empty(plan)}
         return [p.name for p in self.scenario.phases if p.name not in ran]
 
@@ -305,8 +318,8 @@ async def run_scenario(
     scraper = _scraper(scenario, endpoint, clock, run_dir)
     header, scraped = await _measured(run, header, sharding, scraper)
     rows = scraper.rows if scraper is not None else []
-    summary = build_summary(scenario, run.ended(header), run.phases, rows, scraped, ceiling_tokens_per_s)
-    return RunResult(run.run_dir, summary, run.records, rows, run.every)  # run_dir: a rescue folder, if need be
+    summary = build_summary(scenario, run.ended(header), run.left.phases, rows, scraped, ceiling_tokens_per_s)
+    return RunResult(run.left.folder, summary, run.left.records, rows, run.left.every)
 
 
 async def _measured(run: _Run, header: RunHeader, sharding: StartGate | None, scraper: ServerScraper | None
