@@ -1,9 +1,6 @@
-"""The dispatcher: when each request is sent, and how a phase stops.
-
-Open loop sleeps to absolute deadlines (start + intended offset), never "a gap after the last
-send", which drifts and under-delivers the rate; an optional in-flight cap holds requests back,
-and the wait shows as schedule lag, never silently. Fixed batch sends B at once and waits for
-all. Closed loop starts a user's next request when its last one ends.
+"""The dispatcher: a phase's lifecycle — its requests in flight, stopping, the grace period, its records — around
+a pacer that says when each request leaves (`harness.run.pacers`: open-loop arrivals at absolute deadlines, fixed
+batches, closed-loop users, conversations).
 
 Requests come from a `Lookahead`: built (prompt and body bytes) on a worker thread before their time.
 
@@ -21,17 +18,18 @@ from concurrent.futures import Executor
 from typing import Any
 
 from harness.client.backend import Backend
-from harness.clock import NS_PER_S, Clock
+from harness.clock import Clock
 from harness.records import RequestRecord
 from harness.run.lookahead import DEFAULT_HORIZON_NS, DEFAULT_MAX_AHEAD, Lookahead
+from harness.run.pacers import arrivals, users
+from harness.run.pacers import batches as batch_pacer
+from harness.run.pacers import conversations as talks
+from harness.run.pacers.batches import Barrier
 from harness.run.worker import run_request
-from harness.workload.datasets import Message
 from harness.workload.requests import RequestSpec
 from harness.workload.sessions import ConversationSource
 
 Sink = Callable[[RequestRecord], None]
-Barrier = Callable[[int], Coroutine[Any, Any, None]]  # before batch k ≥ 1 of a fixed-batch phase
-_BUILD_MARGIN_S = 0.001  # what building a request here, when the worker is late, may take
 
 
 class Dispatcher:
@@ -111,8 +109,13 @@ class Dispatcher:
         if tasks:
             await asyncio.wait(tasks)
 
-    def _launch(self, spec: RequestSpec, intended_ns: int, answer: list[str] | None = None, held_ns: int = 0
-                ) -> asyncio.Task[RequestRecord]:
+    @property
+    def in_flight(self) -> set[asyncio.Task[RequestRecord]]:
+        return self._in_flight
+
+    def launch(self, spec: RequestSpec, intended_ns: int, answer: list[str] | None = None, held_ns: int = 0
+               ) -> asyncio.Task[RequestRecord]:
+        """The request handed to the backend now, as a task the phase tracks until it ends."""
         self.launched += 1
         task = asyncio.ensure_future(self._one(spec, intended_ns, answer, held_ns))
         self._in_flight.add(task)
@@ -143,80 +146,20 @@ class Dispatcher:
         if len(specs) != len(offsets_ns):
             raise ValueError(f"{len(specs)} requests for {len(offsets_ns)} arrivals")
         feed = self._feed(specs.__getitem__, len(specs), offsets_ns)
-        return await self._phase(self._send_open_loop(feed, offsets_ns, max_in_flight), grace_s, feed)
-
-    async def _send_open_loop(self, feed: Lookahead, offsets_ns: Sequence[int], max_in_flight: int | None) -> None:
-        await feed.prime(self.max_ahead)  # the first requests are ready before the schedule starts
-        spec = await feed.next()
-        start = self.clock.now_ns()
-        released = start  # when the in-flight cap last let a held request go
-        for k, offset in enumerate(offsets_ns):
-            deadline = start + int(offset)
-            if k:  # the worker has until this request is due (less a build's worth) to have it ready
-                spec = await feed.next(max(0.0, (deadline - self.clock.now_ns()) / NS_PER_S - _BUILD_MARGIN_S))
-            assert spec is not None
-            await self.clock.sleep_until(deadline)
-            # The cap's doing, not the client's lateness: the wait for a free slot, and the time this
-            # request's turn came while the sender was still held for an earlier one. Only waking later than
-            # that is late.
-            woke = self.clock.now_ns()
-            late = max(0, woke - max(deadline, released))
-            if max_in_flight is not None and len(self._in_flight) >= max_in_flight:
-                while len(self._in_flight) >= max_in_flight:
-                    await asyncio.wait(set(self._in_flight), return_when=asyncio.FIRST_COMPLETED)
-                released = self.clock.now_ns()
-            self._launch(spec, deadline, held_ns=max(0, self.clock.now_ns() - deadline - late))
+        return await self._phase(arrivals.pace(self, feed, offsets_ns, max_in_flight), grace_s, feed)
 
     async def fixed_batch(self, batches: Sequence[Sequence[RequestSpec]], grace_s: float = 30.0,
                           barrier: Barrier | None = None) -> list[RequestRecord]:
         """`barrier`: awaited before batch k ≥ 1 (a sharded run's, across its shards)."""
-        return await self._phase(self._send_batches(batches, barrier), grace_s)
-
-    async def _send_batches(self, batches: Sequence[Sequence[RequestSpec]], barrier: Barrier | None) -> None:
-        for k, batch in enumerate(batches):
-            if k and barrier is not None:
-                await barrier(k)  # a sharded run's barrier: every shard's share of k−1 has ended
-            for spec in batch:
-                self.backend.prepare(spec)
-            intended = self.clock.now_ns()
-            tasks = {self._launch(spec, intended) for spec in batch}
-            if tasks:  # a shard's share of a small batch may be empty; it keeps the barrier all the same
-                await asyncio.wait(tasks)  # not gather: stopping the sender must not cancel the batch
+        return await self._phase(batch_pacer.pace(self, batches, barrier), grace_s)
 
     async def closed_loop(self, build: Callable[[int], RequestSpec], count: int | None, concurrency: int,
                           think_ns: int = 0, duration_ns: int | None = None, grace_s: float = 30.0,
                           stagger_ns: int = 0) -> list[RequestRecord]:
         """`count` requests (None: until `duration_ns` ends), request i being `build(i)`."""
         feed = self._feed(build, count)
-        return await self._phase(self._send_closed_loop(feed, concurrency, think_ns, duration_ns, stagger_ns),
+        return await self._phase(users.pace(self, feed, concurrency, think_ns, duration_ns, stagger_ns),
                                  grace_s, feed)
-
-    async def _send_closed_loop(self, feed: Lookahead, concurrency: int, think_ns: int,
-                                duration_ns: int | None, stagger_ns: int) -> None:
-        await feed.prime(concurrency)  # every user's first request is ready before the phase's clock starts
-        start = self.clock.now_ns()
-        end = None if duration_ns is None else start + duration_ns
-
-        async def user(i: int) -> None:
-            if stagger_ns:
-                await self.clock.sleep_until(start + stagger_ns * i // concurrency)
-            while True:
-                now = self.clock.now_ns()  # the user's turn: what keeps the request from leaving now is lag
-                if end is not None and now >= end:
-                    return
-                spec = await feed.next()  # the shared feed hands each request to exactly one user
-                if spec is None:
-                    return
-                await asyncio.wait({self._launch(spec, now)})
-                if think_ns:
-                    await self.clock.sleep_until(self.clock.now_ns() + think_ns)
-
-        users = [asyncio.ensure_future(user(i)) for i in range(concurrency)]
-        try:
-            await asyncio.gather(*users)
-        finally:
-            for u in users:
-                u.cancel()
 
     async def sessions(self, source: ConversationSource, offsets_ns: Sequence[int], grace_s: float = 30.0,
                        conversations: Sequence[int] | None = None) -> list[RequestRecord]:
@@ -224,36 +167,4 @@ class Dispatcher:
         answer has ended plus a think time, carrying the real answers as history. `conversations`: which one
         each arrival starts (a shard's share; default 0, 1, 2, …)."""
         which = range(len(offsets_ns)) if conversations is None else conversations
-        return await self._phase(self._send_sessions(source, offsets_ns, which), grace_s)
-
-    async def _send_sessions(self, source: ConversationSource, offsets_ns: Sequence[int],
-                             conversations: Sequence[int]) -> None:
-        start = self.clock.now_ns()
-        talks: list[asyncio.Task[None]] = []
-        try:
-            for i, offset in zip(conversations, offsets_ns, strict=True):
-                deadline = start + int(offset)
-                await self.clock.sleep_until(deadline)
-                talks.append(asyncio.ensure_future(self._conversation(source, i, deadline)))
-            await asyncio.gather(*talks)
-        finally:  # stopped: no further turn starts; turns in flight get the grace period
-            for talk in talks:
-                talk.cancel()
-
-    async def _conversation(self, source: ConversationSource, i: int, arrival_ns: int) -> None:
-        conv = source.conversation(i)
-        history: tuple[Message, ...] = conv.opening
-        intended = arrival_ns
-        for k in range(len(conv.turns)):
-            spec = source.spec(conv, k, history)
-            self.backend.prepare(spec)
-            await self.clock.sleep_until(intended)
-            answer: list[str] = []
-            task = self._launch(spec, intended, answer)
-            await asyncio.wait({task})
-            rec = task.result()
-            if rec.status != "ok":  # no answer to build on: the user leaves
-                return
-            history = (*(spec.messages or ()), ("assistant", "".join(answer)))
-            intended = rec.end_ns + source.think_ns(i, k + 1)
-
+        return await self._phase(talks.pace(self, source, offsets_ns, which), grace_s)

@@ -25,11 +25,12 @@ from harness.devices.catalogue import save_used
 from harness.gctune import yield_cpu
 from harness.records import RecordWriter, RequestRecord
 from harness.redact import redactor
-from harness.run.dispatch import Barrier, Dispatcher
+from harness.run.dispatch import Dispatcher
 from harness.run.display import Display
 from harness.run.exporter import LiveMetrics
 from harness.run.header import run_header
 from harness.run.observe import PhaseStart, RecordObserver
+from harness.run.pacers.by_plan import run_plan
 from harness.run.progress import Progress
 from harness.run.rescue import rescue, save_parquet
 from harness.run.result import RunResult
@@ -44,10 +45,7 @@ from harness.stats.schema import RecordsFile, RunHeader, ScrapeInfo, ServerToken
 from harness.stats.server import metrics_url, same_origin, series_names
 from harness.stats.summary import PhaseRun, build_summary
 from harness.workload.plan import (
-    BatchPlan,
-    ClosedLoopPlan,
     PhasePlan,
-    SessionPlan,
     peak_connections,
     plan_phase,
     plan_trace,
@@ -55,20 +53,6 @@ from harness.workload.plan import (
     warm_connections,
 )
 from harness.workload.shards import Shard, empty, idle_line, shard_plan
-
-
-async def run_plan(dispatcher: Dispatcher, plan: PhasePlan, grace_s: float,
-                   barrier: Barrier | None = None) -> list[RequestRecord]:
-    """One phase's plan through the dispatcher's load model for it (`barrier`: before each batch after the
-    first, a sharded run's wait for every shard's share of the batches before it)."""
-    if isinstance(plan, BatchPlan):
-        return await dispatcher.fixed_batch(plan.batches, grace_s, barrier)
-    if isinstance(plan, ClosedLoopPlan):
-        return await dispatcher.closed_loop(plan.build, plan.requests, plan.concurrency, plan.think_ns,
-                                            plan.duration_ns, grace_s, plan.stagger_ns)
-    if isinstance(plan, SessionPlan):
-        return await dispatcher.sessions(plan.source, plan.offsets_ns.tolist(), grace_s, plan.conversations)
-    return await dispatcher.open_loop(plan.specs, plan.offsets_ns.tolist(), plan.max_in_flight, grace_s)
 
 
 def rerunnable(scenario: Scenario, endpoint: Endpoint, bundled: bool) -> Scenario:

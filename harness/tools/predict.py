@@ -23,7 +23,7 @@ from harness.errors import UsageError
 from harness.records import RequestRecord
 from harness.run.dispatch import Dispatcher
 from harness.run.header import run_header
-from harness.run.runner import run_plan
+from harness.run.pacers.by_plan import run_plan
 from harness.run.simulator import check_fits
 from harness.sim.build import build_engine, context_problem, model_context
 from harness.sim.engine import SimRequest, StepAccount
