@@ -3,7 +3,6 @@ wrote beside it (`part-2/requests.jsonl`, `part-3/…`), each line through the r
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -23,12 +22,9 @@ def part_dir(folder: Path, part: int) -> Path:
 def record_files(run_dir: Path) -> list[Path]:
     """The run's records files in the order they were written; the parts stop at the first one missing."""
     found: list[Path] = []
-    for part in itertools.count(1):
-        path = part_dir(run_dir, part) / RECORDS
-        if not path.is_file():
-            return found
+    while (path := part_dir(run_dir, len(found) + 1) / RECORDS).is_file():
         found.append(path)
-    return found  # unreachable: count() never ends
+    return found
 
 
 def read_run_records(run_dir: Path, warn: Callable[[str], None] | None = None) -> Iterator[RequestRecord]:
