@@ -33,6 +33,7 @@ from harness.devices.step import StepLoad
 from harness.run.display import Display
 from harness.run.target import target
 from harness.twin.make import Measured, engine_info, judge, make_run, measure
+from harness.voice import QUIET
 
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
 
@@ -99,7 +100,7 @@ async def wrong_runs(tmp: Path, presets: Path, k: int) -> Measured:
     work = tmp / f"wrong{k}"
     try:
         async with target(scenario, url=url, model=None, api=None, api_key=None) as (endpoint, _):
-            made = await measure(endpoint, await engine_info(endpoint), SLOTS, 240.0, work, "server", lambda _: None)
+            made = await measure(endpoint, await engine_info(endpoint), SLOTS, 240.0, work, "server", QUIET)
     finally:
         stop(proc)
     proc, url = simulator(presets, "hidden-slow", 300 + k)

@@ -3,13 +3,14 @@ wrote beside it (`part-2/requests.jsonl`, `part-3/…`), each line through the r
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
 
 from harness.errors import UsageError
 from harness.records import RequestRecord, record_from
+from harness.voice import QUIET, Voice
 
 RECORDS = "requests.jsonl"
 
@@ -27,13 +28,13 @@ def record_files(run_dir: Path) -> list[Path]:
     return found
 
 
-def read_run_records(run_dir: Path, warn: Callable[[str], None] | None = None) -> Iterator[RequestRecord]:
+def read_run_records(run_dir: Path, voice: Voice = QUIET) -> Iterator[RequestRecord]:
     """Every record of a run folder, its rescue parts included (`harness report` read only the first)."""
     for path in record_files(run_dir):
-        yield from read_records(path, warn)
+        yield from read_records(path, voice)
 
 
-def read_records(path: Path, warn: Callable[[str], None] | None = None) -> Iterator[RequestRecord]:
+def read_records(path: Path, voice: Voice = QUIET) -> Iterator[RequestRecord]:
     """Records back from a `requests.jsonl`, for offline reports and tests.
 
     A torn last line (the process was killed mid-write) is skipped, with a warning; a bad line anywhere
@@ -57,8 +58,7 @@ def read_records(path: Path, warn: Callable[[str], None] | None = None) -> Itera
     n, why, whole = bad
     if whole or n != _last_line(path):
         raise UsageError(f"{path}:{n}: not a request record ({why})") from None
-    if warn is not None:
-        warn(f"{path}:{n}: skipped a torn last line (the run was killed while writing it)")
+    voice.warn(f"{path}:{n}: skipped a torn last line (the run was killed while writing it)")
 
 
 def _last_line(path: Path) -> int:

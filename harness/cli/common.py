@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -14,6 +13,7 @@ from harness.config.units import duration_seconds
 from harness.devices.catalogue import load_presets
 from harness.errors import PresetError, UsageError
 from harness.redact import variable_shown
+from harness.voice import Voice
 
 REPO_SCENARIOS = Path(__file__).resolve().parent.parent.parent / "scenarios"
 
@@ -32,7 +32,7 @@ def _load_presets(ctx: click.Context, param: click.Parameter, value: Path | None
     return value
 
 
-def on_presets(scenario: Scenario, say: Callable[[str], None]) -> Scenario:
+def on_presets(scenario: Scenario, voice: Voice) -> Scenario:
     """The scenario on the accelerator a --presets file brought, when it names none and the file brings one (a
     fitted twin); said either way, so a prediction never runs silently on another accelerator than meant."""
     path, added = click.get_current_context().meta.get("presets", (None, []))
@@ -40,10 +40,10 @@ def on_presets(scenario: Scenario, say: Callable[[str], None]) -> Scenario:
     if path is None or not added or sim.accelerator in added:
         return scenario
     if "accelerator" not in sim.model_fields_set and len(added) == 1:
-        say(f"simulating {added[0]} from {path} (the scenario names no accelerator)")
+        voice.say(f"simulating {added[0]} from {path} (the scenario names no accelerator)")
         return scenario.changed(simulator=sim.changed(accelerator=added[0]))
-    say(f"simulating {sim.accelerator} (the scenario's simulator.accelerator), not {', '.join(added)} from "
-        f"{path}: name it there (simulator: {{accelerator: {added[0]}}}) to use it")
+    voice.say(f"simulating {sim.accelerator} (the scenario's simulator.accelerator), not {', '.join(added)} from "
+              f"{path}: name it there (simulator: {{accelerator: {added[0]}}}) to use it")
     return scenario
 
 

@@ -6,18 +6,32 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 import click
 
 from harness.errors import EXIT_STOPPED, HarnessError
 from harness.redact import printable
+from harness.voice import Voice
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 def warn(message: str) -> None:
     click.echo(f"warning: {printable(message)}", err=True)
+
+
+class _Echo:
+    """The CLI's voice outside a run: lines and warnings on stderr, through click (safe on any terminal)."""
+
+    def say(self, line: str) -> None:
+        click.echo(printable(line), err=True)
+
+    def warn(self, message: str) -> None:
+        warn(message)
+
+
+ECHO: Final[Voice] = _Echo()
 
 
 def fail(message: str, code: int) -> SystemExit:

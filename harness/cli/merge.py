@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from harness.cli.errors import fail, guarded, warn
+from harness.cli.errors import ECHO, fail, guarded
 from harness.cli.grouped import examples
 from harness.errors import EXIT_HARNESS
 from harness.report.files import write_run
@@ -28,8 +28,8 @@ def merge(run_dirs: tuple[Path, ...], out: Path) -> None:
     of them, each phase client-limited if any shard was."""
     if out.exists() and any(out.iterdir()):
         raise click.BadParameter(f"{out} is not empty", param_hint="--out")
-    result = merge_shards(run_dirs, out, warn)
-    write_run(result, warn)
+    result = merge_shards(run_dirs, out, ECHO)
+    write_run(result, ECHO)
     print_table(result.summary)
     click.echo(f"\nreport: {out}")
     for phase in result.summary.phases:

@@ -25,6 +25,7 @@ from harness.report.exports import write_vllm
 from harness.report.pushgateway import push_summary
 from harness.run.exporter import LiveMetrics
 from harness.run.result import RunResult
+from harness.voice import Reworded, Voice
 from harness.yamlfile import read_yaml
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -155,13 +156,13 @@ def live_metrics(scenario: Scenario, shard: str = "") -> Iterator[LiveMetrics | 
         metrics.close()
 
 
-def after_run(scenario: Scenario, results: list[RunResult], key: str | None, warn: Callable[[str], None],
+def after_run(scenario: Scenario, results: list[RunResult], key: str | None, voice: Voice,
               flags: ExportFlags) -> None:
     """What the runs of this command (one, or every repeat) leave beyond their folders: one push, vLLM's
     result files (--save-result), a copy of the summary (--output-json)."""
     summaries = [r.summary for r in results]
     if scenario.pushgateway is not None:
-        push_summary(scenario.pushgateway, summaries, lambda message: warn(redactor(key)(message)))
+        push_summary(scenario.pushgateway, summaries, Reworded(voice, redactor(key)))
     if flags.save_result:
         for result in results:
             write_vllm(result.summary, result.records, result.run_dir)
@@ -170,4 +171,4 @@ def after_run(scenario: Scenario, results: list[RunResult], key: str | None, war
         try:
             flags.output_json.write_text(json.dumps(data, indent=2), encoding="utf-8")
         except OSError as exc:
-            warn(f"--output-json {flags.output_json}: not written ({exc.strerror}); the run's folder has it")
+            voice.warn(f"--output-json {flags.output_json}: not written ({exc.strerror}); the run's folder has it")

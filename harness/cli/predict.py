@@ -9,7 +9,7 @@ import click
 
 from harness import loop as event_loop
 from harness.cli.common import on_presets, presets_option, scenario_argument, scenario_or_default
-from harness.cli.errors import guarded
+from harness.cli.errors import ECHO, guarded
 from harness.cli.grouped import examples
 from harness.config.scenario import SLO
 from harness.devices.formats import WEIGHTS
@@ -80,7 +80,7 @@ def predict(scenario_path: Path | None, as_json: bool, accelerators: list[str] |
     if weights is not None:
         scenario = scenario.changed(simulator=scenario.simulator.changed(weights=weights))
     if accelerators is None:
-        scenario = on_presets(scenario, lambda line: click.echo(line, err=True))
+        scenario = on_presets(scenario, ECHO)
         if prices or slo or capacity or html_path:
             raise click.UsageError("--price, --slo, --capacity and --html go with --accelerators")
         for line in outside_envelope(scenario):
@@ -93,7 +93,7 @@ def predict(scenario_path: Path | None, as_json: bool, accelerators: list[str] |
             print_table(summary)
         return
     result = event_loop.run(accelerator_matrix(scenario, accelerators, prices, slo or scenario.slo, capacity,
-                                               said=lambda line: click.echo(line, err=True)))
+                                               voice=ECHO))
     if html_path is not None:
         html_path.write_text(matrix_html(result), encoding="utf-8")
     click.echo(json.dumps(result, indent=2) if as_json else render_matrix(result))

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from harness.cli.errors import guarded, warn
+from harness.cli.errors import ECHO, guarded, warn
 from harness.cli.grouped import examples
 from harness.report.files import write_reports
 from harness.report.html import render_html
@@ -30,7 +30,7 @@ def report(run_dir: Path, write: bool | None) -> None:
     """Rebuild a run's statistics, table and conclusion offline from its saved records. The run's own
     summary.json and report.html are kept unless --write, or unless the run (killed) left none; a missing
     report.html alone is drawn again from the run's own summary."""
-    rebuilt = rebuild(run_dir, warn)
+    rebuilt = rebuild(run_dir, ECHO)
     summary = rebuilt.summary
     print_table(summary)
     for line in notes(summary):  # what a reader must know beside the table, as the run said it (STOPPED…)

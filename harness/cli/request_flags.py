@@ -21,6 +21,7 @@ from harness.config.request_shape import Body, check_body, merged, parse_header,
 from harness.config.scenario import Scenario
 from harness.doors import json_value
 from harness.redact import without_userinfo
+from harness.voice import Voice
 
 F = TypeVar("F", bound=Callable[..., Any])
 Headers = tuple[tuple[str, str], ...]
@@ -58,7 +59,7 @@ def request_options(command: F) -> F:
     return with_group(command, "request", RequestFlags, options)
 
 
-def with_request_flags(scenario: Scenario, flags: RequestFlags, say: Callable[[str], None],
+def with_request_flags(scenario: Scenario, flags: RequestFlags, voice: Voice,
                        api: str | None = None) -> tuple[Scenario, Headers]:
     """The scenario's endpoint section with the flags over it (and `api`, when the URL given said which), and
     the headers' values to send (resolved from the environment where they say `env:`)."""
@@ -87,12 +88,12 @@ def with_request_flags(scenario: Scenario, flags: RequestFlags, say: Callable[[s
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
     if cfg.insecure:
-        say("TLS certificates are not checked (--insecure / endpoint.insecure): use it only against a server you "
-            "trust")
+        voice.warn("TLS certificates are not checked (--insecure / endpoint.insecure): use it only against a "
+                   "server you trust")
     replaced = sorted({"ignore_eos", "min_tokens"} & set(cfg.extra_body)) if scenario.workload.ignore_eos else []
     if replaced:
-        say(f"the extra body's {' and '.join(replaced)} replace the harness's own, which ask for exactly the "
-            "workload's output tokens: answers may end sooner, and the run measures them as they come")
+        voice.warn(f"the extra body's {' and '.join(replaced)} replace the harness's own, which ask for exactly the "
+                   "workload's output tokens: answers may end sooner, and the run measures them as they come")
     return scenario.changed(endpoint=cfg), headers
 
 

@@ -122,18 +122,18 @@ def run(scenario_path: Path | None, endpoint: str | None, base_url: str | None, 
     scenario = with_thresholds(scenario, thresholds)
     scenario = _with_hardware(scenario, hardware)
     display = make_display(progress)
-    sharding = sharding_of(split, repeat, display.warn)
+    sharding = sharding_of(split, repeat, display)
     scenario = with_export_flags(scenario, export)
-    scenario, headers = with_request_flags(scenario, request, display.warn)
+    scenario, headers = with_request_flags(scenario, request, display)
     writable_dir(reports_dir, "--reports-dir")
     key = api_key(api_key_env, scenario.endpoint.api_key_env)
     tune_for_timing()
     workers = split.workers
     aim = _Aim(endpoint, model, api, key, headers, pin, sharding, workers, split.ray_address)
     by_hand = "" if sharding is None or sharding.relay is not None or sharding.shard.count == 1 else str(sharding.shard)
-    with live_metrics(scenario, by_hand) as metrics, results_kept(display.warn):
+    with live_metrics(scenario, by_hand) as metrics, results_kept(display):
         results, died = _repeats(scenario, reports_dir, repeat, aim, display, metrics)
-        after_run(scenario, results, key, display.warn, export)  # completed, failed or stopped
+        after_run(scenario, results, key, display, export)  # completed, failed or stopped
     if died:
         raise fail(f"{len(died)} of {workers} workers died: the run is incomplete", EXIT_HARNESS)
     _exit(results)
@@ -189,7 +189,7 @@ def _report(result: RunResult, died: list[str], display: Display, metrics: LiveM
     slow = threading.Timer(1.0, lambda: display.say("writing the report…"))  # said only when it takes a while
     slow.start()
     try:
-        result = write_somewhere(result, display.warn)
+        result = write_somewhere(result, display)
     finally:
         slow.cancel()
     print_table(summary)
@@ -237,7 +237,7 @@ async def _run(scenario: Scenario, run_dir: Path, url: str | None, model: str | 
                key: str | None, headers: Headers, pin: bool, display: Display, metrics: LiveMetrics | None,
                sharding: Sharding | None = None) -> RunResult:
     async with target(scenario, url=url, model=model, api=api, api_key=key, headers=headers, pin=pin,
-                      log=display.warn) as (endpoint, bundled):
+                      voice=display) as (endpoint, bundled):
         for line in plan_lines(scenario, endpoint, bundled, run_dir):
             display.say(line)
         return await run_scenario(scenario, endpoint, run_dir, bundled=bundled, display=display,

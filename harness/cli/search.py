@@ -24,7 +24,7 @@ from harness.cli.common import (
     scenario_or_default,
     writable_dir,
 )
-from harness.cli.errors import guarded
+from harness.cli.errors import ECHO, guarded
 from harness.cli.quick_flags import with_flags
 from harness.cli.request_flags import Headers, RequestFlags, endpoint_url, request_options, with_request_flags
 from harness.client.backend import Endpoint
@@ -115,7 +115,7 @@ def search_cmd(scenario_path: Path | None, slo: SLO | None, goodput: float, low:
     scenario = _with_lengths(scenario_or_default(scenario_path), lengths)
     slo = slo or scenario.slo
     endpoint, api = endpoint_url(endpoint, base_url)
-    scenario, headers = with_request_flags(scenario, request, _echo, api)
+    scenario, headers = with_request_flags(scenario, request, ECHO, api)
     _check(slo, low, high, virtual, endpoint, near)
     writable_dir(reports_dir, "--reports-dir")
     key = api_key(api_key_env, scenario.endpoint.api_key_env)
@@ -194,7 +194,7 @@ async def _run(scenario: Scenario, bisect: Search, the_plan: Plan, s: _Settings,
     total = f"~{the_plan.trials}" if the_plan.trials else f"≤{planned_trials(s.steps, s.repeats)}"
     _echo(plan_line(the_plan, s.low, s.high, s.duration, s.steps, s.repeats, s.min_requests, virtual))
     return await bisect(scenario, trial, start=the_plan.start_rps, said=lambda t: _echo(trial_line(t, total)),
-                        note=_echo)
+                        voice=ECHO)
 
 
 async def _virtual(searching: Coroutine[Any, Any, Capacity]) -> tuple[Capacity, Path | None]:
@@ -215,7 +215,7 @@ def _on_endpoint(endpoint: Endpoint, bundled: bool, folder: Path) -> Trial:
             display = LineDisplay(sys.stderr)
             display.say(f"  trial {started}: {s.phases[0].name} req/s …")
             result = await run_scenario(s, endpoint, run_dir, bundled=bundled, display=display)
-        write_run(result, display.warn)
+        write_run(result, display)
         return result.summary
 
     return trial

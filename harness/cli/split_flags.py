@@ -14,6 +14,7 @@ from harness.cli.common import Duration
 from harness.cli.flag_groups import with_group
 from harness.run.distributed.relay import Relay
 from harness.run.distributed.sharding import LEAD_S, Sharding, since_launch_s
+from harness.voice import Voice
 from harness.workload.shards import LATE_MS, Shard
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -68,10 +69,10 @@ def split_options(command: F) -> F:
     return with_group(command, "split", SplitFlags, options)
 
 
-def sharding_of(split: SplitFlags, repeat: int, warn: Callable[[str], None]) -> Sharding | None:
+def sharding_of(split: SplitFlags, repeat: int, voice: Voice) -> Sharding | None:
     """The shard this process sends and its start, checked against the other flags; None for a whole run."""
     sharding = _sharding(split.shard_text, _start(split.start_at, split.late_ok), repeat,
-                         Relay(warn=warn) if split.relay else None, split.phase_slack_s, split.clock_ref)
+                         Relay(voice=voice) if split.relay else None, split.phase_slack_s, split.clock_ref)
     _check_workers(split.workers, split.ray_address, sharding, repeat)
     return sharding
 

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
 from dataclasses import asdict, replace
 from pathlib import Path
 
 import click
 
 from harness.cli.common import Duration, api_key, api_key_env_option
-from harness.cli.errors import fail, guarded
+from harness.cli.errors import ECHO, fail, guarded
 from harness.cli.grouped import examples
 from harness.cli.request_flags import RequestFlags, endpoint_url, request_options, with_request_flags
 from harness.cli.twin import step_model
@@ -25,6 +24,7 @@ from harness.twin.discover import EngineInfo
 from harness.twin.heldout import HeldFigure
 from harness.twin.make import FATAL, Measured, TwinResult, engine_info, judge, measure
 from harness.twin.slots import BURST, burst_slots
+from harness.voice import Voice
 
 _EXAMPLES = examples(
     'harness sim twin http://127.0.0.1:8080 --out llama.yaml',
@@ -63,23 +63,20 @@ def twin_cmd(url: str, out: Path, slots: int | None, budget: float, name: str, m
     difference between two runs of that load where wider) and the fit's shape is one an engine can have; else
     99, naming what does not hold."""
 
-    def say(line: str) -> None:
-        click.echo(line, err=True)
-
     base, api = endpoint_url(url)
     assert base is not None
     scenario = parse_scenario({"name": "twin", "workload": {"prompt_tokens": RUN_PROMPT, "output_tokens": RUN_OUTPUT},
                                "phases": [{"name": "probe", "load": {"type": "concurrency", "concurrency": 1,
                                                                       "requests": 1}}]}, "sim twin")
-    scenario, headers = with_request_flags(scenario, request, say, api)
+    scenario, headers = with_request_flags(scenario, request, ECHO, api)
     key = api_key(api_key_env, None)
     workdir = workdir or out.with_name(out.name + ".runs")
 
     async def go() -> Measured:
         async with target(scenario, url=base, model=model, api=None, api_key=key, headers=headers,
-                          log=say) as (endpoint, _):
-            info, count = await _slots(endpoint, slots, workdir, tokenizer_of(tokenizer), say)
-            return await measure(endpoint, info, count, budget, workdir, tokenizer_of(tokenizer), say)
+                          voice=ECHO) as (endpoint, _):
+            info, count = await _slots(endpoint, slots, workdir, tokenizer_of(tokenizer), ECHO)
+            return await measure(endpoint, info, count, budget, workdir, tokenizer_of(tokenizer), ECHO)
 
     result = judge(asyncio.run(go()), out, name)
     _report(result, as_json)
@@ -92,20 +89,20 @@ def twin_cmd(url: str, out: Path, slots: int | None, budget: float, name: str, m
         raise fail(f"the twin does not hold: {'; '.join(what)} (see the findings above)", EXIT_REGRESSION)
 
 
-async def _slots(endpoint: Endpoint, slots: int | None, workdir: Path, tokenizer: str, say: Callable[[str], None]
+async def _slots(endpoint: Endpoint, slots: int | None, workdir: Path, tokenizer: str, voice: Voice
                  ) -> tuple[EngineInfo, int]:
     """What the endpoint says of its engine, and its slots: --slots, what it says, or what a burst shows."""
     info = await engine_info(endpoint)
     count = slots or info.slots
     if count is None and info.counts_running:
         workdir.mkdir(parents=True, exist_ok=True)
-        count = await burst_slots(endpoint, workdir / "00-slots", tokenizer, say)
+        count = await burst_slots(endpoint, workdir / "00-slots", tokenizer, voice)
         info = replace(info, slots=count, source=f"a burst of {BURST} measured it")
     if count is None:
         raise UsageError("--slots: the endpoint does not say how many requests it decodes at once (no llama-server "
                          "/props, no SGLang /get_server_info, no running gauge a burst could read): give --slots N")
     if slots is not None and info.slots is not None and slots != info.slots:
-        say(f"--slots {slots}, where the endpoint says {info.slots} ({info.source}): taking --slots")
+        voice.say(f"--slots {slots}, where the endpoint says {info.slots} ({info.source}): taking --slots")
     return info, count
 
 

@@ -7,7 +7,7 @@ import contextlib
 import dataclasses
 import json
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,6 +21,7 @@ from harness.report.table import render_table
 from harness.run.rescue import rescue
 from harness.stats.schema import RunHeader, Summary
 from harness.stats.server import Row
+from harness.voice import Voice
 
 if TYPE_CHECKING:
     from harness.run.result import RunResult
@@ -104,18 +105,18 @@ def write_index(run_dir: Path, run: RunHeader) -> None:
     (run_dir / "README.txt").write_text(head + body, encoding="utf-8")
 
 
-def write_run(result: RunResult, warn: Callable[[str], None]) -> None:
+def write_run(result: RunResult, voice: Voice) -> None:
     """A finished run's reports beside its records (and the presets it used, for a merged run)."""
     for line in write_reports(result.summary, result.run_dir, result.records, result.server_rows, result.every):
-        warn(line)
+        voice.warn(line)
     save_used(result.run_dir)
 
 
-def write_somewhere(result: RunResult, warn: Callable[[str], None]) -> RunResult:
+def write_somewhere(result: RunResult, voice: Voice) -> RunResult:
     """The run's reports in its folder or, when that fails (the disk filled or the folder vanished after the
     last record), with every record in a rescue folder, named; a HarnessError when no folder took them."""
     try:
-        write_run(result, warn)
+        write_run(result, voice)
         return result
     except OSError as exc:
         reason = exc.strerror or str(exc)
@@ -124,13 +125,13 @@ def write_somewhere(result: RunResult, warn: Callable[[str], None]) -> RunResult
     kept = result.run_dir / "requests.jsonl"
     records = read_records(kept) if result.every > 1 and kept.is_file() else result.records
     rescued = rescue(records, result.run_dir, scenario.read_text(encoding="utf-8") if scenario.is_file() else "")
-    warn(f"cannot write the reports to {result.run_dir}: {reason}; "
+    voice.warn(f"cannot write the reports to {result.run_dir}: {reason}; "
          + (f"records and reports written to {rescued}" if rescued else "no other folder took them"))
     if rescued is None:
         raise HarnessError(f"the run's reports could not be written anywhere ({reason})")
     result = dataclasses.replace(result, run_dir=rescued)
     try:
-        write_run(result, warn)
+        write_run(result, voice)
     except OSError as exc:  # the records are there; the figures did not fit beside them either
         raise HarnessError(f"the run's records are in {rescued}, its reports could not be written there either "
                            f"({exc.strerror or exc}): `harness report {rescued} --write` where they fit") from None

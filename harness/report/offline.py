@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,6 +16,7 @@ from harness.stats.schema import Summary, read_summary
 from harness.stats.server import Row, read_server_metrics
 from harness.stats.summary import PhaseRun, build_summary
 from harness.stats.verdict import saved_check
+from harness.voice import QUIET, Voice
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,7 +30,7 @@ class Rebuilt:
     every: int = 1  # `records` holds 1 in `every`: the run has more than its client.records_in_memory
 
 
-def rebuild(run_dir: Path, warn: Callable[[str], None] | None = None) -> Rebuilt:
+def rebuild(run_dir: Path, voice: Voice = QUIET) -> Rebuilt:
     """Statistics recomputed from `requests.jsonl` with the run's own `scenario.yaml`.
 
     Server series come from the run's `server_metrics.csv`. The run header and each phase's self-check
@@ -41,7 +42,7 @@ def rebuild(run_dir: Path, warn: Callable[[str], None] | None = None) -> Rebuilt
     scenario = load_scenario(run_dir / "scenario.yaml")
     saved = read_summary(run_dir / "summary.json") if (run_dir / "summary.json").is_file() else None
     saved_phases = {p.name: p for p in saved.phases} if saved else {}
-    kept = _keep(scenario, read_run_records(run_dir, warn))
+    kept = _keep(scenario, read_run_records(run_dir, voice))
     cfg = scenario.client
     phases = []
     ceiling = None

@@ -21,6 +21,7 @@ from harness.config.metric_registry import LATENCIES, PUSHED_STATISTICS, REGISTR
 from harness.config.scenario import Pushgateway
 from harness.stats.schema import PhaseSummary, ShardInfo, Summary
 from harness.stats.thresholds import observed
+from harness.voice import Voice
 
 _TIMEOUT_S = 10.0
 Figures = dict[tuple[str, str, tuple[str, ...]], dict[tuple[str, ...], float]]  # (name, doc, labels) → values
@@ -109,7 +110,7 @@ def direct(url: str, method: str, timeout: float | None, headers: Sequence[tuple
     return handle
 
 
-def push_summary(cfg: Pushgateway, summaries: Sequence[Summary], warn: Callable[[str], None]) -> bool:
+def push_summary(cfg: Pushgateway, summaries: Sequence[Summary], voice: Voice) -> bool:
     """Push; a gateway that is down or refuses is a warning (the run and its reports stand), never an
     error."""
     if not summaries:
@@ -119,6 +120,6 @@ def push_summary(cfg: Pushgateway, summaries: Sequence[Summary], warn: Callable[
         push_to_gateway(cfg.url, job=cfg.job, registry=summary_registry(summaries), grouping_key=group,
                         timeout=_TIMEOUT_S, handler=direct)
     except Exception as exc:  # urllib's errors, a bad URL, a refused connection: all only worth a warning
-        warn(f"pushgateway {cfg.url}: not pushed ({type(exc).__name__}: {exc})")
+        voice.warn(f"pushgateway {cfg.url}: not pushed ({type(exc).__name__}: {exc})")
         return False
     return True

@@ -17,6 +17,7 @@ from typing import Protocol
 
 from harness.config.load import Phase
 from harness.records import RequestRecord
+from harness.voice import QUIET, Voice
 from harness.workload.plan import PhasePlan
 
 
@@ -41,7 +42,7 @@ class RecordObserver(Protocol):
 class FanOut:
     essential: Sequence[RecordObserver] = ()
     watchers: Sequence[tuple[str, RecordObserver]] = ()  # (how it is named in a warning, the observer)
-    warn: Callable[[str], None] = lambda _: None
+    voice: Voice = QUIET
     _said: set[str] = field(default_factory=set)
 
     def begin_phase(self, start: PhaseStart) -> None:
@@ -76,4 +77,4 @@ class FanOut:
         kind = f"{name}: {type(exc).__name__}"
         if kind not in self._said:
             self._said.add(kind)
-            self.warn(f"{name} failed ({type(exc).__name__}: {exc}); the records are kept, {name} misses them")
+            self.voice.warn(f"{name} failed ({type(exc).__name__}: {exc}); the records are kept, {name} misses them")

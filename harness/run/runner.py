@@ -12,7 +12,6 @@ import contextlib
 import functools
 import itertools
 import secrets
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +43,7 @@ from harness.stats.keep import RunSample
 from harness.stats.schema import RecordsFile, RunHeader, ScrapeInfo, ServerTokenizer
 from harness.stats.server import metrics_url, same_origin, series_names
 from harness.stats.summary import PhaseRun, build_summary
+from harness.voice import Voice
 from harness.workload.plan import (
     PhasePlan,
     peak_connections,
@@ -148,11 +148,11 @@ class _Run:
 
         with RecordWriter(self.run_dir, cannot_write) as writer, builder or contextlib.nullcontext():
             sink = RecordSink(writer, redactor(*self.endpoint.secrets), self.scenario.slo, cfg.records_in_memory,
-                              self._watchers(), self.display.warn)
+                              self._watchers(), self.display)
             dispatcher = Dispatcher(backend, self.clock, sink, builder, cfg.lookahead_requests,
                                     int(cfg.lookahead_s * NS_PER_S), keep_records=False,
                                     told=None if self.relay is None else self.relay.launched)
-            stopper = Stopper(dispatcher, self.display.warn)
+            stopper = Stopper(dispatcher, self.display)
             stopper.install()
             try:
                 await _run_phases(self.scenario, self.plans, dispatcher, backend, sink, check, self.left.phases,
@@ -236,13 +236,13 @@ def _lined_up(sharding: StartGate, scenario: Scenario, whole: list[PhasePlan], d
         for phase, plan in zip(scenario.phases, whole, strict=True):
             if (line := idle_line(phase.name, plan, sharding.shard.count)) is not None:
                 display.say(line)
-    return sharding.gate(list(scenario.phases), whole, display.warn)
+    return sharding.gate(list(scenario.phases), whole, display)
 
 
-def _self_check(cfg: ClientConfig, clock: Clock, warn: Callable[[str], None],
+def _self_check(cfg: ClientConfig, clock: Clock, voice: Voice,
                 metrics: LiveMetrics | None) -> SelfCheck:
     """The harness watching itself; each late second also sets the live exporter's client-limited gauge."""
-    return SelfCheck(clock, cfg.loop_lag_bound_ms, cfg.cpu_bound, warn,
+    return SelfCheck(clock, cfg.loop_lag_bound_ms, cfg.cpu_bound, voice,
                      late=None if metrics is None else metrics.client_late, max_shift=cfg.max_shift)
 
 
@@ -311,7 +311,7 @@ async def _measured(run: _Run, header: RunHeader, sharding: StartGate | None, sc
     """The run executed with its self-check, its connections and its scraper open around it, closed whatever
     happens; the header as the start gate left it, and what the scrape saw."""
     cfg = run.scenario.client
-    check = _self_check(cfg, run.clock, run.display.warn, run.metrics)
+    check = _self_check(cfg, run.clock, run.display, run.metrics)
     backend = make_backend(run.endpoint, cfg, max(peak_connections(p) for p in run.plans))
     scraped: ScrapeInfo | None = None
     if scraper is not None:
@@ -319,7 +319,7 @@ async def _measured(run: _Run, header: RunHeader, sharding: StartGate | None, sc
     check.start()
     try:
         if sharding is not None:
-            header = await sharding.wait(run.run_dir, header, run.display.warn)
+            header = await sharding.wait(run.run_dir, header, run.display)
         await run.execute(backend, check)
     finally:
         await check.stop()

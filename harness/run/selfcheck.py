@@ -24,6 +24,7 @@ import numpy as np
 from harness.clock import NS_PER_MS, NS_PER_S, Clock, cancel_quietly
 from harness.stats.distortion import LAG_P99, tick_quantiles, wait_quantiles
 from harness.stats.verdict import RANK, ClientCheck, Verdict, lateness, verdict
+from harness.voice import QUIET, Voice
 
 _TICK_NS = 10 * NS_PER_MS
 _WINDOW_TICKS = 100  # live check over the last second
@@ -64,7 +65,7 @@ Mark = tuple[int, float, float, int, tuple[int, int] | None, float | None]
 
 class SelfCheck:
     def __init__(self, clock: Clock, loop_lag_bound_ms: float = 5.0, cpu_bound: float = 0.9,
-                 warn: Callable[[str], None] | None = None,
+                 voice: Voice = QUIET,
                  cpu_time: Callable[[], float] = time.process_time,
                  loop_cpu_time: Callable[[], float] | None = None,
                  sched: Callable[[], tuple[int, int] | None] = schedstat,
@@ -75,7 +76,7 @@ class SelfCheck:
         self.loop_lag_bound_ms = loop_lag_bound_ms
         self.cpu_bound = cpu_bound
         self.max_shift = max_shift
-        self._warn = warn
+        self.voice = voice
         self._cpu_time = cpu_time
         # The mark and the check run on the event loop's thread: its own CPU clock is the loop's.
         self._loop_cpu_time = loop_cpu_time or (time.thread_time if cpu_time is time.process_time else cpu_time)
@@ -147,7 +148,7 @@ class SelfCheck:
         self.windows.append((len(self.lags_ns), name, reason))
         if self._late is not None:
             self._late()
-        if not self.warned and self._warn is not None:
+        if not self.warned:
             self.warned = True
-            self._warn(f"{reason} — so far: when the phase ends its verdict says which figures this could have "
-                       "moved, if any (client_limited_metrics in summary.json)")
+            self.voice.warn(f"{reason} — so far: when the phase ends its verdict says which figures this could have "
+                            "moved, if any (client_limited_metrics in summary.json)")

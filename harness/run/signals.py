@@ -19,17 +19,17 @@ from collections.abc import Callable, Iterator
 from types import FrameType
 
 from harness.run.dispatch import Dispatcher
+from harness.voice import Voice
 
-Warn = Callable[[str], None]
 STOPPING = (signal.SIGINT, signal.SIGTERM, signal.SIGQUIT, signal.SIGHUP)
 USR1_IGNORED = "SIGUSR1: ignored, the run goes on (Ctrl-C or SIGTERM stop it, records kept)"
-_keeping: list[Warn] = []  # inside `results_kept`: who is told of a signal held off
+_keeping: list[Voice] = []  # inside `results_kept`: who is told of a signal held off
 
 
 class Stopper:
-    def __init__(self, dispatcher: Dispatcher, warn: Warn) -> None:
+    def __init__(self, dispatcher: Dispatcher, voice: Voice) -> None:
         self.dispatcher = dispatcher
-        self.warn = warn
+        self.voice = voice
         self.signal: str | None = None
         self.at_ns: int | None = None  # when the first signal came (time.monotonic_ns, the run's clock)
         self.cancelled = False  # the second signal came: requests in flight were cancelled
@@ -48,11 +48,11 @@ class Stopper:
         if sig == signal.SIGHUP:
             detach_terminal()
         if sig == signal.SIGUSR1:
-            self.warn(USR1_IGNORED)
+            self.voice.warn(USR1_IGNORED)
         elif self.signal is None:
             self.signal = sig.name
             self.at_ns = time.monotonic_ns()
-            self.warn(f"{sig.name}: stopped sending; waiting for requests in flight (again to cancel them)")
+            self.voice.warn(f"{sig.name}: stopped sending; waiting for requests in flight (again to cancel them)")
             self.dispatcher.stop()
         elif self._main is not None and not self.cancelled:
             self.cancelled = True
@@ -85,11 +85,11 @@ def off_signals(loop: asyncio.AbstractEventLoop, installed: Installed) -> None:
 
 
 @contextlib.contextmanager
-def results_kept(warn: Warn) -> Iterator[None]:
+def results_kept(voice: Voice) -> Iterator[None]:
     """Around a command's runs and their reports: after each run, a signal is held off until its results are
     written (said; one more abandons them). The handlers in place before are back at the end."""
     before = {sig: signal.getsignal(sig) for sig in (*STOPPING, signal.SIGUSR1)}
-    _keeping.append(warn)
+    _keeping.append(voice)
     _held.said = False
     try:
         yield
@@ -112,8 +112,8 @@ class _Hold:
             return
         if sig == signal.SIGUSR1 or not self.said:
             self.said = self.said or sig != signal.SIGUSR1
-            for warn in _keeping[-1:]:
-                warn(f"{sig.name}: the run has ended and its results are being written (again to abandon them)")
+            for voice in _keeping[-1:]:
+                voice.warn(f"{sig.name}: the run has ended and its results are being written (again to abandon them)")
             return
         raise KeyboardInterrupt
 

@@ -14,16 +14,16 @@ import json
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 
 import click
 
 from harness.config.simulator import SimulatorConfig
 from harness.devices.catalogue import catalogue
 from harness.errors import ScenarioError, SimulatorError
+from harness.voice import Voice
 
 _START_TIMEOUT_S = 30.0
-Log = Callable[[str], None]
 
 
 def simulator_cli() -> click.Group:
@@ -87,11 +87,11 @@ def _child_setup(cores: set[int] | None) -> None:
 
 @contextlib.asynccontextmanager
 async def bundled_simulator(cfg: SimulatorConfig, pin: bool = False,
-                            log: Log | None = None) -> AsyncIterator[tuple[str, str]]:
+                            voice: Voice | None = None) -> AsyncIterator[tuple[str, str]]:
     """Yields (base URL, model name) of a running simulator; stops it on exit.
 
     With `pin`, the harness keeps the first core and the simulator gets the last, so neither
-    steals the other's time slices and the harness's own timing stays honest. With `log`, each line
+    steals the other's time slices and the harness's own timing stays honest. With `voice`, each line
     the simulator writes to stderr goes there instead of straight to the terminal, where it would
     land in the middle of a live display.
     """
@@ -99,7 +99,7 @@ async def bundled_simulator(cfg: SimulatorConfig, pin: bool = False,
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}  # the simulator does no BLAS
     proc = await asyncio.create_subprocess_exec(
         *simulator_command(cfg), stdout=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL, env=env,
-        stderr=None if log is None else asyncio.subprocess.PIPE,
+        stderr=None if voice is None else asyncio.subprocess.PIPE,
         preexec_fn=functools.partial(_child_setup, None if cores is None else cores[1]),
         # Its own process group: a Ctrl-C at the terminal reaches the harness, which stops the simulator
         # itself once the records are safe, instead of the simulator dying (and printing) mid-run.
@@ -107,7 +107,7 @@ async def bundled_simulator(cfg: SimulatorConfig, pin: bool = False,
     )
     if cores is not None:
         pin_process(cores[0])
-    relay = None if log is None or proc.stderr is None else asyncio.ensure_future(_relay(proc.stderr, log))
+    relay = None if voice is None or proc.stderr is None else asyncio.ensure_future(_relay(proc.stderr, voice))
     try:
         assert proc.stdout is not None
         try:
@@ -130,8 +130,8 @@ async def bundled_simulator(cfg: SimulatorConfig, pin: bool = False,
             await relay  # the pipe closed with the process: what it said last is said too
 
 
-async def _relay(stream: asyncio.StreamReader, log: Log) -> None:
-    """Every line of the simulator's stderr to `log`, until it closes (read always: a full pipe would stall
+async def _relay(stream: asyncio.StreamReader, voice: Voice) -> None:
+    """Every line of the simulator's stderr to `voice`, until it closes (read always: a full pipe would stall
     it)."""
     while line := await stream.readline():
-        log(line.decode(errors="replace").rstrip())
+        voice.warn(line.decode(errors="replace").rstrip())

@@ -20,6 +20,7 @@ from harness.records import RecordWriter, RequestRecord
 from harness.redact import short_reason
 from harness.run.observe import FanOut, PhaseStart, RecordObserver
 from harness.stats.keep import PhaseKeep, RunSample, next_phase
+from harness.voice import QUIET, Voice
 
 FLUSH_S = 0.05
 
@@ -83,9 +84,9 @@ class RecordSink:
 
     def __init__(self, writer: RecordWriter, redact: Callable[[str], str], slo: SLO | None = None,
                  cap: int | None = None, watchers: Sequence[tuple[str, RecordObserver]] = (),
-                 warn: Callable[[str], None] = lambda _: None) -> None:
+                 voice: Voice = QUIET) -> None:
         self.memory = Memory(slo or SLO(), cap)
-        self.out = FanOut([Redaction(redact), self.memory, writer], watchers, warn)
+        self.out = FanOut([Redaction(redact), self.memory, writer], watchers, voice)
         self._pending: list[RequestRecord] = []
         self._timer: asyncio.TimerHandle | None = None
 

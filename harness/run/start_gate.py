@@ -4,7 +4,6 @@ scale-out side is imported by the runner, nor the runner by it."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -12,6 +11,7 @@ from typing import Protocol
 from harness.config.load import Phase
 from harness.run.observe import RecordObserver
 from harness.stats.schema import RunHeader, ShardInfo
+from harness.voice import Voice
 from harness.workload.plan import PhasePlan
 from harness.workload.shards import Shard
 
@@ -59,6 +59,6 @@ class StartGate(Protocol):
 
     def info(self) -> ShardInfo: ...
 
-    def gate(self, phases: list[Phase], whole: list[PhasePlan], warn: Callable[[str], None]) -> PhaseStarts: ...
+    def gate(self, phases: list[Phase], whole: list[PhasePlan], voice: Voice) -> PhaseStarts: ...
 
-    async def wait(self, run_dir: Path, header: RunHeader, warn: Callable[[str], None]) -> RunHeader: ...
+    async def wait(self, run_dir: Path, header: RunHeader, voice: Voice) -> RunHeader: ...

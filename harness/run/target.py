@@ -16,13 +16,14 @@ from harness.config.scenario import Scenario
 from harness.config.workload import Length, LengthDist, Workload
 from harness.errors import EndpointError, ScenarioError, UsageError
 from harness.redact import redactor
-from harness.run.simulator import Log, bundled_simulator
+from harness.run.simulator import bundled_simulator
+from harness.voice import Voice
 
 _RETRY_S = 0.5
 _STARTING = re.compile(r"^cannot reach|answered HTTP 5\d\d")
 
 
-async def _models(scenario: Scenario, reach: Endpoint, log: Log | None, contexts: dict[str, int]) -> list[str]:
+async def _models(scenario: Scenario, reach: Endpoint, voice: Voice | None, contexts: dict[str, int]) -> list[str]:
     """The served models (their context lengths into `contexts`, where said); while the endpoint does not
     answer, asked again until `endpoint.wait_s` has passed."""
     deadline = time.monotonic() + scenario.endpoint.wait_s
@@ -37,21 +38,22 @@ async def _models(scenario: Scenario, reach: Endpoint, log: Log | None, contexts
                 # final.
                 if time.monotonic() + _RETRY_S > deadline or not _STARTING.search(str(exc)):
                     raise
-                if not said and log is not None:
-                    log(f"waiting up to {scenario.endpoint.wait_s:g} s for {url}: {exc}")
+                if not said and voice is not None:
+                    voice.warn(f"waiting up to {scenario.endpoint.wait_s:g} s for {url}: {exc}")
                     said = True
             await asyncio.sleep(_RETRY_S)
 
 
 @asynccontextmanager
 async def target(scenario: Scenario, *, url: str | None, model: str | None, api: str | None, api_key: str | None,
-                 headers: tuple[tuple[str, str], ...] = (), pin: bool = False, log: Log | None = None
+                 headers: tuple[tuple[str, str], ...] = (), pin: bool = False, voice: Voice | None = None
                  ) -> AsyncIterator[tuple[Endpoint, bool]]:
     """The endpoint to drive and whether it is a bundled simulator, started here when `url` is None and
     stopped on exit; a given URL is asked for its models first, so a wrong one fails before any load.
     `headers`: the gateway's, resolved (`harness.config.request_shape.resolve`); the scenario's endpoint
-    section gives the rest of every request's shape (key header, sampling and extra body, TLS). `log` takes
-    what the bundled simulator says on its stderr (a live display prints it above itself)."""
+    section gives the rest of every request's shape (key header, sampling and extra body, TLS). `voice` warns
+    of a slow start and an over-long workload and takes what the bundled simulator says on its stderr (a live
+    display prints it above itself); without one, the simulator writes to the terminal itself."""
     cfg = scenario.endpoint
     spoken_for(scenario, api)
     api = api or cfg.api
@@ -63,7 +65,7 @@ async def target(scenario: Scenario, *, url: str | None, model: str | None, api:
                         cfg.ca_bundle, cfg.insecure, cfg.stream)
 
     if url is None:
-        async with bundled_simulator(scenario.simulator, pin=pin, log=log) as (sim_url, sim_model):
+        async with bundled_simulator(scenario.simulator, pin=pin, voice=voice) as (sim_url, sim_model):
             yield endpoint(sim_url, model or sim_model, None), True
         return
     try:
@@ -72,7 +74,7 @@ async def target(scenario: Scenario, *, url: str | None, model: str | None, api:
     except (OSError, ssl.SSLError) as exc:
         raise UsageError(f"endpoint.ca_bundle {cfg.ca_bundle}: cannot use it: {exc}") from None
     contexts: dict[str, int] = {}
-    served = await _models(scenario, reach, log, contexts)
+    served = await _models(scenario, reach, voice, contexts)
     if any(secret in m for secret in reach.secrets for m in served):  # a server echoing a header as a model id
         raise EndpointError(f"{url} lists the API key or a header's value among its model ids: refusing to take or "
                             "save it; pass --model")
@@ -85,7 +87,7 @@ async def target(scenario: Scenario, *, url: str | None, model: str | None, api:
         message = f"--model: {model!r} is not served by {url}; served: {', '.join(served[:5])}"
         raise UsageError(redactor(*reach.secrets)(message))
     if model in contexts:
-        fits(scenario.workload, model, contexts[model], log)
+        fits(scenario.workload, model, contexts[model], voice)
     yield endpoint(url, model, api_key), False
 
 
@@ -100,7 +102,7 @@ def spoken_for(scenario: Scenario, api: str | None) -> None:
         raise ScenarioError(f"endpoint.stream: false: the {spoken.name} API is read streamed only")
 
 
-def fits(workload: Workload, model: str, context: int, log: Log | None) -> None:
+def fits(workload: Workload, model: str, context: int, voice: Voice | None) -> None:
     """A workload whose every request passes the model's context is refused before any is sent (each would be
     an error, or cut short); one whose longest requests may, is warned of."""
     if workload.dataset is not None:  # a dataset's prompts are its own
@@ -111,9 +113,10 @@ def fits(workload: Workload, model: str, context: int, log: Log | None) -> None:
                          f"least {low(prompt):,}, past {model}'s context of {context:,} (its model list says): lower "
                          "workload.output_tokens or prompt_tokens")
     most = [high(prompt), high(answer)]
-    if log is not None and None not in most and sum(n for n in most if n is not None) > context:
-        log(f"workload: requests of up to {most[0]:,} prompt and {most[1]:,} answer tokens pass {model}'s context "
-            f"of {context:,}: the server refuses or cuts the longest (HTTP 400, or truncated 'context full')")
+    if voice is not None and None not in most and sum(n for n in most if n is not None) > context:
+        voice.warn(f"workload: requests of up to {most[0]:,} prompt and {most[1]:,} answer tokens pass {model}'s "
+                   f"context of {context:,}: the server refuses or cuts the longest (HTTP 400, or truncated 'context "
+                   "full')")
 
 
 def low(length: Length) -> int:

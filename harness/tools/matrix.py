@@ -26,6 +26,7 @@ from harness.stats.schema.matrix import Choice, FoundCapacity, Matrix, MatrixCol
 from harness.stats.schema.sweeps import KNEE_GOODPUT
 from harness.tools.predict import predict_async
 from harness.tools.search import search
+from harness.voice import QUIET, Voice
 
 CAPACITY = {"goodput": 0.95, "low": 0.5, "high": 64.0, "duration_s": 20.0, "steps": 6, "repeats": 2}
 
@@ -108,9 +109,8 @@ async def _capacity(scenario: Scenario, slo: SLO) -> FoundCapacity | None:
 
 
 async def accelerator_matrix(scenario: Scenario, accelerators: Sequence[str], prices: Mapping[str, float],
-                             slo: SLO, capacity: bool = False,
-                             said: Callable[[str], None] | None = None) -> Matrix:
-    """Per accelerator: the TP it needs and each phase's figures; then the best choice per phase. `said` hears
+                             slo: SLO, capacity: bool = False, voice: Voice = QUIET) -> Matrix:
+    """Per accelerator: the TP it needs and each phase's figures; then the best choice per phase. `voice` says
     which accelerator is being predicted (a capacity search on each takes a while)."""
     unknown = [a for a in [*(split_column(c)[0] for c in accelerators), *prices] if a not in catalogue().devices]
     if unknown:
@@ -124,8 +124,7 @@ async def accelerator_matrix(scenario: Scenario, accelerators: Sequence[str], pr
         p.name: "batch" if isinstance(p.load, BatchLoad) else "interactive" for p in scenario.phases}
     columns: list[MatrixColumn] = []
     for k, name in enumerate(accelerators, 1):
-        if said is not None:
-            said(f"predicting {k}/{len(accelerators)}: {name}{' and its capacity' if capacity else ''}…")
+        voice.say(f"predicting {k}/{len(accelerators)}: {name}{' and its capacity' if capacity else ''}…")
         moved = on_accelerator(scenario, name, slo)
         if moved is None:
             columns.append({"accelerator": name, "fits": False})

@@ -25,6 +25,7 @@ from harness.config.scenario import SLO, Scenario, parse_scenario
 from harness.config.units import duration_seconds
 from harness.stats.capacity import Capacity, SearchTrial
 from harness.stats.schema import Summary
+from harness.voice import QUIET, Voice
 
 Trial = Callable[[Scenario], Awaitable[Summary]]
 # A trial decides "≥ 95% goodput" on its own requests: with 20, one miss flips it; with 50, three do.
@@ -114,7 +115,7 @@ class _Trials:
     length: float  # seconds of arrivals a trial lasts at least (raised by `settled_seconds`)
     min_requests: int
     said: Callable[[SearchTrial], None] | None
-    note: Callable[[str], None] | None
+    voice: Voice
     done: list[SearchTrial] = field(default_factory=list)
 
     async def meets(self, rate: float, seed: int) -> bool:
@@ -128,9 +129,8 @@ class _Trials:
             self.said(last)
         if (longer := settled_seconds(self.length, last)) > self.length:
             self.length = longer
-            if self.note is not None:
-                self.note(f"trials now last ≥ {longer:g} s: {SETTLE_E2E}× the E2E p99 of {last.e2e_p99_ms:,.0f} ms "
-                          f"trial {last.index} saw (a shorter trial ends before its queue builds)")
+            self.voice.say(f"trials now last ≥ {longer:g} s: {SETTLE_E2E}× the E2E p99 of {last.e2e_p99_ms:,.0f} ms "
+                           f"trial {last.index} saw (a shorter trial ends before its queue builds)")
         return last.met
 
 
@@ -138,16 +138,16 @@ async def search(base: Scenario, trial: Trial, slo: SLO, goodput: float, low: fl
                  duration_s: float, steps: int = 7, repeats: int = 3, *,
                  min_requests: int = MIN_REQUESTS, start: float | None = None,
                  said: Callable[[SearchTrial], None] | None = None,
-                 note: Callable[[str], None] | None = None) -> Capacity:
+                 voice: Voice = QUIET) -> Capacity:
     """The highest rate in [low, high] whose goodput share is ≥ `goodput`: bracketed from `start` (or from the
     bounds), bisected to the precision `steps` halvings of [low, high] give, then the boundary again per seed.
 
     A trial whose window held fewer than `min_requests` requests (a run cut short, a long warm-up) is kept but
     marked too small to decide, and counts as missing the SLOs: capacity is never claimed on a few. A trial
     that was stopped raises `SearchStopped`: a cut trial decides nothing. `said` hears of each trial as it
-    ends; `note`, of trials made longer (`settled_seconds`).
+    ends; `voice`, of trials made longer (`settled_seconds`).
     """
-    run = _Trials(base, trial, slo, goodput, duration_s, min_requests, said, note)
+    run = _Trials(base, trial, slo, goodput, duration_s, min_requests, said, voice)
     found = await (_bounds(run, low, high) if start is None else _bracket(run, start, low, high))
     if isinstance(found, str):  # nothing to bisect: the whole range passes, or none of it does
         return Capacity(None, None, run.done, at_least_rps=high if found == "high" else None,

@@ -10,7 +10,6 @@ that load where wider (`twin_heldout`), and the fit's shape is one an engine can
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -36,8 +35,8 @@ from harness.twin.heldout import HeldFigure, held_figures
 from harness.twin.samples import step_samples
 from harness.twin.validate import ValidationRow, misses, outside_fitted, validate_run, validated
 from harness.twin.wake import wake_finding
+from harness.voice import Voice
 
-Say = Callable[[str], None]
 TTFT_P50, TTFT_P99, ITL_P50 = (of(latency, q).name for latency, q in (
     (Latency.TTFT, "p50"), (Latency.TTFT, "p99"), (Latency.ITL, "p50")))
 DRIFT = 0.10  # the lone probe's TTFT or ITL moving this much between the first and the last: `engine-drift`
@@ -89,7 +88,7 @@ def verdict(missed: list[HeldFigure], findings: list[Finding], limited: dict[str
 async def make_run(spec: PlannedRun, endpoint: Endpoint, where: Path, tokenizer: str | None, log: Display
                    ) -> Path:
     scenario = parse_scenario(spec.scenario(tokenizer), f"sim twin: {spec.name}")
-    write_run(await run_scenario(scenario, endpoint, where, display=log), log.warn)
+    write_run(await run_scenario(scenario, endpoint, where, display=log), log)
     return where
 
 
@@ -157,22 +156,22 @@ class Measured:
 
 
 async def measure(endpoint: Endpoint, info: EngineInfo, slots: int, budget_s: float, workdir: Path,
-                  tokenizer: str | None, say: Say) -> Measured:
+                  tokenizer: str | None, voice: Voice) -> Measured:
     """Probe, design within the budget, and make every run of the design, saying how far it has come."""
     workdir.mkdir(parents=True, exist_ok=True)
     with (workdir / "runs.log").open("a", encoding="utf-8") as log_file:
         log = Display(log_file)
         started = time.monotonic()
-        say(f"probing {endpoint.base_url} with 3 requests one at a time …")
+        voice.say(f"probing {endpoint.base_url} with 3 requests one at a time …")
         probe_spec = PlannedRun("probe", "probe", {"type": "concurrency", "concurrency": 1, "requests": 3},
                                 RUN_PROMPT, 32, 0.0)
         first = await make_run(probe_spec, endpoint, workdir / "00-probe", tokenizer, log)
         probe = probe_of(first)
         plan = within(slots, probe, budget_s, info.context_tokens, time.monotonic() - started)
-        say(f"one request alone: TTFT {probe.ttft_ms:,.0f} ms, ITL {probe.itl_ms:,.1f} ms; {slots} slots "
-            f"({info.source or '--slots'}); capacity ~{plan.capacity_rps:.2f} req/s")
-        say(f"{len(plan.role('fit'))} runs to fit on, {len(plan.role('held'))} held out; about "
-            f"{minutes(plan.estimate_s)} in all (budget {minutes(budget_s)}); runs in {workdir}")
+        voice.say(f"one request alone: TTFT {probe.ttft_ms:,.0f} ms, ITL {probe.itl_ms:,.1f} ms; {slots} slots "
+                  f"({info.source or '--slots'}); capacity ~{plan.capacity_rps:.2f} req/s")
+        voice.say(f"{len(plan.role('fit'))} runs to fit on, {len(plan.role('held'))} held out; about "
+                  f"{minutes(plan.estimate_s)} in all (budget {minutes(budget_s)}); runs in {workdir}")
         dirs: dict[str, Path] = {"probe": first}  # (not a planned run: read for what the engine did, not fitted)
         taken = estimated = 0.0
         for i in range(1, len(plan.runs) + 1):
@@ -182,20 +181,20 @@ async def measure(endpoint: Endpoint, info: EngineInfo, slots: int, budget_s: fl
                 plan = refined(plan, slots, measured_probe(probe, plan, dirs), i - 1, info.context_tokens, left)
                 spec = plan.runs[i - 1]
                 rates = [f"{r.load['rate']:g}" for r in plan.runs if r.load["type"] == "poisson"]
-                say(f"capacity from the ramp: ~{plan.capacity_rps:.2f} req/s; Poisson loads at {', '.join(rates)} "
-                    f"req/s (fitted, held out), {spec.load['requests']} requests each")
+                voice.say(f"capacity from the ramp: ~{plan.capacity_rps:.2f} req/s; Poisson loads at "
+                          f"{', '.join(rates)} req/s (fitted, held out), {spec.load['requests']} requests each")
                 if (rest := sum(r.estimate_s for r in plan.runs[i - 1:])) > left:
-                    say(f"the engine is slower than its probe: the rest takes ~{minutes(rest)}, past the budget by "
-                        f"~{minutes(rest - left)} even with the fewest requests")
+                    voice.say(f"the engine is slower than its probe: the rest takes ~{minutes(rest)}, past the "
+                              f"budget by ~{minutes(rest - left)} even with the fewest requests")
             ratio = taken / estimated if estimated else 1.0
             left = sum(r.estimate_s for r in plan.runs[i - 1:]) * ratio
-            say(f"[{i}/{len(plan.runs)}] {spec.role} {spec.name}: ~{minutes(spec.estimate_s * ratio)} "
-                f"({minutes(time.monotonic() - started)} so far, ~{minutes(left)} to go)")
+            voice.say(f"[{i}/{len(plan.runs)}] {spec.role} {spec.name}: ~{minutes(spec.estimate_s * ratio)} "
+                      f"({minutes(time.monotonic() - started)} so far, ~{minutes(left)} to go)")
             t0 = time.monotonic()
             dirs[spec.name] = await make_run(spec, endpoint, workdir / f"{i:02d}-{spec.name}", tokenizer, log)
             taken += time.monotonic() - t0
             estimated += spec.estimate_s
-        say("probing once more, to see whether the engine itself kept its speed …")
+        voice.say("probing once more, to see whether the engine itself kept its speed …")
         last = workdir / f"{len(plan.runs) + 1:02d}-probe-end"
         dirs["probe-end"] = await make_run(probe_spec, endpoint, last, tokenizer, log)
         again = probe_of(dirs["probe-end"])

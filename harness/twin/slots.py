@@ -5,7 +5,7 @@ nothing is found."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from harness.client.backend import Endpoint
@@ -14,6 +14,7 @@ from harness.report.files import write_run
 from harness.run.display import Display
 from harness.run.runner import run_scenario
 from harness.stats.server import Row, read_server_metrics
+from harness.voice import Voice
 
 BURST = 64  # requests sent at once; an engine that runs them all is said to run "at least" this many
 BURST_PROMPT, BURST_OUTPUT = 16, 24  # short prompts, answers long enough for the scrapes to see the plateau
@@ -31,7 +32,7 @@ def limit_seen(rows: Sequence[Row]) -> int | None:
     return peak if any(n == peak and waiting > 0 for n, waiting in running) and peak > 0 else None
 
 
-async def burst_slots(endpoint: Endpoint, where: Path, tokenizer: str | None, say: Callable[[str], None],
+async def burst_slots(endpoint: Endpoint, where: Path, tokenizer: str | None, voice: Voice,
                       burst: int = BURST) -> int | None:
     """Send `burst` requests at once and read the limit off the scrapes; None when none waited."""
     workload: dict[str, object] = {"prompt_tokens": BURST_PROMPT, "output_tokens": BURST_OUTPUT}
@@ -41,12 +42,12 @@ async def burst_slots(endpoint: Endpoint, where: Path, tokenizer: str | None, sa
                                "endpoint": {"scrape_interval_s": SCRAPE_S},
                                "phases": [{"name": "slots", "load": {"type": "batch", "size": burst, "batches": 1}}]},
                               "sim twin: slots")
-    say(f"the endpoint does not say how many requests it decodes at once: {burst} short requests at once, its "
-        f"/metrics read every {SCRAPE_S * 1000:.0f} ms …")
+    voice.say(f"the endpoint does not say how many requests it decodes at once: {burst} short requests at once, its "
+              f"/metrics read every {SCRAPE_S * 1000:.0f} ms …")
     with (where.parent / "runs.log").open("a", encoding="utf-8") as log:
         display = Display(log)
-        write_run(await run_scenario(scenario, endpoint, where, display=display), display.warn)
+        write_run(await run_scenario(scenario, endpoint, where, display=display), display)
     found = limit_seen(read_server_metrics(where))
-    say(f"at most {found} running while others waited" if found else
-        f"all {burst} ran at once (or no scrape saw one wait): the engine runs at least {burst}; give --slots")
+    voice.say(f"at most {found} running while others waited" if found else
+              f"all {burst} ran at once (or no scrape saw one wait): the engine runs at least {burst}; give --slots")
     return found

@@ -15,6 +15,7 @@ from harness.config.scenario import SLO, Scenario, load_scenario
 from harness.stats.capacity import SearchTrial
 from harness.stats.schema import Summary
 from harness.tools.search import MIN_REQUESTS, SETTLE_E2E, parse_slo, search, trial_scenario
+from harness.voice import Heard
 from tests.helpers import phase_json, rec, summary_of
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -189,7 +190,7 @@ async def test_trials_grow_to_a_few_e2e_times_and_say_so() -> None:
 
     base = load_scenario(ROOT / "scenarios" / "quickstart.yaml")
     found = await search(base, fake, SLO(ttft_ms=100), 0.95, 1.0, 64.0, 6.0, steps=4, repeats=1, min_requests=1,
-                         note=notes.append)
+                         voice=Heard(said=notes))
     assert asked[0] == pytest.approx(6.0, rel=0.2)  # the first trial, before any E2E was seen
     assert all(t >= SETTLE_E2E * 2.5 - 1 for t in asked[1:]), asked  # ≥ 20 s from then on
     assert found.trial_s == SETTLE_E2E * 2.5 and len(notes) == 1 and "trials now last ≥ 20 s" in notes[0]

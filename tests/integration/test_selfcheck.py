@@ -7,6 +7,7 @@ from harness.clock import NS_PER_MS, NS_PER_S, FakeClock, MonotonicClock
 from harness.config.scenario import SLO
 from harness.run.selfcheck import SelfCheck
 from harness.stats.verdict import ClientCheck
+from harness.voice import Heard
 from tests.helpers import phase_json, rec
 
 pytestmark = pytest.mark.timing  # the self-check measures this machine's CPU and event-loop lag
@@ -47,7 +48,7 @@ def test_the_machines_idle_time_is_read_where_linux_gives_it() -> None:
 
 def test_warns_once_when_over_a_bound() -> None:
     warnings: list[str] = []
-    check = SelfCheck(FakeClock(), cpu_bound=0.9, warn=warnings.append)
+    check = SelfCheck(FakeClock(), cpu_bound=0.9, voice=Heard(warned=warnings))
     check._check(ClientCheck(loop_lag_p99_ms=1.0, cpu_share=0.5))
     assert warnings == []
     check._check(ClientCheck(loop_lag_p99_ms=12.0, cpu_share=0.97))
@@ -63,7 +64,7 @@ def test_the_live_warning_and_the_phase_verdict_read_the_same_ticks() -> None:
     tails of 50 ms first tokens, not their median. A second of timer rounding alone warns of nothing."""
     warnings: list[str] = []
     clock, cpu = FakeClock(), FakeCPU()
-    check = SelfCheck(clock, warn=warnings.append, cpu_time=cpu, sched=lambda: (0, 0), load=lambda: 0.2)
+    check = SelfCheck(clock, voice=Heard(warned=warnings), cpu_time=cpu, sched=lambda: (0, 0), load=lambda: 0.2)
     mark = check.mark()
     check.lags_ns.extend([NS_PER_MS // 2] * 100)  # 10 ms ticks woken half a millisecond late: libuv's rounding
     check._check(check.since(mark))

@@ -15,6 +15,7 @@ from harness.config.scenario import parse_scenario
 from harness.report.files import write_run
 from harness.run.runner import run_scenario
 from harness.run.signals import results_kept
+from harness.voice import Heard
 
 TINY = {"name": "tiny", "workload": {"prompt_tokens": 16, "output_tokens": 4}, "endpoint": {"scrape_interval_s": 0},
         "phases": [{"name": "p", "load": {"type": "constant", "rate": 50, "requests": 5}}]}
@@ -28,11 +29,11 @@ def _signal_self(sig: signal.Signals) -> None:
 async def test_a_signal_while_results_are_written_is_held_and_the_summary_kept(sim_url: str, tmp_path: Path) -> None:
     before = signal.getsignal(signal.SIGINT)
     said: list[str] = []
-    with results_kept(said.append):
+    with results_kept(Heard(warned=said)):
         result = await run_scenario(parse_scenario(TINY, "test"), Endpoint(sim_url, "llama-3.1-8b"), tmp_path / "r")
         _signal_self(signal.SIGINT)  # the run is over: its handlers are off, the hold is on
         _signal_self(signal.SIGUSR1)  # said, never counted as the second
-        write_run(result, said.append)
+        write_run(result, Heard(warned=said))
         assert (tmp_path / "r" / "summary.json").is_file() and (tmp_path / "r" / "report.html").is_file()
         assert said[0] == "SIGINT: the run has ended and its results are being written (again to abandon them)"
         assert said[1].startswith("SIGUSR1: the run has ended")

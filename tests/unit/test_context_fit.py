@@ -8,6 +8,7 @@ import pytest
 from harness.config.workload import LengthDist, Workload
 from harness.errors import UsageError
 from harness.run.target import fits, high, low
+from harness.voice import Heard
 
 
 def _workload(prompt: object, output: object) -> Workload:
@@ -32,8 +33,9 @@ def test_no_request_can_fit_is_refused_naming_the_fields_and_the_context() -> No
 
 def test_only_the_longest_passing_is_a_warning_and_a_fitting_workload_is_silent() -> None:
     said: list[str] = []
-    fits(_workload(1000, {"dist": "uniform", "min": 10, "max": 4000}), "m", 4096, said.append)
+    fits(_workload(1000, {"dist": "uniform", "min": 10, "max": 4000}), "m", 4096, Heard(warned=said))
     assert len(said) == 1 and "up to 1,000 prompt and 4,000 answer tokens pass m's context of 4,096" in said[0]
-    fits(_workload(1000, {"dist": "uniform", "min": 10, "max": 3000}), "m", 4096, said.append)
-    fits(_workload(1000, {"dist": "normal", "mean": 3000, "std": 900}), "m", 4096, said.append)  # unbounded: unknown
+    fits(_workload(1000, {"dist": "uniform", "min": 10, "max": 3000}), "m", 4096, Heard(warned=said))
+    # unbounded: unknown
+    fits(_workload(1000, {"dist": "normal", "mean": 3000, "std": 900}), "m", 4096, Heard(warned=said))
     assert len(said) == 1

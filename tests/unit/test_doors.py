@@ -18,6 +18,7 @@ from harness.doors import json_value
 from harness.errors import ScenarioError
 from harness.limits import JSON_DEPTH
 from harness.stats.schema import read_summary
+from harness.voice import QUIET, Heard
 
 # `make fuzz` runs the door's property tests long (and says how many inputs each took); `make test` short, seeded
 EXAMPLES = int(os.environ.get("HARNESS_FUZZ_EXAMPLES", "200"))
@@ -101,7 +102,7 @@ def test_a_key_header_the_framing_owns_or_given_twice_is_one_line_exit_2(flags: 
     scenario = parse_scenario({"name": "k", "phases": [{"name": "p", "load": {"type": "poisson", "rate": 1,
                                                                             "requests": 1}}]}, "test")
     with pytest.raises(click.UsageError, match=says) as caught:
-        with_request_flags(scenario, RequestFlags(**flags), lambda _: None)  # type: ignore[arg-type]
+        with_request_flags(scenario, RequestFlags(**flags), QUIET)  # type: ignore[arg-type]
     assert caught.value.exit_code == 2 and "\n" not in caught.value.format_message()
 
 
@@ -116,7 +117,7 @@ def test_an_extra_body_replacing_the_exact_length_fields_is_said_with_its_conseq
         scenario = parse_scenario({"name": "k", "workload": workload, "endpoint": {"extra_body": {"min_tokens": 4}},
                                    "phases": [{"name": "p", "load": {"type": "poisson", "rate": 1,
                                                                      "requests": 1}}]}, "test")
-        with_request_flags(scenario, RequestFlags(), said.append)
+        with_request_flags(scenario, RequestFlags(), Heard(warned=said))
         assert any("min_tokens replace the harness's own" in line for line in said) is expect
 
 

@@ -46,8 +46,8 @@ def _module(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-CORE = {"errors", "clock", "tokens", "records", "records_read", "gctune", "redact", "loop", "yamlfile", "doors",
-        "limits", "__main__"}
+CORE = {"errors", "clock", "tokens", "records", "records_read", "voice", "gctune", "redact", "loop", "yamlfile",
+        "doors", "limits", "__main__"}
 
 
 def _layer(module: str) -> str:

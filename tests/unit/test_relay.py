@@ -18,6 +18,7 @@ from harness.run.distributed import wire
 from harness.run.distributed.hub import Hub
 from harness.run.distributed.relay import Relay
 from harness.run.observe import FanOut, PhaseStart
+from harness.voice import Heard
 from harness.workload.plan import plan_phase
 
 
@@ -184,8 +185,7 @@ async def test_a_worker_whose_parent_is_gone_goes_on_alone() -> None:
     os.close(read_end)
     warned: list[str] = []
     with open(write_end, "wb", buffering=0) as out, open(os.devnull, "rb") as inp:
-        relay = Relay(out, inp)
-        relay.warn = warned.append
+        relay = Relay(out, inp, voice=Heard(warned=warned))
         for i in range(3):
             relay.record(rec("chat", i))
             relay.flush()

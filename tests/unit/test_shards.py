@@ -15,6 +15,7 @@ from harness.cli import main
 from harness.config.scenario import parse_scenario
 from harness.run.distributed.sharding import since_launch_s
 from harness.run.distributed.timeline import PhaseGate, manual_gate
+from harness.voice import Heard
 from harness.workload.plan import BatchPlan, ClosedLoopPlan, OpenLoopPlan, PhasePlan, SessionPlan, plan_phase
 from harness.workload.shards import Shard, empty, idle_line, planned_span_s, shard_plan, timetable
 
@@ -116,7 +117,7 @@ def test_shards_by_hand_plan_each_phase_start_from_the_schedules_of_the_whole_ru
 def test_a_phase_that_begins_after_its_planned_start_is_counted_and_named() -> None:
     said: list[str] = []
     now = time.time()
-    gate = PhaseGate(starts=[now - 10, now - 0.3, now + 0.05, None], warn=said.append)
+    gate = PhaseGate(starts=[now - 10, now - 0.3, now + 0.05, None], voice=Heard(warned=said))
 
     async def go() -> None:
         for k, name in enumerate(("a", "b", "c", "d")):
@@ -135,7 +136,7 @@ def test_a_gate_by_hand_says_up_front_what_no_plan_can_hold() -> None:
         {"name": "after", "load": {"type": "poisson", "rate": 20, "requests": 10}}]}, "test")
     whole = [plan_phase(scenario, i, "run-1") for i in range(3)]
     said: list[str] = []
-    gate = manual_gate(scenario.phases, whole, 100.0, 5.0, said.append)
+    gate = manual_gate(scenario.phases, whole, 100.0, 5.0, Heard(warned=said))
     assert gate.starts[:2] == [100.0, 100.0 + planned_span_s(whole[0]) + 5.0] and gate.starts[2] is None  # type: ignore[operator]
     assert len(said) == 2 and "phase batches" in said[0] and "first batch together" in said[0]
     assert "phase after has no planned start" in said[1]

@@ -16,6 +16,7 @@ from harness.redact import redactor
 from harness.run.observe import PhaseStart
 from harness.run.rescue import rescue
 from harness.run.sink import RecordSink
+from harness.voice import Heard
 
 
 def record(i: int, message: str = "") -> RequestRecord:
@@ -46,7 +47,7 @@ def test_a_raising_watcher_costs_no_record_and_is_said_once(tmp_path: Path) -> N
     said: list[str] = []
     with RecordWriter(tmp_path) as writer:
         raising = Raising()
-        sink = RecordSink(writer, redactor(None), watchers=[("the live exporter", raising)], warn=said.append)
+        sink = RecordSink(writer, redactor(None), watchers=[("the live exporter", raising)], voice=Heard(warned=said))
 
         async def go() -> None:
             for i in range(50):
@@ -135,7 +136,7 @@ def test_a_file_that_is_not_ours_is_named_so_and_a_torn_last_line_is_only_skippe
         writer.write(record(0))
     torn.write_text((tmp_path / "requests.jsonl").read_text() + '{"request_id": "r-1", "pha')
     said: list[str] = []
-    assert [r.index for r in read_records(torn, said.append)] == [0] and "torn last line" in said[0]
+    assert [r.index for r in read_records(torn, Heard(warned=said))] == [0] and "torn last line" in said[0]
 
 
 def test_a_closed_records_token_times_are_compact_and_read_as_before(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from harness.client.backend import Endpoint
@@ -23,6 +23,7 @@ from harness.run.progress import Progress
 from harness.run.result import RunResult
 from harness.run.signals import USR1_IGNORED, detach_terminal, off_signals, on_signals
 from harness.run.target import target
+from harness.voice import Voice
 from harness.workload.plan import plan_phase
 from harness.workload.shards import idle_line
 
@@ -32,7 +33,7 @@ async def run_workers(scenario: Scenario, run_dir: Path, url: str | None, model:
                       metrics: LiveMetrics | None, n: int, ray_address: str | None) -> tuple[RunResult, list[str]]:
     """The merged run, and a line for each worker that died. `headers`: the gateway's, resolved."""
     async with target(scenario, url=url, model=model, api=api, api_key=key, headers=headers, pin=False,
-                      log=display.warn) as (endpoint, bundled):
+                      voice=display) as (endpoint, bundled):
         for line in plan_lines(scenario, endpoint, bundled, run_dir):
             display.say(line)
         plans = [plan_phase(scenario, i, "count") for i in range(len(scenario.phases))]
@@ -45,9 +46,9 @@ async def run_workers(scenario: Scenario, run_dir: Path, url: str | None, model:
         watchers: list[tuple[str, RecordObserver]] = [("the progress line", progress)]
         if metrics is not None:
             watchers.append(("the live exporter", metrics))
-        hub = Hub(scenario, plans, n, lambda i, line: links[i].send(line), FanOut(watchers=watchers, warn=display.warn))
+        hub = Hub(scenario, plans, n, lambda i, line: links[i].send(line), FanOut(watchers=watchers, voice=display))
         display.follow(progress)
-        forward = Forward(links, display.warn, work)
+        forward = Forward(links, display, work)
         installed = on_signals(asyncio.get_running_loop(), forward)
         try:
             await follow(links, hub, display, work)
@@ -68,24 +69,25 @@ class Forward:
     their sending and lets what is in flight end, the second cancels it, a third kills them. They end, and
     their shards are merged as ever; the merged run says it was stopped."""
 
-    def __init__(self, links: Sequence[Link], warn: Callable[[str], None], work: Path) -> None:
-        self.links, self.warn, self.work = links, warn, work
+    def __init__(self, links: Sequence[Link], voice: Voice, work: Path) -> None:
+        self.links, self.voice, self.work = links, voice, work
         self.signal: str | None = None
         self.count = 0
 
     def __call__(self, sig: signal.Signals) -> None:
         if sig == signal.SIGUSR1:
-            self.warn(USR1_IGNORED)
+            self.voice.warn(USR1_IGNORED)
             return
         if sig == signal.SIGHUP:
             detach_terminal()
         self.signal = self.signal or sig.name
         self.count += 1
         if self.count == 1:
-            self.warn(f"{sig.name}: the workers stop sending and finish their requests in flight (again to cancel "
-                      f"them); their shards are merged when they end (by hand: harness merge {self.work}/*/*)")
+            self.voice.warn(f"{sig.name}: the workers stop sending and finish their requests in flight (again to "
+                            "cancel them); their shards are merged when they end (by hand: harness merge "
+                            f"{self.work}/*/*)")
         elif self.count == 2:
-            self.warn(f"{sig.name}: the workers cancel their requests in flight (again to kill them)")
+            self.voice.warn(f"{sig.name}: the workers cancel their requests in flight (again to kill them)")
         for link in self.links:
             if self.count > 2:
                 link.abandon(f"{sig.name} three times")

@@ -8,7 +8,7 @@ NTP-synchronised); each phase's self-check is the worst of its shards' (client-l
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,6 +36,7 @@ from harness.stats.schema import (
 from harness.stats.server import read_server_metrics
 from harness.stats.summary import PhaseRun, build_summary
 from harness.stats.verdict import RANK, ClientCheck, blamed, saved_check
+from harness.voice import QUIET, Voice
 from harness.workload.plan import plan_phase
 from harness.workload.shards import Shard, shares, skew_ms
 
@@ -80,7 +81,7 @@ def killed_summary(header: RunHeader, stopped: str) -> Summary:
     return Summary(run=run, phases=[], comparison=Comparison(phases=[], conclusion=[]))
 
 
-def read_shard(run_dir: Path, warn: Callable[[str], None] | None = None) -> ShardRun:
+def read_shard(run_dir: Path, voice: Voice = QUIET) -> ShardRun:
     """A shard's run directory; one killed before its summary (only `shard.json`, written at its start, and
     its records) is read as an incomplete shard."""
     summary, records = run_dir / "summary.json", run_dir / "requests.jsonl"
@@ -92,14 +93,13 @@ def read_shard(run_dir: Path, warn: Callable[[str], None] | None = None) -> Shar
         except (ValueError, KeyError, TypeError, ValidationError) as exc:
             raise ScenarioError(f"{run_dir / SHARD_HEADER}: not a shard's header ({type(exc).__name__})") from None
         saved = killed_summary(header, "the shard ended before writing its summary")
-        if warn is not None:
-            warn(f"{run_dir}: no summary.json (the shard was killed?): its records are merged, the run is incomplete")
+        voice.warn(f"{run_dir}: no summary.json (the shard was killed?): its records are merged, the run is incomplete")
     else:
         raise ScenarioError(f"{run_dir}: not a finished run directory (no summary.json or requests.jsonl)")
     if saved.run.shard is None:
         raise ScenarioError(f"{run_dir}: not a shard (run with --shard i/N)")
     return ShardRun(run_dir, (run_dir / "scenario.yaml").read_text(encoding="utf-8"), saved,
-                    list(read_records(records, warn)) if records.is_file() else [])
+                    list(read_records(records, voice)) if records.is_file() else [])
 
 
 def _counted(shard: ShardRun, scenario: Scenario) -> ShardRun:
@@ -175,8 +175,8 @@ def worst(checks: Sequence[ClientCheck]) -> ClientCheck:
                        max_shift=checks[0].max_shift)
 
 
-def merge_shards(run_dirs: Sequence[Path], out: Path, warn: Callable[[str], None] | None = None) -> RunResult:
-    return merge_runs([read_shard(d, warn) for d in run_dirs], out)
+def merge_shards(run_dirs: Sequence[Path], out: Path, voice: Voice = QUIET) -> RunResult:
+    return merge_runs([read_shard(d, voice) for d in run_dirs], out)
 
 
 @dataclass(frozen=True, slots=True)

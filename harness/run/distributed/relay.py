@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-from collections.abc import Callable
 from typing import IO
 
 from harness.records import RequestRecord, record_fields
@@ -33,6 +32,7 @@ from harness.run.distributed.wire import (
     encode,
 )
 from harness.run.observe import PhaseStart
+from harness.voice import QUIET, Voice
 
 PHASE_START = -1  # the barrier before a phase's first send (batches count from 0)
 BEAT_S = 0.5  # a worker says it is alive this often: a silence of 2 s is four beats missed
@@ -46,13 +46,13 @@ def _is_answer(message: Message | None, k: int) -> bool:
 
 class Relay:
     def __init__(self, out: IO[bytes] | None = None, inp: IO[bytes] | None = None,
-                 warn: Callable[[str], None] = lambda _: None) -> None:
+                 voice: Voice = QUIET) -> None:
         self._out = out if out is not None else sys.stdout.buffer
         self._in = inp if inp is not None else sys.stdin.buffer
         self._reader: asyncio.StreamReader | None = None
         self._transport: asyncio.ReadTransport | None = None
         self._sent = 0  # the current phase's requests gone so far, as the dispatcher said
-        self.warn = warn
+        self.voice = voice
         self.lost = False  # the parent stopped reading: the records stay on this shard's disk only
         self._beats: asyncio.Task[None] | None = None
 
@@ -65,8 +65,8 @@ class Relay:
 
     def _lose(self) -> None:
         self.lost = True
-        self.warn("the parent stopped reading this worker's records: they stay in its run directory "
-                  "(`harness merge` joins the shards)")
+        self.voice.warn("the parent stopped reading this worker's records: they stay in its run directory "
+                        "(`harness merge` joins the shards)")
 
     def sent(self) -> int:
         return self._sent
@@ -148,7 +148,7 @@ class Relay:
         while line := await reader.readline():
             if decode(line) == Go(phase, batch):
                 return
-        self.warn(f"the parent closed its line at batch {batch} of {phase}: going on without the barrier")
+        self.voice.warn(f"the parent closed its line at batch {batch} of {phase}: going on without the barrier")
 
     async def _stdin(self) -> asyncio.StreamReader:
         if self._reader is None:

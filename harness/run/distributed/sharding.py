@@ -9,7 +9,6 @@ import asyncio
 import json
 import os
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from harness.run.distributed.clockref import measure
 from harness.run.distributed.relay import Relay
 from harness.run.distributed.timeline import PhaseGate, manual_gate
 from harness.stats.schema import RunHeader, ShardInfo
+from harness.voice import Voice
 from harness.workload.plan import PhasePlan
 from harness.workload.shards import LATE_MS, PHASE_SLACK_S, SKEW_MS, Shard, skew_ms
 
@@ -54,15 +54,15 @@ class Sharding:
         return ShardInfo(index=self.shard.index, count=self.shard.count, start_at=self.start_at,
                          phase_slack_s=None if self.relay is not None else self.slack_s)
 
-    def gate(self, phases: list[Phase], whole: list[PhasePlan], warn: Callable[[str], None]) -> PhaseGate:
+    def gate(self, phases: list[Phase], whole: list[PhasePlan], voice: Voice) -> PhaseGate:
         """When each phase begins: the parent's barrier, or (by hand) the planned timetable."""
         if self.relay is not None:
             return PhaseGate(relay=self.relay)
         if self.shard.count == 1:
             return PhaseGate()
-        return manual_gate(phases, whole, self.start_at, self.slack_s, warn)
+        return manual_gate(phases, whole, self.start_at, self.slack_s, voice)
 
-    async def wait(self, run_dir: Path, header: RunHeader, warn: Callable[[str], None]) -> RunHeader:
+    async def wait(self, run_dir: Path, header: RunHeader, voice: Voice) -> RunHeader:
         """Until the common start (hosts are assumed NTP-synchronised); at once if it has passed, saying by
         how much for a shard by hand (`shard.late_ms` in the summary; `harness merge` names it). The run's
         header goes to `shard.json` first: a shard killed before its summary can still be merged. The header,
@@ -73,9 +73,9 @@ class Sharding:
         (run_dir / SHARD_HEADER).write_text(json.dumps({"run": header.to_json()}), encoding="utf-8")
         if self.relay is not None:
             self.relay.start_beats()
-            shard = await self._clock(shard, warn)
+            shard = await self._clock(shard, voice)
         elif self.clock_ref is not None:
-            shard = await self._reference(shard, self.clock_ref, warn)
+            shard = await self._reference(shard, self.clock_ref, voice)
         delay = self.start_at - time.time()
         if delay > 0:
             await asyncio.sleep(delay)
@@ -88,26 +88,26 @@ class Sharding:
         if late_ms > LATE_MS:
             took = "" if ready is None else (f"; it was ready {ready:,.1f} s after its launch: a lead of at least "
                                              f"{max(LEAD_S, 2 * ready):,.0f} s keeps the shards together")
-            warn(f"shard {self.shard} started {late_ms:,.0f} ms after the common start (--start-at): its share "
-                 f"of the load is late by as much{took}")
+            voice.warn(f"shard {self.shard} started {late_ms:,.0f} ms after the common start (--start-at): its share "
+                       f"of the load is late by as much{took}")
         return header.changed(shard=shard.changed(late_ms=round(late_ms, 1)))
 
 
-    async def _reference(self, shard: ShardInfo, url: str, warn: Callable[[str], None]) -> ShardInfo:
+    async def _reference(self, shard: ShardInfo, url: str, voice: Voice) -> ShardInfo:
         """By hand: this host's clock against a `harness clock` (--clock-ref), before the start."""
         try:
             offset, uncertainty = await asyncio.to_thread(measure, url)
         except (OSError, ValueError, KeyError) as exc:
-            warn(f"shard {self.shard}: --clock-ref {url} could not be read ({type(exc).__name__}): this host's clock "
-                 "is trusted as it is (NTP)")
+            voice.warn(f"shard {self.shard}: --clock-ref {url} could not be read ({type(exc).__name__}): this "
+                       "host's clock is trusted as it is (NTP)")
             return shard
         if skew_ms(offset, uncertainty):
-            warn(f"shard {self.shard}: this host's clock is {offset:+,.1f} ms (±{uncertainty:.1f}) off the reference's "
-                 "(--clock-ref): its start and phases are late or early by as much on the reference's clock; `harness "
-                 "merge` moves its records onto it and says so")
+            voice.warn(f"shard {self.shard}: this host's clock is {offset:+,.1f} ms (±{uncertainty:.1f}) off the "
+                       "reference's (--clock-ref): its start and phases are late or early by as much on the "
+                       "reference's clock; `harness merge` moves its records onto it and says so")
         return shard.changed(clock_offset_ms=round(offset, 3), clock_uncertainty_ms=round(uncertainty, 3))
 
-    async def _clock(self, shard: ShardInfo, warn: Callable[[str], None]) -> ShardInfo:
+    async def _clock(self, shard: ShardInfo, voice: Voice) -> ShardInfo:
         """This host's clock against the coordinator's (the parent of --workers/--ray)."""
         assert self.relay is not None
         measured = await self.relay.clock_offset()
@@ -115,6 +115,7 @@ class Sharding:
             return shard
         offset, uncertainty = measured
         if abs(offset) - uncertainty > SKEW_MS:
-            warn(f"shard {self.shard}: this host's clock is {offset:+,.1f} ms (±{uncertainty:.1f}) off the "
-                 "coordinator's: the merge moves its records onto the coordinator's clock; latencies are unaffected")
+            voice.warn(f"shard {self.shard}: this host's clock is {offset:+,.1f} ms (±{uncertainty:.1f}) off the "
+                       "coordinator's: the merge moves its records onto the coordinator's clock; latencies are "
+                       "unaffected")
         return shard.changed(clock_offset_ms=round(offset, 3), clock_uncertainty_ms=round(uncertainty, 3))

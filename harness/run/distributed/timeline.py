@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from harness.config.load import Phase
 from harness.run.distributed.relay import PHASE_START, Relay
+from harness.voice import QUIET, Voice
 from harness.workload.plan import BatchPlan, PhasePlan
 from harness.workload.shards import LATE_MS, planned_span_s, timetable
 
@@ -24,7 +25,7 @@ from harness.workload.shards import LATE_MS, planned_span_s, timetable
 class PhaseGate:
     relay: Relay | None = None  # a parent's barrier
     starts: Sequence[float | None] = ()  # shards by hand: each phase's planned start, Unix seconds
-    warn: Callable[[str], None] = lambda _: None
+    voice: Voice = QUIET
     late_ms: dict[str, float] = field(default_factory=dict)  # phase -> how late it began against its plan
 
     async def before(self, k: int, phase: str) -> None:
@@ -39,23 +40,23 @@ class PhaseGate:
         late = max(0.0, (time.time() - due) * 1000)
         self.late_ms[phase] = round(late, 1)
         if late > LATE_MS:
-            self.warn(f"phase {phase} began {late:,.0f} ms after its planned start (the previous phase's "
-                      "answers ended late): it may overlap the other shards' previous phase; a longer "
-                      "--phase-slack keeps the timeline")
+            self.voice.warn(f"phase {phase} began {late:,.0f} ms after its planned start (the previous phase's "
+                            "answers ended late): it may overlap the other shards' previous phase; a longer "
+                            "--phase-slack keeps the timeline")
 
 
 def manual_gate(phases: Sequence[Phase], whole: Sequence[PhasePlan], start_at: float, slack_s: float,
-                warn: Callable[[str], None]) -> PhaseGate:
+                voice: Voice) -> PhaseGate:
     """The gate of a shard started by hand: planned phase starts, and a warning up front for what no plan can
     hold (batches after a phase's first, and the phases after one that only its answers end)."""
     starts = timetable(start_at, [planned_span_s(p) for p in whole], slack_s)
     for phase, plan, start in zip(phases, whole, starts, strict=True):
         if isinstance(plan, BatchPlan) and len(plan.batches) > 1:
-            warn(f"phase {phase.name}: shards by hand release each phase's first batch together, the later ones "
-                 "when this shard's share of the batch before ended (--workers or --ray hold a barrier for each)")
+            voice.warn(f"phase {phase.name}: shards by hand release each phase's first batch together, the later ones "
+                       "when this shard's share of the batch before ended (--workers or --ray hold a barrier for each)")
         if start is None:
-            warn(f"phase {phase.name} has no planned start (a phase before it ends only with its answers): it "
-                 "begins when this shard's share of the one before ended, and may overlap other shards' "
-                 "(give that phase a duration_s, or use --workers or --ray)")
+            voice.warn(f"phase {phase.name} has no planned start (a phase before it ends only with its answers): it "
+                       "begins when this shard's share of the one before ended, and may overlap other shards' "
+                       "(give that phase a duration_s, or use --workers or --ray)")
             break
-    return PhaseGate(starts=starts, warn=warn)
+    return PhaseGate(starts=starts, voice=voice)

@@ -39,6 +39,7 @@ from harness.run.selfcheck import SelfCheck
 from harness.run.simulator import given_cores
 from harness.stats.schema import Anchor, ShardLoss, read_summary
 from harness.stats.verdict import health
+from harness.voice import Reworded
 from harness.workload.plan import PhasePlan
 from harness.workload.shards import Shard, shares
 
@@ -235,8 +236,7 @@ async def follow(links: Sequence[Link], hub: Hub, display: Display, logs: Path) 
 
     helpers = [asyncio.ensure_future(_say_counts(hub, display)), asyncio.ensure_future(_watch(links, hub, display))]
     # The parent watches itself too: a late coordinator delays barriers and the live view (not the latencies).
-    check = SelfCheck(MonotonicClock(), warn=lambda m: display.warn(f"the parent of the workers: {m.split(';')[0]}: "
-                                                                     "its barriers and live view may lag"))
+    check = SelfCheck(MonotonicClock(), voice=Reworded(display, _as_parent))
     check.start()
     mark = check.mark()
     try:
@@ -246,6 +246,11 @@ async def follow(links: Sequence[Link], hub: Hub, display: Display, logs: Path) 
             helper.cancel()
         await check.stop()
         hub.coordinator = health(check.since(mark))
+
+
+def _as_parent(warning: str) -> str:
+    """The parent's own lateness, said as what it delays: barriers and the live view, not the latencies."""
+    return f"the parent of the workers: {warning.split(';')[0]}: its barriers and live view may lag"
 
 
 async def _say_counts(hub: Hub, display: Display) -> None:
