@@ -92,11 +92,11 @@ def _push_url(given: str) -> str:
     return url
 
 
-def with_tags(scenario: Scenario, labels: tuple[str, ...], metadata: Path | None) -> Scenario:
-    """The scenario with --label pairs over its `labels` and --metadata's mapping over its `metadata`; a bad
-    one is a BadParameter naming its flag."""
+def tag_changes(scenario: Scenario, labels: tuple[str, ...], metadata: Path | None) -> dict[str, object]:
+    """The scenario's `labels` with --label pairs over them and its `metadata` with --metadata's mapping over
+    it; a bad one is a BadParameter naming its flag."""
     if not labels and metadata is None:
-        return scenario
+        return {}
     try:
         given = dict(parse_label(text) for text in labels)
         tags = {**scenario.labels, **check_labels(given)}
@@ -114,13 +114,12 @@ def with_tags(scenario: Scenario, labels: tuple[str, ...], metadata: Path | None
             facts |= check_metadata(data)
         except ValueError as exc:
             raise click.BadParameter(f"{metadata}: {exc}", param_hint="--metadata") from None
-    return scenario.changed(labels=tags, metadata=facts)
+    return {"labels": tags, "metadata": facts}
 
 
-def with_export_flags(scenario: Scenario, flags: ExportFlags) -> Scenario:
-    """The scenario with the export flags given on the command line put over its own fields."""
-    scenario = with_tags(scenario, flags.labels, flags.metadata)
-    update: dict[str, Any] = {}
+def export_changes(scenario: Scenario, flags: ExportFlags) -> dict[str, object]:
+    """The scenario's fields the export flags given on the command line change, with their new values."""
+    update = tag_changes(scenario, flags.labels, flags.metadata)
     if flags.metrics_port is not None:
         update["metrics_port"] = flags.metrics_port
     if flags.metrics_hold_s is not None:
@@ -134,7 +133,7 @@ def with_export_flags(scenario: Scenario, flags: ExportFlags) -> Scenario:
     if push is not None:
         labels = {**push.labels, **_labels(flags.pushgateway_label)}
         update["pushgateway"] = push.changed(job=flags.pushgateway_job or push.job, labels=labels)
-    return scenario.changed(**update) if update else scenario
+    return update
 
 
 @contextlib.contextmanager

@@ -1,5 +1,5 @@
 """What the quick-run and workload flags of `harness run` make of a scenario: the scenario they describe, and
-the flags that change a given one (thresholds, tokenizer, trace rows, accelerator, endpoint wait)."""
+what the flags that change a given one (thresholds, tokenizer, trace rows) change in it."""
 
 from __future__ import annotations
 
@@ -17,8 +17,7 @@ from harness.cli.peer_flags import PeerFlags, peer_quick
 from harness.client.dialects import dialect
 from harness.config.load import TraceLoad
 from harness.config.quick import QuickRun, length_spec, quick_scenario
-from harness.config.scenario import Scenario, parse_scenario
-from harness.errors import ScenarioError
+from harness.config.scenario import Scenario
 from harness.tools.search import parse_slo
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -111,10 +110,11 @@ def flag_scenario(path: Path | None, flags: QuickFlags, peers: PeerFlags, api: s
     return scenario
 
 
-def with_thresholds(scenario: Scenario, expressions: tuple[str, ...]) -> Scenario:
-    """The scenario with `--threshold` expressions (`ttft_p99<500ms`) added to its own thresholds."""
+def threshold_changes(scenario: Scenario, expressions: tuple[str, ...]) -> dict[str, object]:
+    """The scenario's thresholds with `--threshold` expressions (`ttft_p99<500ms`) added (each checked when the
+    scenario is)."""
     if not expressions:
-        return scenario
+        return {}
     added = dict(scenario.thresholds)
     for text in expressions:
         match = re.fullmatch(r"\s*([a-z0-9_]+)\s*((?:<|>)=?.*)", text)
@@ -122,12 +122,7 @@ def with_thresholds(scenario: Scenario, expressions: tuple[str, ...]) -> Scenari
             raise click.BadParameter(f"{text!r}: expected METRIC<LIMIT or METRIC>LIMIT, e.g. 'ttft_p99<500ms'",
                                      param_hint="--threshold")
         added[match[1]] = match[2].strip()
-    data = scenario.model_dump(mode="json")
-    data["thresholds"] = added
-    try:
-        return parse_scenario(data, "--threshold")
-    except ScenarioError as exc:
-        raise click.BadParameter(str(exc).removeprefix("--threshold: "), param_hint="--threshold") from None
+    return {"thresholds": added}
 
 
 def slo_limits(text: str | None) -> dict[str, float] | None:
@@ -139,21 +134,17 @@ def slo_limits(text: str | None) -> dict[str, float] | None:
         raise click.BadParameter(str(exc), param_hint="--slo") from None
 
 
-def with_flags(scenario: Scenario, tokenizer: str | None, skip_bad_rows: bool, accelerator: str | None,
-                wait: float | None = None) -> Scenario:
-    given = {k: v for k, v in (("accelerator", accelerator), ("wait_s", wait)) if v is not None}
-    if given:
-        scenario = scenario.changed(endpoint=scenario.endpoint.changed(**given))
+def workload_changes(scenario: Scenario, tokenizer: str | None, skip_bad_rows: bool) -> dict[str, object]:
+    """The scenario's workload on --tokenizer's counting, and its trace phases told to skip bad rows."""
+    update: dict[str, object] = {}
     if tokenizer is not None:
         named = tokenizer in ("server", "words")
         if not named and not Path(tokenizer).exists():
             raise click.BadParameter(f"no such file or directory {tokenizer} (or give 'server' or 'words')",
                                      param_hint="--tokenizer")
         resolved = tokenizer if named else str(Path(tokenizer).resolve())
-        workload = scenario.workload.changed(tokenizer=resolved)
-        scenario = scenario.changed(workload=workload)
+        update["workload"] = scenario.workload.changed(tokenizer=resolved)
     if skip_bad_rows:
-        phases = [p.changed(load=p.load.changed(skip_bad_rows=True))
-                  if isinstance(p.load, TraceLoad) else p for p in scenario.phases]
-        scenario = scenario.changed(phases=phases)
-    return scenario
+        update["phases"] = [p.changed(load=p.load.changed(skip_bad_rows=True))
+                            if isinstance(p.load, TraceLoad) else p for p in scenario.phases]
+    return update

@@ -5,7 +5,7 @@ endpoint section, so a saved run says what it sent (header values excepted)."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -18,7 +18,7 @@ from harness.cli.flag_groups import with_group
 from harness.client.urls import join_base_and_path, split_request_url
 from harness.config.base import first_error
 from harness.config.request_shape import Body, check_body, merged, parse_header, resolve
-from harness.config.scenario import Scenario
+from harness.config.scenario import EndpointConfig, Scenario
 from harness.doors import json_value
 from harness.redact import without_userinfo
 from harness.voice import Voice
@@ -61,14 +61,22 @@ def request_options(command: F) -> F:
 
 def with_request_flags(scenario: Scenario, flags: RequestFlags, voice: Voice,
                        api: str | None = None) -> tuple[Scenario, Headers]:
-    """The scenario's endpoint section with the flags over it (and `api`, when the URL given said which), and
-    the headers' values to send (resolved from the environment where they say `env:`)."""
+    """The scenario with `endpoint_of`'s section."""
+    cfg, headers = endpoint_of(scenario, flags, voice, api)
+    return scenario.changed(endpoint=cfg), headers
+
+
+def endpoint_of(scenario: Scenario, flags: RequestFlags, voice: Voice, api: str | None = None,
+                given_fields: Mapping[str, object] | None = None) -> tuple[EndpointConfig, Headers]:
+    """The scenario's endpoint section with the flags over it (and `api`, when the URL given said which, and
+    `given_fields`, what other flags set in it), validated once; and the headers' values to send (resolved
+    from the environment where they say `env:`)."""
     try:
         given = [parse_header(text) for text in flags.headers]
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--header") from None
     cfg = scenario.endpoint
-    update: Body = {"headers": merged(cfg.headers, given), **({"api": api} if api else {})}
+    update: Body = {"headers": merged(cfg.headers, given), **({"api": api} if api else {}), **(given_fields or {})}
     if flags.extra_body is not None:
         update["extra_body"] = {**cfg.extra_body, **_json_object(flags.extra_body)}
     if flags.api_key_header is not None:
@@ -94,7 +102,7 @@ def with_request_flags(scenario: Scenario, flags: RequestFlags, voice: Voice,
     if replaced:
         voice.warn(f"the extra body's {' and '.join(replaced)} replace the harness's own, which ask for exactly the "
                    "workload's output tokens: answers may end sooner, and the run measures them as they come")
-    return scenario.changed(endpoint=cfg), headers
+    return cfg, headers
 
 
 def _json_object(text: str) -> Body:

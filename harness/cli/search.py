@@ -25,7 +25,7 @@ from harness.cli.common import (
     writable_dir,
 )
 from harness.cli.errors import ECHO, guarded
-from harness.cli.quick_flags import with_flags
+from harness.cli.quick_flags import workload_changes
 from harness.cli.request_flags import Headers, RequestFlags, endpoint_url, request_options, with_request_flags
 from harness.client.backend import Endpoint
 from harness.config.quick import length_spec
@@ -249,7 +249,8 @@ def _with_lengths(scenario: Scenario, lengths: dict[str, str | None]) -> Scenari
         data = scenario.model_dump(mode="json")
         data["workload"] = {**data["workload"], **update}
         scenario = parse_scenario(data, "flags")
-    return with_flags(scenario, lengths.get("tokenizer"), skip_bad_rows=False, accelerator=None)
+    tokenized = workload_changes(scenario, lengths.get("tokenizer"), skip_bad_rows=False)
+    return scenario.changed(**tokenized) if tokenized else scenario
 
 
 def plan_line(the_plan: Plan, low: float, high: float, duration: float, steps: int, repeats: int,

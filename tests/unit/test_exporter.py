@@ -6,7 +6,7 @@ import pytest
 from prometheus_client.openmetrics.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from harness.cli.output_flags import ExportFlags, with_export_flags
+from harness.cli.output_flags import ExportFlags, export_changes
 from harness.config.scenario import SLO, parse_scenario
 from harness.report.pushgateway import summary_registry
 from harness.run.exporter import LATENCY_BUCKETS_S, MAX_REASONS, LiveMetrics
@@ -169,8 +169,8 @@ def _scenario(extra: str = "") -> object:
 def test_export_flags_over_the_scenario() -> None:
     scenario = _scenario("pushgateway: http://gw:9091\nmetrics_port: 9400\n")
     assert scenario.pushgateway.url == "http://gw:9091" and scenario.pushgateway.job == "harness"  # type: ignore
-    flagged = with_export_flags(scenario, ExportFlags(metrics_port=9500, pushgateway_job="nightly",
-                                                      pushgateway_label=("branch=main",)))
+    flagged = scenario.changed(**export_changes(scenario, ExportFlags(metrics_port=9500, pushgateway_job="nightly",
+                                                                      pushgateway_label=("branch=main",))))
     assert flagged.metrics_port == 9500 and flagged.pushgateway is not None
     assert flagged.pushgateway.job == "nightly" and flagged.pushgateway.labels == {"branch": "main"}
 
@@ -181,5 +181,5 @@ def test_export_flags_over_the_scenario() -> None:
 ])
 def test_bad_export_flags_name_the_flag(flags: dict[str, object], hint: str) -> None:
     with pytest.raises(click.BadParameter) as err:
-        with_export_flags(_scenario(), ExportFlags(**flags))  # type: ignore[arg-type]
+        export_changes(_scenario(), ExportFlags(**flags))  # type: ignore[arg-type]
     assert err.value.param_hint == hint

@@ -132,9 +132,10 @@ def test_summary_reference_is_generated_from_the_types() -> None:
 
 def test_the_run_command_parses_and_delegates() -> None:
     """`cli/run.py` once imported 29 of the package's modules and hosted the orchestration of repeats, shards
-    and workers; those live in run/ and report/ now, and its imports stay few (issue 33)."""
+    and workers; those live in run/ and report/ now, and its imports stay few (issue 33); the scenario from its
+    flags (cli/scenario_flags.py) and how a run ends (cli/run_end.py) have their own modules (issue 65)."""
     direct = {m for m in _imports(MODULES["harness.cli.run"]) if m in MODULES}
-    assert len(direct) <= 30, sorted(direct)
+    assert len(direct) <= 27, sorted(direct)
     # a shard's own side (its gate and its line to a parent) it may build; the workers it goes through conduct
     own = {"harness.run.distributed.conduct", "harness.run.distributed.sharding", "harness.run.distributed.relay"}
     assert not any(m.startswith("harness.run.distributed.") and m not in own
