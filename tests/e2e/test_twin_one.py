@@ -78,7 +78,9 @@ def test_a_budget_shorter_than_the_shortest_design_is_refused(sim: str, tmp_path
 
 def test_one_command_fits_recovers_the_device_and_validates_on_loads_it_held_out(sim: str, tmp_path: Path) -> None:
     out = tmp_path / "twin.yaml"
-    done = harness("sim", "twin", sim, "--slots", str(SLOTS), "--budget", "4m", "--out", str(out), "--json")
+    # A budget of 50 s takes the design's shortest open-loop runs (16 requests a Poisson load, not 48): 30 s
+    # where the fullest took 50, the device recovered within 2% either way (issue 65, measured on this machine).
+    done = harness("sim", "twin", sim, "--slots", str(SLOTS), "--budget", "50s", "--out", str(out), "--json")
     result = json.loads(done.stdout)
     runs = {Path(r["run"]).name.split("-", 1)[1] for r in result["errors"]}
     assert runs == {"poisson-held", f"closed-{SLOTS}", f"batch-{SLOTS}", f"closed-{SLOTS}-again",
