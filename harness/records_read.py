@@ -1,5 +1,6 @@
 """Records read back from a run's folder: its `requests.jsonl`, and the parts a rescue under a file-size limit
-wrote beside it (`part-2/requests.jsonl`, `part-3/…`), each line through the record's door (`record_from`)."""
+wrote beside it (`part-2/requests.jsonl`, `part-3/…`), each line through the record's door (`record_from`); and
+the run folders a path holds (a run, or the runs of a `--repeat` folder)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import orjson
 
-from harness.errors import UsageError
+from harness.errors import ScenarioError, UsageError
 from harness.records import RequestRecord, record_from
 from harness.voice import QUIET, Voice
 
@@ -18,6 +19,17 @@ RECORDS = "requests.jsonl"
 def part_dir(folder: Path, part: int) -> Path:
     """Where part `part` (1 first) of a run's records goes: the folder itself, then `part-2/`, `part-3/`…"""
     return folder if part == 1 else folder / f"part-{part}"
+
+
+def run_dirs(path: Path) -> list[Path]:
+    """A run directory, or the runs of a `--repeat` folder, in name order (the harness's own folder
+    shapes)."""
+    if (path / "summary.json").is_file():
+        return [path]
+    found = sorted(p for p in path.iterdir() if (p / "summary.json").is_file()) if path.is_dir() else []
+    if not found:
+        raise ScenarioError(f"{path}: neither a run directory (summary.json) nor a directory of runs")
+    return found
 
 
 def record_files(run_dir: Path) -> list[Path]:

@@ -10,9 +10,8 @@ import click
 
 from harness.cli.errors import guarded
 from harness.cli.grouped import examples
-from harness.records_read import read_run_records
+from harness.records_read import read_run_records, run_dirs
 from harness.report.exports import csv_text, write_vllm
-from harness.report.files import run_dirs
 from harness.stats.schema import read_summary
 
 _EXAMPLES = examples(

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness.devices.catalogue import save_used
-from harness.errors import FigureError, HarnessError, ScenarioError
+from harness.errors import FigureError, HarnessError
 from harness.records import RequestRecord
 from harness.records_read import read_records, record_files
 from harness.report.html import render_html
@@ -25,17 +25,6 @@ from harness.voice import Voice
 
 if TYPE_CHECKING:
     from harness.run.result import RunResult
-
-
-def run_dirs(path: Path) -> list[Path]:
-    """A run directory, or the runs of a `--repeat` folder, in name order (the harness's own folder
-    shapes)."""
-    if (path / "summary.json").is_file():
-        return [path]
-    found = sorted(p for p in path.iterdir() if (p / "summary.json").is_file()) if path.is_dir() else []
-    if not found:
-        raise ScenarioError(f"{path}: neither a run directory (summary.json) nor a directory of runs")
-    return found
 
 
 INDEX = {

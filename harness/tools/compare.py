@@ -20,8 +20,7 @@ from harness.config.metric_registry import COMPARED, DEFAULT_TOLERANCES
 from harness.config.metric_registry import metric as entry
 from harness.errors import ScenarioError
 from harness.records import RequestRecord
-from harness.records_read import read_run_records
-from harness.report.files import run_dirs
+from harness.records_read import read_run_records, run_dirs
 from harness.stats.compare import (
     JUDGED,
     ONLY_WHEN_MEASURED,

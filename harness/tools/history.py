@@ -27,7 +27,7 @@ from harness.config.metric_registry import COMPARED, FOLLOWED, Latency, metric
 from harness.doors import json_value
 from harness.errors import ScenarioError
 from harness.limits import HISTORY_CELL_BYTES
-from harness.report.files import run_dirs
+from harness.records_read import run_dirs
 from harness.stats.compare import BLOCK_LATENCIES, ONLY_WHEN_MEASURED, Block, value
 from harness.stats.noise import MIN_RUNS, RunSpread, spread
 from harness.stats.schema import ThresholdResult, read_summary
