@@ -312,12 +312,14 @@ async def test_connections_closed_after_each_response_cost_no_request(tmp_path: 
     server = await asyncio.get_running_loop().create_server(lambda: _ClosesIdle(after_each=True), "127.0.0.1", 0)
     url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1"
     try:
-        result = await run_scenario(_idle_scenario(http, think_ms=5), Endpoint(url, "m"), tmp_path / "run")
+        result = await run_scenario(_idle_scenario(http, think_ms=50), Endpoint(url, "m"), tmp_path / "run")
     finally:
         server.close()
     (phase,) = result.summary.phases
     assert phase.requests.ok == 6, phase.requests.failure_reasons
-    assert phase.requests.retried == 0  # with 5 ms between requests every close was seen before the next send
+    # With 50 ms between requests every close (0.2 ms after its response) was seen before the next send; with 5 ms
+    # a loaded CI machine (the process off its core for longer) once took a dying connection and retried it.
+    assert phase.requests.retried == 0
 
 
 
