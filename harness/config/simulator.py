@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AliasChoices, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from harness.config.base import Changeable
+from harness.config.fleet import MAX_REPLICAS, KvLink, KvTransfer, Pool, Router
 from harness.devices.catalogue import catalogue
 from harness.devices.formats import Weights
 
@@ -109,6 +110,18 @@ class SimulatorConfig(_Strict):
         0.675, description="the vision encoder's parameters, billions (Qwen2.5-VL's ViT: 0.675): each image costs "
                            "2 × parameters × patches FLOPs before its prefill")
     faults: FaultConfig = FaultConfig()
+    # A deployment beyond one server (docs/fleets.md): the fields above describe each server of the decode pool
+    # (or of the only pool), these how many there are, what routes to them, and a prefill pool before them.
+    replicas: Annotated[int, Field(ge=1, le=MAX_REPLICAS)] = Field(
+        1, description="servers behind one endpoint (of the decode pool when a prefill pool is given)")
+    router: Router = Field("round_robin", description="which replica takes a request: round_robin, "
+                           "least_outstanding (fewest running and waiting), prefix_aware (llm-d's scorer)")
+    prefill: Pool | None = Field(None, description="disaggregated: a prefill pool, ACCELERATOR[:TP[:REPLICAS]] "
+                                 "(in a scenario: accelerator, tp, replicas); the decode pool is the fields above")
+    kv_link: KvLink = Field("infiniband", description="what carries a prompt's KV from prefill to decode: nvlink, "
+                            "infiniband (NDR), infiniband-hdr, roce, pcie (docs/fleets.md: each one's figures)")
+    kv_transfer: KvTransfer = Field("whole", description="whole: after the prefill (vLLM's NIXL connector); "
+                                    "layerwise: as each layer is computed (Splitwise)")
 
     @model_validator(mode="before")
     @classmethod
@@ -123,6 +136,20 @@ class SimulatorConfig(_Strict):
         older = {"async_scheduling": False} if data.get("scheduler_compat") == "0.11" else {}
         return {"max_num_seqs": seqs, "max_num_batched_tokens": tokens, **older, **data}
 
+    @model_validator(mode="after")
+    def _fleet_on_the_engine(self) -> SimulatorConfig:
+        if self.fleet and self.timing == "fixed":
+            raise ValueError("replicas and prefill pools are served on the engine (timing: engine); fixed timing "
+                             "has no engine to route to")
+        return self
+
+    @field_validator("prefill")
+    @classmethod
+    def _known_pool(cls, v: Pool | None) -> Pool | None:
+        if v is not None and v.accelerator not in catalogue().devices:
+            raise ValueError(f"unknown accelerator {v.accelerator!r}; known: {', '.join(sorted(catalogue().devices))}")
+        return v
+
     @field_validator("accelerator", "model")
     @classmethod
     def _known_preset(cls, v: str, info: ValidationInfo) -> str:
@@ -135,6 +162,11 @@ class SimulatorConfig(_Strict):
     def slowed(self) -> str:
         """How the plan and the report say a slowdown was asked for ('' without one)."""
         return f", every step {self.slowdown:g}× longer (--slowdown)" if self.slowdown != 1 else ""
+
+    @property
+    def fleet(self) -> bool:
+        """More than one server: replicas, or a prefill pool of its own."""
+        return self.replicas > 1 or self.prefill is not None
 
     @property
     def name(self) -> str:

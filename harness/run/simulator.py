@@ -36,9 +36,9 @@ def simulator_cli() -> click.Group:
 def check_fits(cfg: SimulatorConfig) -> None:
     """A simulator that could serve nothing is a scenario mistake, named before anything starts (`predict`,
     which runs the simulator in this process; the bundled one checks itself and says so on its first line)."""
-    from harness.sim.build import fit_problem
+    from harness.sim.deployment import deployment_problem
 
-    problem = fit_problem(cfg)
+    problem = deployment_problem(cfg)
     if problem is not None:
         raise ScenarioError(f"simulator: {problem}")
 

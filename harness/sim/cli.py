@@ -24,6 +24,7 @@ from harness.errors import PresetError
 from harness.gctune import tune_for_timing
 from harness.redact import variable_shown
 from harness.sim.build import fit_problem, perf_model
+from harness.sim.deployment import deployment_problem
 from harness.sim.gate import Gate
 from harness.sim.listen import serve
 
@@ -158,12 +159,13 @@ def serve_cmd(host: str, port: int, presets: tuple[Path, ...], config_json: str 
             raise click.BadParameter(str(exc.errors()[0]["msg"]), param_hint="--config-json") from None
     else:
         cfg = simulator_config(options)
-    problem = fit_problem(cfg)
+    problem = deployment_problem(cfg)
     if problem is not None:
         if config_json is not None:  # started by a harness run: its refusal on the line the URL would take
             sys.stdout.write(json.dumps({"refused": problem}) + "\n")
             raise SystemExit(2)
-        raise click.BadParameter(problem, param_hint="--model / --accelerator / --tp")
+        hint = "--prefill" if problem.startswith("the prefill pool") else "--model / --accelerator / --tp"
+        raise click.BadParameter(problem, param_hint=hint)
     try:
         event_loop.run(_serve_forever(cfg, host, port, api_key, gate, live_lateness=config_json is None))
     except OSError as exc:  # the port is taken, or the host is not ours

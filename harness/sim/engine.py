@@ -62,6 +62,10 @@ class SimRequest:
     aborted: bool = False
     finish_reason: str = "stop"  # what the server will say when it finishes: "length" at its cap
     primed: bool = False  # its prompt is processed and its first token held for the next step (first_token_delay)
+    # A fleet's: prompt tokens whose KV arrived from a prefill server (used at admission, dropped with the rest
+    # on preemption), and whether a finished request's blocks wait for its KV to leave (`release`)
+    external: int = 0
+    hold_kv: bool = False
 
     def __post_init__(self) -> None:
         self.table = BlockTable(self.block_hashes)
@@ -160,6 +164,10 @@ class Engine:
             self.waiting.remove(req)
         self.pool.release(req.table)
 
+    def release(self, req: SimRequest) -> None:
+        """Free a finished request's held blocks (`hold_kv`: its KV has left for a decode server)."""
+        self.pool.release(req.table)
+
     def has_work(self) -> bool:
         return bool(self.running or self.waiting)
 
@@ -215,11 +223,13 @@ class Engine:
         As vLLM 0.33 (`scheduler_reserve_full_isl`), a request is admitted only when its whole prompt's blocks
         fit, not just its first chunk's (0.11 checked the first chunk only, and counted every lookup)."""
         current = self.current
+        hit = 0
         if req.computed == 0:
             # At least the last token is computed afresh: its logits are what samples the next.
-            req.computed = self.pool.match_prefix(req.table, req.total_tokens - 1)
+            hit = self.pool.match_prefix(req.table, req.total_tokens - 1)
+            req.computed = max(hit, min(req.external, req.total_tokens - 1))
             if not current:
-                self.pool.count_lookup(req.total_tokens - 1, req.computed)
+                self.pool.count_lookup(req.total_tokens - 1, hit)
         n = min(req.total_tokens - req.computed, budget)
         whole = blocks_for(req.total_tokens if current else req.computed + n) - req.table.blocks
         if whole > self.pool.available or not self.pool.allocate(req.table, blocks_for(req.computed + n)
@@ -233,10 +243,10 @@ class Engine:
         self.running.append(req)
         if not req.looked_up and current:
             req.looked_up = True
-            self.pool.count_lookup(req.total_tokens - 1, req.computed)
+            self.pool.count_lookup(req.total_tokens - 1, hit)
         if req.scheduled_ns is None:
             req.scheduled_ns = now_ns
-            req.cached_tokens = req.computed  # what its first admission found cached (usage details)
+            req.cached_tokens = hit  # what its first admission found cached (usage details)
         self._scheduled(req, n)
         return n
 
@@ -262,7 +272,7 @@ class Engine:
         # prefilled again, and generation resumes where it stopped.
         self.running.remove(req)
         self.pool.release(req.table)
-        req.computed = 0
+        req.computed = req.external = 0
         req.preemptions += 1
         self.num_preemptions += 1
         self.waiting.appendleft(req)
@@ -302,6 +312,7 @@ class Engine:
                 continue
             if self.tokens.emit(req, now_ns):
                 self.running.remove(req)
-                self.pool.release(req.table)
+                if not req.hold_kv:
+                    self.pool.release(req.table)
             if req.on_token is not None:
                 req.on_token(req)

@@ -54,7 +54,7 @@ class Driver(Protocol):
     def snapshot(self) -> Snapshot: ...
 
 
-class _DriverBase:
+class DriverBase:
     def __init__(self, clock: Clock | None, on_lateness: LatenessObserver | None) -> None:
         self.clock: Clock = clock or MonotonicClock()
         self.steps = 0
@@ -70,7 +70,7 @@ class _DriverBase:
             self._on_lateness(late_ns)
 
 
-class StepDriver(_DriverBase):
+class StepDriver(DriverBase):
     """`settle`, when given, runs before each step is scheduled: in virtual time it lets every request that
     arrives at the instant a step ends (a closed-loop user's next, the next batch) join the next step, as
     a real server's arrivals during a step do."""
@@ -116,7 +116,7 @@ class StepDriver(_DriverBase):
             self.engine.complete(step, woke)
 
 
-class FixedTimingDriver(_DriverBase):
+class FixedTimingDriver(DriverBase):
     """Constant TTFT and ITL whatever the load, each request on its own exact schedule.
 
     `per_token`: a request gets at most one token per pass over what is due, and the event loop turns

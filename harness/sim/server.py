@@ -17,16 +17,19 @@ from harness.clock import NS_PER_MS, NS_PER_S, MonotonicClock, cancel_quietly
 from harness.config.simulator import ERROR_TYPES, SimulatorConfig
 from harness.devices.catalogue import catalogue
 from harness.sim import embeddings
-from harness.sim.build import build_engine, context_problem, model_context
+from harness.sim.build import context_problem
+from harness.sim.deployment import build_driver, deployment_context
 from harness.sim.dialects import SPOKEN, MakeRenderer, Renderer, Spoken
 from harness.sim.engine import SimRequest
 from harness.sim.faults import FaultInjector, FaultPlan, emit_faulty
+from harness.sim.fleet import FleetDriver
+from harness.sim.fleet_metrics import FleetSeries
 from harness.sim.gate import Gate
 from harness.sim.inspection import Inspection
 from harness.sim.lateness import LateSteps
 from harness.sim.metrics import SimMetrics
 from harness.sim.openai_shapes import Json, answer_text, error_response
-from harness.sim.realtime import Driver, FixedTimingDriver, StepDriver
+from harness.sim.realtime import Driver, FixedTimingDriver
 from harness.sim.requests import (
     BadRequest,
     ParsedRequest,
@@ -58,9 +61,10 @@ class SimServer:
                                             int(cfg.fixed_itl_ms * cfg.slowdown * NS_PER_MS),
                                             self.clock, self._observe_lateness, cfg.stream_writes == "token")
         else:
-            engine = build_engine(cfg)
-            self.max_model_len = model_context(cfg)
-            self.driver = StepDriver(engine, self.clock, self._observe_lateness)
+            self.max_model_len = deployment_context(cfg)
+            self.driver = build_driver(cfg, self.clock, self._observe_lateness)
+            if isinstance(self.driver, FleetDriver):
+                self.metrics.registry.register(FleetSeries(self.driver))
         self.faults = FaultInjector(cfg.faults)
         device = catalogue().devices.get(cfg.accelerator)
         # A fitted twin's time outside its steps, as predict adds it: what the fitted endpoint spent on each

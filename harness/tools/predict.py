@@ -25,9 +25,11 @@ from harness.run.dispatch import Dispatcher
 from harness.run.header import run_header
 from harness.run.pacers.by_plan import run_plan
 from harness.run.simulator import check_fits
-from harness.sim.build import build_engine, context_problem, model_context
+from harness.sim.build import context_problem
+from harness.sim.deployment import build_driver, deployment_context
 from harness.sim.engine import SimRequest, StepAccount
-from harness.sim.realtime import StepDriver
+from harness.sim.fleet import FleetDriver
+from harness.sim.realtime import Snapshot, StepDriver
 from harness.sim.requests import completion_prompt, finish_reason, make_request, output_length, parse_body
 from harness.sim.vision import encoder_seconds, image_sizes, image_words
 from harness.stats.schema import Stress, Summary
@@ -46,7 +48,7 @@ class EngineBackend:
     """A `Backend` whose server is the step engine, on the dispatcher's own (fake) clock: it refuses what
     the server refuses (a context too long) and gives up when the client would (its timeouts)."""
 
-    def __init__(self, driver: StepDriver, clock: FakeClock, scenario: Scenario, context: int) -> None:
+    def __init__(self, driver: StepDriver | FleetDriver, clock: FakeClock, scenario: Scenario, context: int) -> None:
         self.driver = driver
         self.clock = clock
         self.seed = scenario.simulator.seed
@@ -136,9 +138,8 @@ def _reporter(events: RequestEvents, first: asyncio.Future[None], finished: asyn
 
 
 async def _phases(scenario: Scenario, clock: FakeClock) -> list[PhaseRun]:
-    engine = build_engine(scenario.simulator)
-    driver = StepDriver(engine, clock, settle=clock.end_of_instant)
-    backend = EngineBackend(driver, clock, scenario, model_context(scenario.simulator))
+    driver = build_driver(scenario.simulator, clock, settle=clock.end_of_instant)
+    backend = EngineBackend(driver, clock, scenario, deployment_context(scenario.simulator))
     dispatcher = Dispatcher(backend, clock, _discard)
     driving = asyncio.ensure_future(driver.run())
     text = text_maker(scenario)
@@ -146,14 +147,20 @@ async def _phases(scenario: Scenario, clock: FakeClock) -> list[PhaseRun]:
     try:
         for i, phase in enumerate(scenario.phases):
             plan = plan_phase(scenario, i, "predict", text)
-            before, start_ns, preempted = replace(engine.stress), clock.now_ns(), engine.num_preemptions
+            before, start_ns = _account(driver.snapshot()), clock.now_ns()
             records = await run_plan(dispatcher, plan, 0.0)
-            stress = _phase_stress(before, engine.stress, (clock.now_ns() - start_ns) / NS_PER_S, engine.peaks,
-                                   engine.num_preemptions > preempted)
+            after = driver.snapshot()
+            stress = _phase_stress(before[0], _account(after)[0], (clock.now_ns() - start_ns) / NS_PER_S,
+                                   after.peaks, after.preemptions > before[1])
             done.append(PhaseRun(phase, records, trace=plan_trace(plan), stress=stress))
     finally:
         await cancel_quietly(driving)
     return done
+
+
+def _account(snap: Snapshot) -> tuple[StepAccount, int]:
+    """The devices' running account so far (a copy: the engine's own keeps counting), and the preemptions."""
+    return replace(snap.stress) if snap.stress is not None else StepAccount(), snap.preemptions
 
 
 def _phase_stress(before: StepAccount, after: StepAccount, seconds: float,
