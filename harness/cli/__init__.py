@@ -27,7 +27,8 @@ from harness.errors import EXIT_STOPPED
 # name → "module:attribute" of the click command
 COMMANDS = {
     "init": "harness.cli.init:init", "run": "harness.cli.run:run", "merge": "harness.cli.merge:merge",
-    "predict": "harness.cli.predict:predict", "calibrate": "harness.cli.calibrate:calibrate",
+    "predict": "harness.cli.predict:predict", "plan": "harness.cli.plan:plan",
+    "calibrate": "harness.cli.calibrate:calibrate",
     "report": "harness.cli.report:report", "search": "harness.cli.search:search_cmd",
     "compare": "harness.cli.compare:compare", "history": "harness.cli.history:history",
     "trace": "harness.cli.trace:trace", "sim": "harness.cli.sim:sim", "clock": "harness.cli.clock:clock",

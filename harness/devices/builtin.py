@@ -17,23 +17,26 @@ DEVICES = (
     # (448 GB/s, the peak of a one-shot all-reduce reading every peer at once). clock_mhz: boost clocks from
     # the datasheets (A100 1,410, H100 SXM and H200 1,980, MI300X 2,100); B200's is not published: Hopper's
     # assumed. eta_mem: fitted on vLLM's own latency benchmark (harness/sim/published.py); B200 and MI300X
-    # have no published point of today's vLLM there and take the fitted devices' mean.
+    # have no published point of today's vLLM there and take the fitted devices' mean. board_w: each
+    # datasheet's maximum power (TDP): A100 SXM 400 W, H100 SXM and H200 SXM 700 W, B200 (HGX) 1,000 W, MI300X
+    # 750 W; a CS-3 system 23 kW (Cerebras: the CS-2's power).
     Accelerator("a100-80g", 312, 2.039, 80, int8_tops=624, reported_gib=79.15, link_gbps=300, link="nvlink",
-                clock_mhz=1410, eta_mem=0.696, vllm_defaults=(256, 2048)),
+                clock_mhz=1410, eta_mem=0.696, vllm_defaults=(256, 2048), board_w=400),
     Accelerator("h100-sxm", 989, 3.35, 80, fp8_tflops=1979, int8_tops=1979, reported_gib=79.19, link_gbps=450,
-                link="nvlink", eta_mem=0.692),
+                link="nvlink", eta_mem=0.692, board_w=700),
     Accelerator("h200", 989, 4.8, 141, fp8_tflops=1979, int8_tops=1979, reported_gib=139.8, link_gbps=450,
-                link="nvlink", eta_mem=0.601),
+                link="nvlink", eta_mem=0.601, board_w=700),
     Accelerator("b200", 2250, 8.0, 180, fp8_tflops=4500, int8_tops=4500, fp4_tflops=9000, reported_gib=178.4,
-                link_gbps=900, link="nvlink", graph_cap=1024),
+                link_gbps=900, link="nvlink", graph_cap=1024, board_w=1000),
     Accelerator("mi300x", 1307, 5.3, 192, fp8_tflops=2615, int8_tops=2615, reported_gib=191.98, link_gbps=448,
-                link="xgmi", clock_mhz=2100),
+                link="xgmi", clock_mhz=2100, board_w=750),
     # Cerebras CS-3: one WSE-3 wafer with 44 GB of SRAM (Cerebras' WSE-3 specifications, March 2024);
     # per-stream decode fitted to the speeds Cerebras Inference reported at launch (2024-08-27): 1,800
     # tokens/s for Llama-3.1-8B and 450 for Llama-3.1-70B, which it served on four CS-3 systems (as the
     # weights require here). growth_per_seq and the prefill rate are not published: assumptions.
     AsicAccelerator("cerebras-cs3", decode_ms_per_b_params=0.0269, decode_ms=0.354, growth_per_seq=0.002,
-                    prefill_tokens_per_s_8b=40_000, memory_gb=44, chips=1, device="CS-3 system (one wafer)"),
+                    prefill_tokens_per_s_8b=40_000, memory_gb=44, chips=1, device="CS-3 system (one wafer)",
+                    board_w=23_000),
 )
 
 MODELS = (

@@ -36,6 +36,10 @@ class Device(Protocol):
         """The measured endpoint this device is (`harness sim twin`), or None."""
 
     @property
+    def board_w(self) -> float | None:
+        """One device's power at its rated limit (TDP), watts, from its datasheet; None: not known."""
+
+    @property
     def bf16_flops(self) -> float | None:
         """Dense bf16 FLOP/s, for MFU; None: no roofline."""
 

@@ -92,6 +92,7 @@ class FittedAccelerator:
     unit = "endpoint"
     splits_heads = False
     bf16_flops = None  # fitted to times, not to a device's limits
+    board_w = None  # an endpoint, not a board
 
     @property
     def request_s(self) -> float:

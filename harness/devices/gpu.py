@@ -36,6 +36,7 @@ class Accelerator:
     # vLLM's (max_num_seqs, max_num_batched_tokens) when not given; None: by the memory the driver reports
     # (`batch_defaults`). vLLM gives every A100 the small ones whatever its memory.
     vllm_defaults: tuple[int, int] | None = None
+    board_w: float | None = None  # its datasheet's maximum (TDP), watts: what a fleet is ranked by per joule
 
     @property
     def reported_bytes(self) -> float:

@@ -28,6 +28,7 @@ class AsicAccelerator:
     decode_ms: float = 0.0  # … plus this, whatever the model
     chips: int = 1  # chips in one device
     device: str = "system"  # what one device is, for the tables
+    board_w: float | None = None  # one device's rated power, watts
 
     # What every device answers (devices/device.py)
     splits_heads = False  # each system holds a share of the layers: any count of them

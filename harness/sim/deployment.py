@@ -68,10 +68,14 @@ def build_driver(cfg: SimulatorConfig, clock: Clock | None = None, on_lateness: 
                  settle: Callable[[], Awaitable[None]] | None = None) -> StepDriver | FleetDriver:
     if not cfg.fleet:
         return StepDriver(build_engine(cfg), clock, on_lateness, settle)
+    return FleetDriver(*pools(cfg), kv_transfer(cfg), clock, on_lateness, settle)
+
+
+def pools(cfg: SimulatorConfig) -> tuple[Servers, Servers | None]:
+    """The decode pool (every server, without a prefill pool) and the prefill pool, fresh engines each."""
     prefill = prefill_server(cfg)
-    decode = _pool("decode", cfg, cfg.replicas)
     first = _pool("prefill", prefill, cfg.prefill.replicas) if prefill is not None and cfg.prefill else None
-    return FleetDriver(decode, first, kv_transfer(cfg), clock, on_lateness, settle)
+    return _pool("decode", cfg, cfg.replicas), first
 
 
 def _pool(name: str, server: SimulatorConfig, replicas: int) -> Servers:

@@ -148,7 +148,9 @@ class Engine:
         self.stress = StepAccount()
         self.peaks = model.peaks
         self._rng = np.random.default_rng(config.seed)
-        self._last: tuple[int, int] | None = None  # the last step's start and planned end
+        self.last_step: tuple[int, int] | None = None  # the last step's start and planned end
+        self.noise_ahead: float | None = None  # a step's noise drawn and not used (`put_back`)
+        self._drawn = 0.0
 
     def add(self, req: SimRequest) -> None:
         self.waiting.append(req)
@@ -203,8 +205,8 @@ class Engine:
             budget -= n
         load = self._load(work)
         cost = self.model.step_cost(load)
-        step = Step(work, load, self._duration_ns(cost.seconds), cost)
-        self._last = (now_ns, now_ns + step.duration_ns) if work else None
+        step = Step(work, load, self.duration_ns(cost.seconds), cost)
+        self.last_step = (now_ns, now_ns + step.duration_ns) if work else None
         return step
 
     def _cutoff(self, now_ns: int, busy: bool) -> int:
@@ -212,7 +214,7 @@ class Engine:
         back to back was scheduled when the last one began (vLLM's engine core schedules one step ahead), so
         only what had arrived by then; after an idle engine, or with nothing else to run (the step scheduled
         ahead was empty), all that has arrived."""
-        last = self._last
+        last = self.last_step
         if self.config.async_scheduling and busy and last is not None and now_ns <= last[1]:
             return last[0]
         return now_ns
@@ -290,11 +292,19 @@ class Engine:
                 load.prefill_attn += n * (req.computed + n / 2)
         return load
 
-    def _duration_ns(self, seconds: float) -> int:
+    def duration_ns(self, seconds: float) -> int:
         seconds *= self.config.slowdown
         if self.config.noise_sigma > 0:
-            seconds *= math.exp(self.config.noise_sigma * self._rng.standard_normal())
+            z = self.noise_ahead if self.noise_ahead is not None else self._rng.standard_normal()
+            self.noise_ahead, self._drawn = None, z
+            seconds *= math.exp(self.config.noise_sigma * z)
         return max(1, round(seconds * 1e9))
+
+    def put_back(self) -> None:
+        """The last step priced was not taken (`decode_ahead` at its horizon): its noise is the next step's, as
+        it would have been."""
+        if self.config.noise_sigma > 0:
+            self.noise_ahead = self._drawn
 
     def complete(self, step: Step, now_ns: int) -> None:
         """Apply a finished step: advance KV, emit the tokens it sampled, retire finished requests."""
