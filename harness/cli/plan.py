@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any, get_args
+from typing import get_args
 
 import click
 
@@ -21,7 +21,7 @@ from harness.config.scenario import SLO, Scenario
 from harness.devices.catalogue import catalogue
 from harness.errors import UsageError
 from harness.plan.bound import starts
-from harness.plan.front import Row, capacity_front, cheapest, in_words, rows, ttft_front
+from harness.plan.front import PlanRow, capacity_front, cheapest, in_words, rows, ttft_front
 from harness.plan.search import search
 from harness.plan.space import deployments
 from harness.plan.trial import Slos, plan_requests
@@ -114,21 +114,21 @@ def _known(names: list[str], links: list[str], routers: list[str], prices: dict[
 
 def _budget(text: str, prices: dict[str, float]) -> tuple[int, float | None]:
     """(devices at most, dollars an hour at most or None) from `--budget`."""
+    money = text.startswith("$")
     try:
-        if text.startswith("$"):
-            if not prices:
-                raise UsageError("--budget: a budget in dollars needs --price for every device")
-            money = float(text[1:].removesuffix("/h"))
-            return 64, money
-        count = int(text)
+        value = float(text[1:].removesuffix("/h")) if money else int(text)
     except ValueError:
         raise UsageError(f"--budget {text!r}: give a device count (8) or dollars an hour ($30)") from None
-    if not 1 <= count <= 64:
-        raise UsageError(f"--budget {count}: between 1 and 64 devices")
-    return count, None
+    if money:
+        if not prices:
+            raise UsageError("--budget: a budget in dollars needs --price for every device")
+        return 64, value
+    if not 1 <= value <= 64:
+        raise UsageError(f"--budget {text}: between 1 and 64 devices")
+    return int(value), None
 
 
-def _print(table: list[Row], target: float | None, priced: bool) -> None:
+def _print(table: list[PlanRow], target: float | None, priced: bool) -> None:
     unit = "$/h" if priced else "devices"
     click.echo(f"\ncost against capacity (the front: no cheaper deployment carries as much), cost in {unit}")
     click.echo(_lines(capacity_front(table), target))
@@ -147,7 +147,7 @@ def _print(table: list[Row], target: float | None, priced: bool) -> None:
             click.echo(f"  {line}")
 
 
-def _lines(front: list[Row], target: float | None) -> str:
+def _lines(front: list[PlanRow], target: float | None) -> str:
     out = [f"  {'deployment':<68} {'cost':>7} {'kW':>5} {'req/s':>7} {'tok/s':>8} {'$/Mtok':>7} {'tok/J':>6} "
            f"{'TTFT p99':>9}"]
     for row in front:
@@ -164,11 +164,11 @@ def _f(value: float | None, scale: float, spec: str) -> str:
     return "—" if value is None else format(value * scale, spec)
 
 
-def _json(table: list[Row], target: float | None, seconds: float) -> dict[str, Any]:
+def _json(table: list[PlanRow], target: float | None, seconds: float) -> dict[str, object]:
     return {"target": target, "seconds": round(seconds, 1), "deployments": [
         {"deployment": r.measured.deployment.text(), "devices": r.measured.deployment.devices, "cost": r.cost,
          "watts": r.watts, "bound": r.measured.bound, "capacity": r.measured.capacity,
-         "output_tokens_per_s": r.output_tokens_per_s, "usd_per_m_tokens": r.usd_per_m_tokens,
+         "goodput_tokens_per_s": r.output_tokens_per_s, "usd_per_m_tokens": r.usd_per_m_tokens,
          "tokens_per_joule": r.tokens_per_joule, "trials": r.measured.trials,
          "ttft_p99_at_target_s": r.measured.at_target.ttft_p99_s if r.measured.at_target else None}
         for r in table],

@@ -8,13 +8,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from harness.devices.links import LINKS
-from harness.plan.search import Measured
+from harness.plan.search import Sized
 from harness.plan.trial import Trial
 
 
 @dataclass(frozen=True, slots=True)
-class Row:
-    measured: Measured
+class PlanRow:
+    measured: Sized
     cost: float  # $/h with prices, else devices
     watts: float | None
     output_tokens_per_s: float | None  # at capacity, within the SLOs
@@ -22,19 +22,19 @@ class Row:
     tokens_per_joule: float | None
 
 
-def rows(measured: Sequence[Measured], prices: Mapping[str, float], mean_output: float) -> list[Row]:
+def rows(measured: Sequence[Sized], prices: Mapping[str, float], mean_output: float) -> list[PlanRow]:
     out = []
     for m in measured:
         cost = m.deployment.cost_per_h(prices)
         watts = m.deployment.watts()
         tokens = m.capacity * mean_output if m.capacity is not None else None
         usd = cost / 3600 / tokens * 1e6 if cost is not None and tokens else None
-        out.append(Row(m, cost if cost is not None else float(m.deployment.devices), watts, tokens, usd,
+        out.append(PlanRow(m, cost if cost is not None else float(m.deployment.devices), watts, tokens, usd,
                        tokens / watts if tokens and watts else None))
     return out
 
 
-def capacity_front(table: Sequence[Row]) -> list[Row]:
+def capacity_front(table: Sequence[PlanRow]) -> list[PlanRow]:
     """The deployments no cheaper one matches in capacity, cheapest first."""
     front, best = [], 0.0
     for row in sorted((r for r in table if r.measured.capacity), key=lambda r: (r.cost, -(r.measured.capacity or 0))):
@@ -44,7 +44,7 @@ def capacity_front(table: Sequence[Row]) -> list[Row]:
     return front
 
 
-def ttft_front(table: Sequence[Row]) -> list[Row]:
+def ttft_front(table: Sequence[PlanRow]) -> list[PlanRow]:
     """Of the deployments that carry the target load, those no cheaper one beats on TTFT p99 there."""
     carried = [r for r in table if r.measured.at_target is not None and r.measured.at_target.ttft_p99_s is not None]
     front, best = [], float("inf")
@@ -55,18 +55,18 @@ def ttft_front(table: Sequence[Row]) -> list[Row]:
     return front
 
 
-def _ttft(row: Row) -> float:
+def _ttft(row: PlanRow) -> float:
     trial = row.measured.at_target
     return trial.ttft_p99_s if trial is not None and trial.ttft_p99_s is not None else float("inf")
 
 
-def cheapest(table: Sequence[Row], target: float) -> Row | None:
+def cheapest(table: Sequence[PlanRow], target: float) -> PlanRow | None:
     """The cheapest deployment whose capacity reaches `target` requests a second (the larger on a tie)."""
     able = [r for r in table if r.measured.capacity is not None and r.measured.capacity >= target]
     return min(able, key=lambda r: (r.cost, -(r.measured.capacity or 0)), default=None)
 
 
-def in_words(row: Row, target: float) -> list[str]:
+def in_words(row: PlanRow, target: float) -> list[str]:
     """What binds the chosen deployment at the target load, pool by pool, and what its link carries."""
     trial: Trial | None = row.measured.at_target
     if trial is None:

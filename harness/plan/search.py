@@ -23,7 +23,7 @@ TOLERANCE = 0.03  # the bisection stops when the rate is known within 3%
 
 
 @dataclass(frozen=True, slots=True)
-class Measured:
+class Sized:
     deployment: Deployment
     bound: float  # requests/s at most, from the performance model
     capacity: float | None  # requests/s within the SLOs; None: not simulated (pruned by its bound)
@@ -43,7 +43,7 @@ class Job:
     target: float | None
 
 
-def capacity(job: Job) -> Measured:
+def capacity(job: Job) -> Sized:
     cfg = job.deployment.config(job.base)
     low, high, best, trials = 0.0, job.bound, None, 0
     while high - low > TOLERANCE * high:
@@ -58,12 +58,12 @@ def capacity(job: Job) -> Measured:
     if job.target is not None and low >= job.target:
         at_target = run_trial(cfg, job.requests, job.target, job.slos, give_up=False)
         trials += 1
-    return Measured(job.deployment, job.bound, low, best, at_target, trials)
+    return Sized(job.deployment, job.bound, low, best, at_target, trials)
 
 
 def search(base: SimulatorConfig, candidates: Sequence[Deployment], requests: PlanRequests, slos: Slos, *,
            prices: Mapping[str, float], target: float | None = None, fast: bool = True,
-           workers: int | None = None) -> list[Measured]:
+           workers: int | None = None) -> list[Sized]:
     """Every candidate measured or pruned, cheapest first (by $/h with prices, else by devices)."""
     def cost(d: Deployment) -> float:
         return d.cost_per_h(prices) or float(d.devices)
@@ -73,14 +73,14 @@ def search(base: SimulatorConfig, candidates: Sequence[Deployment], requests: Pl
     workers = workers or os.cpu_count() or 1
     # fork: the workers inherit the presets this process read (a fitted twin, custom devices)
     pool = multiprocessing.get_context("fork").Pool(workers) if workers > 1 else None
-    done: list[Measured] = []
+    done: list[Sized] = []
     try:
         for start in range(0, len(ordered), 2 * workers):
             jobs = []
             for d in ordered[start:start + 2 * workers]:
                 if fast and any(cost(m.deployment) <= cost(d) and m.capacity >= bounds[d]
                                 for m in done if m.capacity is not None):
-                    done.append(Measured(d, bounds[d], None, None, None, 0))  # cannot be on the front
+                    done.append(Sized(d, bounds[d], None, None, None, 0))  # cannot be on the front
                 else:
                     jobs.append(Job(d, base, requests, slos, bounds[d], fast, target))
             done += pool.map(capacity, jobs) if pool is not None else [capacity(j) for j in jobs]
