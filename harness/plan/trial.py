@@ -17,6 +17,7 @@ from harness.config.scenario import Scenario
 from harness.config.simulator import SimulatorConfig
 from harness.devices.catalogue import catalogue
 from harness.devices.step import kv_bytes
+from harness.sim.build import model_context
 from harness.sim.deployment import kv_transfer, pools
 from harness.sim.engine import SimRequest
 from harness.sim.fleet import Servers
@@ -48,7 +49,7 @@ class PlanRequests:
 
 def plan_requests(scenario: Scenario, count: int) -> PlanRequests:
     """`count` requests of the scenario's first phase: a trace's rows' lengths (cycled), else the workload's
-    lengths drawn with the scenario's seed."""
+    lengths drawn with the scenario's seed; each cut to the model's context as the server shortens an answer."""
     rng = np.random.default_rng(scenario.seed)
     load = scenario.phases[0].load
     if isinstance(load, TraceLoad) and load.file is not None:
@@ -59,6 +60,10 @@ def plan_requests(scenario: Scenario, count: int) -> PlanRequests:
         w = scenario.workload
         prompts = np.array([max(1, draw(w.prompt_tokens, rng)) for _ in range(count)])
         outputs = np.array([max(1, draw(w.output_tokens, rng)) for _ in range(count)])
+    # as the server would take them: a prompt within the model's context, its answer in the room left
+    context = model_context(scenario.simulator)
+    prompts = np.minimum(prompts, context - 1)
+    outputs = np.minimum(outputs, context - prompts)
     return PlanRequests(prompts, outputs, np.cumsum(rng.exponential(1.0, count)))
 
 

@@ -47,8 +47,7 @@ class FleetDriver(DriverBase):
         if self.prefill is None:
             self._to(self.decode, req)
             return
-        ahead = SimRequest(req.request_id, req.prompt_tokens, 1, req.arrival_ns, block_hashes=req.block_hashes,
-                           hold_kv=True)
+        ahead = prefill_run(req)
         server = self._to(self.prefill, ahead)
         self._prefilling[req] = (ahead, server)
         ahead.on_token = lambda done: self._prefilled(req, done, server)
@@ -61,9 +60,7 @@ class FleetDriver(DriverBase):
     def _prefilled(self, req: SimRequest, ahead: SimRequest, server: int) -> None:
         if not ahead.finished:
             return
-        req.scheduled_ns, req.cached_tokens = ahead.scheduled_ns, ahead.cached_tokens
-        start = ahead.scheduled_ns if ahead.scheduled_ns is not None else ahead.arrival_ns
-        seconds = self._transfer(req, (ahead.token_ns[0] - start) / NS_PER_S)
+        seconds = handed_over(req, ahead, self._transfer)
         self.transfer_s += seconds
         self.transfers += 1
         self.in_transfer += 1
@@ -124,6 +121,20 @@ class FleetDriver(DriverBase):
                         sum(s.generation_tokens for s in answered), sum(s.prompt_tokens for s in answered),
                         summed_account([s.stress for s in every if s.stress is not None]),
                         summed_peaks([s.peaks for s in every]))
+
+
+def prefill_run(req: SimRequest) -> SimRequest:
+    """`req` as a prefill server runs it: one token, sampled and discarded, its blocks held for the transfer."""
+    return SimRequest(req.request_id, req.prompt_tokens, 1, req.arrival_ns, block_hashes=req.block_hashes,
+                      hold_kv=True)
+
+
+def handed_over(req: SimRequest, ahead: SimRequest, transfer: Transfer) -> float:
+    """`req`'s prefill is done: its queue time and cache hits are the prefill server's; the seconds its KV takes
+    to reach the decode pool."""
+    req.scheduled_ns, req.cached_tokens = ahead.scheduled_ns, ahead.cached_tokens
+    start = ahead.scheduled_ns if ahead.scheduled_ns is not None else ahead.arrival_ns
+    return transfer(req, (ahead.token_ns[0] - start) / NS_PER_S)
 
 
 def summed_account(accounts: list[StepAccount]) -> StepAccount | None:

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from harness.clock import NS_PER_S
 from harness.sim.decode_ahead import decode_ahead
 from harness.sim.engine import Engine, SimRequest, Step
-from harness.sim.fleet import Servers, Transfer
+from harness.sim.fleet import Servers, Transfer, handed_over, prefill_run
 
 
 class GiveUp(Exception):
@@ -100,8 +100,7 @@ class VirtualFleet:
         if self.prefill is None:
             self._route(self.decode, req)
             return
-        ahead = SimRequest(req.request_id, req.prompt_tokens, 1, req.arrival_ns, block_hashes=req.block_hashes,
-                           hold_kv=True)
+        ahead = prefill_run(req)
         server = self._route(self.prefill, ahead)
         ahead.on_token = lambda done: self._prefilled(req, done, server)
 
@@ -111,9 +110,7 @@ class VirtualFleet:
         return server
 
     def _prefilled(self, req: SimRequest, ahead: SimRequest, server: int) -> None:
-        req.scheduled_ns, req.cached_tokens = ahead.scheduled_ns, ahead.cached_tokens
-        start = ahead.scheduled_ns if ahead.scheduled_ns is not None else ahead.arrival_ns
-        seconds = self._transfer(req, (ahead.token_ns[0] - start) / NS_PER_S)
+        seconds = handed_over(req, ahead, self._transfer)
         heapq.heappush(self._landings, (self.now + round(seconds * NS_PER_S), next(self._seq), req, ahead, server))
 
     def _land(self) -> None:

@@ -1,0 +1,102 @@
+"""Splitwise's comparison on its own setup, in virtual time (issue 66; docs/fleets.md, "Beside Splitwise").
+
+Llama-2-70B on DGX machines (8 GPUs, tp 8) of A100s and H100s; the Azure 2023 conversation and code traces'
+lengths; Splitwise's designs: Baseline-A100 and Baseline-H100 (every machine prefills and decodes), Splitwise-AA,
+-HH, -HA (H100 prompt machines, A100 token machines) and -HHcap (token machines power-capped), the KV moved layer
+by layer over the machines' InfiniBand (NDR on H100s, HDR where an A100 machine is on either side). Every
+deployment of up to --machines machines, each one's capacity at the SLOs (`harness plan`'s search); then per
+design: the most throughput a budget of Baseline-H100 machines buys, and the cost of carrying what they carry.
+
+    python bench/splitwise.py [--machines 8] [--requests 600] [--baseline 4] [--workers 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from harness.config.fleet import Pool
+from harness.config.scenario import parse_scenario
+from harness.devices.catalogue import load_presets
+from harness.plan.search import Sized, search
+from harness.plan.space import Deployment
+from harness.plan.trial import Slos, plan_requests
+
+ROOT = Path(__file__).resolve().parents[1]
+PRICES = {"a100-80g": 1.6, "h100-sxm": 2.5, "h100-cap70": 2.5}  # $/GPU-hour, this repository's illustration
+DESIGNS: dict[str, Callable[[Deployment], bool]] = {
+    "Baseline-A100": lambda d: d.prefill is None and d.decode.accelerator == "a100-80g",
+    "Baseline-H100": lambda d: d.prefill is None and d.decode.accelerator == "h100-sxm",
+    "Splitwise-AA": lambda d: _split(d, "a100-80g", "a100-80g"),
+    "Splitwise-HH": lambda d: _split(d, "h100-sxm", "h100-sxm"),
+    "Splitwise-HA": lambda d: _split(d, "h100-sxm", "a100-80g"),
+    "Splitwise-HHcap": lambda d: _split(d, "h100-sxm", "h100-cap70"),
+}
+
+
+def _split(d: Deployment, prompt: str, token: str) -> bool:
+    return d.prefill is not None and d.prefill.accelerator == prompt and d.decode.accelerator == token
+
+
+def machines(accelerator: str, count: int) -> Pool:
+    return Pool(accelerator=accelerator, tp=8, replicas=count)
+
+
+def candidates(most: int) -> list[Deployment]:
+    found = [Deployment(machines(a, n)) for a in ("a100-80g", "h100-sxm") for n in range(1, most + 1)]
+    for prompt, token in (("a100-80g", "a100-80g"), ("h100-sxm", "h100-sxm"), ("h100-sxm", "a100-80g"),
+                          ("h100-sxm", "h100-cap70")):
+        link = "infiniband-hdr" if "a100-80g" in (prompt, token) else "infiniband"
+        found += [Deployment(machines(token, t), machines(prompt, p), "least_outstanding", link)  # type: ignore[arg-type]
+                  for p in range(1, most) for t in range(1, most - p + 1)]
+    return found
+
+
+def per_design(measured: list[Sized], budget: float, carried: float) -> dict[str, tuple[float, float | None]]:
+    """Per design: (the most req/s within `budget` $/h, the least $/h that carries `carried` req/s)."""
+    out = {}
+    for name, member in DESIGNS.items():
+        mine = [m for m in measured if member(m.deployment) and m.capacity is not None]
+        within = [m.capacity or 0.0 for m in mine if (m.deployment.cost_per_h(PRICES) or 0) <= budget + 1e-9]
+        able = [m.deployment.cost_per_h(PRICES) or 0.0 for m in mine if (m.capacity or 0) >= carried]
+        out[name] = (max(within, default=0.0), min(able, default=None))
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--machines", type=int, default=8)
+    parser.add_argument("--requests", type=int, default=600)
+    parser.add_argument("--baseline", type=int, default=4, help="Baseline-H100 machines the budget is set by")
+    parser.add_argument("--workers", type=int, default=2)
+    args = parser.parse_args()
+    load_presets(ROOT / "bench" / "data" / "splitwise-presets.yaml")
+    slos = Slos(2.0, 0.1, 0.9)
+    for trace in ("conv", "code"):
+        scenario = parse_scenario({
+            "name": f"splitwise-{trace}", "seed": 1,
+            "simulator": {"model": "llama-2-70b", "accelerator": "h100-sxm", "tp": 8, "kv_transfer": "layerwise"},
+            "phases": [{"name": "p", "load": {"type": "trace", "requests": args.requests,
+                                              "file": str(ROOT / "scenarios" / "traces"
+                                                          / f"AzureLLMInferenceTrace_{trace}.csv.gz")}}]}, "bench")
+        reqs = plan_requests(scenario, args.requests)
+        began = time.perf_counter()
+        measured = search(scenario.simulator, candidates(args.machines), reqs, slos, prices=PRICES, fast=False,
+                          workers=args.workers)
+        baseline = next(m for m in measured if m.deployment == Deployment(machines("h100-sxm", args.baseline)))
+        budget, carried = baseline.deployment.cost_per_h(PRICES) or 0.0, baseline.capacity or 0.0
+        print(f"\n{trace}: {len(measured)} deployments in {time.perf_counter() - began:.0f} s; prompts mean "
+              f"{reqs.mean_prompt:,.0f}, answers mean {reqs.mean_output:,.0f} tokens; {args.baseline} Baseline-H100 "
+              f"machines: ${budget:g}/h, {carried:.2f} req/s")
+        print(f"  {'design':<16} {'req/s within $' + format(budget, 'g') + '/h':>22} {'× Baseline-H100':>16} "
+              f"{'$/h to carry it':>16} {'× Baseline-H100':>16}")
+        for name, (most, cost) in per_design(measured, budget, carried).items():
+            print(f"  {name:<16} {most:>22.2f} {most / carried if carried else 0:>16.2f} "
+                  f"{'—' if cost is None else format(cost, 'g'):>16} "
+                  f"{'—' if cost is None else format(cost / budget, '.2f'):>16}")
+
+
+if __name__ == "__main__":
+    main()
