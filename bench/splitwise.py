@@ -3,11 +3,12 @@
 Llama-2-70B on DGX machines (8 GPUs, tp 8) of A100s and H100s; the Azure 2023 conversation and code traces'
 lengths; Splitwise's designs: Baseline-A100 and Baseline-H100 (every machine prefills and decodes), Splitwise-AA,
 -HH, -HA (H100 prompt machines, A100 token machines) and -HHcap (token machines power-capped), the KV moved layer
-by layer over the machines' InfiniBand (NDR on H100s, HDR where an A100 machine is on either side). Every
-deployment of up to --machines machines, each one's capacity at the SLOs (`harness plan`'s search); then per
-design: the most throughput a budget of Baseline-H100 machines buys, and the cost of carrying what they carry.
+by layer over the machines' InfiniBand (NDR on H100s, HDR where an A100 machine is on either side). Each design's
+deployments up to twice the cost of --baseline Baseline-H100 machines, each one's capacity at the SLOs (`harness
+plan`'s search, per design); then per design: the most throughput the Baseline-H100 budget buys, and the cost of
+carrying what those machines carry.
 
-    python bench/splitwise.py [--machines 8] [--requests 600] [--baseline 4] [--workers 2]
+    python bench/splitwise.py [--requests 400] [--baseline 2] [--workers 2]
 """
 
 from __future__ import annotations
@@ -19,10 +20,11 @@ from pathlib import Path
 
 from harness.config.fleet import Pool
 from harness.config.scenario import parse_scenario
+from harness.config.simulator import SimulatorConfig
 from harness.devices.catalogue import load_presets
 from harness.plan.search import Sized, search
 from harness.plan.space import Deployment
-from harness.plan.trial import Slos, plan_requests
+from harness.plan.trial import PlanRequests, Slos, plan_requests
 
 ROOT = Path(__file__).resolve().parents[1]
 PRICES = {"a100-80g": 1.6, "h100-sxm": 2.5, "h100-cap70": 2.5}  # $/GPU-hour, this repository's illustration
@@ -65,31 +67,41 @@ def per_design(measured: list[Sized], budget: float, carried: float) -> dict[str
     return out
 
 
+def measure(base: SimulatorConfig, reqs: PlanRequests, slos: Slos, most_cost: float, workers: int) -> list[Sized]:
+    """Each design searched on its own (the fast search's pruning holds within a design's own deployments), every
+    deployment of it up to `most_cost` $/h."""
+    found: list[Sized] = []
+    for member in DESIGNS.values():
+        mine = [d for d in candidates(8) if member(d) and (d.cost_per_h(PRICES) or 0) <= most_cost + 1e-9]
+        found += search(base, mine, reqs, slos, prices=PRICES, workers=workers)
+    return found
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--machines", type=int, default=8)
-    parser.add_argument("--requests", type=int, default=600)
-    parser.add_argument("--baseline", type=int, default=4, help="Baseline-H100 machines the budget is set by")
+    parser.add_argument("--requests", type=int, default=400, help="requests a trial at least")
+    parser.add_argument("--baseline", type=int, default=2, help="Baseline-H100 machines the budget is set by")
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args()
     load_presets(ROOT / "bench" / "data" / "splitwise-presets.yaml")
-    slos = Slos(2.0, 0.1, 0.9)
+    slos = Slos(1.0, 0.05, 0.9)
     for trace in ("conv", "code"):
         scenario = parse_scenario({
             "name": f"splitwise-{trace}", "seed": 1,
             "simulator": {"model": "llama-2-70b", "accelerator": "h100-sxm", "tp": 8, "kv_transfer": "layerwise"},
-            "phases": [{"name": "p", "load": {"type": "trace", "requests": args.requests,
+            "phases": [{"name": "p", "load": {"type": "trace",
                                               "file": str(ROOT / "scenarios" / "traces"
                                                           / f"AzureLLMInferenceTrace_{trace}.csv.gz")}}]}, "bench")
         reqs = plan_requests(scenario, args.requests)
         began = time.perf_counter()
-        measured = search(scenario.simulator, candidates(args.machines), reqs, slos, prices=PRICES, fast=False,
-                          workers=args.workers)
-        baseline = next(m for m in measured if m.deployment == Deployment(machines("h100-sxm", args.baseline)))
-        budget, carried = baseline.deployment.cost_per_h(PRICES) or 0.0, baseline.capacity or 0.0
-        print(f"\n{trace}: {len(measured)} deployments in {time.perf_counter() - began:.0f} s; prompts mean "
-              f"{reqs.mean_prompt:,.0f}, answers mean {reqs.mean_output:,.0f} tokens; {args.baseline} Baseline-H100 "
-              f"machines: ${budget:g}/h, {carried:.2f} req/s")
+        baseline = Deployment(machines("h100-sxm", args.baseline))
+        budget = baseline.cost_per_h(PRICES) or 0.0
+        measured = measure(scenario.simulator, reqs, slos, 2 * budget, args.workers)
+        carried = next(m.capacity or 0.0 for m in measured if m.deployment == baseline)
+        print(f"\n{trace}: {len(measured)} deployments in {time.perf_counter() - began:.0f} s "
+              f"({sum(m.capacity is not None for m in measured)} simulated, {sum(m.trials for m in measured)} trials); "
+              f"prompts mean {reqs.mean_prompt:,.0f}, answers mean {reqs.mean_output:,.0f} tokens; {args.baseline} "
+              f"Baseline-H100 machines: ${budget:g}/h, {carried:.2f} req/s")
         print(f"  {'design':<16} {'req/s within $' + format(budget, 'g') + '/h':>22} {'× Baseline-H100':>16} "
               f"{'$/h to carry it':>16} {'× Baseline-H100':>16}")
         for name, (most, cost) in per_design(measured, budget, carried).items():

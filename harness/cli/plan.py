@@ -22,9 +22,10 @@ from harness.devices.catalogue import catalogue
 from harness.errors import UsageError
 from harness.plan.bound import starts
 from harness.plan.front import PlanRow, capacity_front, cheapest, in_words, rows, ttft_front
+from harness.plan.page import plan_html
 from harness.plan.search import search
 from harness.plan.space import deployments
-from harness.plan.trial import Slos, plan_requests
+from harness.plan.trial import MOST_REQUESTS, Slos, plan_requests
 
 _EXAMPLES = examples(
     "harness plan scenarios/disaggregated.yaml --devices h100-sxm,a100-80g --budget 8 --target 10",
@@ -47,8 +48,9 @@ _EXAMPLES = examples(
 @click.option("--slo", callback=_slo, metavar="LIMITS", help="e.g. ttft=500ms,tpot=50ms (default: the scenario's).")
 @click.option("--attainment", type=click.FloatRange(0.5, 1.0), default=0.9, show_default=True,
               help="Share of requests that must be within every SLO (DistServe's goodput: 90%).")
-@click.option("--requests", type=click.IntRange(40, 100_000), default=400, show_default=True,
-              help="Requests a trial (the first quarter warms the servers up, not judged).")
+@click.option("--requests", type=click.IntRange(40, 20_000), default=400, show_default=True,
+              help="Requests a trial at least: more at a rate whose steady state holds more in flight (the first "
+                   "quarter warms the servers up, not judged).")
 @click.option("--links", callback=_list, default="infiniband", show_default=True, metavar="L,...",
               help=f"KV links for disaggregated deployments: {', '.join(get_args(KvLink))}.")
 @click.option("--routers", callback=_list, default="least_outstanding", show_default=True, metavar="R,...",
@@ -58,10 +60,13 @@ _EXAMPLES = examples(
               "reference the default search is tested against).")
 @click.option("--workers", type=click.IntRange(1, 64), help="Processes (default: one a core).")
 @click.option("--json", "as_json", is_flag=True, help="Print every deployment's figures as JSON.")
+@click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write the cost–capacity plane, its front and the pick as one HTML page.")
 @guarded
 def plan(scenario_path: Path | None, devices: list[str] | None, budget: str, prices: dict[str, float],
          target: float | None, slo: SLO | None, attainment: float, requests: int, links: list[str],
-         routers: list[str], colocated_only: bool, exhaustive: bool, workers: int | None, as_json: bool) -> None:
+         routers: list[str], colocated_only: bool, exhaustive: bool, workers: int | None, as_json: bool,
+         html_path: Path | None) -> None:
     """Plan SCENARIO's deployment: every fleet of --devices within --budget, its capacity at the SLOs, the
     front of cost against capacity, and the cheapest that carries --target."""
     scenario = scenario_or_default(scenario_path)
@@ -81,6 +86,10 @@ def plan(scenario_path: Path | None, devices: list[str] | None, budget: str, pri
                       workers=workers)
     seconds = time.perf_counter() - began
     table = rows(measured, prices, reqs.mean_output)
+    if html_path is not None:
+        pick = cheapest(table, target) if target is not None else None
+        html_path.write_text(plan_html(table, pick, target, "$/h" if prices else "devices",
+                                       f"plan: {scenario.name}"), encoding="utf-8")
     if as_json:
         click.echo(json.dumps(_json(table, target, seconds), indent=2))
         return
@@ -88,6 +97,9 @@ def plan(scenario_path: Path | None, devices: list[str] | None, budget: str, pri
     click.echo(f"plan: {len(candidates)} deployments of {', '.join(names)} within {budget}"
                f"{'' if money is None else ' an hour'}; {simulated} simulated, {len(candidates) - simulated} "
                f"ruled out by their bound; {sum(m.trials for m in measured)} trials in {seconds:.0f} s")
+    if any(m.at_capacity is not None and m.at_capacity.sent >= MOST_REQUESTS for m in measured):
+        click.echo(f"warning: a trial needed more than {MOST_REQUESTS:,} requests to reach its steady state; those "
+                   "capacities may read high", err=True)
     _print(table, target, bool(prices))
 
 

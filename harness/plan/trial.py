@@ -28,29 +28,44 @@ from harness.workload.plan import replay_trace
 
 @dataclass(frozen=True, slots=True)
 class PlanRequests:
-    prompts: np.ndarray  # tokens, one a request
+    prompts: np.ndarray  # tokens, one a request: as many as the longest trial sends
     outputs: np.ndarray
     unit_offsets_s: np.ndarray  # Poisson arrivals at 1 request/s: divided by the rate of a trial
+    fewest: int  # a trial sends at least this many (`--requests`)
 
     @property
     def mean_output(self) -> float:
-        return float(self.outputs.mean())
+        return float(self.outputs[:self.fewest].mean())
 
     @property
     def mean_prompt(self) -> float:
-        return float(self.prompts.mean())
+        return float(self.prompts[:self.fewest].mean())
 
-    def at(self, rate: float) -> list[SimRequest]:
-        """Fresh requests (an engine changes the ones it serves) arriving at `rate` a second."""
-        offsets = (self.unit_offsets_s / rate * 1e9).astype(np.int64)
+    def count_at(self, rate: float, slos: Slos) -> int:
+        """Requests a trial at `rate` sends: enough to reach its steady state and judge it — twice the requests
+        in flight when each takes as long as the SLOs allow (rate × end-to-end) — and at least `fewest`; at most
+        as many as were drawn."""
+        longest = (slos.ttft_s or 1.0) + self.mean_output * (slos.tpot_s or 0.05)
+        return int(min(len(self.prompts), max(self.fewest, 2 * rate * longest)))
+
+    def at(self, rate: float, count: int | None = None) -> list[SimRequest]:
+        """Fresh requests (an engine changes the ones it serves) arriving at `rate` a second: the first
+        `count` (default `fewest`)."""
+        n = self.fewest if count is None else count
+        offsets = (self.unit_offsets_s[:n] / rate * 1e9).astype(np.int64)
         return [SimRequest(str(i), int(p), int(o), int(t))
-                for i, (p, o, t) in enumerate(zip(self.prompts, self.outputs, offsets, strict=True))]
+                for i, (p, o, t) in enumerate(zip(self.prompts[:n], self.outputs[:n], offsets, strict=True))]
 
 
-def plan_requests(scenario: Scenario, count: int) -> PlanRequests:
-    """`count` requests of the scenario's first phase: a trace's rows' lengths (cycled), else the workload's
-    lengths drawn with the scenario's seed; each cut to the model's context as the server shortens an answer."""
+MOST_REQUESTS = 20_000  # drawn once a search; a trial that would need more is judged on these (said)
+
+
+def plan_requests(scenario: Scenario, fewest: int, most: int = MOST_REQUESTS) -> PlanRequests:
+    """`most` requests of the scenario's first phase (a trial sends `fewest` or more of them): a trace's rows'
+    lengths (cycled), else the workload's lengths drawn with the scenario's seed; each cut to the model's context
+    as the server would take it."""
     rng = np.random.default_rng(scenario.seed)
+    count = max(fewest, most)
     load = scenario.phases[0].load
     if isinstance(load, TraceLoad) and load.file is not None:
         rows = replay_trace(load)[0].rows
@@ -64,7 +79,7 @@ def plan_requests(scenario: Scenario, count: int) -> PlanRequests:
     context = model_context(scenario.simulator)
     prompts = np.minimum(prompts, context - 1)
     outputs = np.minimum(outputs, context - prompts)
-    return PlanRequests(prompts, outputs, np.cumsum(rng.exponential(1.0, count)))
+    return PlanRequests(prompts, outputs, np.cumsum(rng.exponential(1.0, count)), fewest)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +110,7 @@ class Trial:
     tpot_p99_s: float | None
     pools: tuple[PoolLoad, ...] = ()
     kv_bytes_per_s: float = 0.0  # over the link, prefill to decode
+    sent: int = 0  # requests the trial sent (more at higher rates: `PlanRequests.count_at`)
 
 
 WARM_SHARE = 0.25  # the first quarter of a trial's requests fill the servers: served, not judged
@@ -103,7 +119,7 @@ WARM_SHARE = 0.25  # the first quarter of a trial's requests fill the servers: s
 def run_trial(cfg: SimulatorConfig, requests: PlanRequests, rate: float, slos: Slos, give_up: bool) -> Trial:
     """The deployment at `rate`; with `give_up`, stopped as soon as too many requests have missed for the
     trial to pass (its verdict is the same; its latencies are those of the requests served by then)."""
-    reqs = requests.at(rate)
+    reqs = requests.at(rate, requests.count_at(rate, slos))
     judged = reqs[int(WARM_SHARE * len(reqs)):]
     allowed = int((1 - slos.attainment) * len(judged))
     missed = [0]
@@ -140,7 +156,7 @@ def run_trial(cfg: SimulatorConfig, requests: PlanRequests, rate: float, slos: S
         per_token = catalogue().models[cfg.model].kv_bytes_per_token(kv_bytes(cfg.kv_cache_dtype))
         moved = sum(r.prompt_tokens for r in reqs if r.external) * per_token / seconds
     loads = tuple(_load(s, cfg, seconds) for s in (fleet.prefill, fleet.decode) if s is not None)
-    return Trial(rate, passed, within, _p99(ttfts), _p99(tpots), loads, moved)
+    return Trial(rate, passed, within, _p99(ttfts), _p99(tpots), loads, moved, len(reqs))
 
 
 def _load(servers: Servers, cfg: SimulatorConfig, seconds: float) -> PoolLoad:

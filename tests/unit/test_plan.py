@@ -108,8 +108,15 @@ def test_the_command_answers_and_names_bad_flags(tmp_path: Path) -> None:
     no_slo.write_text(path.read_text().replace("slo:\n  ttft_ms: 500\n  tpot_ms: 20\n", ""))
     result = runner.invoke(main, ["plan", str(no_slo)])
     assert result.exit_code == 2 and "plan needs an SLO" in result.output
-    result = runner.invoke(main, ["plan", str(path), "--budget", "3", "--requests", "80", "--json", "--workers", "1"])
+    page = tmp_path / "plan.html"
+    result = runner.invoke(main, ["plan", str(path), "--budget", "3", "--requests", "80", "--json", "--workers", "1",
+                                  "--html", str(page)])
     assert result.exit_code == 0, result.output
     answer = json.loads(result.output)
     assert answer["target"] == 6 and len(answer["deployments"]) == 9  # 1 × h100-sxm: 4 colocated, 5 disaggregated
     assert answer["cheapest"] in [d["deployment"] for d in answer["deployments"]]
+    text = page.read_text()
+    simulated = sum(d["capacity"] is not None and d["capacity"] > 0 for d in answer["deployments"])
+    assert text.count("fill='#bbb'") == simulated  # every deployment simulated is a point on the plane
+    assert text.count("fill='#1f6feb'") == len(answer["capacity_front"])  # the front, marked
+    assert f"<b>{answer['cheapest']}</b>" in text.replace("&gt;", ">")
