@@ -27,11 +27,14 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--requests", type=int, default=400)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--scheduler", choices=["0.33", "0.4"], default="0.33",
+                        help="every server's vLLM scheduler: today's, or 0.4's before chunked prefill (the papers')")
     args = parser.parse_args()
     load_presets(ROOT / "bench" / "data" / "distserve-presets.yaml")
     scenario = parse_scenario({
         "name": "distserve-opt-13b", "seed": 1,
-        "simulator": {"model": "opt-13b", "accelerator": "a100-80g", "kv_link": "nvlink"},
+        "simulator": {"model": "opt-13b", "accelerator": "a100-80g", "kv_link": "nvlink",
+                      "scheduler_compat": args.scheduler},
         "phases": [{"name": "p", "load": {"type": "trace", "file": str(
             ROOT / "scenarios" / "traces" / "AzureLLMInferenceTrace_conv.csv.gz")}}]}, "bench")
     reqs = plan_requests(scenario, args.requests)

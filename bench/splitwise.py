@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 from harness.config.fleet import Pool
@@ -27,19 +26,17 @@ from harness.plan.space import Deployment
 from harness.plan.trial import PlanRequests, Slos, plan_requests
 
 ROOT = Path(__file__).resolve().parents[1]
-PRICES = {"a100-80g": 1.6, "h100-sxm": 2.5, "h100-cap70": 2.5}  # $/GPU-hour, this repository's illustration
-DESIGNS: dict[str, Callable[[Deployment], bool]] = {
-    "Baseline-A100": lambda d: d.prefill is None and d.decode.accelerator == "a100-80g",
-    "Baseline-H100": lambda d: d.prefill is None and d.decode.accelerator == "h100-sxm",
-    "Splitwise-AA": lambda d: _split(d, "a100-80g", "a100-80g"),
-    "Splitwise-HH": lambda d: _split(d, "h100-sxm", "h100-sxm"),
-    "Splitwise-HA": lambda d: _split(d, "h100-sxm", "a100-80g"),
-    "Splitwise-HHcap": lambda d: _split(d, "h100-sxm", "h100-cap70"),
-}
+A100, H100, CAPPED = "a100-80g", "h100-sxm", "h100-cap70"
+PRICES = {A100: 1.6, H100: 2.5, CAPPED: 2.5}  # $/GPU-hour, this repository's illustration
+# a design: (the prompt machines' accelerator, or None for every machine doing both; the token machines')
+DESIGNS: dict[str, tuple[str | None, str]] = {
+    "Baseline-A100": (None, A100), "Baseline-H100": (None, H100), "Splitwise-AA": (A100, A100),
+    "Splitwise-HH": (H100, H100), "Splitwise-HA": (H100, A100), "Splitwise-HHcap": (H100, CAPPED)}
+ON_HDR = {A100}  # DGX-A100s have HDR InfiniBand: a transfer with one on either side runs at its speed
 
 
-def _split(d: Deployment, prompt: str, token: str) -> bool:
-    return d.prefill is not None and d.prefill.accelerator == prompt and d.decode.accelerator == token
+def design_of(d: Deployment) -> tuple[str | None, str]:
+    return (d.prefill.accelerator if d.prefill is not None else None, d.decode.accelerator)
 
 
 def machines(accelerator: str, count: int) -> Pool:
@@ -47,10 +44,12 @@ def machines(accelerator: str, count: int) -> Pool:
 
 
 def candidates(most: int) -> list[Deployment]:
-    found = [Deployment(machines(a, n)) for a in ("a100-80g", "h100-sxm") for n in range(1, most + 1)]
-    for prompt, token in (("a100-80g", "a100-80g"), ("h100-sxm", "h100-sxm"), ("h100-sxm", "a100-80g"),
-                          ("h100-sxm", "h100-cap70")):
-        link = "infiniband-hdr" if "a100-80g" in (prompt, token) else "infiniband"
+    found = []
+    for prompt, token in DESIGNS.values():
+        if prompt is None:
+            found += [Deployment(machines(token, n)) for n in range(1, most + 1)]
+            continue
+        link = "infiniband-hdr" if {prompt, token} & ON_HDR else "infiniband"
         found += [Deployment(machines(token, t), machines(prompt, p), "least_outstanding", link)  # type: ignore[arg-type]
                   for p in range(1, most) for t in range(1, most - p + 1)]
     return found
@@ -59,8 +58,8 @@ def candidates(most: int) -> list[Deployment]:
 def per_design(measured: list[Sized], budget: float, carried: float) -> dict[str, tuple[float, float | None]]:
     """Per design: (the most req/s within `budget` $/h, the least $/h that carries `carried` req/s)."""
     out = {}
-    for name, member in DESIGNS.items():
-        mine = [m for m in measured if member(m.deployment) and m.capacity is not None]
+    for name, design in DESIGNS.items():
+        mine = [m for m in measured if design_of(m.deployment) == design and m.capacity is not None]
         within = [m.capacity or 0.0 for m in mine if (m.deployment.cost_per_h(PRICES) or 0) <= budget + 1e-9]
         able = [m.deployment.cost_per_h(PRICES) or 0.0 for m in mine if (m.capacity or 0) >= carried]
         out[name] = (max(within, default=0.0), min(able, default=None))
@@ -71,8 +70,8 @@ def measure(base: SimulatorConfig, reqs: PlanRequests, slos: Slos, most_cost: fl
     """Each design searched on its own (the fast search's pruning holds within a design's own deployments), every
     deployment of it up to `most_cost` $/h."""
     found: list[Sized] = []
-    for member in DESIGNS.values():
-        mine = [d for d in candidates(8) if member(d) and (d.cost_per_h(PRICES) or 0) <= most_cost + 1e-9]
+    for design in DESIGNS.values():
+        mine = [d for d in candidates(8) if design_of(d) == design and (d.cost_per_h(PRICES) or 0) <= most_cost + 1e-9]
         found += search(base, mine, reqs, slos, prices=PRICES, workers=workers)
     return found
 
@@ -82,19 +81,22 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=400, help="requests a trial at least")
     parser.add_argument("--baseline", type=int, default=2, help="Baseline-H100 machines the budget is set by")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--scheduler", choices=["0.33", "0.4"], default="0.33",
+                        help="every server's vLLM scheduler: today's, or 0.4's before chunked prefill (the papers')")
     args = parser.parse_args()
     load_presets(ROOT / "bench" / "data" / "splitwise-presets.yaml")
     slos = Slos(1.0, 0.05, 0.9)
     for trace in ("conv", "code"):
         scenario = parse_scenario({
             "name": f"splitwise-{trace}", "seed": 1,
-            "simulator": {"model": "llama-2-70b", "accelerator": "h100-sxm", "tp": 8, "kv_transfer": "layerwise"},
+            "simulator": {"model": "llama-2-70b", "accelerator": "h100-sxm", "tp": 8, "kv_transfer": "layerwise",
+                          "scheduler_compat": args.scheduler},
             "phases": [{"name": "p", "load": {"type": "trace",
                                               "file": str(ROOT / "scenarios" / "traces"
                                                           / f"AzureLLMInferenceTrace_{trace}.csv.gz")}}]}, "bench")
         reqs = plan_requests(scenario, args.requests)
         began = time.perf_counter()
-        baseline = Deployment(machines("h100-sxm", args.baseline))
+        baseline = Deployment(machines(H100, args.baseline))
         budget = baseline.cost_per_h(PRICES) or 0.0
         measured = measure(scenario.simulator, reqs, slos, 2 * budget, args.workers)
         carried = next(m.capacity or 0.0 for m in measured if m.deployment == baseline)

@@ -74,8 +74,9 @@ class SimulatorConfig(_Strict):
     enable_expert_parallel: bool = Field(
         False, description="vLLM's --enable-expert-parallel: a mixture-of-experts model's ranks hold whole experts "
                             "(the first ranks one more when they do not divide); no effect on a dense model")
-    scheduler_compat: Literal["0.33", "0.11"] = Field(
-        "0.33", description="the vLLM scheduler followed; 0.11: its older rules (docs/vllm.md)")
+    scheduler_compat: Literal["0.33", "0.11", "0.4"] = Field(
+        "0.33", description="the vLLM scheduler followed; 0.11: its older rules (docs/vllm.md); 0.4: before chunked "
+                            "prefill, a step of prompts or of decodes (docs/fleets.md)")
     async_scheduling: bool = Field(True, description="overlap the host's step preparation with the device's "
                                                      "work, as vLLM does by default (default off with 0.11)")
     enable_prompt_tokens_details: bool = Field(False, description="vLLM's flag: usage says how many prompt tokens "
@@ -133,7 +134,7 @@ class SimulatorConfig(_Strict):
         if accelerator not in catalogue().devices:
             return data  # the field's own check names it
         seqs, tokens = catalogue().devices[accelerator].batch_defaults()
-        older = {"async_scheduling": False} if data.get("scheduler_compat") == "0.11" else {}
+        older = {"async_scheduling": False} if data.get("scheduler_compat") in ("0.11", "0.4") else {}
         return {"max_num_seqs": seqs, "max_num_batched_tokens": tokens, **older, **data}
 
     @model_validator(mode="after")

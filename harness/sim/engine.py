@@ -20,10 +20,12 @@ import numpy as np
 
 from harness.devices.step import PerformanceModel, StepCost, StepLoad
 from harness.sim.kvcache import BlockPool, BlockTable, blocks_for
+from harness.sim.prefills_first import prefills_first
 
 # Which vLLM scheduler to follow: 0.33 (the default), or 0.11's older rules for comparing with deployments
-# still on it (docs/vllm.md lists what differs).
-Compat = Literal["0.33", "0.11"]
+# still on it (docs/vllm.md lists what differs); 0.4: the V0 engine's before chunked prefill, the baseline the
+# disaggregation papers measured against (sim/prefills_first.py).
+Compat = Literal["0.33", "0.11", "0.4"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -142,6 +144,7 @@ class Engine:
         self.waiting: deque[SimRequest] = deque()
         self.running: list[SimRequest] = []
         self.current = config.compat == "0.33"  # read on every request of every step
+        self.whole_prompts = config.compat == "0.4"
         self.pool = BlockPool(config.kv_blocks, config.prefix_caching, tail_first=self.current)
         self.num_preemptions = 0
         self.tokens = TokenTally()
@@ -178,6 +181,14 @@ class Engine:
         return self.pool.used / self.pool.total
 
     def schedule(self, now_ns: int) -> Step:
+        work = prefills_first(self, now_ns) if self.whole_prompts else self._chunked(now_ns)
+        load = self._load(work)
+        cost = self.model.step_cost(load)
+        step = Step(work, load, self.duration_ns(cost.seconds), cost)
+        self.last_step = (now_ns, now_ns + step.duration_ns) if work else None
+        return step
+
+    def _chunked(self, now_ns: int) -> list[tuple[SimRequest, int]]:
         budget = self.config.max_num_batched_tokens
         work: list[tuple[SimRequest, int]] = []
         preemptions = self.num_preemptions
@@ -187,7 +198,7 @@ class Engine:
         while i < len(self.running) and budget > 0:
             req = self.running[i]
             n = min(req.total_tokens - req.computed, budget)
-            if not self._grow(req, n):
+            if not self.grow(req, n):
                 break  # req itself was the newest and got preempted
             work.append((req, n))
             budget -= n
@@ -198,16 +209,12 @@ class Engine:
         while self.waiting and budget > 0 and len(self.running) < self.config.max_num_seqs:
             if self.waiting[0].arrival_ns > cutoff:
                 break
-            n = self._admit(self.waiting[0], budget, now_ns)
+            n = self.admit_head(self.waiting[0], budget, now_ns)
             if n == 0:
                 break
             work.append((self.running[-1], n))
             budget -= n
-        load = self._load(work)
-        cost = self.model.step_cost(load)
-        step = Step(work, load, self.duration_ns(cost.seconds), cost)
-        self.last_step = (now_ns, now_ns + step.duration_ns) if work else None
-        return step
+        return work
 
     def _cutoff(self, now_ns: int, busy: bool) -> int:
         """The latest arrival this step can admit. With async scheduling, a step that follows the last one
@@ -219,7 +226,7 @@ class Engine:
             return last[0]
         return now_ns
 
-    def _admit(self, req: SimRequest, budget: int, now_ns: int) -> int:
+    def admit_head(self, req: SimRequest, budget: int, now_ns: int) -> int:
         """Move the head of the queue into the batch with its first chunk; 0 when it does not fit yet.
 
         As vLLM 0.33 (`scheduler_reserve_full_isl`), a request is admitted only when its whole prompt's blocks
@@ -252,7 +259,7 @@ class Engine:
         self._scheduled(req, n)
         return n
 
-    def _grow(self, req: SimRequest, n: int) -> bool:
+    def grow(self, req: SimRequest, n: int) -> bool:
         """Give `req` the blocks for n more tokens, preempting the newest requests if needed."""
         need = blocks_for(req.computed + n) - req.table.blocks
         while not self.pool.allocate(req.table, need):
