@@ -4,7 +4,7 @@ one, within TTFT 0.25 s and TPOT 0.1 s for 90% of requests (its artifact's `eval
 requests a second a GPU. Its workload, ShareGPT, does not ship here: the Azure 2023 conversation trace's lengths
 stand in (rows past OPT's 2,048 positions dropped, as DistServe drops ShareGPT's).
 
-    python bench/distserve.py [--requests 400] [--workers 2]
+    python bench/distserve.py [--requests 400] [--baseline-scheduler 0.4]
 """
 
 from __future__ import annotations
@@ -26,15 +26,14 @@ ROOT = Path(__file__).resolve().parents[1]
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--requests", type=int, default=400)
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--scheduler", choices=["0.33", "0.4"], default="0.33",
-                        help="every server's vLLM scheduler: today's, or 0.4's before chunked prefill (the papers')")
+    parser.add_argument("--baseline-scheduler", choices=["0.33", "0.4"], default="0.33",
+                        help="vLLM's scheduler: today's, or 0.4's before chunked prefill (the paper's baseline); "
+                             "DistServe's servers run today's (its decode server runs no prompts)")
     args = parser.parse_args()
     load_presets(ROOT / "bench" / "data" / "distserve-presets.yaml")
     scenario = parse_scenario({
         "name": "distserve-opt-13b", "seed": 1,
-        "simulator": {"model": "opt-13b", "accelerator": "a100-80g", "kv_link": "nvlink",
-                      "scheduler_compat": args.scheduler},
+        "simulator": {"model": "opt-13b", "accelerator": "a100-80g", "kv_link": "nvlink"},
         "phases": [{"name": "p", "load": {"type": "trace", "file": str(
             ROOT / "scenarios" / "traces" / "AzureLLMInferenceTrace_conv.csv.gz")}}]}, "bench")
     reqs = plan_requests(scenario, args.requests)
@@ -45,8 +44,10 @@ def main() -> None:
                "DistServe (prefill tp 2 + decode 1: 3 GPUs)": Deployment(
                    Pool(accelerator="a100-80g"), Pool(accelerator="a100-80g", tp=2), "round_robin", "nvlink")}
     began = time.perf_counter()
-    measured = search(scenario.simulator, list(designs.values()), reqs, slos, prices={}, fast=False,
-                      workers=args.workers)
+    vllm, split = designs.values()
+    before = scenario.simulator.on_scheduler(args.baseline_scheduler)
+    measured = [*search(before, [vllm], reqs, slos, prices={}, fast=False, workers=1),
+                *search(scenario.simulator, [split], reqs, slos, prices={}, fast=False, workers=1)]
     print(f"OPT-13B, Azure conversation lengths (prompts mean {reqs.mean_prompt:,.0f}, answers mean "
           f"{reqs.mean_output:,.0f}), TTFT 0.25 s and TPOT 0.1 s for 90%: {time.perf_counter() - began:.0f} s")
     per_gpu = {}

@@ -8,7 +8,7 @@ deployments up to twice the cost of --baseline Baseline-H100 machines, each one'
 plan`'s search, per design); then per design: the most throughput the Baseline-H100 budget buys, and the cost of
 carrying what those machines carry.
 
-    python bench/splitwise.py [--requests 400] [--baseline 2] [--workers 2]
+    python bench/splitwise.py [--requests 400] [--baseline 2] [--baseline-scheduler 0.4] [--workers 2]
 """
 
 from __future__ import annotations
@@ -66,13 +66,15 @@ def per_design(measured: list[Sized], budget: float, carried: float) -> dict[str
     return out
 
 
-def measure(base: SimulatorConfig, reqs: PlanRequests, slos: Slos, most_cost: float, workers: int) -> list[Sized]:
+def measure(base: SimulatorConfig, reqs: PlanRequests, slos: Slos, most_cost: float, workers: int,
+            baseline_scheduler: str) -> list[Sized]:
     """Each design searched on its own (the fast search's pruning holds within a design's own deployments), every
-    deployment of it up to `most_cost` $/h."""
+    deployment of it up to `most_cost` $/h; the baselines on `baseline_scheduler`."""
     found: list[Sized] = []
     for design in DESIGNS.values():
         mine = [d for d in candidates(8) if design_of(d) == design and (d.cost_per_h(PRICES) or 0) <= most_cost + 1e-9]
-        found += search(base, mine, reqs, slos, prices=PRICES, workers=workers)
+        servers = base.on_scheduler(baseline_scheduler) if design[0] is None else base
+        found += search(servers, mine, reqs, slos, prices=PRICES, workers=workers)
     return found
 
 
@@ -81,16 +83,16 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=400, help="requests a trial at least")
     parser.add_argument("--baseline", type=int, default=2, help="Baseline-H100 machines the budget is set by")
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--scheduler", choices=["0.33", "0.4"], default="0.33",
-                        help="every server's vLLM scheduler: today's, or 0.4's before chunked prefill (the papers')")
+    parser.add_argument("--baseline-scheduler", choices=["0.33", "0.4"], default="0.33",
+                        help="the baselines' vLLM scheduler: today's, or 0.4's before chunked prefill (the paper's "
+                             "baseline); split designs run today's (their decode servers run no prompts)")
     args = parser.parse_args()
     load_presets(ROOT / "bench" / "data" / "splitwise-presets.yaml")
     slos = Slos(1.0, 0.05, 0.9)
     for trace in ("conv", "code"):
         scenario = parse_scenario({
             "name": f"splitwise-{trace}", "seed": 1,
-            "simulator": {"model": "llama-2-70b", "accelerator": "h100-sxm", "tp": 8, "kv_transfer": "layerwise",
-                          "scheduler_compat": args.scheduler},
+            "simulator": {"model": "llama-2-70b", "accelerator": "h100-sxm", "tp": 8, "kv_transfer": "layerwise"},
             "phases": [{"name": "p", "load": {"type": "trace",
                                               "file": str(ROOT / "scenarios" / "traces"
                                                           / f"AzureLLMInferenceTrace_{trace}.csv.gz")}}]}, "bench")
@@ -98,7 +100,7 @@ def main() -> None:
         began = time.perf_counter()
         baseline = Deployment(machines(H100, args.baseline))
         budget = baseline.cost_per_h(PRICES) or 0.0
-        measured = measure(scenario.simulator, reqs, slos, 2 * budget, args.workers)
+        measured = measure(scenario.simulator, reqs, slos, 2 * budget, args.workers, args.baseline_scheduler)
         carried = next(m.capacity or 0.0 for m in measured if m.deployment == baseline)
         print(f"\n{trace}: {len(measured)} deployments in {time.perf_counter() - began:.0f} s "
               f"({sum(m.capacity is not None for m in measured)} simulated, {sum(m.trials for m in measured)} trials); "

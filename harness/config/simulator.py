@@ -164,6 +164,11 @@ class SimulatorConfig(_Strict):
         """How the plan and the report say a slowdown was asked for ('' without one)."""
         return f", every step {self.slowdown:g}× longer (--slowdown)" if self.slowdown != 1 else ""
 
+    def on_scheduler(self, compat: str) -> SimulatorConfig:
+        """This configuration on another vLLM scheduler with that scheduler's async default (`changed` would keep
+        this one's flag: 0.11 and 0.4 schedule nothing ahead)."""
+        return self.changed(scheduler_compat=compat, async_scheduling=compat == "0.33")
+
     @property
     def fleet(self) -> bool:
         """More than one server: replicas, or a prefill pool of its own."""

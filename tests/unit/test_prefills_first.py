@@ -38,3 +38,7 @@ def test_the_older_scheduler_is_a_scenario_setting() -> None:
     cfg = SimulatorConfig(scheduler_compat="0.4")
     assert cfg.async_scheduling is False  # V0 had none
     assert build_engine(cfg).whole_prompts and not build_engine(SimulatorConfig()).whole_prompts
+    # changed() keeps the flag a config has; on_scheduler takes the scheduler's own
+    assert SimulatorConfig().changed(scheduler_compat="0.4").async_scheduling is True
+    assert SimulatorConfig().on_scheduler("0.4").async_scheduling is False
+    assert cfg.on_scheduler("0.33").async_scheduling is True
