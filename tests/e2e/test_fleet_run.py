@@ -41,8 +41,12 @@ def test_a_disaggregated_fleet_measured_end_to_end_agrees_with_its_prediction(tm
         proc.terminate()
         proc.communicate(timeout=30)
     (real,) = json.loads((only_run_dir(tmp_path) / "summary.json").read_text())["phases"]
-    if real["client_limited"]:  # its own verdict: the timing checks need a harness that kept up
-        pytest.skip(f"client-limited ({real['client_limited_reason']}; {real['client']['verdict']}): a busy machine")
+    compared = ("ttft_p50", "tpot_p50", "e2e_p50")
+    # the harness's own verdict, figure by figure: a stall that moved only ITL p99 leaves these to judge
+    untrusted = [m for m in compared if real["client_limited"]
+                 and (not real["client_limited_metrics"] or m in real["client_limited_metrics"])]
+    if untrusted:
+        pytest.skip(f"client-limited on {', '.join(untrusted)} ({real['client_limited_reason']}): a busy machine")
     (predicted,) = json.loads(harness("predict", str(SCENARIO), "--json").stdout)["phases"]
     assert real["requests"]["ok"] == predicted["requests"]["ok"] == 48
     for metric in ("ttft", "tpot", "e2e"):
