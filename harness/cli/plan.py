@@ -14,7 +14,7 @@ import click
 from harness.cli.common import presets_option, scenario_argument, scenario_or_default
 from harness.cli.errors import guarded
 from harness.cli.grouped import examples
-from harness.cli.predict import _list, _prices, _slo
+from harness.cli.predict import comma_list, price_list, slo_limits
 from harness.config.fleet import KvLink, Router
 from harness.config.load import ConstantLoad, GammaLoad, PoissonLoad
 from harness.config.scenario import SLO, Scenario
@@ -38,22 +38,23 @@ _EXAMPLES = examples(
                epilog=_EXAMPLES)
 @scenario_argument
 @presets_option
-@click.option("--devices", callback=_list, metavar="A,B,...", help="Accelerators to choose among (default: the "
+@click.option("--devices", callback=comma_list, metavar="A,B,...", help="Accelerators to choose among (default: the "
               "scenario's).")
 @click.option("--budget", default="8", show_default=True, metavar="N|$X",
               help="At most N devices in a deployment, or $X an hour (with --price).")
-@click.option("--price", "prices", callback=_prices, metavar="A=2.5,...", help="Dollars per device-hour.")
+@click.option("--price", "prices", callback=price_list, metavar="A=2.5,...", help="Dollars per device-hour.")
 @click.option("--target", type=click.FloatRange(min=0, min_open=True), metavar="REQ/S",
               help="The load to carry (default: the first phase's rate).")
-@click.option("--slo", callback=_slo, metavar="LIMITS", help="e.g. ttft=500ms,tpot=50ms (default: the scenario's).")
+@click.option("--slo", callback=slo_limits, metavar="LIMITS",
+              help="e.g. ttft=500ms,tpot=50ms (default: the scenario's).")
 @click.option("--attainment", type=click.FloatRange(0.5, 1.0), default=0.9, show_default=True,
               help="Share of requests that must be within every SLO (DistServe's goodput: 90%).")
 @click.option("--requests", type=click.IntRange(40, 20_000), default=400, show_default=True,
               help="Requests a trial at least: more at a rate whose steady state holds more in flight (the first "
                    "quarter warms the servers up, not judged).")
-@click.option("--links", callback=_list, default="infiniband", show_default=True, metavar="L,...",
+@click.option("--links", callback=comma_list, default="infiniband", show_default=True, metavar="L,...",
               help=f"KV links for disaggregated deployments: {', '.join(get_args(KvLink))}.")
-@click.option("--routers", callback=_list, default="least_outstanding", show_default=True, metavar="R,...",
+@click.option("--routers", callback=comma_list, default="least_outstanding", show_default=True, metavar="R,...",
               help=f"Routers for replicas: {', '.join(get_args(Router))}.")
 @click.option("--colocated-only", is_flag=True, help="No prefill pools.")
 @click.option("--exhaustive", is_flag=True, help="Simulate every deployment, every trial to its end (the "

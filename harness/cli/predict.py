@@ -21,11 +21,11 @@ from harness.tools.search import parse_slo
 from harness.twin.validate import outside_envelope
 
 
-def _list(ctx: click.Context, param: click.Parameter, value: str | None) -> list[str] | None:
+def comma_list(ctx: click.Context, param: click.Parameter, value: str | None) -> list[str] | None:
     return None if value is None else [part.strip() for part in value.split(",") if part.strip()]
 
 
-def _prices(ctx: click.Context, param: click.Parameter, value: str | None) -> dict[str, float]:
+def price_list(ctx: click.Context, param: click.Parameter, value: str | None) -> dict[str, float]:
     prices = {}
     for item in filter(None, (part.strip() for part in (value or "").split(","))):
         name, sep, raw = item.partition("=")
@@ -38,7 +38,7 @@ def _prices(ctx: click.Context, param: click.Parameter, value: str | None) -> di
     return prices
 
 
-def _slo(ctx: click.Context, param: click.Parameter, value: str | None) -> SLO | None:
+def slo_limits(ctx: click.Context, param: click.Parameter, value: str | None) -> SLO | None:
     try:
         return None if value is None else parse_slo(value)
     except ValueError as exc:
@@ -57,12 +57,12 @@ _EXAMPLES1 = examples(
 @scenario_argument
 @presets_option
 @click.option("--json", "as_json", is_flag=True, help="Print summary.json (or the matrix) instead of the table.")
-@click.option("--accelerators", callback=_list, metavar="A,B,...",
+@click.option("--accelerators", callback=comma_list, metavar="A,B,...",
               help="Run on each of these presets instead, side by side, and say which to choose per phase.")
-@click.option("--price", "prices", callback=_prices, metavar="A=2.5,...",
+@click.option("--price", "prices", callback=price_list, metavar="A=2.5,...",
               help="With --accelerators: dollars per device-hour, for the cost of a million output tokens "
                    "within the SLOs (a tp-2 column costs twice).")
-@click.option("--slo", callback=_slo, metavar="LIMITS",
+@click.option("--slo", callback=slo_limits, metavar="LIMITS",
               help="With --accelerators: e.g. ttft=500ms,tpot=50ms; default: the scenario's slo.")
 @click.option("--capacity", is_flag=True,
               help="With --accelerators: also search each for the highest rate of the first open-loop phase "
