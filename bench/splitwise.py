@@ -9,6 +9,7 @@ plan`'s search, per design); then per design: the most throughput the Baseline-H
 carrying what those machines carry.
 
     python bench/splitwise.py [--requests 400] [--baseline 2] [--baseline-scheduler 0.4] [--workers 2]
+                              [--first-token prefill|decode]
 """
 
 from __future__ import annotations
@@ -86,13 +87,17 @@ def main() -> None:
     parser.add_argument("--baseline-scheduler", choices=["0.33", "0.4"], default="0.33",
                         help="the baselines' vLLM scheduler: today's, or 0.4's before chunked prefill (the paper's "
                              "baseline); split designs run today's (their decode servers run no prompts)")
+    parser.add_argument("--first-token", choices=["decode", "prefill"], default="prefill",
+                        help="which machine's token is the client's first: Splitwise's prompt machine sends it (its "
+                             "design); vLLM's proxy discards it and the decode server sends its own")
     args = parser.parse_args()
     load_presets(ROOT / "bench" / "data" / "splitwise-presets.yaml")
     slos = Slos(1.0, 0.05, 0.9)
     for trace in ("conv", "code"):
         scenario = parse_scenario({
             "name": f"splitwise-{trace}", "seed": 1,
-            "simulator": {"model": "llama-2-70b", "accelerator": "h100-sxm", "tp": 8, "kv_transfer": "layerwise"},
+            "simulator": {"model": "llama-2-70b", "accelerator": "h100-sxm", "tp": 8, "kv_transfer": "layerwise",
+                          "first_token": args.first_token},
             "phases": [{"name": "p", "load": {"type": "trace",
                                               "file": str(ROOT / "scenarios" / "traces"
                                                           / f"AzureLLMInferenceTrace_{trace}.csv.gz")}}]}, "bench")

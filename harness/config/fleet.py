@@ -20,6 +20,10 @@ KvLink = Literal["nvlink", "infiniband", "infiniband-hdr", "roce", "pcie"]
 # whole: the prompt's KV moves after its prefill, as vLLM's NIXL connector pulls it today; layerwise: each
 # layer's as it is computed (Splitwise), only the last layer's share and any excess left on the TTFT path.
 KvTransfer = Literal["whole", "layerwise"]
+# decode: the decode server streams every token, the prefill server's one discarded (vLLM's disaggregated
+# proxy, llm-d); prefill: the prefill server's token is the client's first and decode carries on from it
+# (DistServe, Splitwise, Mooncake) — a TTFT without the decode server's queue and step.
+FirstToken = Literal["decode", "prefill"]
 
 MAX_REPLICAS = 64
 

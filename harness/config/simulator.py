@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AliasChoices, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from harness.config.base import Changeable
-from harness.config.fleet import MAX_REPLICAS, KvLink, KvTransfer, Pool, Router
+from harness.config.fleet import MAX_REPLICAS, FirstToken, KvLink, KvTransfer, Pool, Router
 from harness.devices.catalogue import catalogue
 from harness.devices.formats import Weights
 
@@ -123,6 +123,8 @@ class SimulatorConfig(_Strict):
                             "infiniband (NDR), infiniband-hdr, roce, pcie (docs/fleets.md: each one's figures)")
     kv_transfer: KvTransfer = Field("whole", description="whole: after the prefill (vLLM's NIXL connector); "
                                     "layerwise: as each layer is computed (Splitwise)")
+    first_token: FirstToken = Field("decode", description="which pool's token is a disaggregated request's first: "
+                                    "decode (vLLM's proxy, llm-d) or prefill (DistServe, Splitwise)")
 
     @model_validator(mode="before")
     @classmethod

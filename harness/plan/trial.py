@@ -18,7 +18,7 @@ from harness.config.simulator import SimulatorConfig
 from harness.devices.catalogue import catalogue
 from harness.devices.step import kv_bytes
 from harness.sim.build import model_context
-from harness.sim.deployment import kv_transfer, pools
+from harness.sim.deployment import handoff, pools
 from harness.sim.engine import SimRequest
 from harness.sim.fleet import Servers
 from harness.sim.virtual_fleet import GiveUp, VirtualFleet
@@ -143,7 +143,7 @@ def run_trial(cfg: SimulatorConfig, requests: PlanRequests, rate: float, slos: S
     # Every prompt its own (a plan prices capacity, not a cache): no prefix to find, so none is kept — the
     # prefix cache's bookkeeping was most of a trial's time, and with nothing shared it changes no step.
     unshared = cfg.changed(prefix_caching=False)
-    fleet = VirtualFleet(*pools(unshared), kv_transfer(unshared))
+    fleet = VirtualFleet(*pools(unshared), handoff(unshared))
     finished = fleet.run(reqs)
     passed = finished and all(r.finished for r in judged) and missed[0] <= allowed
     within = 1 - missed[0] / len(judged) if finished else None

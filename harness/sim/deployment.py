@@ -16,7 +16,7 @@ from harness.devices.links import LINKS, transfer_s
 from harness.devices.step import kv_bytes
 from harness.sim.build import build_engine, fit_problem, model_context, perf_model
 from harness.sim.engine import SimRequest
-from harness.sim.fleet import FleetDriver, Servers, Transfer
+from harness.sim.fleet import FleetDriver, Handoff, Servers
 from harness.sim.realtime import LatenessObserver, StepDriver
 from harness.sim.router import picker
 
@@ -50,8 +50,9 @@ def deployment_problem(cfg: SimulatorConfig) -> str | None:
     return problem if prefill is None or problem is None else f"the decode pool: {problem}"
 
 
-def kv_transfer(cfg: SimulatorConfig) -> Transfer:
-    """A prompt's KV from a prefill server to a decode server: its bytes over min(tp) links at once."""
+def handoff(cfg: SimulatorConfig) -> Handoff:
+    """A prompt's KV from a prefill server to a decode server (its bytes over min(tp) links at once), and which
+    pool's token is its first."""
     prefill = cfg.prefill
     model = catalogue().models[cfg.model]
     per_token = model.kv_bytes_per_token(kv_bytes(cfg.kv_cache_dtype))
@@ -61,14 +62,14 @@ def kv_transfer(cfg: SimulatorConfig) -> Transfer:
     def seconds(req: SimRequest, prefill_s: float) -> float:
         return transfer_s(req.prompt_tokens * per_token, link, lanes, layerwise, prefill_s, model.layers)
 
-    return seconds
+    return Handoff(seconds, cfg.first_token == "prefill")
 
 
 def build_driver(cfg: SimulatorConfig, clock: Clock | None = None, on_lateness: LatenessObserver | None = None,
                  settle: Callable[[], Awaitable[None]] | None = None) -> StepDriver | FleetDriver:
     if not cfg.fleet:
         return StepDriver(build_engine(cfg), clock, on_lateness, settle)
-    return FleetDriver(*pools(cfg), kv_transfer(cfg), clock, on_lateness, settle)
+    return FleetDriver(*pools(cfg), handoff(cfg), clock, on_lateness, settle)
 
 
 def pools(cfg: SimulatorConfig) -> tuple[Servers, Servers | None]:

@@ -4,7 +4,8 @@ finished prompts move their KV over a link to the decode pool (docs/fleets.md).
 A disaggregated request runs twice, as vLLM's proxy runs it: on a prefill server as a one-token request
 whose blocks are held until its KV has left, then — the transfer's time later — on a decode server, which
 finds the prompt's KV already there (all but the last token, whose logits it computes) and streams every
-token the client sees. Each engine keeps its own step loop on the shared clock.
+token the client sees. With `first_token: prefill` (DistServe, Splitwise) the prefill server's token is the
+client's first and the decode server computes from it. Each engine keeps its own step loop on the shared clock.
 """
 
 from __future__ import annotations
@@ -23,6 +24,14 @@ Transfer = Callable[[SimRequest, float], float]
 
 
 @dataclass(frozen=True, slots=True)
+class Handoff:
+    """How a prompt passes from the prefill pool to the decode pool."""
+
+    transfer: Transfer
+    first_from_prefill: bool = False  # the prefill server's token is the client's first (`first_token: prefill`)
+
+
+@dataclass(frozen=True, slots=True)
 class Servers:
     name: str  # "decode", "prefill" — what /metrics labels its servers with
     engines: Sequence[Engine]
@@ -30,11 +39,11 @@ class Servers:
 
 
 class FleetDriver(DriverBase):
-    def __init__(self, decode: Servers, prefill: Servers | None, transfer: Transfer, clock: Clock | None = None,
+    def __init__(self, decode: Servers, prefill: Servers | None, handoff: Handoff, clock: Clock | None = None,
                  on_lateness: LatenessObserver | None = None,
                  settle: Callable[[], Awaitable[None]] | None = None) -> None:
         super().__init__(clock, on_lateness)
-        self.decode, self.prefill, self._transfer = decode, prefill, transfer
+        self.decode, self.prefill, self._handoff = decode, prefill, handoff
         self._drivers = {pool.name: [StepDriver(e, self.clock, self._record_lateness, settle) for e in pool.engines]
                          for pool in (decode, prefill) if pool is not None}
         self._prefilling: dict[SimRequest, tuple[SimRequest, int]] = {}  # request → its prefill run, server
@@ -60,7 +69,11 @@ class FleetDriver(DriverBase):
     def _prefilled(self, req: SimRequest, ahead: SimRequest, server: int) -> None:
         if not ahead.finished:
             return
-        seconds = handed_over(req, ahead, self._transfer)
+        if (seconds := handed_over(req, ahead, self._handoff)) is None:
+            assert self.prefill is not None
+            self.prefill.engines[server].release(ahead)
+            self._prefilling.pop(req, None)
+            return
         self.transfer_s += seconds
         self.transfers += 1
         self.in_transfer += 1
@@ -113,12 +126,15 @@ class FleetDriver(DriverBase):
         """The fleet as one server: every queue, the tokens it answered (the decode pool's), the prompts'
         lookups where prompts are computed, the devices' time and peaks summed."""
         every = [snap for _, snap in self.servers()]
-        answered = [d.snapshot() for d in self._drivers["decode"]]
-        prompts = [d.snapshot() for d in self._drivers["prefill"]] if self.prefill is not None else answered
+        decoded = [d.snapshot() for d in self._drivers["decode"]]
+        prompts = [d.snapshot() for d in self._drivers["prefill"]] if self.prefill is not None else decoded
+        # the pools whose tokens the client saw: the prefill pool's too when it sends the first
+        answered = [*decoded, *prompts] if self._handoff.first_from_prefill else decoded
+        first = prompts if self._handoff.first_from_prefill else decoded
         return Snapshot(sum(s.running for s in every) + self.in_transfer, sum(s.waiting for s in every),
                         sum(s.kv_usage for s in every) / len(every), sum(s.preemptions for s in every),
                         sum(s.prefix_query_tokens for s in prompts), sum(s.prefix_hit_tokens for s in prompts),
-                        sum(s.generation_tokens for s in answered), sum(s.prompt_tokens for s in answered),
+                        sum(s.generation_tokens for s in answered), sum(s.prompt_tokens for s in first),
                         summed_account([s.stress for s in every if s.stress is not None]),
                         summed_peaks([s.peaks for s in every]))
 
@@ -129,12 +145,19 @@ def prefill_run(req: SimRequest) -> SimRequest:
                       hold_kv=True)
 
 
-def handed_over(req: SimRequest, ahead: SimRequest, transfer: Transfer) -> float:
+def handed_over(req: SimRequest, ahead: SimRequest, handoff: Handoff) -> float | None:
     """`req`'s prefill is done: its queue time and cache hits are the prefill server's; the seconds its KV takes
-    to reach the decode pool."""
+    to reach the decode pool — None when its first token was its last, nothing left to decode."""
     req.scheduled_ns, req.cached_tokens = ahead.scheduled_ns, ahead.cached_tokens
+    if handoff.first_from_prefill and not req.aborted:
+        req.generated, req.token_ns = 1, [ahead.token_ns[0]]
+        req.finished = req.output_tokens <= 1
+        if req.on_token is not None:
+            req.on_token(req)
+        if req.finished:
+            return None
     start = ahead.scheduled_ns if ahead.scheduled_ns is not None else ahead.arrival_ns
-    return transfer(req, (ahead.token_ns[0] - start) / NS_PER_S)
+    return handoff.transfer(req, (ahead.token_ns[0] - start) / NS_PER_S)
 
 
 def summed_account(accounts: list[StepAccount]) -> StepAccount | None:

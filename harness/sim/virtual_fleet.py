@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from harness.clock import NS_PER_S
 from harness.sim.decode_ahead import decode_ahead
 from harness.sim.engine import Engine, SimRequest, Step
-from harness.sim.fleet import Servers, Transfer, handed_over, prefill_run
+from harness.sim.fleet import Handoff, Servers, handed_over, prefill_run
 
 
 class GiveUp(Exception):
@@ -24,8 +24,8 @@ class GiveUp(Exception):
 
 
 class VirtualFleet:
-    def __init__(self, decode: Servers, prefill: Servers | None, transfer: Transfer, jump: bool = True) -> None:
-        self.decode, self.prefill, self._transfer, self._jump = decode, prefill, transfer, jump
+    def __init__(self, decode: Servers, prefill: Servers | None, handoff: Handoff, jump: bool = True) -> None:
+        self.decode, self.prefill, self._handoff, self._jump = decode, prefill, handoff, jump
         self._engines: list[Engine] = [*decode.engines, *(prefill.engines if prefill is not None else ())]
         self._steps: list[Step | None] = [None] * len(self._engines)
         self._ends: list[int | None] = [None] * len(self._engines)
@@ -110,7 +110,10 @@ class VirtualFleet:
         return server
 
     def _prefilled(self, req: SimRequest, ahead: SimRequest, server: int) -> None:
-        seconds = handed_over(req, ahead, self._transfer)
+        if (seconds := handed_over(req, ahead, self._handoff)) is None:
+            assert self.prefill is not None
+            self.prefill.engines[server].release(ahead)
+            return
         heapq.heappush(self._landings, (self.now + round(seconds * NS_PER_S), next(self._seq), req, ahead, server))
 
     def _land(self) -> None:

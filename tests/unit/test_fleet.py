@@ -16,7 +16,7 @@ from harness.devices.catalogue import catalogue
 from harness.devices.links import LINKS, transfer_s
 from harness.devices.step import StepLoad
 from harness.sim.build import perf_model
-from harness.sim.deployment import build_driver, deployment_problem, kv_transfer, prefill_server
+from harness.sim.deployment import build_driver, deployment_problem, handoff, prefill_server
 from harness.sim.engine import Engine, EngineConfig, SimRequest
 from harness.sim.fleet import FleetDriver
 from harness.sim.fleet_metrics import FleetSeries
@@ -52,6 +52,31 @@ def test_a_disaggregated_first_token_waits_for_the_kv_transfer_and_one_decode_st
     assert moved > 0.008  # 512 MiB of KV over PCIe: the transfer is most of what was added
     # the decode pool runs the same decode steps as the colocated server did
     assert split["latency_ms"]["tpot"]["p50"] == pytest.approx(alone["latency_ms"]["tpot"]["p50"], rel=0.01)
+
+
+def test_a_first_token_from_the_prefill_pool_skips_the_transfer_and_the_decode_step() -> None:
+    """DistServe's and Splitwise's handoff: the client's first token is the prefill server's; the transfer
+    moves onto the second token's path instead."""
+    alone = _phase({}, ONE)
+    split = _phase({"prefill": "h100-sxm", "kv_link": "pcie", "first_token": "prefill"}, ONE)
+    model = catalogue().models["llama-3.1-8b"]
+    moved = LINKS["pcie"].latency_s + PROMPT * model.kv_bytes_per_token(2) / LINKS["pcie"].bytes_per_s
+    ttft, e2e = (split["latency_ms"][m]["p50"] - alone["latency_ms"][m]["p50"] for m in ("ttft", "e2e"))
+    assert abs(ttft) < 0.01 * alone["latency_ms"]["ttft"]["p50"]
+    # the same 31 decode steps after the first token, the transfer before the first of them
+    assert e2e == pytest.approx(moved * 1e3, rel=0.01)
+
+
+def test_an_answer_of_one_token_ends_on_the_prefill_server() -> None:
+    cfg = SimulatorConfig(prefill="h100-sxm", first_token="prefill", noise_sigma=0)
+    reqs = [SimRequest(f"r{i}", 256, 1 + i % 2, i * 1_000_000) for i in range(6)]
+    fleet = _run_fleet(cfg, reqs)
+    assert [len(r.token_ns) for r in reqs] == [1, 2] * 3 and all(r.finished for r in reqs)
+    assert fleet.transfers == 3  # only the answers with a second token moved
+    snap = fleet.snapshot()
+    assert snap.generation_tokens == 9 and snap.prompt_tokens == 6 * 256  # as the client was answered
+    assert fleet.prefill is not None
+    assert all(e.pool.used == 0 for e in (*fleet.prefill.engines, *fleet.decode.engines))
 
 
 def test_layer_by_layer_hides_the_transfer_behind_the_prefill() -> None:
@@ -196,6 +221,6 @@ def test_pool_shapes_and_refusals() -> None:
 def test_the_kv_moves_over_as_many_links_as_both_sides_split_it() -> None:
     cfg = SimulatorConfig(model="llama-3.1-70b", tp=8, prefill="h100-sxm:2", kv_link="infiniband")
     model = catalogue().models["llama-3.1-70b"]
-    seconds = kv_transfer(cfg)(SimRequest("r", 1000, 1, 0), 1.0)
+    seconds = handoff(cfg).transfer(SimRequest("r", 1000, 1, 0), 1.0)
     kv = 1000 * model.kv_bytes_per_token(2)
     assert seconds == pytest.approx(LINKS["infiniband"].latency_s + kv / (2 * LINKS["infiniband"].bytes_per_s))

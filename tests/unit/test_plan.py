@@ -20,7 +20,7 @@ from harness.plan.search import search
 from harness.plan.space import Deployment, deployments
 from harness.plan.trial import Slos, plan_requests
 from harness.sim import virtual_fleet
-from harness.sim.deployment import kv_transfer, pools
+from harness.sim.deployment import handoff, pools
 from harness.sim.virtual_fleet import VirtualFleet
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,14 +62,30 @@ def test_decode_steps_taken_ahead_are_the_steps_taken_one_by_one(monkeypatch: py
     scenario = parse_scenario(SCENARIO, "test")
     requests = plan_requests(scenario, 200)
     for cfg in (SimulatorConfig(replicas=2, router="least_outstanding", prefix_caching=False),
-                SimulatorConfig(prefill="h100-sxm", accelerator="a100-80g", kv_link="roce", prefix_caching=False)):
+                SimulatorConfig(prefill="h100-sxm", accelerator="a100-80g", kv_link="roce", prefix_caching=False),
+                SimulatorConfig(prefill="h100-sxm", first_token="prefill", prefix_caching=False)):
         stamps = []
         for jump in (False, True):
             reqs = requests.at(6.0)
-            VirtualFleet(*pools(cfg), kv_transfer(cfg), jump=jump).run(reqs)
+            VirtualFleet(*pools(cfg), handoff(cfg), jump=jump).run(reqs)
             stamps.append([r.token_ns for r in reqs])
         assert stamps[0] == stamps[1]  # every token at the same nanosecond, step noise included
     assert sum(jumps) > 50
+
+
+def test_a_first_token_from_the_prefill_pool_comes_first_in_a_trial_too() -> None:
+    """The prefill pool runs the same either way (its KV held until it lands): only where the first token
+    leaves from differs, so every request's first token is earlier, and every answer as long."""
+    requests = plan_requests(parse_scenario(SCENARIO, "test"), 100)
+    firsts, lengths = [], []
+    for first in ("decode", "prefill"):
+        cfg = SimulatorConfig(prefill="h100-sxm", kv_link="roce", first_token=first, prefix_caching=False)
+        reqs = requests.at(6.0)
+        VirtualFleet(*pools(cfg), handoff(cfg)).run(reqs)
+        firsts.append([r.token_ns[0] for r in reqs])
+        lengths.append([len(r.token_ns) for r in reqs])
+    assert all(p < d for d, p in zip(*firsts, strict=True))
+    assert lengths[0] == lengths[1] == [int(n) for n in requests.outputs[:100]]
 
 
 def test_the_fast_search_picks_what_the_exhaustive_search_picks() -> None:
