@@ -3,8 +3,9 @@
 A Node.js server (`bench/ref/sse_server.js`) writes one SSE event per token per socket write — the shape vLLM,
 SGLang and llama.cpp send at low load — and logs when it read each request and wrote its first token (the ground
 truth). A minimal Node.js client (`bench/ref/client.js`: built-in http, split on blank lines, JSON.parse per
-event) and the harness (`harness run`, the lean h1 client) take turns against it, each pinned to core 0 with the
-server on core 1, and this prints for each:
+event; stamped with performance.now(), the lean reference, or with `--reference hrtime` a BigInt a read, the
+reference of issues 48–62) and the harness (`harness run`, the lean h1 client) take turns against it, each
+pinned to core 0 with the server on core 1, and this prints for each:
 
 - **ceiling**: CPU per 1,000 streamed tokens, 64 streams × 512 tokens at zero delay (closed loop, 640 requests)
   — with the server capped at 130k tokens/s in all (issue 48's rig served 134k: the server sets the pace and both
@@ -23,6 +24,7 @@ server on core 1, and this prints for each:
 Machine load is printed before and after. Traffic stays on 127.0.0.1; every run is bounded in requests.
 
     .venv/bin/python bench/per_core.py [--pairs 2] [--only ceiling,fidelity,arrivals] [--shape plain|vllm]
+                                       [--reference lean|hrtime]
                                        [--regimes capped,zero,paced] [--cap-tokens-per-s 130000]
                                        [--stagger-ms 300] [--read-window-us N]
 
@@ -54,6 +56,7 @@ from typing import Any
 REF = Path(__file__).resolve().parent / "ref"
 CLIENT_CORE, SERVER_CORE = "0", str((os.cpu_count() or 2) - 1)
 SHAPE = ["plain"]  # the server's stream shape (--shape), for every server this run starts
+CLOCK = ["perf"]  # the reference's stamps (--reference): lean (performance.now()) or hrtime (a BigInt a read)
 HELD = 0.85  # a client "held its streams" when this share of them was in flight at the server, averaged over time
 WINDOW_US = [0.0]  # the harness's client.read_window_us (--read-window-us), for every harness run
 CAP = [130_000.0]  # the capped regime's server pace, tokens/s in all (--cap-tokens-per-s): issue 48's rig served 134k
@@ -88,7 +91,7 @@ def server_log(url: str) -> dict[str, dict[str, Any]]:
 
 
 def ref_run(url: str, *flags: str) -> dict[str, Any]:
-    done = subprocess.run([*pinned(CLIENT_CORE), "node", str(REF / "client.js"), url, *flags],
+    done = subprocess.run([*pinned(CLIENT_CORE), "node", str(REF / "client.js"), url, "--clock", CLOCK[0], *flags],
                           capture_output=True, text=True, timeout=600, check=True)
     out: dict[str, Any] = json.loads(done.stdout)
     out["records"] = [{"id": r["id"], "intended": int(r["intended"]), "sent": int(r["sent"] or 0),
@@ -351,10 +354,15 @@ def main() -> None:
                         help="zero delay: spread both clients' users' first requests over this long, so a "
                              "round-robin server does not end whole waves of streams together (0: all at once; "
                              "the default is about one answer's length at the capped pace)")
+    parser.add_argument("--reference", choices=("lean", "hrtime"), default="lean",
+                        help="the reference client's stamps: lean, performance.now() (a double); hrtime, "
+                             "process.hrtime.bigint() (a BigInt a read: the reference of issues 48-62)")
     args = parser.parse_args()
+    CLOCK[0] = "perf" if args.reference == "lean" else "hrtime"
     SHAPE[0], WINDOW_US[0], STAGGER_MS[0], CAP[0] = (args.shape, args.read_window_us, args.stagger_ms,
                                                      args.cap_tokens_per_s)
-    print(f"server shape: {args.shape}; harness client.read_window_us: {args.read_window_us:g}; zero-delay stagger: "
+    print(f"reference: {args.reference}; server shape: {args.shape}; harness client.read_window_us: "
+          f"{args.read_window_us:g}; zero-delay stagger: "
           f"{args.stagger_ms:g} ms")
     if shutil.which("node") is None:
         raise SystemExit("needs Node.js (node) for the reference client and server")
