@@ -19,7 +19,7 @@ from typing import Literal
 import numpy as np
 
 from harness.devices.step import PerformanceModel, StepCost, StepLoad
-from harness.sim.kvcache import BlockPool, BlockTable, blocks_for
+from harness.sim.kvcache import BLOCK_TOKENS, BlockPool, BlockTable, blocks_for
 from harness.sim.prefills_first import prefills_first
 
 # Which vLLM scheduler to follow: 0.33 (the default), or 0.11's older rules for comparing with deployments
@@ -192,13 +192,24 @@ class Engine:
         budget = self.config.max_num_batched_tokens
         work: list[tuple[SimRequest, int]] = []
         preemptions = self.num_preemptions
+        running, pool = self.running, self.pool
+        promote = self.current and pool.caching
         i = 0
         # Preemption only ever takes the newest running request, so the list shrinks from its end
         # and an index walk visits each surviving request exactly once.
-        while i < len(self.running) and budget > 0:
-            req = self.running[i]
-            n = min(req.total_tokens - req.computed, budget)
-            if not self.grow(req, n):
+        while i < len(running) and budget > 0:
+            req = running[i]
+            computed, table = req.computed, req.table
+            n = req.prompt_tokens + req.generated - computed
+            if n > budget:
+                n = budget
+            shared = len(table.refs)
+            if computed + n <= (table.private + shared) * BLOCK_TOKENS:
+                # Within the blocks it holds (a decode, 15 steps in 16): nothing to allocate, and only a
+                # prompt's blocks can still be promoted — the per-sequence cost of a step, kept short.
+                if promote and shared < len(table.hashes):
+                    pool.promote(table, computed + n)
+            elif not self.grow(req, n):
                 break  # req itself was the newest and got preempted
             work.append((req, n))
             budget -= n
@@ -288,16 +299,20 @@ class Engine:
 
     @staticmethod
     def _load(work: list[tuple[SimRequest, int]]) -> StepLoad:
-        load = StepLoad(seqs=len(work))
+        # summed in locals, not on the StepLoad: this loop runs for every sequence of every step
+        tokens = decodes = context = cached = 0
+        attn = 0.0
         for req, n in work:
-            load.tokens += n
-            if n == 1 and req.computed > 0:
-                load.decodes += 1
-                load.decode_context += req.computed + 1
+            tokens += n
+            computed = req.computed
+            if n == 1 and computed > 0:
+                decodes += 1
+                context += computed + 1
             else:
-                load.prefill_cached += req.computed
-                load.prefill_attn += n * (req.computed + n / 2)
-        return load
+                cached += computed
+                attn += n * (computed + n / 2)
+        return StepLoad(tokens=tokens, seqs=len(work), decodes=decodes, decode_context=context,
+                        prefill_cached=cached, prefill_attn=attn)
 
     def duration_ns(self, seconds: float) -> int:
         seconds *= self.config.slowdown
@@ -316,20 +331,21 @@ class Engine:
     def complete(self, step: Step, now_ns: int) -> None:
         """Apply a finished step: advance KV, emit the tokens it sampled, retire finished requests."""
         self.stress.add(step.cost, step.duration_ns / 1e9, self.peaks)
+        pool, tally, later, delay = self.pool, self.tokens, not self.current, self.config.first_token_delay
         for req, n in step.work:
             if req.aborted:
                 continue
             req.computed += n
-            if not self.current:
-                self.pool.promote(req.table, req.computed)  # 0.11: cached once computed, at the step's end
-            if req.computed < req.total_tokens:
+            if later:
+                pool.promote(req.table, req.computed)  # 0.11: cached once computed, at the step's end
+            if req.computed < req.prompt_tokens + req.generated:
                 continue  # mid-prefill chunk: nothing sampled yet
-            if self.config.first_token_delay and req.generated == 0 and not req.primed:
+            if delay and req.generated == 0 and not req.primed:
                 req.primed = True  # it rides the next step (counted among its sequences) and leaves at its end
                 continue
-            if self.tokens.emit(req, now_ns):
+            if tally.emit(req, now_ns):
                 self.running.remove(req)
                 if not req.hold_kv:
-                    self.pool.release(req.table)
+                    pool.release(req.table)
             if req.on_token is not None:
                 req.on_token(req)
