@@ -11,7 +11,8 @@ from aiohttp import web
 
 from harness.config.simulator import SimulatorConfig
 from harness.sim.gate import Gate
-from harness.sim.server import SimServer
+from harness.sim.realtime import StepGate
+from harness.sim.server import INTAKE_NS, SimServer
 
 
 class _StampingHandler(web.RequestHandler):
@@ -23,16 +24,34 @@ class _StampingHandler(web.RequestHandler):
     """
 
     received_ns = 0
+    # A request's bytes that came in as a step fell due wait until it has ended: parsing them (aiohttp's HTTP,
+    # then the handler's JSON and prompt) would make the step late; their arrival is stamped all the same.
+    step_gate: StepGate | None = None
+    _held: list[bytes] | None = None
 
     def data_received(self, data: bytes) -> None:
         self.received_ns = time.monotonic_ns()
-        super().data_received(data)
+        if self._held is not None:  # behind bytes already held: in order
+            self._held.append(data)
+        elif self.step_gate is not None and self.step_gate.near(INTAKE_NS):
+            self._held = [data]
+            self.step_gate.after(self._release)
+        else:
+            super().data_received(data)
+
+    def _release(self) -> None:
+        held, self._held = self._held or [], None
+        if self.transport is None:  # the client left meanwhile
+            return
+        for data in held:
+            super().data_received(data)
 
 
 @dataclass(slots=True)
 class RunningSim:
     runner: web.AppRunner
     listener: asyncio.Server
+    server: SimServer
 
     async def cleanup(self) -> None:
         self.listener.close()
@@ -44,7 +63,8 @@ async def serve(cfg: SimulatorConfig, host: str, port: int, api_key: str | None 
     """Start the simulator; returns its handle and base URL (port 0 picks a free port). `gate`: headers it
     requires, the body fields it logs; `live_lateness`: say the first late step as it happens (else only the
     sum, when it stops)."""
-    runner = web.AppRunner(SimServer(cfg, api_key, gate, live_lateness).app(), access_log=None)
+    sim = SimServer(cfg, api_key, gate, live_lateness)
+    runner = web.AppRunner(sim.app(), access_log=None)
     await runner.setup()
     manager = runner.server
     assert manager is not None
@@ -52,8 +72,11 @@ async def serve(cfg: SimulatorConfig, host: str, port: int, api_key: str | None 
     # access_log=None turns access logging off, as AppRunner(access_log=None) does (aiohttp types it as
     # Logger). asyncio's backlog of 100 overflows when hundreds of connections open at once: each refused SYN
     # costs 1 s.
-    listener = await loop.create_server(
-        lambda: _StampingHandler(manager, loop=loop, access_log=None), host, port,  # type: ignore[arg-type]
-        backlog=4096)
+    def protocol() -> _StampingHandler:
+        handler = _StampingHandler(manager, loop=loop, access_log=None)  # type: ignore[arg-type]
+        handler.step_gate = sim.driver.gate
+        return handler
+
+    listener = await loop.create_server(protocol, host, port, backlog=4096)
     bound = listener.sockets[0].getsockname()[1]
-    return RunningSim(runner, listener), f"http://{host}:{bound}/v1"
+    return RunningSim(runner, listener, sim), f"http://{host}:{bound}/v1"

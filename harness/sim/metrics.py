@@ -6,11 +6,11 @@ from collections.abc import Iterator
 
 import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import HistogramMetricFamily
+from prometheus_client.core import HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from harness.sim.engine import SimRequest, StepAccount
-from harness.sim.realtime import Snapshot
+from harness.sim.realtime import Snapshot, StepGate
 
 TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
                 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
@@ -57,6 +57,18 @@ def _one_two_five(most: int) -> tuple[float, ...]:
 
 
 _GAPS_HELD = 8192  # inter-token gaps waiting for the ITL histogram, at most
+_FAMILIES_AT_ONCE = 4  # a scrape's text, rendered a few families at a time between steps
+_CHUNK_NS = 1_000_000  # what a few families cost at most, with room
+
+
+class _Families(Collector):
+    """Families already collected, for `generate_latest` to render."""
+
+    def __init__(self, families: list[Metric]) -> None:
+        self._families = families
+
+    def collect(self) -> Iterator[Metric]:
+        return iter(self._families)
 
 ENGINE = "0"  # vLLM labels each engine core's metrics with its index; the simulator is one engine
 
@@ -174,6 +186,27 @@ class SimMetrics:
             self._gaps = []
 
     def render(self, snap: Snapshot) -> bytes:
+        self._update(snap)
+        return generate_latest(self.registry)
+
+    async def render_between_steps(self, snap: Snapshot, gate: StepGate) -> bytes:
+        """As `render`, a few families at a time, each where it delays no step: the whole text is ~2.5 ms of
+        a 2-core machine's time at a busy simulator's 28 KB (longer with a collection inside), more than a
+        short step leaves. The figures are those of one instant; the text is put together around steps."""
+        self._update(snap)
+        parts: list[bytes] = []
+        chunk: list[Metric] = []
+        for family in self.registry.collect():
+            chunk.append(family)
+            if len(chunk) == _FAMILIES_AT_ONCE:
+                await gate.clear(_CHUNK_NS)
+                parts.append(generate_latest(_Families(chunk)))
+                chunk = []
+        if chunk:
+            parts.append(generate_latest(_Families(chunk)))
+        return b"".join(parts)
+
+    def _update(self, snap: Snapshot) -> None:
         self._count_gaps()
         lab = self._label
         self._running.labels(*lab).set(snap.running)
@@ -188,7 +221,6 @@ class SimMetrics:
             self._seen[key] = value
         if snap.stress is not None:
             self._render_stress(snap.stress, snap.peaks)
-        return generate_latest(self.registry)
 
     def _render_stress(self, stress: StepAccount, peaks: tuple[float, float] | None) -> None:
         for key, stress_counter in self._stress_counters.items():

@@ -17,7 +17,7 @@ from harness.clock import NS_PER_MS, NS_PER_S, MonotonicClock, cancel_quietly
 from harness.config.simulator import ERROR_TYPES, SimulatorConfig
 from harness.devices.catalogue import catalogue
 from harness.sim import embeddings
-from harness.sim.build import context_problem
+from harness.sim.admission import Admission, unauthorised
 from harness.sim.deployment import build_driver, deployment_context
 from harness.sim.dialects import SPOKEN, MakeRenderer, Renderer, Spoken
 from harness.sim.engine import SimRequest
@@ -28,7 +28,7 @@ from harness.sim.gate import Gate
 from harness.sim.inspection import Inspection
 from harness.sim.lateness import LateSteps
 from harness.sim.metrics import SimMetrics
-from harness.sim.openai_shapes import Json, answer_text, error_response
+from harness.sim.openai_shapes import answer_text, error_response
 from harness.sim.realtime import Driver, FixedTimingDriver
 from harness.sim.requests import (
     BadRequest,
@@ -44,15 +44,16 @@ from harness.sim.vision import encoder_seconds, image_sizes, image_words
 from harness.sim.writes import StreamWrites
 
 Emit = Callable[[int, int], Awaitable[None]]
+# What a request's intake costs (~0.25 ms: HTTP, JSON, its prompt hashed) on this project's 2-core machine, with
+# room: started closer than this to a step's deadline, it waits the step out.
+INTAKE_NS = NS_PER_MS
 
 
 class SimServer:
     def __init__(self, cfg: SimulatorConfig, api_key: str | None = None, gate: Gate | None = None,
                  live_lateness: bool = True) -> None:
         self.cfg = cfg
-        self._api_key = api_key
-        self._gate = gate or Gate()
-        self.clock = MonotonicClock()
+        self.clock = MonotonicClock(nap_ns=NS_PER_MS)  # a step wakes within a millisecond of its deadline
         self.metrics = SimMetrics(cfg.name)
         self.driver: Driver
         self.max_model_len = cfg.max_model_len or catalogue().models[cfg.model].max_model_len
@@ -72,7 +73,9 @@ class SimServer:
         self._overhead_s = device.request_s if device is not None else 0.0
         self.ground_truth = GroundTruth()
         self._ids = itertools.count()
-        self._ready_ns = self.clock.now_ns() + int(cfg.startup_delay_s * NS_PER_S)
+        self.admission = Admission(cfg, api_key, gate or Gate(), self.clock,
+                                   self.clock.now_ns() + int(cfg.startup_delay_s * NS_PER_S), self.driver,
+                                   self.max_model_len)
         self.lateness = LateSteps(live_lateness)
         self._driver_task: asyncio.Task[None] | None = None
 
@@ -83,9 +86,10 @@ class SimServer:
         app.router.add_get("/v1/models", self.models)
         app.router.add_get("/health", self.health)
         app.router.add_get("/metrics", self.prometheus)
-        app.router.add_post("/tokenize", tokenize_handler(self.max_model_len, self._authorised, _unauthorised))
-        app.router.add_routes(Inspection(self.driver, self.faults, self.ground_truth, self._authorised,
-                                         _unauthorised).routes())
+        app.router.add_post("/tokenize", tokenize_handler(self.max_model_len, self.admission.authorised,
+                                                          unauthorised))
+        app.router.add_routes(Inspection(self.driver, self.faults, self.ground_truth, self.admission.authorised,
+                                         unauthorised).routes())
         app.on_startup.append(self._start)
         app.on_cleanup.append(self._stop)
         return app
@@ -104,11 +108,6 @@ class SimServer:
         if (line := self.lateness.observe(late_ns)) is not None:
             sys.stderr.write(line + "\n")
 
-    def _starting(self) -> web.Response | None:
-        if self.clock.now_ns() < self._ready_ns:
-            return error_response(503, "the server is starting", "server_error", headers={"Retry-After": "1"})
-        return None
-
     def _answering(self, spoken: Spoken) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
         render = spoken.render
 
@@ -118,41 +117,21 @@ class SimServer:
             return await self._complete(request, spoken, render)
         return handler
 
-    def _turned_away(self, request: web.Request) -> web.Response | None:
-        """Not now (starting) or not this caller (no key, a header the gate wants missing)."""
-        if (starting := self._starting()) is not None:
-            return starting
-        return None if self._authorised(request) else _unauthorised()
-
     def _request(self, rid: str, words: list[str], out: int, arrival: int) -> SimRequest:
         if self.cfg.timing == "fixed":  # no KV cache to hash for
             return SimRequest(rid, len(words), out, arrival)
         return make_request(rid, words, out, arrival)
 
-    async def _intake(self, request: web.Request) -> tuple[int, Json] | web.Response:
-        """A request's arrival (stamped as its bytes came in) and its JSON body; or why it is turned away."""
-        arrival = getattr(request.protocol, "received_ns", 0) or self.clock.now_ns()
-        if (away := self._turned_away(request)) is not None:
-            return away
-        try:
-            body = await request.json()
-        except ValueError:
-            return error_response(400, "request body is not valid JSON", "invalid_request_error")
-        if not isinstance(body, dict):
-            return error_response(400, "request body must be a JSON object", "invalid_request_error")
-        self._gate.note(body)
-        return arrival, body
-
     async def _embed(self, request: web.Request) -> web.Response:
         """Each text a prefill-only request (one step: its prompt), the answer whole when all are through."""
-        if isinstance(taken := await self._intake(request), web.Response):
+        if isinstance(taken := await self.admission.intake(request), web.Response):
             return taken
         arrival, body = taken
         try:
             inputs, size = embeddings.texts(body), embeddings.dimensions(body)
         except BadRequest as exc:
             return error_response(400, str(exc), "invalid_request_error", exc.param)
-        if (unknown := self._unknown_model(body.get("model"))) is not None:
+        if (unknown := self.admission.unknown_model(body.get("model"))) is not None:
             return unknown
         if (longest := max(len(words) for words in inputs)) > self.max_model_len:
             return error_response(400, f"an input of {longest} tokens is past the model's context of "
@@ -168,50 +147,28 @@ class SimServer:
                                  headers={"X-Request-Id": rid})
 
     async def models(self, request: web.Request) -> web.Response:
-        if (starting := self._starting()) is not None:
-            return starting
-        if not self._authorised(request):
-            return _unauthorised()
+        if (away := self.admission.turned_away(request)) is not None:
+            return away
         card = {"id": self.cfg.name, "object": "model", "created": 0, "owned_by": "harness-sim",
                 "max_model_len": self.max_model_len}
         return web.json_response({"object": "list", "data": [card]})
 
     async def health(self, _: web.Request) -> web.Response:
-        return self._starting() or web.Response(text="ok")
+        return self.admission.starting() or web.Response(text="ok")
 
     async def prometheus(self, _: web.Request) -> web.Response:
-        return web.Response(body=self.metrics.render(self.driver.snapshot()), content_type="text/plain",
-                            charset="utf-8")
+        body = await self.metrics.render_between_steps(self.driver.snapshot(), self.driver.gate)
+        return web.Response(body=body, content_type="text/plain", charset="utf-8")
 
     def _finish_reason(self, req: SimRequest, parsed: ParsedRequest) -> str:
         return finish_reason(req.output_tokens, parsed, self.max_model_len - parsed.prompt_tokens,
                              self.cfg.default_max_tokens)
 
-    def _authorised(self, request: web.Request) -> bool:
-        """The key as `Authorization: Bearer KEY`, or in `x-api-key` as Anthropic's clients send it."""
-        key = self._api_key
-        return ((key is None or request.headers.get("Authorization") == f"Bearer {key}"
-                 or request.headers.get("x-api-key") == key) and self._gate.admits(request.headers))
-
-    def _unknown_model(self, model: object) -> web.Response | None:
-        if model == self.cfg.name:
-            return None
-        return error_response(404, f"the model '{str(model)[:80]}' does not exist", "not_found_error", "model",
-                              "model_not_found")
-
-    def _admission_error(self, parsed: ParsedRequest, param: str) -> web.Response | None:
-        if (unknown := self._unknown_model(parsed.model)) is not None:
-            return unknown
-        if (too_long := context_problem(self.max_model_len, parsed)) is not None:
-            return error_response(400, too_long, "invalid_request_error", param, "context_length_exceeded")
-        if self.cfg.max_waiting is not None and self.driver.snapshot().waiting >= self.cfg.max_waiting:
-            return error_response(429, "too many requests waiting", "rate_limit_error",
-                                  headers={"Retry-After": "1"})
-        return None
-
     async def _complete(self, request: web.Request, spoken: Spoken, render: MakeRenderer) -> web.StreamResponse:
-        if isinstance(taken := await self._intake(request), web.Response):
+        await self.driver.gate.clear(INTAKE_NS)  # its arrival is stamped already, as its bytes came in
+        if isinstance(taken := await self.admission.intake(request), web.Response):
             return taken
+        await self.driver.gate.clear(INTAKE_NS)  # again: reading its body may have waited for more bytes
         arrival, body = taken
         try:
             parsed = parse_body(body, spoken.prompt, spoken.max_fields, spoken.whole_context)
@@ -222,7 +179,7 @@ class SimServer:
             seed = (request.headers.get("X-Request-Id") or str(parsed.prompt_crc)).encode()
             parsed = replace(parsed, prompt_words=parsed.prompt_words + image_words(sizes, self.cfg.image_patch_px,
                                                                                     seed))
-        if (refused := self._admission_error(parsed, spoken.param)) is not None:
+        if (refused := self.admission.refusal(parsed, spoken.param)) is not None:
             return refused
         out = output_length(parsed, self.max_model_len - parsed.prompt_tokens, self.cfg.seed,
                             self.cfg.default_max_tokens)
@@ -353,7 +310,3 @@ class SimServer:
 
 async def _no_stream(first: int, count: int) -> None:
     """A whole answer's tokens go nowhere as they come."""
-
-
-def _unauthorised() -> web.Response:
-    return error_response(401, "invalid or missing API key", "authentication_error", code="invalid_api_key")

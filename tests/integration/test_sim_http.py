@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator
 
 import aiohttp
@@ -32,6 +33,22 @@ async def session() -> AsyncIterator[aiohttp.ClientSession]:
 
 def chat(n_prompt: int = 10, **extra: object) -> dict[str, object]:
     return {"model": "llama-3.1-8b", "messages": [{"role": "user", "content": make_text(n_prompt, 1)}], **extra}
+
+
+async def test_bytes_that_come_in_as_a_step_falls_due_wait_for_its_end(session: aiohttp.ClientSession) -> None:
+    """Parsing them then would make the step late (issue 67); they are taken as soon as it has ended."""
+    running, url = await serve(SimulatorConfig(noise_sigma=0.0), "127.0.0.1", 0)
+    try:
+        gate = running.server.driver.gate  # the driver is idle: nothing else moves its gate
+        gate.due(time.monotonic_ns())
+        answered = asyncio.ensure_future(session.get(f"{url}/models"))
+        await asyncio.sleep(0.3)
+        assert not answered.done()
+        gate.ended()
+        async with await asyncio.wait_for(answered, 10) as resp:
+            assert resp.status == 200
+    finally:
+        await running.cleanup()
 
 
 async def test_models_and_health(sim: str, session: aiohttp.ClientSession) -> None:
