@@ -45,17 +45,19 @@ class MonotonicClock:
 
     now_ns = staticmethod(time.monotonic_ns)  # the builtin itself: no Python frame on a token's path
 
-    def __init__(self, nap_ns: int | None = None) -> None:
+    def __init__(self, nap_ns: int | None = None, spin_ns: int = _SPIN_NS) -> None:
         self._nap_s = nap_ns / NS_PER_S if nap_ns is not None else None
+        self._spin_ns = spin_ns
 
     async def sleep_until(self, deadline_ns: int) -> None:
         remaining = deadline_ns - time.monotonic_ns()
-        if remaining > _SPIN_NS:
+        spin = self._spin_ns
+        if remaining > spin:
             if self._nap_s is None:
-                await asyncio.sleep((remaining - _SPIN_NS) / NS_PER_S)
+                await asyncio.sleep((remaining - spin) / NS_PER_S)
             else:
-                while remaining > _SPIN_NS:
-                    await asyncio.sleep(min((remaining - _SPIN_NS) / NS_PER_S, self._nap_s))
+                while remaining > spin:
+                    await asyncio.sleep(min((remaining - spin) / NS_PER_S, self._nap_s))
                     remaining = deadline_ns - time.monotonic_ns()
         while time.monotonic_ns() < deadline_ns:
             await asyncio.sleep(0)

@@ -182,7 +182,7 @@ async def _serve_forever(cfg: SimulatorConfig, host: str, port: int, api_key: st
     # Smaller young collections than the harness's: at 100,000 objects one took ~10 ms, and requests arriving
     # behind it were stamped late (constant 400 req/s: server-side gap CV 0.064 → 0.040–0.044 at 10,000),
     # while 2,048 streams still keep every step on time at 40 ms.
-    tune_for_timing(young=2_000)
+    tune_for_timing(young=10_000)
     said = {"slowdown": cfg.slowdown} if cfg.slowdown != 1 else {}
     sys.stdout.write(json.dumps({"url": url, "model": cfg.name, **said}) + "\n")
     sys.stdout.flush()

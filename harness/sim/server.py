@@ -53,7 +53,7 @@ class SimServer:
     def __init__(self, cfg: SimulatorConfig, api_key: str | None = None, gate: Gate | None = None,
                  live_lateness: bool = True) -> None:
         self.cfg = cfg
-        self.clock = MonotonicClock(nap_ns=NS_PER_MS)  # a step wakes within a millisecond of its deadline
+        self.clock = MonotonicClock(nap_ns=NS_PER_MS, spin_ns=3 * NS_PER_MS)
         self.metrics = SimMetrics(cfg.name)
         self.driver: Driver
         self.max_model_len = cfg.max_model_len or catalogue().models[cfg.model].max_model_len
