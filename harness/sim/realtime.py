@@ -226,19 +226,21 @@ class FixedTimingDriver(DriverBase):
         now = self.clock.now_ns()
         self._record_lateness(now - deadline)
         again: list[tuple[int, int, SimRequest]] = []
-        while self._due and self._due[0][0] <= now:
-            _, _, req = heapq.heappop(self._due)
+        # locals: at the zero-delay ceiling this loop runs for every token the simulator writes
+        heap, emit, seq, ttft_ns, itl_ns = self._due, self._tokens.emit, self._seq, self.ttft_ns, self.itl_ns
+        while heap and heap[0][0] <= now:
+            req = heapq.heappop(heap)[2]
             if req.aborted:
                 continue
-            if self._tokens.emit(req, now):
+            if emit(req, now):
                 self._active -= 1
             else:
-                due = req.arrival_ns + self.ttft_ns + req.generated * self.itl_ns
+                due = req.arrival_ns + ttft_ns + req.generated * itl_ns
                 if self.per_token and due <= now:
-                    again.append((due, next(self._seq), req))  # its next token goes in the next pass
+                    again.append((due, next(seq), req))  # its next token goes in the next pass
                 else:
-                    heapq.heappush(self._due, (due, next(self._seq), req))
+                    heapq.heappush(heap, (due, next(seq), req))
             if req.on_token is not None:
                 req.on_token(req)
         for entry in again:
-            heapq.heappush(self._due, entry)
+            heapq.heappush(heap, entry)

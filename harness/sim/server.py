@@ -276,6 +276,10 @@ class SimServer:
                 done.set()
                 return
             self.metrics.observe_tokens(r, written)
+            if written and len(r.token_ns) == written + 1 and not r.finished:  # one token mid-answer: most
+                writes.send_one(renderer.tokens(written, 1, usage_prompt))
+                written += 1
+                return
             last = len(r.token_ns) - 1
             events = [renderer.tokens(i, 1, usage_prompt, finish() if r.finished and i == last else None)
                       for i in range(written, len(r.token_ns))]

@@ -43,6 +43,18 @@ class StreamWrites:
         if not self._pending:
             self._next()
 
+    def send_one(self, event: bytes) -> None:
+        """One event, the stream going on: a token mid-answer, the call made for nearly every token."""
+        if self._queue or self._pending:
+            self._queue.append(event)
+            if not self._pending:
+                self._next()
+            return
+        if self._transport.is_closing():
+            self._on_end()
+            return
+        self._write(event)
+
     def _next(self) -> None:
         self._pending = False
         if self._transport.is_closing():

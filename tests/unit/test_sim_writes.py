@@ -51,6 +51,24 @@ async def test_token_mode_writes_one_event_per_turn_of_the_loop_and_ends_after_t
     assert t.writes == [_chunk(e) for e in (b"tok1", b"tok2", b"finish", b"[DONE]")]
 
 
+@pytest.mark.parametrize("per_event", [True, False])
+async def test_one_event_mid_answer_is_written_at_once_or_behind_those_still_queued(per_event: bool) -> None:
+    """`send_one`, the path of nearly every token: at once when nothing waits, else in its place."""
+    t, ended = _Transport(), []
+    writes = StreamWrites(t, per_event=per_event, on_end=lambda: ended.append(True))
+    writes.send_one(b"t1")
+    assert t.writes == [_chunk(b"t1")]
+    writes.send([b"t2", b"t3"])
+    writes.send_one(b"t4")
+    for _ in range(4):
+        await asyncio.sleep(0)
+    expected = [b"t1", b"t2", b"t3", b"t4"] if per_event else [b"t1", b"t2t3", b"t4"]
+    assert t.writes == [_chunk(e) for e in expected] and ended == []
+    t.closing = True
+    writes.send_one(b"t5")
+    assert len(t.writes) == len(expected) and ended == [True]  # the client left: nothing more, the stream ends
+
+
 async def test_token_mode_stops_writing_when_the_client_leaves() -> None:
     t, ended = _Transport(), []
     writes = StreamWrites(t, per_event=True, on_end=lambda: ended.append(True))
