@@ -49,8 +49,9 @@ class StepGate:
     (~0.25 ms each) made the quickstart's steps 6–16 ms late — where vLLM's API server runs beside its engine
     core, not in its way. Each waits at most one step, so nothing starves however short the steps."""
 
-    def __init__(self, clock: Clock) -> None:
+    def __init__(self, clock: Clock, early_gc: bool = False) -> None:
         self._clock = clock
+        self._early_gc = early_gc  # real time only: in virtual time nothing is late
         self._due: int | None = None
         self._ended: asyncio.Event | None = None  # made when someone first waits on this step
         self._then: list[Callable[[], None]] = []
@@ -59,7 +60,8 @@ class StepGate:
         self._due = deadline_ns
         # A young collection (1–5 ms at the simulator's 10,000 objects) taken now, with the step's time ahead,
         # rather than wherever an allocation tips it over: into a deadline.
-        if gc.get_count()[0] > _EARLY_GC_OBJECTS and deadline_ns - self._clock.now_ns() > _EARLY_GC_SLACK_NS:
+        if (self._early_gc and gc.get_count()[0] > _EARLY_GC_OBJECTS
+                and deadline_ns - self._clock.now_ns() > _EARLY_GC_SLACK_NS):
             gc.collect(0)
 
     def ended(self) -> None:
@@ -113,7 +115,8 @@ class DriverBase:
         self.lateness_ns: deque[int] = deque(maxlen=10_000)  # recent releases: woke − deadline
         self._on_lateness = on_lateness
         self._wake = asyncio.Event()
-        self.gate = StepGate(self.clock)  # a fleet's servers each keep their own; the fleet's is never due
+        # a fleet's servers each keep their own; the fleet's is never due
+        self.gate = StepGate(self.clock, early_gc=isinstance(self.clock, MonotonicClock))
 
     def _record_lateness(self, late_ns: int) -> None:
         self.steps += 1

@@ -5,6 +5,7 @@ rendered between steps. Fakes only: the figures are in bench/ (docs/benchmarks.m
 from __future__ import annotations
 
 import asyncio
+import gc
 
 import numpy as np
 import pytest
@@ -82,3 +83,19 @@ async def test_a_scrape_rendered_between_steps_says_what_one_rendering_says() ->
     assert not rendering.done()
     gate.ended()
     assert await asyncio.wait_for(rendering, 1) == whole
+
+
+@pytest.mark.parametrize("early", [True, False])
+def test_young_objects_are_collected_as_a_step_starts_with_time_to_spare(early: bool) -> None:
+    threshold = gc.get_threshold()
+    gc.set_threshold(1_000_000, *threshold[1:])  # no collection of its own during the test
+    try:
+        clock = FakeClock()
+        gate = StepGate(clock, early_gc=early)
+        held = [[i] for i in range(5_000)]  # young containers, alive: counted until a collection
+        gate.due(clock.now_ns() + NS_PER_MS)  # too little time ahead: not now
+        assert gc.get_count()[0] >= 5_000
+        gate.due(clock.now_ns() + 10 * NS_PER_MS)
+        assert (gc.get_count()[0] < 5_000) == early and len(held) == 5_000
+    finally:
+        gc.set_threshold(*threshold)
