@@ -12,7 +12,6 @@ import contextlib
 import gc
 import heapq
 import itertools
-import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -53,7 +52,6 @@ class StepGate:
     def __init__(self, clock: Clock, early_gc: bool = False) -> None:
         self._clock = clock
         self._early_gc = early_gc  # real time only: in virtual time nothing is late
-        self._gc_ns = 0  # how long the last collection taken ahead of a step took
         self._due: int | None = None
         self._ended: asyncio.Event | None = None  # made when someone first waits on this step
         self._then: list[Callable[[], None]] = []
@@ -62,12 +60,9 @@ class StepGate:
         self._due = deadline_ns
         # A young collection (1–5 ms at the simulator's 10,000 objects) taken now, with the step's time ahead,
         # rather than wherever an allocation tips it over: into a deadline.
-        # Its time ahead must cover the collection twice over: with hundreds of requests running one took 16–18 ms.
         if (self._early_gc and gc.get_count()[0] > _EARLY_GC_OBJECTS
-                and deadline_ns - self._clock.now_ns() > max(_EARLY_GC_SLACK_NS, 2 * self._gc_ns)):
-            began = time.perf_counter_ns()
+                and deadline_ns - self._clock.now_ns() > _EARLY_GC_SLACK_NS):
             gc.collect(0)
-            self._gc_ns = time.perf_counter_ns() - began
 
     def ended(self) -> None:
         self._due = None
